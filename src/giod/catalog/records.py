@@ -1,0 +1,122 @@
+"""Plain value objects that cross the catalog's API boundary.
+
+The catalog hands these out and takes them in; nothing above the catalog
+sees SQLAlchemy rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SchemaRecord:
+    id: int
+    name: str
+    fingerprint: str  # sha256 of the canonical model
+    text: str  # the YAML text as registered
+
+
+@dataclass(frozen=True)
+class DatasetRecord:
+    id: int
+    name: str
+    schema_id: int
+    created_version: int
+    created: float  # unix time
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    id: int
+    name: str
+    url: str
+    distance: int
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """A container file written by a writer, to be registered at commit."""
+
+    name: str  # e.g. "raw.tracker", "reco", "tag"
+    path: str  # relative to the site root, '/'-separated
+    checksum: str  # "crc32c:xxxxxxxx"
+    size: int  # bytes
+    cluster_entries: tuple[int, ...]  # number of events in each row group
+    schema_id: int  # the schema the file was written with
+
+
+@dataclass(frozen=True)
+class ContainerRecord:
+    id: int
+    database_id: int
+    name: str
+    path: str
+    checksum: str
+    size: int
+    cluster_entries: tuple[int, ...]
+    schema_id: int
+    created_version: int
+    site_ids: tuple[int, ...] = ()  # sites holding a good replica
+
+
+@dataclass(frozen=True)
+class DatabaseCommit:
+    """Everything one writer registers in one catalog transaction."""
+
+    dataset: str
+    n_events: int
+    site: str  # name of the site the containers were written to
+    containers: tuple[ContainerSpec, ...]
+    tag_stats: dict[str, tuple[float, float]] = field(default_factory=dict)  # field -> (min, max)
+    writer: str = ""  # host:pid or a user-chosen name
+    program: str = ""  # program that wrote it, e.g. "giod.physics.simulate"
+    program_version: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    parents: tuple[int, ...] = ()  # database ids it was derived from
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    database_id: int
+    first_entry: int
+    version: int  # the federation version this commit created (or created earlier)
+    duplicate: bool = False  # True when the idempotency key had already landed
+
+
+@dataclass(frozen=True)
+class DatabaseRecord:
+    id: int
+    dataset_id: int
+    first_entry: int
+    n_events: int
+    bytes: int
+    created: float
+    created_version: int
+    writer: str
+    program: str
+    program_version: str
+    parameters: dict[str, Any]
+    parents: tuple[int, ...]
+    idempotency_key: str | None
+    containers: tuple[ContainerRecord, ...]  # visible at the version asked for
+    tag_stats: dict[str, tuple[float, float]]
+
+    @property
+    def stop_entry(self) -> int:
+        return self.first_entry + self.n_events
+
+    def container(self, name: str) -> ContainerRecord | None:
+        for c in self.containers:
+            if c.name == name:
+                return c
+        return None
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    version: int
+    created: float
+    description: str

@@ -1,0 +1,108 @@
+"""The exceptions giod raises.
+
+Every error that giod lets reach a user is a ``GiodError``; errors from
+pyarrow, sqlite3, psycopg, SQLAlchemy or the file system are wrapped with
+``raise ... from exc`` so that the cause stays visible to a debugger::
+
+    GiodError
+     ├── SchemaError          a data model that is malformed or an evolution that is refused
+     ├── DataError            events that do not match their schema
+     ├── ExpressionError      a selection expression that does not parse or type-check
+     ├── CatalogError         the catalog cannot be reached, migrated or updated
+     │    └── ConflictError   a name that already exists, a commit that lost a race
+     ├── StorageError         a site or container file cannot be read or written
+     │    └── IntegrityError  a checksum or size mismatch, a truncated or corrupt file
+     ├── NotFound             an unknown dataset, database, entry, object or site
+     ├── ConfigError          a bad setting or option
+     ├── AuthError            a missing, invalid or insufficient token
+     └── MissingDependency    an optional package that is not installed
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthError",
+    "CatalogError",
+    "ConfigError",
+    "ConflictError",
+    "DataError",
+    "ExpressionError",
+    "GiodError",
+    "IntegrityError",
+    "MissingDependency",
+    "NotFound",
+    "SchemaError",
+    "StorageError",
+]
+
+
+class GiodError(Exception):
+    """Base class of every error giod raises on purpose."""
+
+
+class SchemaError(GiodError):
+    """A data model is malformed, or a schema change is not allowed.
+
+    ``source`` and ``line`` locate the problem in the YAML file when known.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+        self.message = message
+        self.source = source
+        self.line = line
+        where = ""
+        if source is not None:
+            where = f"{source}:{line}: " if line is not None else f"{source}: "
+        super().__init__(where + message)
+
+
+class DataError(GiodError):
+    """Events handed to a writer do not match the dataset's schema."""
+
+
+class ExpressionError(GiodError):
+    """A selection expression is malformed or names unknown tag fields."""
+
+    def __init__(self, message: str, *, expression: str | None = None, position: int | None = None):
+        self.message = message
+        self.expression = expression
+        self.position = position
+        text = message
+        if expression is not None and position is not None:
+            text = f"{message} at column {position + 1} of {expression!r}"
+        super().__init__(text)
+
+
+class CatalogError(GiodError):
+    """The catalog could not be opened, migrated, queried or updated."""
+
+
+class ConflictError(CatalogError):
+    """A name already exists, or a concurrent change made this one impossible."""
+
+
+class StorageError(GiodError):
+    """A site or one of its files could not be read or written."""
+
+
+class IntegrityError(StorageError):
+    """A file's checksum or size differs from what the catalog recorded."""
+
+
+class NotFound(GiodError, KeyError):
+    """A dataset, database, entry, object or site that does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(GiodError):
+    """A setting, option or URL that cannot be used."""
+
+
+class AuthError(GiodError):
+    """A token is missing, invalid, revoked or lacks the needed scope."""
+
+
+class MissingDependency(GiodError, ImportError):
+    """An optional dependency is needed; the message says how to install it."""
