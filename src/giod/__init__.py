@@ -1,5 +1,10 @@
 """giod: a federated object store for particle-physics event data."""
 
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
 from giod.errors import (
     AuthError,
     CatalogError,
@@ -15,20 +20,60 @@ from giod.errors import (
     StorageError,
 )
 
+if TYPE_CHECKING:
+    from giod.federation import Dataset, Federation
+    from giod.objects import OID
+    from giod.schema import Schema
+    from giod.selection import Selection
+
 __version__ = "0.1.0"
 
+
+def open(target: "str | os.PathLike[str]" = "giod-data", *, create: bool = True) -> "Federation":  # noqa: A001
+    """Open the federation at a directory (created if missing) or a catalog URL."""
+    from giod.federation import Federation
+
+    return Federation.open(target, create=create)
+
+
+def __getattr__(name: str) -> object:
+    # the heavy modules load on first use, so `import giod` stays fast
+    if name in ("Federation", "Dataset"):
+        from giod import federation
+
+        return getattr(federation, name)
+    if name == "Schema":
+        from giod.schema import Schema
+
+        return Schema
+    if name in ("Selection",):
+        from giod.selection import Selection
+
+        return Selection
+    if name in ("OID",):
+        from giod.objects import OID
+
+        return OID
+    raise AttributeError(f"module 'giod' has no attribute {name!r}")
+
 __all__ = [
+    "OID",
     "AuthError",
     "CatalogError",
     "ConfigError",
     "ConflictError",
     "DataError",
+    "Dataset",
     "ExpressionError",
+    "Federation",
     "GiodError",
     "IntegrityError",
     "MissingDependency",
     "NotFound",
+    "Schema",
     "SchemaError",
+    "Selection",
     "StorageError",
     "__version__",
+    "open",
 ]

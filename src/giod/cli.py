@@ -1,8 +1,343 @@
-"""The ``giod`` command line."""
+"""The ``giod`` command line: a thin layer over the library.
+
+Every command finds its federation from ``-f/--federation``, else the
+``GIOD_FEDERATION`` environment variable, else ``./giod-data``. Expected
+failures print one line and exit with code 2; there are no tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 
+from giod.errors import GiodError
 
-@click.group()
+DEFAULT_FEDERATION = "giod-data"
+EXIT_BAD_INPUT = 2
+
+
+class _Group(click.Group):
+    """A click group that turns GiodError into one line and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GiodError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+
+
+def federation_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "-f", "--federation", "federation", envvar="GIOD_FEDERATION", default=DEFAULT_FEDERATION,
+        show_default=True, help="Federation directory or catalog URL (env GIOD_FEDERATION).",
+    )(fn)
+
+
+def _open(target: str, create: bool = False) -> Any:
+    import giod
+
+    return giod.open(target, create=create)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    for h in header:
+        t.add_column(h)
+    for r in rows:
+        t.add_row(*[str(x) for x in r])
+    Console().print(t)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="giod")
 def main() -> None:
     """giod: a federated object store for particle-physics event data."""
+
+
+@main.command()
+@click.argument("path", default=None, required=False)
+@federation_option
+def init(path: str | None, federation: str) -> None:
+    """Create a federation (SQLite catalog + local site) at PATH.
+
+    Example: giod init ./myfed
+    """
+    fed = _open(path or federation, create=True)
+    click.echo(f"federation ready at {fed.root or fed.catalog.url} (version {fed.version})")
+
+
+@main.command("ls")
+@federation_option
+def ls_(federation: str) -> None:
+    """List datasets with their events, databases and bytes."""
+    fed = _open(federation)
+    rows = []
+    for name in fed.datasets():
+        s = fed.dataset(name).summary()
+        rows.append([name, f"{s['n_events']:,}", s["n_databases"], _size(s["bytes"])])
+    _table(f"federation version {fed.version}", ["dataset", "events", "databases", "size"], rows)
+
+
+@main.command()
+@click.argument("dataset")
+@click.option("--database", "database_id", type=int, help="Trace one database's provenance.")
+@click.option("--version", "version", type=int, help="Show the dataset as of this federation version.")
+@federation_option
+def show(dataset: str, database_id: int | None, version: int | None, federation: str) -> None:
+    """Show a dataset: schema, containers, databases, provenance.
+
+    Example: giod show qcd --database 12
+    """
+    fed = _open(federation)
+    ds = fed.dataset(dataset)
+    if version is not None:
+        ds = ds.at(version)
+    if database_id is not None:
+        _trace(fed, database_id)
+        return
+    s = ds.summary()
+    click.echo(f"dataset {ds.name}: {s['n_events']:,} events in {s['n_databases']} databases, "
+               f"{_size(s['bytes'])}; schema {ds.schema.name} ({ds.schema.fingerprint[:12]})")
+    rows = []
+    for container, colls in ds.schema.containers.items():
+        rows.append([container, ", ".join(colls) or ", ".join(ds.schema.tags)])
+    _table("containers", ["container", "collections / tags"], rows)
+    dbs = ds.databases()
+    rows = [[db.id, f"{db.first_entry}..{db.stop_entry - 1}", db.n_events, _size(db.bytes),
+             ", ".join(c.name for c in db.containers), db.program or "-", db.created_version]
+            for db in dbs[:20]]
+    more = f" (first 20 of {len(dbs)})" if len(dbs) > 20 else ""
+    _table("databases" + more, ["id", "entries", "events", "size", "containers", "program", "version"], rows)
+
+
+def _trace(fed: Any, database_id: int, depth: int = 0) -> None:
+    db = fed.catalog.database(database_id)
+    pad = "  " * depth
+    click.echo(f"{pad}db{db.id}: {db.n_events} events, entries {db.first_entry}..{db.stop_entry - 1}, "
+               f"written by {db.program or '?'} {db.program_version} on {db.writer} "
+               f"at version {db.created_version}")
+    for c in db.containers:
+        click.echo(f"{pad}  container {c.name}: {c.path} ({_size(c.size)}, {c.checksum})")
+    if db.parameters:
+        click.echo(f"{pad}  parameters: {json.dumps(db.parameters, sort_keys=True)}")
+    for parent in db.parents:
+        click.echo(f"{pad}  derived from:")
+        _trace(fed, parent, depth + 2)
+
+
+@main.group()
+def schema() -> None:
+    """Data-model files."""
+
+
+@schema.command("check")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--old", type=click.Path(dir_okay=False), help="Also check evolution from this model.")
+def schema_check(file: str, old: str | None) -> None:
+    """Validate a YAML data model (and its evolution from --old).
+
+    Example: giod schema check model.yaml --old model-v1.yaml
+    """
+    from giod.schema import Schema
+
+    if not Path(file).exists():
+        raise click.ClickException(f"no such file: {file}")
+    s = Schema.from_yaml(file)
+    click.echo(f"{file}: model {s.name} is valid: {len(s.types)} types, "
+               f"{len(s.collections)} collections, {len(s.containers)} containers, {len(s.tags)} tags")
+    if old:
+        changes = s.check_evolution(Schema.from_yaml(old))
+        click.echo(f"evolution from {old} is allowed: " + ("; ".join(changes) or "no change"))
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--dataset", required=True, help="Dataset to create or append to.")
+@click.option("--tree", default=None, help="Tree name (default: Events, or the only tree).")
+@federation_option
+def import_(file: str, dataset: str, tree: str | None, federation: str) -> None:
+    """Import a NanoAOD-style ROOT file (TTree or RNTuple).
+
+    Example: giod import nano.root --dataset ttbar
+    """
+    from giod.interchange.nanoaod import import_root
+
+    fed = _open(federation, create=True)
+    report = import_root(fed, file, dataset, tree=tree)
+    click.echo(str(report))
+
+
+@main.command()
+@click.argument("dataset")
+@click.option("--format", "fmt", type=click.Choice(["root", "parquet"]), default="parquet", show_default=True)
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option("--where", "expression", default=None, help="Tag expression selecting the events.")
+@federation_option
+def export(dataset: str, fmt: str, output: str, expression: str | None, federation: str) -> None:
+    """Export a dataset (or a selection) to ROOT or Parquet.
+
+    Example: giod export qcd --format root -o qcd.root --where "njets >= 2"
+    """
+    from giod.interchange.export import write_parquet, write_root
+
+    fed = _open(federation)
+    ds = fed.dataset(dataset)
+    sel = ds.select(expression)
+    chunks = _relations_as_indices(sel.iterate())
+    (write_root if fmt == "root" else write_parquet)(output, chunks, ds.schema)
+    click.echo(f"wrote {len(sel):,} events to {output}")
+
+
+def _relations_as_indices(chunks: Any) -> Any:
+    """Exports carry stored indices, not linked views."""
+    import awkward as ak
+
+    from giod.objects import INDEX_SUFFIX
+
+    for arr in chunks:
+        out = {}
+        for f in arr.fields:
+            v = arr[f]
+            if v.ndim > 1 and ak.fields(v):
+                inner = {g: v[g] for g in ak.fields(v) if not _is_view(v, g)}
+                renamed = {(g[: -len(INDEX_SUFFIX)] if g.endswith(INDEX_SUFFIX) else g): x
+                           for g, x in inner.items()}
+                out[f] = ak.zip(renamed, depth_limit=2)
+            else:
+                out[f] = v
+        yield ak.zip(out, depth_limit=1)
+
+
+def _is_view(coll: Any, field: str) -> bool:
+    from giod.objects import INDEX_SUFFIX
+
+    return field + INDEX_SUFFIX in coll.fields
+
+
+@main.command()
+@click.argument("dataset")
+@click.argument("expression", required=False)
+@click.option("--columns", default=None, help="Comma-separated collections, fields or tags to show.")
+@click.option("--limit", default=10, show_default=True, help="Events to print.")
+@click.option("--count", is_flag=True, help="Only print the number of selected events.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the selection to Parquet.")
+@federation_option
+def select(dataset: str, expression: str | None, columns: str | None, limit: int, count: bool,
+           output: str | None, federation: str) -> None:
+    """Select events by a tag expression.
+
+    Example: giod select qcd "njets >= 2 and ht > 500" --columns ht,njets
+    """
+    fed = _open(federation)
+    sel = fed.dataset(dataset).select(expression)
+    n = len(sel)
+    total = len(sel.dataset)
+    click.echo(f"{n:,} of {total:,} events selected ({len(sel.databases())} databases read)")
+    if count:
+        return
+    cols = [c.strip() for c in columns.split(",")] if columns else list(fed.dataset(dataset).schema.tags)
+    if output:
+        from giod.interchange.export import write_parquet
+
+        write_parquet(output, _relations_as_indices(sel.iterate(cols)), sel.dataset.schema)
+        click.echo(f"wrote {output}")
+        return
+    entries = sel.entries()[:limit]
+    shown = 0
+    for chunk in sel.iterate(cols, step_size=max(limit, 1)):
+        for i in range(len(chunk)):
+            if shown >= limit:
+                return
+            click.echo(f"{entries[shown]}: {chunk[i].to_list()}")
+            shown += 1
+
+
+@main.command()
+@click.option("--quick", is_flag=True, help="Check sizes only, not checksums.")
+@federation_option
+def fsck(quick: bool, federation: str) -> None:
+    """Check catalog and files: orphans, missing files, checksum mismatches.
+
+    Exits 1 when committed data is missing or corrupt.
+    """
+    from giod.consistency import fsck as run
+
+    fed = _open(federation)
+    report = run(fed, checksums=not quick)
+    for p in report.problems:
+        click.echo(f"{p.kind}: {p.site}:{p.path}: {p.detail}")
+    click.echo(f"checked {report.files_checked} files ({_size(report.bytes_checked)} read): "
+               f"{len(report.problems)} problems, {len(report.by_kind('orphan'))} orphans")
+    if report.damaged:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--grace", default=3600.0, show_default=True, help="Keep orphans younger than this (s).")
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@federation_option
+def gc(grace: float, dry_run: bool, federation: str) -> None:
+    """Remove orphan files left by interrupted writes."""
+    from giod.consistency import gc as run
+
+    fed = _open(federation)
+    removed = run(fed, grace_seconds=grace, dry_run=dry_run)
+    for site, path in removed:
+        click.echo(f"{'would remove' if dry_run else 'removed'} {site}:{path}")
+    click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}")
+
+
+@main.group()
+def site() -> None:
+    """Sites that hold files."""
+
+
+@site.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.option("--distance", default=10, show_default=True, help="Preference order: lower is nearer.")
+@federation_option
+def site_add(name: str, url: str, distance: int, federation: str) -> None:
+    """Register a site (a directory or an fsspec URL)."""
+    fed = _open(federation)
+    rec = fed.add_site(name, url, distance)
+    click.echo(f"site {rec.name} at {rec.url} (distance {rec.distance})")
+
+
+@site.command("ls")
+@federation_option
+def site_ls(federation: str) -> None:
+    """List sites."""
+    fed = _open(federation)
+    _table("sites", ["name", "url", "distance"], [[s.name, s.url, s.distance] for s in fed.sites()])
+
+
+def _register_optional() -> None:
+    from giod.bench.cli import bench
+    from giod.demo import demo
+
+    main.add_command(bench)
+    main.add_command(demo)
+
+
+try:
+    _register_optional()
+except ImportError:  # pragma: no cover - a partial checkout during development
+    pass

@@ -1,0 +1,28 @@
+"""The data model layer: YAML models, their Arrow layout, and schema evolution.
+
+>>> from giod.schema import Schema
+>>> schema = Schema.from_yaml("model.yaml")            # doctest: +SKIP
+>>> schema.arrow_schema("reco")                         # doctest: +SKIP
+"""
+
+from giod.schema.arrow import schema_from_arrow_metadata
+from giod.schema.definitions import (
+    DTYPES,
+    TAG_CONTAINER,
+    CollectionDef,
+    FieldDef,
+    RelationDef,
+    TypeDef,
+)
+from giod.schema.model import Schema
+
+__all__ = [
+    "DTYPES",
+    "TAG_CONTAINER",
+    "CollectionDef",
+    "FieldDef",
+    "RelationDef",
+    "Schema",
+    "TypeDef",
+    "schema_from_arrow_metadata",
+]

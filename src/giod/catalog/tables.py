@@ -1,0 +1,234 @@
+"""The catalog's SQL schema, as SQLAlchemy Core tables.
+
+Versioned rows carry ``created_version`` and ``deleted_version``: a row is
+visible at version V when ``created_version <= V`` and ``deleted_version`` is
+NULL or greater than V. Nothing versioned is ever updated in place; a change
+marks the old row deleted and inserts a new one, so a reader pinned at an old
+version keeps a consistent snapshot.
+
+This module describes the *current* schema. ``giod.catalog.migrations``
+creates it on a fresh catalog and upgrades older catalogs step by step.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.sql.elements import ColumnElement
+
+__all__ = [
+    "REPLICA_STATES",
+    "commit_keys",
+    "containers",
+    "database_parents",
+    "databases",
+    "dataset_schemas",
+    "datasets",
+    "federation",
+    "meta",
+    "metadata",
+    "replicas",
+    "schemas",
+    "sites",
+    "tag_stats",
+    "versions",
+    "visible",
+]
+
+REPLICA_STATES = ("good", "bad", "lost", "copying")
+
+metadata = MetaData()
+
+# SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+# Ids end up in object ids (db42/tracks/1234#7): AUTOINCREMENT keeps SQLite
+# from handing a purged id to a new row.
+_NO_REUSE = {"sqlite_autoincrement": True}
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+federation = Table(
+    "federation",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("version", BigInteger, nullable=False),
+    CheckConstraint("id = 1", name="federation_single_row"),
+)
+
+versions = Table(
+    "versions",
+    metadata,
+    Column("version", BigInteger, primary_key=True, autoincrement=False),
+    Column("created", Double, nullable=False),
+    Column("description", Text, nullable=False),
+)
+
+schemas = Table(
+    "schemas",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("fingerprint", String(128), nullable=False, unique=True),
+    Column("text", Text, nullable=False),
+    **_NO_REUSE,
+)
+
+datasets = Table(
+    "datasets",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("schema_id", _Id, ForeignKey("schemas.id"), nullable=False),
+    Column("created_version", BigInteger, nullable=False),
+    Column("deleted_version", BigInteger),
+    Column("next_entry", BigInteger, nullable=False, default=0),
+    Column("created", Double, nullable=False),
+    **_NO_REUSE,
+)
+
+dataset_schemas = Table(
+    "dataset_schemas",
+    metadata,
+    Column("dataset_id", _Id, ForeignKey("datasets.id"), primary_key=True),
+    Column("version", BigInteger, primary_key=True, autoincrement=False),
+    Column("schema_id", _Id, ForeignKey("schemas.id"), nullable=False),
+)
+
+databases = Table(
+    "databases",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("dataset_id", _Id, ForeignKey("datasets.id"), nullable=False),
+    Column("first_entry", BigInteger, nullable=False),
+    Column("n_events", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),  # written by the commit itself
+    Column("created", Double, nullable=False),
+    Column("created_version", BigInteger, nullable=False),
+    Column("deleted_version", BigInteger),
+    Column("writer", Text, nullable=False, default=""),
+    Column("program", Text, nullable=False, default=""),
+    Column("program_version", Text, nullable=False, default=""),
+    Column("parameters", Text, nullable=False, default="{}"),  # JSON
+    Column("idempotency_key", Text),
+    UniqueConstraint("dataset_id", "idempotency_key", name="databases_idempotency_key"),
+    Index("databases_by_dataset_version", "dataset_id", "created_version"),
+    **_NO_REUSE,
+)
+
+# No foreign key on parent_id: lineage outlives a purged parent.
+database_parents = Table(
+    "database_parents",
+    metadata,
+    Column("database_id", _Id, ForeignKey("databases.id"), primary_key=True),
+    Column("parent_id", _Id, primary_key=True, autoincrement=False),
+    Column("position", Integer, nullable=False),
+    Index("database_parents_by_parent", "parent_id"),
+)
+
+containers = Table(
+    "containers",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("database_id", _Id, ForeignKey("databases.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("checksum", Text, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("cluster_entries", Text, nullable=False),  # JSON list of ints
+    Column("schema_id", _Id, ForeignKey("schemas.id"), nullable=False),
+    Column("created_version", BigInteger, nullable=False),
+    Column("deleted_version", BigInteger),
+    Index("containers_by_database", "database_id"),
+    Index("containers_by_path", "path"),
+    **_NO_REUSE,
+)
+
+sites = Table(
+    "sites",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("url", Text, nullable=False),
+    Column("distance", Integer, nullable=False, default=0),
+    Column("created", Double, nullable=False),
+    **_NO_REUSE,
+)
+
+replicas = Table(
+    "replicas",
+    metadata,
+    Column("container_id", _Id, ForeignKey("containers.id"), primary_key=True),
+    Column("site_id", _Id, ForeignKey("sites.id"), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("checked", Double),
+    CheckConstraint(
+        "state IN (" + ", ".join(f"'{s}'" for s in REPLICA_STATES) + ")",
+        name="replicas_state",
+    ),
+    Index("replicas_by_site", "site_id"),
+)
+
+# Versioned like containers: a reader pinned before a reconstruction pass must
+# prune with the statistics of the tag container it reads, not the new one.
+# NULL min/max means "unknown" (the value was NaN or infinite).
+tag_stats = Table(
+    "tag_stats",
+    metadata,
+    Column("database_id", _Id, ForeignKey("databases.id"), primary_key=True),
+    Column("field", Text, primary_key=True),
+    Column("created_version", BigInteger, primary_key=True, autoincrement=False),
+    Column("deleted_version", BigInteger),
+    Column("min", Double),
+    Column("max", Double),
+)
+
+commit_keys = Table(
+    "commit_keys",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    Column("created", Double, nullable=False),
+)
+
+Index(
+    "datasets_live_name",
+    datasets.c.name,
+    unique=True,
+    sqlite_where=datasets.c.deleted_version.is_(None),
+    postgresql_where=datasets.c.deleted_version.is_(None),
+)
+Index(
+    "containers_live_name",
+    containers.c.database_id,
+    containers.c.name,
+    unique=True,
+    sqlite_where=containers.c.deleted_version.is_(None),
+    postgresql_where=containers.c.deleted_version.is_(None),
+)
+
+
+def visible(table: Table, version: int | None) -> ColumnElement[bool]:
+    """The condition that selects ``table``'s rows visible at ``version`` (None: current)."""
+    if version is None:
+        return table.c.deleted_version.is_(None)
+    return (table.c.created_version <= version) & (
+        table.c.deleted_version.is_(None) | (table.c.deleted_version > version)
+    )

@@ -1,0 +1,278 @@
+"""Events in memory (awkward) to container columns (Arrow) and back.
+
+Both directions work on whole buffers: offsets and flat field arrays move
+between awkward layouts and Arrow arrays without a Python loop per event or
+object, and without copies where the memory layouts agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import awkward as ak
+import numpy as np
+import pyarrow as pa
+
+from giod.errors import DataError
+from giod.schema import TAG_CONTAINER, FieldDef, Schema
+
+_NUMPY = {
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "float32": np.float32, "float64": np.float64, "bool": np.bool_,
+}  # fmt: skip
+
+
+def as_events(events: Any) -> ak.Array:
+    """Accept an awkward Array, a list of dicts or a dict of arrays."""
+    if isinstance(events, ak.Array):
+        return events
+    try:
+        if isinstance(events, Mapping):
+            return ak.Array(dict(events))
+        return ak.Array(list(events))
+    except Exception as exc:  # awkward raises several types for malformed input
+        raise DataError(f"cannot read events as an array of records: {exc}") from exc
+
+
+# ---------------------------------------------------------------- write side
+
+
+def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
+    target = np.dtype(_NUMPY[fdef.dtype])
+    src = values.dtype
+    if src == target:
+        return values
+    if target.kind == "b":
+        if src.kind != "b":
+            raise DataError(f"{where}: expected bool values, got {src}")
+        return values
+    if target.kind in "iu" and src.kind not in "iub":
+        raise DataError(f"{where}: expected {fdef.dtype}, got {src} (would lose the fraction)")
+    if src.kind not in "iubf":
+        raise DataError(f"{where}: expected {fdef.dtype}, got {src}")
+    if target.kind in "iu" and values.size:
+        info = np.iinfo(target)
+        lo, hi = values.min(), values.max()
+        if lo < info.min or hi > info.max:
+            raise DataError(f"{where}: values {lo}..{hi} do not fit in {fdef.dtype}")
+    return values.astype(target)
+
+
+def _flat_numpy(arr: ak.Array, where: str) -> np.ndarray:
+    try:
+        out = ak.to_numpy(arr, allow_missing=False)
+    except Exception as exc:  # noqa: BLE001 - awkward's errors vary by layout
+        raise DataError(f"{where}: values are missing or not numeric ({exc})") from exc
+    if out.dtype.kind not in "biuf":
+        raise DataError(f"{where}: expected numbers, got {arr.type}")
+    return out
+
+
+def _fixed(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """Nest flat values into (possibly multi-dimensional) fixed-size lists of ``arrow_type``."""
+    if not pa.types.is_fixed_size_list(arrow_type):
+        return pa.array(flat, type=arrow_type)
+    inner = _fixed(flat, arrow_type.value_type)
+    return pa.FixedSizeListArray.from_arrays(inner, type=arrow_type)
+
+
+def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.DataType) -> pa.Array:
+    """Flat values of one field (all objects of all events) as an Arrow array."""
+    if fdef.shape:
+        size = int(np.prod(fdef.shape))
+        try:
+            regular = ak.to_regular(values, axis=-1) if values.ndim > 1 else values
+        except Exception as exc:  # noqa: BLE001 - ragged inner lists
+            raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}") from exc
+        flat = _flat_numpy(regular, where)
+        if flat.ndim < 2 or int(np.prod(flat.shape[1:])) != size:
+            raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}")
+        return _fixed(_cast(flat.reshape(-1), fdef, where), arrow_type)
+    flat = _flat_numpy(values, where)
+    if flat.ndim != 1:
+        raise DataError(f"{where}: expected scalars, got {values.type}")
+    return pa.array(_cast(flat, fdef, where), type=arrow_type)
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    if out[-1] > np.iinfo(np.int32).max:
+        raise DataError("too many objects in one cluster for 32-bit offsets; write smaller batches")
+    return out.astype(np.int32)
+
+
+def _collection_column(
+    events: ak.Array, schema: Schema, name: str, counts: Mapping[str, np.ndarray]
+) -> pa.Array:
+    tdef = schema.collection_type(name)
+    coll = events[name]
+    objs = ak.flatten(coll, axis=1)
+    have = set(ak.fields(objs))
+    known = set(tdef.fields) | set(tdef.relations)
+    unknown = sorted(have - known)
+    if unknown:
+        raise DataError(
+            f"collection {name}: unknown field {unknown[0]!r} "
+            f"(type {tdef.name} has {', '.join(sorted(known))})"
+        )
+    n_objects = len(objs)
+    item_type = schema.arrow_type(name).value_type
+    types = {f.name: f.type for f in item_type}
+    event_of_object: np.ndarray | None = None
+    arrays: list[pa.Array] = []
+    for fname, fdef in tdef.fields.items():
+        where = f"{name}.{fname}"
+        if fname not in have:
+            if fdef.default is None:
+                raise DataError(f"collection {name}: field {fname!r} is missing and has no default")
+            value = np.full(n_objects * int(np.prod(fdef.shape or (1,))), fdef.default, dtype=_NUMPY[fdef.dtype])
+            arrays.append(_fixed(value, types[fname]))
+            continue
+        arrays.append(_field_array(objs[fname], fdef, where, types[fname]))
+    for rname, rdef in tdef.relations.items():
+        where = f"{name}.{rname}"
+        if rname not in have:
+            raise DataError(f"collection {name}: relation {rname!r} is missing")
+        if rdef.target not in counts:
+            raise DataError(f"{where}: relation target collection {rdef.target!r} is not in the events")
+        if event_of_object is None:
+            event_of_object = np.repeat(np.arange(len(coll)), counts[name])
+        limit = counts[rdef.target][event_of_object]
+        values = objs[rname]
+        if rdef.many:
+            inner = np.asarray(ak.num(values, axis=1), dtype=np.int64)
+            idx = _flat_numpy(ak.flatten(values, axis=1), where)
+            if idx.dtype.kind not in "iu":
+                raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
+            lim = np.repeat(limit, inner)
+            bad = (idx < 0) | (idx >= lim)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise DataError(
+                    f"{where}: index {int(idx[i])} out of range (the event has {int(lim[i])} {rdef.target})"
+                )
+            arrays.append(pa.ListArray.from_arrays(pa.array(_offsets(inner)), pa.array(idx.astype(np.int32)),
+                                                   type=types[rname]))
+        else:
+            idx = _flat_numpy(values, where)
+            if idx.dtype.kind not in "iu":
+                raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
+            bad = (idx < -1) | (idx >= limit)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise DataError(
+                    f"{where}: index {int(idx[i])} out of range (the event has {int(limit[i])} "
+                    f"{rdef.target}; -1 means none)"
+                )
+            arrays.append(pa.array(idx.astype(np.int32)))
+    struct = pa.StructArray.from_arrays(arrays, fields=list(item_type))
+    return pa.ListArray.from_arrays(pa.array(_offsets(counts[name])), struct, type=schema.arrow_type(name))
+
+
+def containers_in(events: ak.Array, schema: Schema) -> list[str]:
+    """The containers that ``events`` carries data for."""
+    fields = set(ak.fields(events))
+    unknown = sorted(fields - set(schema.collections) - set(schema.tags))
+    if unknown:
+        raise DataError(
+            f"unknown collection or tag {unknown[0]!r} in the events "
+            f"(the schema has {', '.join(sorted([*schema.collections, *schema.tags]))})"
+        )
+    out = []
+    for container, collections in schema.containers.items():
+        if container == TAG_CONTAINER:
+            if fields & set(schema.tags):
+                out.append(container)
+        elif fields & set(collections):
+            out.append(container)
+    return out
+
+
+def to_tables(
+    events: ak.Array,
+    schema: Schema,
+    containers: Iterable[str],
+    target_counts: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, pa.Table]:
+    """Convert events to one Arrow table per container, validating against the schema.
+
+    ``target_counts`` gives objects per event of relation targets that are
+    not in ``events`` (already stored), so that indices can be checked.
+    """
+    if events.ndim != 1 or not ak.fields(events):
+        raise DataError(f"events must be an array of records, got {events.type}")
+    present = set(ak.fields(events))
+    counts: dict[str, np.ndarray] = dict(target_counts or {})
+    for name in schema.collections:
+        if name in present:
+            try:
+                counts[name] = np.asarray(ak.num(events[name], axis=1), dtype=np.int64)
+            except Exception as exc:  # noqa: BLE001
+                raise DataError(f"collection {name}: expected a list of objects per event, got "
+                                f"{events[name].type}") from exc
+    out: dict[str, pa.Table] = {}
+    for container in containers:
+        arrow_schema = schema.arrow_schema(container)
+        columns: list[pa.Array] = []
+        for fld in arrow_schema:
+            if container == TAG_CONTAINER:
+                fdef = schema.tags[fld.name]
+                if fld.name not in present:
+                    if fdef.default is None:
+                        raise DataError(f"tag {fld.name!r} is missing and has no default")
+                    columns.append(pa.array(np.full(len(events), fdef.default, dtype=_NUMPY[fdef.dtype]),
+                                            type=fld.type))
+                else:
+                    columns.append(_field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
+            else:
+                if fld.name not in present:
+                    raise DataError(f"container {container}: collection {fld.name!r} is missing")
+                columns.append(_collection_column(events, schema, fld.name, counts))
+        out[container] = pa.Table.from_arrays(columns, schema=arrow_schema)
+    return out
+
+
+# ----------------------------------------------------------------- read side
+
+
+def _content(array: pa.Array) -> ak.contents.Content:
+    t = array.type
+    if pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        inner = _content(array.flatten())
+        return ak.contents.RegularArray(inner, size, zeros_length=len(array))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        offsets = array.offsets.to_numpy()
+        start, stop = int(offsets[0]), int(offsets[-1])
+        inner = _content(array.values.slice(start, stop - start))
+        if start:
+            offsets = offsets - start
+        index = ak.index.Index64(offsets) if offsets.dtype == np.int64 else ak.index.Index32(offsets)
+        return ak.contents.ListOffsetArray(index, inner)
+    if pa.types.is_struct(t):
+        names = [f.name for f in t]
+        children = array.flatten()
+        return ak.contents.RecordArray([_content(c) for c in children], names, length=len(array))
+    if pa.types.is_boolean(t):
+        return ak.contents.NumpyArray(array.to_numpy(zero_copy_only=False))
+    if array.null_count:
+        raise DataError(f"unexpected missing values in a {t} column")
+    return ak.contents.NumpyArray(array.to_numpy(zero_copy_only=True))
+
+
+def column_content(column: pa.ChunkedArray | pa.Array, type_name: str | None = None) -> ak.contents.Content:
+    """One container column as an awkward layout; records named after their type."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    content = _content(column)
+    if type_name is not None and isinstance(content, ak.contents.ListOffsetArray):
+        rec = content.content
+        if isinstance(rec, ak.contents.RecordArray):
+            rec = ak.contents.RecordArray(
+                rec.contents, rec.fields, length=rec.length, parameters={"__record__": type_name}
+            )
+            content = ak.contents.ListOffsetArray(content.offsets, rec)
+    return content

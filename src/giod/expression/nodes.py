@@ -1,0 +1,179 @@
+"""The syntax tree of a selection expression, and its canonical text.
+
+Every node knows its value kind (``"bool"``, ``"int"`` or ``"float"``), the
+span of the user's text it came from (for error messages) and its depth (to
+bound the work of the recursive passes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal as TypingLiteral
+
+Kind = TypingLiteral["bool", "int", "float"]
+
+ARITHMETIC = ("+", "-", "*", "/", "%", "**")
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+FUNCTIONS: dict[str, tuple[int, int | None]] = {
+    # name -> (least, most) number of arguments; None: no upper limit
+    "abs": (1, 1),
+    "sqrt": (1, 1),
+    "min": (2, None),
+    "max": (2, None),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """Base of all nodes: value kind, source span ``[start, end)`` and depth."""
+
+    kind: Kind
+    start: int
+    end: int
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class Constant(Node):
+    """A literal: ``3``, ``2.5``, ``true``."""
+
+    value: bool | int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Field(Node):
+    """A tag field read from the event's tag columns."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Negate(Node):
+    """Unary minus."""
+
+    operand: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Node):
+    """Logical negation."""
+
+    operand: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Arithmetic(Node):
+    """A binary arithmetic operator, one of ``ARITHMETIC``."""
+
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Node):
+    """A call of one of ``FUNCTIONS``."""
+
+    function: str
+    args: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Node):
+    """A comparison chain: ``a < b <= c`` means ``a < b and b <= c``."""
+
+    operands: tuple[Node, ...]
+    ops: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Logical(Node):
+    """``and`` / ``or`` over two or more conditions (flattened)."""
+
+    op: str
+    operands: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Member(Node):
+    """``x in (a, b, …)``, or ``x not in (…)`` when negated."""
+
+    operand: Node
+    items: tuple[Node, ...]
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Between(Node):
+    """``x between low and high`` (both ends included), or its negation."""
+
+    operand: Node
+    low: Node
+    high: Node
+    negated: bool
+
+
+def render(node: Node) -> str:
+    """The canonical, fully parenthesised text of ``node``; it parses back to an equal tree."""
+    match node:
+        case Constant(value=bool() as value):
+            return "true" if value else "false"
+        case Constant(value=float() as value):
+            return repr(value)
+        case Constant(value=value):
+            return str(value)
+        case Field(name=name):
+            return name
+        case Negate(operand=operand):
+            return f"(-{render(operand)})"
+        case Not(operand=operand):
+            return f"(not {render(operand)})"
+        case Arithmetic(op=op, left=left, right=right):
+            return f"({render(left)} {op} {render(right)})"
+        case Call(function=function, args=args):
+            return f"{function}({', '.join(render(arg) for arg in args)})"
+        case Compare(operands=operands, ops=ops):
+            parts = [render(operands[0])]
+            for op, operand in zip(ops, operands[1:], strict=True):
+                parts += [op, render(operand)]
+            return f"({' '.join(parts)})"
+        case Logical(op=op, operands=operands):
+            return "(" + f" {op} ".join(render(operand) for operand in operands) + ")"
+        case Member(operand=operand, items=items, negated=negated):
+            keyword = "not in" if negated else "in"
+            listed = ", ".join(render(item) for item in items)
+            return f"({render(operand)} {keyword} ({listed}))"
+        case Between(operand=operand, low=low, high=high, negated=negated):
+            keyword = "not between" if negated else "between"
+            return f"({render(operand)} {keyword} {render(low)} and {render(high)})"
+    raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
+
+
+def fields_of(node: Node) -> frozenset[str]:
+    """The names of the tag fields ``node`` reads."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Field):
+            names.add(current.name)
+        stack.extend(children(current))
+    return frozenset(names)
+
+
+def children(node: Node) -> tuple[Node, ...]:
+    """The direct sub-expressions of ``node``."""
+    match node:
+        case Negate(operand=operand) | Not(operand=operand):
+            return (operand,)
+        case Arithmetic(left=left, right=right):
+            return (left, right)
+        case Call(args=args):
+            return args
+        case Compare(operands=operands) | Logical(operands=operands):
+            return operands
+        case Member(operand=operand, items=items):
+            return (operand, *items)
+        case Between(operand=operand, low=low, high=high):
+            return (operand, low, high)
+    return ()

@@ -1,0 +1,271 @@
+"""Federation and Dataset: the public entry points.
+
+``giod.open(PATH)`` opens (or creates) an embedded federation: a directory
+holding ``catalog.sqlite`` and the site ``local`` in ``data/``.
+``giod.open("postgresql://...")`` opens a shared catalog whose sites are
+registered in it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import awkward as ak
+
+from giod.catalog import Catalog
+from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
+from giod.errors import ConfigError, IntegrityError, NotFound, StorageError
+from giod.objects import OID
+from giod.schema import Schema
+from giod.storage.container import ContainerReader
+from giod.storage.site import Site, open_site
+
+CATALOG_FILE = "catalog.sqlite"
+LOCAL_SITE = "local"
+LOCAL_SITE_DIR = "data"
+
+
+class Federation:
+    """Everything one catalog knows: schemas, datasets, databases, sites, replicas."""
+
+    def __init__(self, catalog: Catalog, root: Path | None = None):
+        self.catalog = catalog
+        self.root = root  # the directory of an embedded federation, if any
+        self._sites: dict[str, Site] = {}
+        self._schemas: dict[int, Schema] = {}
+
+    # -------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, target: str | os.PathLike[str], *, create: bool = True) -> Federation:
+        text = os.fspath(target)
+        if text.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
+            return cls(Catalog.open(text, create=create))
+        if text.startswith(("http://", "https://")):
+            raise ConfigError(f"{text}: remote federations need a giod server client (not available yet)")
+        root = Path(text).expanduser().resolve()
+        db = root / CATALOG_FILE
+        if not db.exists():
+            if not create:
+                raise NotFound(f"no giod federation at {text} (giod init {text} creates one)")
+            if root.exists() and not root.is_dir():
+                raise ConfigError(f"{text} exists and is not a directory")
+            root.mkdir(parents=True, exist_ok=True)
+        fed = cls(Catalog.open(f"sqlite:///{db}", create=create), root)
+        if not fed.catalog.sites():
+            try:
+                fed.catalog.add_site(LOCAL_SITE, LOCAL_SITE_DIR, 0)
+            except Exception:  # noqa: BLE001 - a concurrent opener added it first
+                if not fed.catalog.sites():
+                    raise
+        return fed
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    def __enter__(self) -> Federation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = str(self.root) if self.root else self.catalog.url
+        return f"<giod.Federation {where} version={self.version}>"
+
+    # -------------------------------------------------------------- catalog
+
+    @property
+    def version(self) -> int:
+        """The federation's current version (commit counter)."""
+        return self.catalog.version()
+
+    def datasets(self, version: int | None = None) -> list[str]:
+        return [d.name for d in self.catalog.datasets(version)]
+
+    def dataset(self, name: str, version: int | None = None) -> Dataset:
+        return Dataset(self, self.catalog.dataset(name, version), version)
+
+    def __getitem__(self, name: str) -> Dataset:
+        return self.dataset(name)
+
+    def create_dataset(self, name: str, schema: Schema, *, exist_ok: bool = False) -> Dataset:
+        """Create a dataset of events that follow ``schema``."""
+        if exist_ok and name in self.datasets():
+            ds = self.dataset(name)
+            if ds.schema.fingerprint != schema.fingerprint:
+                raise ConfigError(f"dataset {name} exists with another schema")
+            return ds
+        schema_id = self.catalog.add_schema(schema.name, schema.to_yaml(), schema.fingerprint)
+        self._schemas[schema_id] = schema
+        return Dataset(self, self.catalog.create_dataset(name, schema_id), None)
+
+    def evolve_dataset(self, name: str, schema: Schema) -> list[str]:
+        """Move a dataset to a new schema version; old databases stay readable."""
+        current = self.dataset(name).schema
+        changes = schema.check_evolution(current)
+        schema_id = self.catalog.add_schema(schema.name, schema.to_yaml(), schema.fingerprint)
+        self.catalog.set_dataset_schema(name, schema_id)
+        return changes
+
+    def schema(self, schema_id: int) -> Schema:
+        if schema_id not in self._schemas:
+            rec = self.catalog.schema(schema_id)
+            self._schemas[schema_id] = Schema.from_yaml(rec.text if "\n" in rec.text else rec.text + "\n")
+        return self._schemas[schema_id]
+
+    # ---------------------------------------------------------------- sites
+
+    def sites(self) -> list[SiteRecord]:
+        return sorted(self.catalog.sites(), key=lambda s: (s.distance, s.name))
+
+    def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        return self.catalog.add_site(name, url, distance)
+
+    def site(self, name: str | None = None) -> Site:
+        """The site ``name``, or the nearest one when no name is given."""
+        if name is None:
+            sites = self.sites()
+            if not sites:
+                raise ConfigError("this federation has no site to write to: giod site add NAME PATH")
+            name = sites[0].name
+        if name not in self._sites:
+            rec = self.catalog.site(name)
+            self._sites[name] = open_site(rec.name, self._resolve(rec.url))
+        return self._sites[name]
+
+    def _resolve(self, url: str) -> str:
+        if "://" in url or os.path.isabs(url):
+            return url
+        if self.root is None:
+            raise ConfigError(f"site URL {url!r} is relative but the catalog is not in a directory")
+        return str(self.root / url)
+
+    def open_container(self, container: ContainerRecord) -> ContainerReader:
+        """Open a container from the nearest site holding a good replica."""
+        by_id = {s.id: s for s in self.sites()}
+        candidates = sorted((by_id[i] for i in container.site_ids if i in by_id),
+                            key=lambda s: s.distance)
+        if not candidates:
+            raise NotFound(f"container {container.path} has no good replica on any site")
+        errors: list[str] = []
+        for rec in candidates:
+            try:
+                return ContainerReader(self.site(rec.name), container.path, expected_size=container.size)
+            except (NotFound, IntegrityError, StorageError) as exc:
+                errors.append(str(exc))
+        raise StorageError("; ".join(errors)) if len(errors) > 1 else _reraise(errors[0], candidates)
+
+    # -------------------------------------------------------------- objects
+
+    def object(self, oid: str | OID) -> ak.Record:
+        """The object with id ``oid`` (e.g. ``db42/tracks/1234#7``), relations navigable."""
+        o = OID.parse(oid) if isinstance(oid, str) else oid
+        db = self.catalog.database(o.database)
+        ds_name = next((d.name for d in self.catalog.datasets() if d.id == db.dataset_id), None)
+        if ds_name is None:
+            raise NotFound(f"object {o}: its dataset no longer exists")
+        if not db.first_entry <= o.entry < db.stop_entry:
+            raise NotFound(f"object {o}: database {db.id} holds entries {db.first_entry}..{db.stop_entry - 1}")
+        event = self.dataset(ds_name).event(o.entry)
+        if o.collection not in event.fields:
+            raise NotFound(f"object {o}: no collection {o.collection!r} in that event")
+        coll = event[o.collection]
+        if not 0 <= o.index < len(coll):
+            raise NotFound(f"object {o}: the event has {len(coll)} {o.collection}")
+        return coll[o.index]
+
+
+def _reraise(message: str, candidates: Sequence[SiteRecord]) -> Exception:
+    if "missing" in message:
+        return NotFound(message)
+    return IntegrityError(message)
+
+
+class Dataset:
+    """A named, growing collection of events sharing one schema.
+
+    ``version=None`` follows the federation as it grows; ``ds.at(v)`` is
+    pinned to the snapshot at version ``v``.
+    """
+
+    def __init__(self, federation: Federation, record: DatasetRecord, version: int | None):
+        self.federation = federation
+        self.record = record
+        self.version = version
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def schema_id(self) -> int:
+        return self.record.schema_id
+
+    @cached_property
+    def schema(self) -> Schema:
+        return self.federation.schema(self.schema_id)
+
+    def __repr__(self) -> str:
+        at = f" at version {self.version}" if self.version is not None else ""
+        return f"<giod.Dataset {self.name}{at}>"
+
+    def __len__(self) -> int:
+        return int(self.federation.catalog.dataset_summary(self.name, self.version)["n_events"])
+
+    def summary(self) -> dict[str, Any]:
+        return dict(self.federation.catalog.dataset_summary(self.name, self.version))
+
+    def at(self, version: int) -> Dataset:
+        """This dataset as it was at federation version ``version``."""
+        return Dataset(self.federation, self.federation.catalog.dataset(self.name, version), version)
+
+    def pinned(self) -> Dataset:
+        return self if self.version is not None else self.at(self.federation.version)
+
+    def databases(self) -> list[DatabaseRecord]:
+        return self.federation.catalog.databases(self.name, self.version)
+
+    # -------------------------------------------------------------- writing
+
+    def writer(self, **options: Any) -> Any:
+        """A :class:`giod.writer.Writer` appending to this dataset."""
+        from giod.writer import Writer
+
+        return Writer(self, **options)
+
+    def extend(self, **options: Any) -> Any:
+        """A :class:`giod.writer.PassWriter` adding containers to existing databases."""
+        from giod.writer import PassWriter
+
+        return PassWriter(self, **options)
+
+    # -------------------------------------------------------------- reading
+
+    def select(self, expression: str | None = None) -> Any:
+        """The events passing a tag expression (all events when ``None``)."""
+        from giod.selection import Selection
+
+        return Selection(self.pinned(), expression)
+
+    def read(self, columns: Sequence[str] | None = None) -> ak.Array:
+        return self.select().read(columns)
+
+    def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
+        return self.select().iterate(columns, step_size=step_size)
+
+    def event(self, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
+        """One event by its entry number, relations navigable."""
+        from giod.selection import read_entry
+
+        return read_entry(self.pinned(), entry, columns)
+
+
+def suggest(name: str, names: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=3)
+    return f" (did you mean {', '.join(close)}?)" if close else ""

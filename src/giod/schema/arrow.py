@@ -1,0 +1,99 @@
+"""The Arrow layout of a data model: one row per event.
+
+A collection is one column of type ``list<struct<fields..., relations...>>``;
+a fixed-size array field is a (nested) ``fixed_size_list``; a one-to-many
+relation is ``list<int32>`` and a one-to-one relation is ``int32`` (-1 when
+there is no object). Relation values index the target collection of the same
+event. Every level is non-nullable. A container's Arrow schema has one column
+per collection (sorted by name), or one flat column per tag for the tag
+container, and carries the model's YAML in its metadata so that a Parquet
+file describes itself.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from giod.errors import NotFound, SchemaError
+from giod.schema.definitions import TAG_CONTAINER, FieldDef, RelationDef, TypeDef
+
+if TYPE_CHECKING:
+    from giod.schema.model import Schema
+
+__all__ = [
+    "CONTAINER_KEY",
+    "SCHEMA_KEY",
+    "collection_arrow_type",
+    "container_arrow_schema",
+    "member_arrow_field",
+    "relation_arrow_type",
+    "schema_from_arrow_metadata",
+    "struct_arrow_type",
+]
+
+#: Arrow schema metadata key holding the model as YAML text.
+SCHEMA_KEY = b"giod.schema"
+#: Arrow schema metadata key holding the container name.
+CONTAINER_KEY = b"giod.container"
+
+_INDEX = pa.int32()
+
+
+def relation_arrow_type(relation: RelationDef) -> pa.DataType:
+    """``list<int32>`` for one-to-many, ``int32`` for one-to-one."""
+    if relation.many:
+        return pa.list_(pa.field("item", _INDEX, nullable=False))
+    return _INDEX
+
+
+def member_arrow_field(member: FieldDef | RelationDef) -> pa.Field:
+    """The non-nullable Arrow field of one field or relation."""
+    if isinstance(member, RelationDef):
+        return pa.field(member.name, relation_arrow_type(member), nullable=False)
+    return pa.field(member.name, member.arrow_type, nullable=False)
+
+
+def struct_arrow_type(type_def: TypeDef) -> pa.StructType:
+    """The struct of one object: fields then relations, each in declaration order."""
+    members: list[FieldDef | RelationDef] = [*type_def.fields.values(), *type_def.relations.values()]
+    return pa.struct([member_arrow_field(m) for m in members])
+
+
+def collection_arrow_type(type_def: TypeDef) -> pa.ListType:
+    """The column type of a collection of ``type_def`` objects."""
+    return pa.list_(pa.field("item", struct_arrow_type(type_def), nullable=False))
+
+
+def container_arrow_schema(schema: Schema, container: str) -> pa.Schema:
+    """The Arrow schema of one container file of ``schema``, with the model in its metadata."""
+    members = schema.containers.get(container)
+    if members is None:
+        raise NotFound(
+            f"model '{schema.name}' has no container '{container}' "
+            f"(containers: {', '.join(schema.containers) or 'none'})"
+        )
+    if container == TAG_CONTAINER:
+        fields = [member_arrow_field(tag) for tag in schema.tags.values()]
+    else:
+        fields = [
+            pa.field(name, schema.arrow_type(name), nullable=False) for name in members
+        ]
+    metadata = {SCHEMA_KEY: schema.to_yaml().encode(), CONTAINER_KEY: container.encode()}
+    return pa.schema(fields, metadata=metadata)
+
+
+def schema_from_arrow_metadata(arrow_schema: pa.Schema) -> Schema | None:
+    """The model stored in an Arrow schema's metadata, or None when there is none."""
+    from giod.schema.model import Schema  # the model module imports this one
+
+    metadata = arrow_schema.metadata or {}
+    text = metadata.get(SCHEMA_KEY)
+    if text is None:
+        return None
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SchemaError("the stored model is not UTF-8 text", source="<arrow metadata>") from exc
+    return Schema.from_text(decoded, source="<arrow metadata>")

@@ -1,0 +1,416 @@
+"""Schema evolution: which changes are allowed, and reading old data with a new model.
+
+:func:`diff` lists every difference between an old and a new model as small
+:class:`Change` objects, each of one kind and each either allowed or refused.
+:func:`check` raises one SchemaError naming every refused change.
+
+Allowed: adding a type, collection, container, relation, or a field/tag with
+a default; removing a field, tag, relation, collection or type (old data
+keeps the column, readers drop it); renaming a field or tag with ``aliases:
+[old_name]``; widening a dtype (see :func:`giod.schema.definitions.widens`);
+any change of description, doc or default. Refused: narrowing or otherwise
+changing a dtype, changing a fixed-array shape, adding a field or tag
+without a default, changing a relation's target or multiplicity, moving a
+collection to another container, renaming the model.
+
+:func:`giod.schema.adapt.adapt_table` reads old data with a new model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from giod.errors import SchemaError
+from giod.schema.definitions import FieldDef, RelationDef, TypeDef, widens
+
+if TYPE_CHECKING:
+    from giod.schema.model import Schema
+
+__all__ = [
+    "Change",
+    "CollectionAdded",
+    "CollectionMoved",
+    "CollectionRemoved",
+    "CollectionRetyped",
+    "ContainerAdded",
+    "ContainerRemoved",
+    "DocChanged",
+    "DtypeChanged",
+    "FieldAdded",
+    "FieldRemoved",
+    "FieldRenamed",
+    "FieldWidened",
+    "FieldWithoutDefault",
+    "ModelRenamed",
+    "RelationAdded",
+    "RelationChanged",
+    "RelationRemoved",
+    "RenameAmbiguous",
+    "ShapeChanged",
+    "TypeAdded",
+    "TypeRemoved",
+    "check",
+    "diff",
+    "source_field",
+]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two versions of a model."""
+
+    allowed: ClassVar[bool] = True
+
+    def describe(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+# -- allowed ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TypeAdded(Change):
+    name: str
+
+    def describe(self) -> str:
+        return f"added type {self.name}"
+
+
+@dataclass(frozen=True)
+class TypeRemoved(Change):
+    name: str
+
+    def describe(self) -> str:
+        return f"removed type {self.name}"
+
+
+@dataclass(frozen=True)
+class CollectionAdded(Change):
+    name: str
+    type: str
+    container: str
+
+    def describe(self) -> str:
+        return f"added collection {self.name} ({self.type}) in container {self.container}"
+
+
+@dataclass(frozen=True)
+class CollectionRemoved(Change):
+    name: str
+
+    def describe(self) -> str:
+        return f"removed collection {self.name} (old data keeps it; readers drop it)"
+
+
+@dataclass(frozen=True)
+class CollectionRetyped(Change):
+    name: str
+    old_type: str
+    new_type: str
+
+    def describe(self) -> str:
+        return f"collection {self.name} now has type {self.new_type} (was {self.old_type})"
+
+
+@dataclass(frozen=True)
+class ContainerAdded(Change):
+    name: str
+
+    def describe(self) -> str:
+        return f"added container {self.name}"
+
+
+@dataclass(frozen=True)
+class ContainerRemoved(Change):
+    name: str
+
+    def describe(self) -> str:
+        return f"removed container {self.name}"
+
+
+@dataclass(frozen=True)
+class FieldAdded(Change):
+    kind: str  # "field" or "tag"
+    label: str  # "Track.chi2" or "ht"
+    field: FieldDef
+
+    def describe(self) -> str:
+        return f"added {self.kind} {self.label}: {self.field.type_string} = {self.field.default!r}"
+
+
+@dataclass(frozen=True)
+class FieldRemoved(Change):
+    kind: str
+    label: str
+
+    def describe(self) -> str:
+        return f"removed {self.kind} {self.label} (old data keeps it; readers drop it)"
+
+
+@dataclass(frozen=True)
+class FieldRenamed(Change):
+    kind: str
+    label: str
+    old_name: str
+
+    def describe(self) -> str:
+        return f"renamed {self.kind} {self.old_name} to {self.label}"
+
+
+@dataclass(frozen=True)
+class FieldWidened(Change):
+    kind: str
+    label: str
+    old_dtype: str
+    new_dtype: str
+
+    def describe(self) -> str:
+        return f"widened {self.kind} {self.label} from {self.old_dtype} to {self.new_dtype}"
+
+
+@dataclass(frozen=True)
+class RelationAdded(Change):
+    label: str
+    relation: RelationDef
+
+    def describe(self) -> str:
+        kind = "one-to-many, old objects get []" if self.relation.many else "one-to-one, old objects get -1"
+        return f"added relation {self.label} -> {self.relation.target} ({kind})"
+
+
+@dataclass(frozen=True)
+class RelationRemoved(Change):
+    label: str
+
+    def describe(self) -> str:
+        return f"removed relation {self.label} (old data keeps it; readers drop it)"
+
+
+@dataclass(frozen=True)
+class DocChanged(Change):
+    element: str  # "the model", "type Track", "field Track.pt", ...
+    what: str  # "description", "doc" or "default"
+
+    def describe(self) -> str:
+        return f"changed the {self.what} of {self.element}"
+
+
+# -- refused ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelRenamed(Change):
+    allowed: ClassVar[bool] = False
+    old_name: str
+    new_name: str
+
+    def describe(self) -> str:
+        return f"the model name changed from '{self.old_name}' to '{self.new_name}' (a model keeps its name)"
+
+
+@dataclass(frozen=True)
+class DtypeChanged(Change):
+    allowed: ClassVar[bool] = False
+    kind: str
+    label: str
+    old_dtype: str
+    new_dtype: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.kind} {self.label}: {self.old_dtype} -> {self.new_dtype} is not a widening "
+            "(old values could not all be represented)"
+        )
+
+
+@dataclass(frozen=True)
+class ShapeChanged(Change):
+    allowed: ClassVar[bool] = False
+    kind: str
+    label: str
+    old_type: str
+    new_type: str
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.label}: fixed-array shape changed ({self.old_type} -> {self.new_type})"
+
+
+@dataclass(frozen=True)
+class FieldWithoutDefault(Change):
+    allowed: ClassVar[bool] = False
+    kind: str
+    label: str
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.label} is new but has no default (old data has no value for it)"
+
+
+@dataclass(frozen=True)
+class RenameAmbiguous(Change):
+    allowed: ClassVar[bool] = False
+    kind: str
+    label: str
+    candidates: tuple[str, ...]
+
+    def describe(self) -> str:
+        names = ", ".join(self.candidates)
+        return f"{self.kind} {self.label}: more than one old {self.kind} matches its name and aliases ({names})"
+
+
+@dataclass(frozen=True)
+class RelationChanged(Change):
+    allowed: ClassVar[bool] = False
+    label: str
+    what: str  # "target" or "multiplicity"
+    old: str
+    new: str
+
+    def describe(self) -> str:
+        return f"relation {self.label}: {self.what} changed from {self.old} to {self.new}"
+
+
+@dataclass(frozen=True)
+class CollectionMoved(Change):
+    allowed: ClassVar[bool] = False
+    name: str
+    old_container: str
+    new_container: str
+
+    def describe(self) -> str:
+        return (
+            f"collection {self.name} moved from container {self.old_container} to "
+            f"{self.new_container} (a collection stays in its container)"
+        )
+
+
+# -- comparing ----------------------------------------------------------------
+
+
+def source_field(new: FieldDef, old_fields: dict[str, FieldDef]) -> FieldDef | None | tuple[str, ...]:
+    """The old field that ``new`` reads its values from: same name, else one of its aliases.
+
+    Returns None when there is none (a new field), or the tuple of candidate
+    names when more than one old field matches.
+    """
+    candidates = tuple(n for n in (new.name, *new.aliases) if n in old_fields)
+    if len(candidates) > 1:
+        return candidates
+    return old_fields[candidates[0]] if candidates else None
+
+
+def _compare_members(
+    kind: str, prefix: str, old: dict[str, FieldDef], new: dict[str, FieldDef]
+) -> list[Change]:
+    changes: list[Change] = []
+    used: set[str] = set()
+    for field in new.values():
+        label = prefix + field.name
+        src = source_field(field, old)
+        if isinstance(src, tuple):
+            changes.append(RenameAmbiguous(kind, label, src))
+            used.update(src)
+            continue
+        if src is None:
+            if field.default is None:
+                changes.append(FieldWithoutDefault(kind, label))
+            else:
+                changes.append(FieldAdded(kind, label, field))
+            continue
+        used.add(src.name)
+        if src.name != field.name:
+            changes.append(FieldRenamed(kind, label, prefix + src.name))
+        if src.shape != field.shape:
+            changes.append(ShapeChanged(kind, label, src.type_string, field.type_string))
+        elif src.dtype != field.dtype:
+            cls = FieldWidened if widens(src.dtype, field.dtype) else DtypeChanged
+            changes.append(cls(kind, label, src.dtype, field.dtype))
+        if src.doc != field.doc:
+            changes.append(DocChanged(f"{kind} {label}", "doc"))
+        if src.default != field.default:
+            changes.append(DocChanged(f"{kind} {label}", "default"))
+    changes.extend(FieldRemoved(kind, prefix + n) for n in old if n not in used)
+    return changes
+
+
+def _compare_types(old: TypeDef, new: TypeDef) -> list[Change]:
+    prefix = new.name + "."
+    changes: list[Change] = []
+    if old.description != new.description:
+        changes.append(DocChanged(f"type {new.name}", "description"))
+    changes.extend(_compare_members("field", prefix, old.fields, new.fields))
+    for rel in new.relations.values():
+        label = prefix + rel.name
+        before = old.relations.get(rel.name)
+        if before is None:
+            changes.append(RelationAdded(label, rel))
+            continue
+        if before.target != rel.target:
+            changes.append(RelationChanged(label, "target", before.target, rel.target))
+        if before.many != rel.many:
+            changes.append(
+                RelationChanged(label, "multiplicity", _multiplicity(before), _multiplicity(rel))
+            )
+        if before.doc != rel.doc:
+            changes.append(DocChanged(f"relation {label}", "doc"))
+    changes.extend(RelationRemoved(prefix + n) for n in old.relations if n not in new.relations)
+    return changes
+
+
+def _multiplicity(rel: RelationDef) -> str:
+    return "one-to-many" if rel.many else "one-to-one"
+
+
+def diff(old: Schema, new: Schema) -> list[Change]:
+    """Every difference from ``old`` to ``new``, allowed or not, in a fixed order."""
+    changes: list[Change] = []
+    if old.name != new.name:
+        changes.append(ModelRenamed(old.name, new.name))
+    if old.description != new.description:
+        changes.append(DocChanged("the model", "description"))
+
+    pairs = {(n, n) for n in old.types.keys() & new.types.keys()}
+    for name in old.collections.keys() & new.collections.keys():
+        pairs.add((old.collections[name].type, new.collections[name].type))
+    for name in sorted(old.types.keys() | new.types.keys()):
+        if name not in old.types:
+            changes.append(TypeAdded(name))
+        elif name not in new.types:
+            changes.append(TypeRemoved(name))
+    for old_type, new_type in sorted(pairs, key=lambda p: (p[1], p[0])):
+        changes.extend(_compare_types(old.types[old_type], new.types[new_type]))
+
+    for name in sorted(old.collections.keys() | new.collections.keys()):
+        before, after = old.collections.get(name), new.collections.get(name)
+        if before is None:
+            assert after is not None
+            changes.append(CollectionAdded(name, after.type, after.container))
+        elif after is None:
+            changes.append(CollectionRemoved(name))
+        else:
+            if before.container != after.container:
+                changes.append(CollectionMoved(name, before.container, after.container))
+            if before.type != after.type:
+                changes.append(CollectionRetyped(name, before.type, after.type))
+            if before.doc != after.doc:
+                changes.append(DocChanged(f"collection {name}", "doc"))
+
+    old_containers, new_containers = old.containers.keys(), new.containers.keys()
+    changes.extend(ContainerAdded(c) for c in sorted(new_containers - old_containers))
+    changes.extend(ContainerRemoved(c) for c in sorted(old_containers - new_containers))
+    changes.extend(_compare_members("tag", "", old.tags, new.tags))
+    return changes
+
+
+def check(old: Schema, new: Schema) -> list[str]:
+    """Describe the changes from ``old`` to ``new``; SchemaError if any is refused."""
+    changes = diff(old, new)
+    refused = [c.describe() for c in changes if not c.allowed]
+    if refused:
+        raise SchemaError(
+            f"model '{new.name}' cannot evolve from the old version: " + "; ".join(refused)
+        )
+    return [c.describe() for c in changes]

@@ -1,0 +1,238 @@
+"""Selections: tag queries over a snapshot, and the read path.
+
+Reading a selection goes, per database:
+
+1. skip the database when its per-database tag statistics show that no
+   event can pass (``Expression.may_match``);
+2. read the tag columns the expression needs and evaluate it;
+3. read, from each container asked for, only the clusters (row groups)
+   that hold selected events, and only the columns asked for;
+4. adapt old schema versions, convert to awkward, link relations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import awkward as ak
+import numpy as np
+import pyarrow as pa
+
+from giod.catalog.records import DatabaseRecord
+from giod.columns import column_content
+from giod.errors import DataError, NotFound
+from giod.expression import Expression, match_all, parse
+from giod.objects import link
+from giod.schema import TAG_CONTAINER, Schema
+
+if TYPE_CHECKING:
+    from giod.federation import Dataset
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Which Parquet columns to read from which container."""
+
+    columns: dict[str, list[str]]  # container -> Parquet column paths
+    names: tuple[str, ...]  # the top-level fields of the result, in order
+
+
+def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: set[str]) -> Projection:
+    """Map collection, ``collection.field`` and tag names to container columns."""
+    if columns is None:
+        names = [c for c in sorted(schema.collections) if schema.container_of(c) in available]
+        if TAG_CONTAINER in available:
+            names += list(schema.tags)
+        columns = names
+    if isinstance(columns, str):
+        columns = [columns]
+    out: dict[str, list[str]] = {}
+    top: list[str] = []
+    for col in columns:
+        head, _, field = col.partition(".")
+        if head in schema.tags and not field:
+            container, path = TAG_CONTAINER, head
+        elif head in schema.collections:
+            container = schema.container_of(head)
+            tdef = schema.collection_type(head)
+            if field:
+                if field not in tdef.fields and field not in tdef.relations:
+                    raise NotFound(f"collection {head} has no field {field!r} "
+                                   f"(it has {', '.join([*tdef.fields, *tdef.relations])})")
+                path = f"{head}.list.element.{field}"
+            else:
+                path = head
+        else:
+            known = sorted([*schema.collections, *schema.tags])
+            raise NotFound(f"no collection or tag {col!r} in the schema (known: {', '.join(known)})")
+        if container not in available:
+            raise NotFound(f"container {container!r} (holding {head}) is not in every database of this "
+                           "selection; run the pass that writes it first")
+        paths = out.setdefault(container, [])
+        if path not in paths and not (field and head in paths):
+            paths.append(path)
+        if head not in top:
+            top.append(head)
+    return Projection(out, tuple(top))
+
+
+def _cluster_plan(cluster_entries: Sequence[int], local: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """Row groups holding the ``local`` entries, and their positions in what is read."""
+    bounds = np.zeros(len(cluster_entries) + 1, dtype=np.int64)
+    np.cumsum(cluster_entries, out=bounds[1:])
+    rg_of = np.searchsorted(bounds, local, side="right") - 1
+    groups = np.unique(rg_of)
+    sizes = bounds[groups + 1] - bounds[groups]
+    start_in_read = np.zeros(len(groups), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=start_in_read[1:])
+    pos = local - bounds[rg_of] + start_in_read[np.searchsorted(groups, rg_of)]
+    return groups.tolist(), pos
+
+
+class Selection:
+    """Events of a dataset snapshot that pass a tag expression."""
+
+    def __init__(self, dataset: Dataset, expression: str | None = None):
+        if dataset.version is None:
+            dataset = dataset.pinned()
+        self.dataset = dataset
+        self.version: int = dataset.version  # type: ignore[assignment]
+        schema = dataset.schema
+        fields = {name: f.dtype for name, f in schema.tags.items()}
+        self.expression: Expression = match_all() if not expression else parse(expression, fields)
+
+    def __repr__(self) -> str:
+        return f"<giod.Selection {self.dataset.name} [{self.expression}] at version {self.version}>"
+
+    @cached_property
+    def _databases(self) -> list[DatabaseRecord]:
+        return self.dataset.databases()
+
+    def databases(self) -> list[DatabaseRecord]:
+        """Databases that may hold selected events (tag statistics prune the rest)."""
+        if not self.expression.fields:
+            return list(self._databases)
+        out = []
+        for db in self._databases:
+            stats = {k: (None if v[0] != v[0] else v[0], None if v[1] != v[1] else v[1])
+                     for k, v in db.tag_stats.items()}
+            if self.expression.may_match(stats):
+                out.append(db)
+        return out
+
+    def _mask(self, db: DatabaseRecord) -> np.ndarray | None:
+        """Selected local entries of ``db`` (None means all of them)."""
+        if not self.expression.fields:
+            return None
+        tag = db.container(TAG_CONTAINER)
+        if tag is None:
+            raise DataError(f"database {db.id} has no tag container: cannot evaluate {self.expression}")
+        reader = self.dataset.federation.open_container(tag)
+        table = reader.read(sorted(self.expression.fields))
+        schema = self.dataset.schema
+        if tag.schema_id != self.dataset.schema_id:
+            table = schema.adapt_table(table, TAG_CONTAINER, self.dataset.federation.schema(tag.schema_id))
+        cols = {name: table.column(name).to_numpy() for name in table.column_names}
+        return np.flatnonzero(self.expression.evaluate(cols))
+
+    @cached_property
+    def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
+        plan = []
+        for db in self.databases():
+            sel = self._mask(db)
+            if sel is None or len(sel):
+                plan.append((db, sel))
+        return plan
+
+    def __len__(self) -> int:
+        return sum(db.n_events if sel is None else len(sel) for db, sel in self._plan)
+
+    def entries(self) -> np.ndarray:
+        """Entry numbers of the selected events, in order."""
+        parts = [np.arange(db.first_entry, db.stop_entry) if sel is None else sel + db.first_entry
+                 for db, sel in self._plan]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _available(self) -> set[str]:
+        sets = [{c.name for c in db.containers} for db, _ in self._plan] or [
+            {c.name for c in db.containers} for db in self._databases[:1]]
+        return set.intersection(*sets) if sets else set()
+
+    def read(self, columns: Sequence[str] | None = None) -> ak.Array:
+        """The selected events with the given collections/fields/tags (all by default)."""
+        proj = resolve_columns(self.dataset.schema, columns, self._available())
+        tables: dict[str, list[pa.Table]] = {c: [] for c in proj.columns}
+        for db, sel in self._plan:
+            for container, table in read_database(self.dataset, db, proj, sel).items():
+                tables[container].append(table)
+        return assemble(self.dataset.schema, proj, {c: pa.concat_tables(t) if t else None
+                                                    for c, t in tables.items()})
+
+    def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
+        """The selection in chunks of at most ``step_size`` events (never across databases)."""
+        if step_size <= 0:
+            raise DataError("step_size must be positive")
+        proj = resolve_columns(self.dataset.schema, columns, self._available())
+        for db, sel in self._plan:
+            local = np.arange(db.n_events) if sel is None else sel
+            for start in range(0, len(local), step_size):
+                part = local[start : start + step_size]
+                whole = sel is None and len(part) == db.n_events
+                tables = read_database(self.dataset, db, proj, None if whole else part)
+                yield assemble(self.dataset.schema, proj, tables)
+
+
+def read_database(
+    dataset: Dataset, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
+) -> dict[str, pa.Table]:
+    """Read the projected columns of one database, only the entries ``local`` if given."""
+    fed = dataset.federation
+    out: dict[str, pa.Table] = {}
+    for container, paths in proj.columns.items():
+        rec = db.container(container)
+        if rec is None:
+            raise NotFound(f"database {db.id} has no container {container}")
+        reader = fed.open_container(rec)
+        if local is None:
+            table = reader.read(paths)
+        else:
+            groups, pos = _cluster_plan(rec.cluster_entries, local)
+            table = reader.read(paths, row_groups=groups)
+            if len(pos) != table.num_rows:
+                table = table.take(pa.array(pos))
+        if rec.schema_id != dataset.schema_id:
+            table = dataset.schema.adapt_table(table, container, fed.schema(rec.schema_id))
+        out[container] = table
+    return out
+
+
+def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None]) -> ak.Array:
+    """Container tables of the same events to one awkward Array, relations linked."""
+    contents: dict[str, ak.contents.Content] = {}
+    length = 0
+    for container, table in tables.items():
+        if table is None:
+            continue
+        length = table.num_rows
+        for name in table.column_names:
+            type_name = schema.collections[name].type if name in schema.collections else None
+            contents[name] = column_content(table.column(name), type_name)
+    names = [n for n in proj.names if n in contents]
+    if not names:
+        return ak.Array(ak.contents.RecordArray([], [], length=0))
+    layout = ak.contents.RecordArray([contents[n] for n in names], names, length=length)
+    return link(ak.Array(layout), schema)
+
+
+def read_entry(dataset: Dataset, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
+    """One event by entry number, reading only the clusters that hold it."""
+    for db in dataset.databases():
+        if db.first_entry <= entry < db.stop_entry:
+            proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
+            tables = read_database(dataset, db, proj, np.array([entry - db.first_entry]))
+            return assemble(dataset.schema, proj, tables)[0]
+    n = int(dataset.federation.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
+    raise NotFound(f"dataset {dataset.name} has no entry {entry} (entries 0..{n - 1})")

@@ -1,0 +1,303 @@
+"""Sites: places that hold container files.
+
+A site is addressed by relative, '/'-separated paths below its root. Files
+are written through :meth:`Site.create`, which hands out a temporary file and
+publishes it under its final name only when :meth:`PendingFile.publish` is
+called, after the data reached stable storage. Readers and the catalog only
+ever see complete files.
+
+Kinds are found by URL scheme through a small registry, so a remote kind is
+imported only when it is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from giod.errors import ConfigError, NotFound, StorageError
+
+TMP_MARK = ".tmp-"  # temporary files are named ".<name>.tmp-<uuid>"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str
+    size: int
+    mtime: float
+
+
+def check_relpath(path: str) -> str:
+    """Refuse paths that could leave the site root."""
+    if not path or path.startswith(("/", "\\")) or "\\" in path or "\x00" in path:
+        raise StorageError(f"invalid path {path!r} on a site: expected a relative path")
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise StorageError(f"invalid path {path!r} on a site: no empty, '.' or '..' parts")
+    return path
+
+
+def is_temporary(path: str) -> bool:
+    return TMP_MARK in posixpath.basename(path)
+
+
+class PendingFile(ABC):
+    """A file being written; invisible under its final name until published."""
+
+    path: str
+
+    @abstractmethod
+    def write(self, data: bytes | memoryview) -> int: ...
+
+    @abstractmethod
+    def publish(self) -> None:
+        """Make the data durable and give the file its final name."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """Remove the temporary file (safe to call twice)."""
+
+    # file-like protocol, so that pyarrow can write into it
+    closed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+
+class Site(ABC):
+    """A place that holds files, addressed by relative paths."""
+
+    def __init__(self, name: str, url: str):
+        self.name = name
+        self.url = url
+
+    @abstractmethod
+    def create(self, path: str) -> PendingFile: ...
+
+    @abstractmethod
+    def open(self, path: str) -> BinaryIO:
+        """Open a published file for reading (seekable). NotFound if missing."""
+
+    @abstractmethod
+    def size(self, path: str) -> int: ...
+
+    @abstractmethod
+    def remove(self, path: str) -> None: ...
+
+    @abstractmethod
+    def walk(self) -> Iterator[FileInfo]:
+        """Every file below the root, temporary ones included."""
+
+    def local_path(self, path: str) -> str | None:
+        """A path on the local file system for ``path``, when there is one."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.url!r})"
+
+
+class _LocalPending(PendingFile):
+    def __init__(self, root: Path, path: str):
+        self.path = path
+        self._final = root / path
+        self._final.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self._final.with_name(f".{self._final.name}{TMP_MARK}{uuid.uuid4().hex}")
+        self._fh: BinaryIO | None = open(self._tmp, "xb")  # noqa: SIM115 - closed in publish/discard
+
+    def write(self, data: bytes | memoryview) -> int:
+        assert self._fh is not None, "write after publish/discard"
+        return self._fh.write(data)
+
+    def publish(self) -> None:
+        fh = self._fh
+        if fh is None:
+            raise StorageError(f"{self.path}: already published or discarded")
+        try:
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+            self._fh = None
+            os.replace(self._tmp, self._final)
+            _fsync_dir(self._final.parent)
+        except OSError as exc:
+            self.discard()
+            raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+    def discard(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp.unlink()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalSite(Site):
+    """A directory on a local (or mounted) file system."""
+
+    def __init__(self, name: str, url: str):
+        super().__init__(name, url)
+        root = url[len("file://") :] if url.startswith("file://") else url
+        self.root = Path(root)
+
+    def _full(self, path: str) -> Path:
+        return self.root / check_relpath(path)
+
+    def create(self, path: str) -> PendingFile:
+        try:
+            return _LocalPending(self.root, check_relpath(path))
+        except OSError as exc:
+            raise StorageError(f"cannot create {path} on site {self.name}: {exc}") from exc
+
+    def open(self, path: str) -> BinaryIO:
+        try:
+            return open(self._full(path), "rb")  # noqa: SIM115 - caller closes
+        except FileNotFoundError as exc:
+            raise NotFound(f"file {path} is missing on site {self.name}") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot open {path} on site {self.name}: {exc}") from exc
+
+    def size(self, path: str) -> int:
+        try:
+            return self._full(path).stat().st_size
+        except FileNotFoundError as exc:
+            raise NotFound(f"file {path} is missing on site {self.name}") from exc
+
+    def remove(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._full(path).unlink()
+        # drop directories left empty, up to the root
+        parent = self._full(path).parent
+        while parent != self.root and parent.is_relative_to(self.root):
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+    def walk(self) -> Iterator[FileInfo]:
+        if not self.root.exists():
+            return
+        for dirpath, _dirs, files in os.walk(self.root):
+            for f in files:
+                full = Path(dirpath) / f
+                try:
+                    st = full.stat()
+                except FileNotFoundError:
+                    continue
+                yield FileInfo(full.relative_to(self.root).as_posix(), st.st_size, st.st_mtime)
+
+    def local_path(self, path: str) -> str | None:
+        return str(self._full(path))
+
+
+class _FsspecPending(PendingFile):
+    def __init__(self, site: FsspecSite, path: str):
+        self.path = path
+        self._site = site
+        self._tmp = site._full(posixpath.join(posixpath.dirname(path) or ".",
+                                              f".{posixpath.basename(path)}{TMP_MARK}{uuid.uuid4().hex}"))
+        self._fh: Any = site.fs.open(self._tmp, "wb")
+
+    def write(self, data: bytes | memoryview) -> int:
+        return int(self._fh.write(data))
+
+    def publish(self) -> None:
+        try:
+            self._fh.close()
+            self._site.fs.mv(self._tmp, self._site._full(self.path))
+        except Exception as exc:  # fsspec back ends raise many kinds
+            self.discard()
+            raise StorageError(f"cannot write {self.path} on site {self._site.name}: {exc}") from exc
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self._fh.close()
+        with contextlib.suppress(Exception):
+            self._site.fs.rm(self._tmp)
+
+
+class FsspecSite(Site):
+    """Any file system that fsspec knows (``memory://``, ``s3://``, ...)."""
+
+    def __init__(self, name: str, url: str):
+        super().__init__(name, url)
+        try:
+            import fsspec
+        except ImportError as exc:  # pragma: no cover - fsspec ships with uproot/dask
+            raise ConfigError(f"site {name}: the fsspec package is needed for {url}") from exc
+        self.fs, self.root = fsspec.core.url_to_fs(url)
+
+    def _full(self, path: str) -> str:
+        return posixpath.join(self.root, path)
+
+    def create(self, path: str) -> PendingFile:
+        return _FsspecPending(self, check_relpath(path))
+
+    def open(self, path: str) -> BinaryIO:
+        try:
+            return self.fs.open(self._full(check_relpath(path)), "rb")  # type: ignore[no-any-return]
+        except FileNotFoundError as exc:
+            raise NotFound(f"file {path} is missing on site {self.name}") from exc
+
+    def size(self, path: str) -> int:
+        try:
+            return int(self.fs.size(self._full(check_relpath(path))))
+        except FileNotFoundError as exc:
+            raise NotFound(f"file {path} is missing on site {self.name}") from exc
+
+    def remove(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._full(check_relpath(path)))
+
+    def walk(self) -> Iterator[FileInfo]:
+        try:
+            found = self.fs.find(self.root, detail=True)
+        except FileNotFoundError:
+            return
+        prefix = self.root.rstrip("/") + "/"
+        for full, info in found.items():
+            mtime = info.get("mtime") or info.get("created") or time.time()
+            if hasattr(mtime, "timestamp"):
+                mtime = mtime.timestamp()
+            rel = full[len(prefix) :] if full.startswith(prefix) else full
+            yield FileInfo(rel, int(info.get("size") or 0), float(mtime))
+
+
+_KINDS: dict[str, Callable[[str, str], Site]] = {}
+
+
+def register_site_kind(scheme: str, factory: Callable[[str, str], Site]) -> None:
+    """Register the factory that opens sites whose URL starts with ``scheme://``."""
+    _KINDS[scheme] = factory
+
+
+def open_site(name: str, url: str) -> Site:
+    """Open the site ``name`` at ``url`` (a directory, ``file://``, or an fsspec URL)."""
+    scheme = url.split("://", 1)[0] if "://" in url else "file"
+    if scheme in _KINDS:
+        return _KINDS[scheme](name, url)
+    if scheme == "file":
+        return LocalSite(name, url)
+    return FsspecSite(name, url)

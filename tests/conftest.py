@@ -1,0 +1,68 @@
+"""Shared fixtures: a fresh, empty catalog on each backend (SQLite and PostgreSQL).
+
+``catalog_url`` is parametrised over both backends; ``catalog`` opens it. The
+PostgreSQL parameter uses one throwaway database per test session and a fresh
+schema per test. Without a server the PostgreSQL tests skip, except under
+``CI=true``, where a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PG_HOST = "127.0.0.1:5432"
+PG_ADMIN_URL = f"postgresql://postgres@{PG_HOST}/postgres"
+
+
+def _service_missing(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: the service is required)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """URL of a PostgreSQL database created for this test session and dropped after it."""
+    import psycopg
+
+    try:
+        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
+    except psycopg.Error:
+        _service_missing(f"PostgreSQL not reachable at {PG_HOST}")
+    name = f"giod_test_{uuid.uuid4().hex[:12]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield f"postgresql://postgres@{PG_HOST}/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """URL of a fresh, empty catalog: a SQLite file, or a new PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.db'}"
+    import psycopg
+
+    base = request.getfixturevalue("postgres_database")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return f"{base}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def catalog(catalog_url: str) -> Iterator[Any]:
+    """An open, empty ``giod.catalog.Catalog`` on each backend."""
+    from giod.catalog import Catalog
+
+    opened = Catalog.open(catalog_url)
+    yield opened
+    opened.close()
