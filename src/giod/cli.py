@@ -329,15 +329,8 @@ def site_ls(federation: str) -> None:
     _table("sites", ["name", "url", "distance"], [[s.name, s.url, s.distance] for s in fed.sites()])
 
 
-def _register_optional() -> None:
-    from giod.bench.cli import bench
-    from giod.demo import demo
+from giod.bench.cli import bench  # noqa: E402 - the commands live beside their code
+from giod.demo import demo  # noqa: E402
 
-    main.add_command(bench)
-    main.add_command(demo)
-
-
-try:
-    _register_optional()
-except ImportError:  # pragma: no cover - a partial checkout during development
-    pass
+main.add_command(bench)
+main.add_command(demo)
