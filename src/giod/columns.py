@@ -24,16 +24,50 @@ _NUMPY = {
 }  # fmt: skip
 
 
-def as_events(events: Any) -> ak.Array:
-    """Accept an awkward Array, a list of dicts or a dict of arrays."""
+def as_events(events: Any, schema: Schema | None = None) -> ak.Array:
+    """Accept an awkward Array, a list of dicts or a dict of arrays.
+
+    With a schema, a list of dicts is typed by the schema through Arrow, so
+    that e.g. uint64 values above 2**63 and collections that are empty in
+    every event keep their declared types.
+    """
     if isinstance(events, ak.Array):
         return events
+    if schema is not None and isinstance(events, list | tuple) and events and \
+            all(isinstance(e, Mapping) for e in events):
+        return _typed_from_dicts(list(events), schema)
     try:
         if isinstance(events, Mapping):
             return ak.Array(dict(events))
         return ak.Array(list(events))
     except Exception as exc:  # awkward raises several types for malformed input
         raise DataError(f"cannot read events as an array of records: {exc}") from exc
+
+
+def _typed_from_dicts(events: list[Mapping[str, Any]], schema: Schema) -> ak.Array:
+    keys: dict[str, None] = {}
+    for e in events:
+        keys.update(dict.fromkeys(e))
+    fields = []
+    for k in keys:
+        if k in schema.collections:
+            fields.append(pa.field(k, schema.arrow_type(k)))
+        elif k in schema.tags:
+            fields.append(pa.field(k, schema.arrow_schema(TAG_CONTAINER).field(k).type))
+        else:
+            known = ", ".join(sorted([*schema.collections, *schema.tags]))
+            raise DataError(f"unknown collection or tag {k!r} in the events (the schema has {known})")
+    try:
+        table = pa.Table.from_pylist(events, schema=pa.schema(fields))
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise DataError(f"events do not match the schema: {exc}") from exc
+    contents = []
+    for name in table.column_names:
+        col = table.column(name)
+        if col.null_count:
+            raise DataError(f"{name} is missing in some events")
+        contents.append(column_content(col))
+    return ak.Array(ak.contents.RecordArray(contents, table.column_names, length=table.num_rows))
 
 
 # ---------------------------------------------------------------- write side
@@ -109,6 +143,9 @@ def _collection_column(
 ) -> pa.Array:
     tdef = schema.collection_type(name)
     coll = events[name]
+    if int(counts[name].sum()) == 0:  # no object at all: the type may be unknown (list of dicts)
+        empty = pa.array([], type=schema.arrow_type(name).value_type)
+        return pa.ListArray.from_arrays(pa.array(_offsets(counts[name])), empty, type=schema.arrow_type(name))
     objs = ak.flatten(coll, axis=1)
     have = set(ak.fields(objs))
     known = set(tdef.fields) | set(tdef.relations)
@@ -145,6 +182,8 @@ def _collection_column(
         if rdef.many:
             inner = np.asarray(ak.num(values, axis=1), dtype=np.int64)
             idx = _flat_numpy(ak.flatten(values, axis=1), where)
+            if idx.size == 0:
+                idx = idx.astype(np.int32)  # an empty list has no type to speak of
             if idx.dtype.kind not in "iu":
                 raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
             lim = np.repeat(limit, inner)

@@ -163,7 +163,7 @@ class Writer:
         """Buffer events (awkward Array, list of dicts or dict of arrays)."""
         if self._closed:
             raise DataError("this writer is closed")
-        arr = as_events(events)
+        arr = as_events(events, self.schema)
         if len(arr) == 0:
             return
         containers = tuple(containers_in(arr, self.schema))
@@ -303,7 +303,7 @@ def write_pass(
 ) -> PassOutput:
     """Write new containers for an existing database (entries aligned), not yet registered."""
     schema = dataset.schema
-    arr = as_events(events)
+    arr = as_events(events, schema)
     if len(arr) != database.n_events:
         raise DataError(
             f"database {database.id} has {database.n_events} events, the pass gave {len(arr)}"
