@@ -205,6 +205,23 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
     click.echo(f"wrote {len(sel):,} events to {output}")
 
 
+def _write_parquet(path: str, chunks: Any) -> None:
+    """Selected columns as one plain Parquet file (readable without giod)."""
+    import awkward as ak
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for chunk in chunks:
+            table = ak.to_arrow_table(chunk, extensionarray=False)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
 def _relations_as_indices(chunks: Any) -> Any:
     """Exports carry stored indices, not linked views."""
     import awkward as ak
@@ -247,16 +264,16 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     """
     fed = _open(federation)
     sel = fed.dataset(dataset).select(expression)
+    cols = [c.strip() for c in columns.split(",")] if columns else list(sel.dataset.schema.tags)
+    if not count:
+        sel.projection(cols)
     n = len(sel)
     total = len(sel.dataset)
     click.echo(f"{n:,} of {total:,} events selected ({len(sel.databases())} databases read)")
     if count:
         return
-    cols = [c.strip() for c in columns.split(",")] if columns else list(fed.dataset(dataset).schema.tags)
     if output:
-        from giod.interchange.export import write_parquet
-
-        write_parquet(output, _relations_as_indices(sel.iterate(cols)), sel.dataset.schema)
+        _write_parquet(output, _relations_as_indices(sel.iterate(cols)))
         click.echo(f"wrote {output}")
         return
     entries = sel.entries()[:limit]

@@ -161,9 +161,13 @@ class Selection:
             {c.name for c in db.containers} for db in self._databases[:1]]
         return set.intersection(*sets) if sets else set()
 
+    def projection(self, columns: Sequence[str] | None = None) -> Projection:
+        """Check ``columns`` against the schema and the stored containers."""
+        return resolve_columns(self.dataset.schema, columns, self._available())
+
     def read(self, columns: Sequence[str] | None = None) -> ak.Array:
         """The selected events with the given collections/fields/tags (all by default)."""
-        proj = resolve_columns(self.dataset.schema, columns, self._available())
+        proj = self.projection(columns)
         tables: dict[str, list[pa.Table]] = {c: [] for c in proj.columns}
         for db, sel in self._plan:
             for container, table in read_database(self.dataset, db, proj, sel).items():
@@ -175,7 +179,7 @@ class Selection:
         """The selection in chunks of at most ``step_size`` events (never across databases)."""
         if step_size <= 0:
             raise DataError("step_size must be positive")
-        proj = resolve_columns(self.dataset.schema, columns, self._available())
+        proj = self.projection(columns)
         for db, sel in self._plan:
             local = np.arange(db.n_events) if sel is None else sel
             for start in range(0, len(local), step_size):

@@ -1,0 +1,114 @@
+"""The command line: real commands on a real federation; bad input exits 2 in one line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import giod
+from giod.bench import synthetic
+from giod.cli import main
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+
+@pytest.fixture
+def fed_dir(tmp_path: Path) -> str:
+    path = tmp_path / "fed"
+    fed = giod.open(path)
+    ds = fed.create_dataset("qcd", synthetic.schema())
+    with ds.writer(database_events=100, program="test") as w:
+        w.append(synthetic.events(250, seed=3))
+    fed.close()
+    return str(path)
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def test_init_ls_show(tmp_path: Path, fed_dir: str):
+    r = run("init", str(tmp_path / "new"))
+    assert r.exit_code == 0 and "federation ready" in r.output
+    r = run("ls", "-f", fed_dir)
+    assert r.exit_code == 0 and "qcd" in r.output and "250" in r.output
+    r = run("show", "qcd", env={"GIOD_FEDERATION": fed_dir})
+    assert r.exit_code == 0 and "raw.tracker" in r.output and "3 databases" in r.output
+    r = run("show", "qcd", "--database", "2", "-f", fed_dir)
+    assert r.exit_code == 0 and "entries 100..199" in r.output
+
+
+def test_select_counts_like_the_api(fed_dir: str):
+    r = run("select", "qcd", "njets >= 3 and ht > 100", "--count", "-f", fed_dir)
+    assert r.exit_code == 0
+    n = int(re.match(r"([\d,]+) of", r.output).group(1).replace(",", ""))
+    assert n == len(giod.open(fed_dir).dataset("qcd").select("njets >= 3 and ht > 100"))
+
+
+def test_select_to_parquet(tmp_path: Path, fed_dir: str):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "sel.parquet"
+    r = run("select", "qcd", "njets >= 2", "--columns", "jets,ht", "-o", str(out), "-f", fed_dir)
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(out)
+    assert t.num_rows == len(giod.open(fed_dir).dataset("qcd").select("njets >= 2"))
+    assert set(t.column_names) == {"jets", "ht"}
+
+
+@pytest.mark.parametrize("args", [
+    ["select", "qcd", "ht >"],
+    ["select", "nosuch", "ht > 1"],
+    ["show", "nosuch"],
+    ["select", "qcd", "ht > 1", "--columns", "nosuch"],
+    ["show", "qcd", "--database", "999"],
+])
+def test_bad_input_is_one_line_and_exit_2(fed_dir: str, args):
+    r = CliRunner().invoke(main, [*args, "-f", fed_dir])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert "Traceback" not in r.output
+
+
+def test_missing_federation_is_exit_2(tmp_path: Path):
+    r = CliRunner().invoke(main, ["ls", "-f", str(tmp_path / "nothing")])
+    assert r.exit_code == 2 and "no giod federation" in r.output
+
+
+def test_schema_check(tmp_path: Path):
+    good = tmp_path / "m.yaml"
+    good.write_text(synthetic.schema().to_yaml())
+    assert run("schema", "check", str(good)).exit_code == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema_version: 1\nname: x\ntypes:\n  T: {fields: {a: float31}}\ncollections: {t: T}\n")
+    r = CliRunner().invoke(main, ["schema", "check", str(bad)])
+    assert r.exit_code == 2 and "float31" in r.output and ":4" in r.output
+
+
+def test_fsck_and_gc(fed_dir: str):
+    site = Path(fed_dir) / "data" / "qcd" / "deadbeef"
+    site.mkdir(parents=True)
+    (site / ".raw.calo.parquet.tmp-123").write_bytes(b"partial")
+    r = run("fsck", "-f", fed_dir)
+    assert r.exit_code == 0 and "1 orphans" in r.output
+    r = run("gc", "--grace", "0", "-f", fed_dir)
+    assert r.exit_code == 0 and "1 orphan files removed" in r.output
+    assert "0 problems" in run("fsck", "-f", fed_dir).output
+
+
+def test_every_command_is_documented():
+    text = DOCS.read_text()
+
+    def walk(group, prefix):
+        for name, cmd in group.commands.items():
+            full = f"{prefix} {name}".strip()
+            yield full
+            if hasattr(cmd, "commands"):
+                yield from walk(cmd, full)
+
+    missing = [c for c in walk(main, "") if f"giod {c}" not in text]
+    assert not missing, f"commands missing from docs/cli.md: {missing}"
