@@ -130,11 +130,9 @@ class Selection:
         tag = db.container(TAG_CONTAINER)
         if tag is None:
             raise DataError(f"database {db.id} has no tag container: cannot evaluate {self.expression}")
-        reader = self.dataset.federation.open_container(tag)
-        table = reader.read(sorted(self.expression.fields))
-        schema = self.dataset.schema
-        if tag.schema_id != self.dataset.schema_id:
-            table = schema.adapt_table(table, TAG_CONTAINER, self.dataset.federation.schema(tag.schema_id))
+        names = sorted(self.expression.fields)
+        table = read_database(self.dataset, db, Projection({TAG_CONTAINER: names}, tuple(names)), None)[
+            TAG_CONTAINER]
         cols = {name: table.column(name).to_numpy() for name in table.column_names}
         return np.flatnonzero(self.expression.evaluate(cols))
 
@@ -172,8 +170,7 @@ class Selection:
         for db, sel in self._plan:
             for container, table in read_database(self.dataset, db, proj, sel).items():
                 tables[container].append(table)
-        return assemble(self.dataset.schema, proj, {c: pa.concat_tables(t) if t else None
-                                                    for c, t in tables.items()})
+        return assemble(self.dataset.schema, proj, {c: _concat(t) for c, t in tables.items()})
 
     def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
         """The selection in chunks of at most ``step_size`` events (never across databases)."""
@@ -189,6 +186,14 @@ class Selection:
                 yield assemble(self.dataset.schema, proj, tables)
 
 
+def _concat(tables: list[pa.Table]) -> pa.Table | None:
+    """Concatenate without copying; tables that differ only in nullability are cast."""
+    if not tables:
+        return None
+    first = tables[0].schema
+    return pa.concat_tables([t if t.schema.equals(first) else t.cast(first) for t in tables])
+
+
 def read_database(
     dataset: Dataset, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
 ) -> dict[str, pa.Table]:
@@ -200,17 +205,55 @@ def read_database(
         if rec is None:
             raise NotFound(f"database {db.id} has no container {container}")
         reader = fed.open_container(rec)
+        old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
+        read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
         if local is None:
-            table = reader.read(paths)
+            table = reader.read(read_paths)
         else:
             groups, pos = _cluster_plan(rec.cluster_entries, local)
-            table = reader.read(paths, row_groups=groups)
+            table = reader.read(read_paths, row_groups=groups)
             if len(pos) != table.num_rows:
                 table = table.take(pa.array(pos))
-        if rec.schema_id != dataset.schema_id:
-            table = dataset.schema.adapt_table(table, container, fed.schema(rec.schema_id))
+        if old is not None:
+            tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
+            table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)
         out[container] = table
     return out
+
+
+def _old_paths(new: Schema, old: Schema, paths: Sequence[str]) -> list[str]:
+    """Columns to read from a container written with an older schema.
+
+    Whole collections are read (a member may be new, renamed or widened);
+    tags are read under their old names; new tags are filled by adapt_table.
+    """
+    from giod.schema.adapt import source_name
+
+    out: list[str] = []
+    for p in paths:
+        top = p.split(".", 1)[0]
+        src = source_name(new, old, top)
+        if src is not None and src not in out:
+            out.append(src)
+    return out
+
+
+def _members(table: pa.Table, paths: Sequence[str]) -> pa.Table:
+    """Keep only the struct members asked for (``coll.list.element.member`` paths)."""
+    wanted: dict[str, list[str]] = {}
+    for p in paths:
+        parts = p.split(".")
+        if len(parts) == 4:
+            wanted.setdefault(parts[0], []).append(parts[3])
+    for name, members in wanted.items():
+        col = table.column(name).combine_chunks()
+        struct = col.values
+        children = [struct.field(m) for m in members]
+        new_struct = pa.StructArray.from_arrays(children, fields=[struct.type.field(m) for m in members])
+        item = pa.field(col.type.value_field.name, new_struct.type, nullable=False)
+        lst = pa.ListArray.from_arrays(col.offsets, new_struct, type=pa.list_(item))
+        table = table.set_column(table.column_names.index(name), pa.field(name, lst.type, nullable=False), lst)
+    return table
 
 
 def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None]) -> ak.Array:

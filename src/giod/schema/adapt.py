@@ -68,7 +68,7 @@ def adapt_table(
         if source is not None and source in present:
             try:
                 column = _adapt_column(new, old, container, field, source, table.column(source))
-            except (pa.ArrowException, ValueError) as exc:
+            except (pa.ArrowException, ValueError, DataError) as exc:
                 raise DataError(f"column '{source}' of container '{container}': {exc}") from exc
         elif source is None and full:
             column = _new_column(new, container, field, table.num_rows)
@@ -108,19 +108,22 @@ def _adapt_column(
     new: Schema, old: Schema, container: str, field: pa.Field, source: str, column: pa.ChunkedArray
 ) -> pa.ChunkedArray:
     if container == TAG_CONTAINER:
-        if column.type == field.type:
+        if _same(column.type, field.type):
             return column
         return pa.chunked_array([_cast(c, field.type) for c in column.chunks], type=field.type)
     old_type, new_type = old.collection_type(source), new.collection_type(field.name)
     if old_type == new_type and column.type == field.type:
-        return column
+        # Equal but for list item names (Parquet calls them "element"): a cheap cast renames them.
+        return column if _same(column.type, field.type) else column.cast(field.type)
     if not pa.types.is_list(column.type) or not pa.types.is_struct(column.type.value_type):
         raise DataError(f"column '{source}' has type {column.type}, expected a list of structs")
     read = {column.type.value_type.field(i).name for i in range(column.type.value_type.num_fields)}
     # A struct read with only some members (sub-field projection) keeps only what they become.
     full = read >= {*old_type.fields, *old_type.relations}
     members = [m for m in _members(new_type) if full or _member_source(m, old_type) in read]
-    target = pa.list_(pa.field("item", pa.struct([member_arrow_field(m) for m in members]), nullable=False))
+    target = pa.list_(
+        pa.field("item", pa.struct([member_arrow_field(m) for m in members]), nullable=False)
+    )
     chunks = [_adapt_objects(c, old_type, members, target) for c in column.chunks]
     return pa.chunked_array(chunks, type=target)
 
@@ -172,12 +175,14 @@ def _child(children: dict[str, pa.Array], name: str) -> pa.Array:
 
 def _cast(array: pa.Array, target: pa.DataType) -> pa.Array:
     """Cast recursively, rebuilding lists so that item fields are named and non-nullable."""
-    if array.type == target:
+    if _same(array.type, target):
         return array
     if pa.types.is_fixed_size_list(target):
         if not pa.types.is_fixed_size_list(array.type) or array.type.list_size != target.list_size:
             raise DataError(f"cannot read {array.type} as {target}")
-        return pa.FixedSizeListArray.from_arrays(_cast(array.flatten(), target.value_type), type=target)
+        return pa.FixedSizeListArray.from_arrays(
+            _cast(array.flatten(), target.value_type), type=target
+        )
     if pa.types.is_list(target):
         if not pa.types.is_list(array.type):
             raise DataError(f"cannot read {array.type} as {target}")
@@ -187,6 +192,11 @@ def _cast(array: pa.Array, target: pa.DataType) -> pa.Array:
         values = _cast(array.flatten(), target.value_type)
         return pa.ListArray.from_arrays(offsets, values, type=target)
     return pc.cast(array, target, safe=True)
+
+
+def _same(a: pa.DataType, b: pa.DataType) -> bool:
+    """Type equality that also compares nested field names, which ``==`` ignores."""
+    return bool(a.equals(b, check_metadata=True))
 
 
 def default_array(field: FieldDef, n: int) -> pa.Array:
@@ -205,7 +215,9 @@ def _wrap_fixed(flat: pa.Array, target: pa.DataType) -> pa.Array:
 
 def _missing_relation(rel: RelationDef, n: int) -> pa.Array:
     if rel.many:
-        return _empty_lists(n, pa.array([], type=pa.int32()), pa.list_(pa.field("item", pa.int32(), nullable=False)))
+        return _empty_lists(
+            n, pa.array([], type=pa.int32()), pa.list_(pa.field("item", pa.int32(), nullable=False))
+        )
     return pa.array(np.full(n, -1, dtype=np.int32), type=pa.int32())
 
 

@@ -57,7 +57,10 @@ def member_arrow_field(member: FieldDef | RelationDef) -> pa.Field:
 
 def struct_arrow_type(type_def: TypeDef) -> pa.StructType:
     """The struct of one object: fields then relations, each in declaration order."""
-    members: list[FieldDef | RelationDef] = [*type_def.fields.values(), *type_def.relations.values()]
+    members: list[FieldDef | RelationDef] = [
+        *type_def.fields.values(),
+        *type_def.relations.values(),
+    ]
     return pa.struct([member_arrow_field(m) for m in members])
 
 
@@ -77,9 +80,7 @@ def container_arrow_schema(schema: Schema, container: str) -> pa.Schema:
     if container == TAG_CONTAINER:
         fields = [member_arrow_field(tag) for tag in schema.tags.values()]
     else:
-        fields = [
-            pa.field(name, schema.arrow_type(name), nullable=False) for name in members
-        ]
+        fields = [pa.field(name, schema.arrow_type(name), nullable=False) for name in members]
     metadata = {SCHEMA_KEY: schema.to_yaml().encode(), CONTAINER_KEY: container.encode()}
     return pa.schema(fields, metadata=metadata)
 

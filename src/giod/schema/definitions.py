@@ -118,21 +118,21 @@ def widens(old: str, new: str) -> bool:
 def check_value(value: Any, dtype: str) -> Any:
     """Return ``value`` normalised for ``dtype`` (ints to float for float types).
 
-    Raises ValueError with a phrase saying what was expected.
+    Raises TypeError or ValueError with a phrase saying what was expected.
     """
     if dtype == "bool":
         if not isinstance(value, bool):
-            raise ValueError("expected true or false")
+            raise TypeError("expected true or false")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"expected a number for {dtype}")
+        raise TypeError(f"expected a number for {dtype}")
     if _is_float(dtype):
         value = float(value)
         if math.isfinite(value) and abs(value) > float(np.finfo(dtype).max):
             raise ValueError(f"{value!r} is out of range for {dtype}")
         return value
     if not isinstance(value, int):
-        raise ValueError(f"expected an integer for {dtype}")
+        raise TypeError(f"expected an integer for {dtype}")
     info = np.iinfo(dtype)
     if not int(info.min) <= value <= int(info.max):
         raise ValueError(f"{value} is out of range for {dtype} ({info.min}..{info.max})")

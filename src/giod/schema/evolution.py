@@ -178,7 +178,11 @@ class RelationAdded(Change):
     relation: RelationDef
 
     def describe(self) -> str:
-        kind = "one-to-many, old objects get []" if self.relation.many else "one-to-one, old objects get -1"
+        kind = (
+            "one-to-many, old objects get []"
+            if self.relation.many
+            else "one-to-one, old objects get -1"
+        )
         return f"added relation {self.label} -> {self.relation.target} ({kind})"
 
 
@@ -209,7 +213,10 @@ class ModelRenamed(Change):
     new_name: str
 
     def describe(self) -> str:
-        return f"the model name changed from '{self.old_name}' to '{self.new_name}' (a model keeps its name)"
+        return (
+            f"the model name changed from '{self.old_name}' to '{self.new_name}' "
+            "(a model keeps its name)"
+        )
 
 
 @dataclass(frozen=True)
@@ -236,7 +243,8 @@ class ShapeChanged(Change):
     new_type: str
 
     def describe(self) -> str:
-        return f"{self.kind} {self.label}: fixed-array shape changed ({self.old_type} -> {self.new_type})"
+        change = f"{self.old_type} -> {self.new_type}"
+        return f"{self.kind} {self.label}: fixed-array shape changed ({change})"
 
 
 @dataclass(frozen=True)
@@ -258,7 +266,10 @@ class RenameAmbiguous(Change):
 
     def describe(self) -> str:
         names = ", ".join(self.candidates)
-        return f"{self.kind} {self.label}: more than one old {self.kind} matches its name and aliases ({names})"
+        return (
+            f"{self.kind} {self.label}: more than one old {self.kind} matches its name "
+            f"and aliases ({names})"
+        )
 
 
 @dataclass(frozen=True)
@@ -290,7 +301,9 @@ class CollectionMoved(Change):
 # -- comparing ----------------------------------------------------------------
 
 
-def source_field(new: FieldDef, old_fields: dict[str, FieldDef]) -> FieldDef | None | tuple[str, ...]:
+def source_field(
+    new: FieldDef, old_fields: dict[str, FieldDef]
+) -> FieldDef | tuple[str, ...] | None:
     """The old field that ``new`` reads its values from: same name, else one of its aliases.
 
     Returns None when there is none (a new field), or the tuple of candidate

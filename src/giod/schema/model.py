@@ -86,7 +86,9 @@ class Schema:
         except UnicodeDecodeError as exc:
             raise SchemaError("the model file is not UTF-8 text", source=name) from exc
         except OSError as exc:
-            raise SchemaError(f"cannot read the model file: {exc.strerror or exc}", source=name) from exc
+            raise SchemaError(
+                f"cannot read the model file: {exc.strerror or exc}", source=name
+            ) from exc
         return cls.from_text(text, source=name)
 
     @classmethod
@@ -122,9 +124,10 @@ class Schema:
 
     def to_yaml(self) -> str:
         """The model as YAML text; ``Schema.from_yaml(s.to_yaml()) == s``."""
-        return yaml.safe_dump(
+        text: str = yaml.safe_dump(
             self.to_dict(), sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
         )
+        return text
 
     @cached_property
     def _canonical_json(self) -> str:
@@ -191,7 +194,7 @@ class Schema:
         return arrow.collection_arrow_type(self.collection_type(collection))
 
     def check_evolution(self, old: Schema) -> list[str]:
-        """Describe how this model differs from ``old``; SchemaError if old data could not be read."""
+        """List how this model differs from ``old``; SchemaError if old data would be unreadable."""
         return evolution.check(old, self)
 
     def adapt_table(

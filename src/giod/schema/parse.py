@@ -80,7 +80,9 @@ class _Parser:
 
     # -- generic checks -------------------------------------------------
 
-    def mapping(self, value: Any, path: ModelPath, allowed: tuple[str, ...], what: str) -> dict:
+    def mapping(
+        self, value: Any, path: ModelPath, allowed: tuple[str, ...], what: str
+    ) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.error(path, f"expected {what}, got {_kind(value)}")
         for key in value:
@@ -88,12 +90,12 @@ class _Parser:
                 hint = difflib.get_close_matches(str(key), allowed, n=1)
                 suggestion = f"; did you mean '{hint[0]}'?" if hint else ""
                 raise self.error(
-                    path + (key,),
+                    (*path, key),
                     f"unknown key '{key}' (expected one of: {', '.join(allowed)}){suggestion}",
                 )
         return value
 
-    def named_mapping(self, value: Any, path: ModelPath, what: str) -> dict:
+    def named_mapping(self, value: Any, path: ModelPath, what: str) -> dict[Any, Any]:
         """A mapping whose keys are user-chosen names (types, fields, collections, ...)."""
         if not isinstance(value, dict):
             raise self.error(path, f"expected a mapping of {what}, got {_kind(value)}")
@@ -125,7 +127,7 @@ class _Parser:
             if key not in root:
                 raise self.error((), f"required key '{key}' is missing")
         version = root["schema_version"]
-        if isinstance(version, bool) or version not in FORMAT_VERSIONS:
+        if type(version) is not int or version not in FORMAT_VERSIONS:
             known = ", ".join(str(v) for v in FORMAT_VERSIONS)
             raise self.error(
                 ("schema_version",), f"unknown format version {version!r} (expected {known})"
@@ -157,36 +159,40 @@ class _Parser:
         if not value:
             raise self.error(path, "at least one type is required")
         return {
-            self.name(k, path + (k,), _TYPE_NAME, "type"): self.type(k, v, path + (k,))
+            self.name(k, (*path, k), _TYPE_NAME, "type"): self.type(k, v, (*path, k))
             for k, v in value.items()
         }
 
     def type(self, name: str, value: Any, path: ModelPath) -> TypeDef:
         body = self.mapping(value, path, _TYPE_KEYS, "a mapping with 'fields' and/or 'relations'")
-        description = self.text(body.get("description", ""), path + ("description",))
-        fields_path = path + ("fields",)
-        raw_fields = self.named_mapping(body.get("fields", {}), fields_path, "field names to dtypes")
+        description = self.text(body.get("description", ""), (*path, "description"))
+        fields_path = (*path, "fields")
+        raw_fields = self.named_mapping(
+            body.get("fields", {}), fields_path, "field names to dtypes"
+        )
         fields = {
-            self.member_name(k, fields_path + (k,), "field"): self.field(k, v, fields_path + (k,))
+            self.member_name(k, (*fields_path, k), "field"): self.field(k, v, (*fields_path, k))
             for k, v in raw_fields.items()
         }
-        rel_path = path + ("relations",)
+        rel_path = (*path, "relations")
         raw_rel = self.named_mapping(body.get("relations", {}), rel_path, "relation definitions")
         relations = {}
         for key, spec in raw_rel.items():
-            rel_name = self.member_name(key, rel_path + (key,), "relation")
+            rel_name = self.member_name(key, (*rel_path, key), "relation")
             if rel_name in fields:
                 raise self.error(
-                    rel_path + (key,),
+                    (*rel_path, key),
                     f"relation '{rel_name}' has the same name as a field of {name}",
                 )
-            relations[rel_name] = self.relation(rel_name, spec, rel_path + (key,))
+            relations[rel_name] = self.relation(rel_name, spec, (*rel_path, key))
         if not fields and not relations:
             raise self.error(path, "a type needs at least one field or relation")
         self.check_aliases(fields, relations, fields_path)
         return TypeDef(name, fields, relations, description)
 
-    def field(self, name: str, value: Any, path: ModelPath, *, scalar_only: bool = False) -> FieldDef:
+    def field(
+        self, name: str, value: Any, path: ModelPath, *, scalar_only: bool = False
+    ) -> FieldDef:
         if isinstance(value, str):
             spec: dict[str, Any] = {"type": value}
             type_path = path
@@ -194,7 +200,7 @@ class _Parser:
             spec = self.mapping(value, path, _FIELD_KEYS, "a dtype or a mapping with 'type'")
             if "type" not in spec:
                 raise self.error(path, "required key 'type' is missing")
-            type_path = path + ("type",)
+            type_path = (*path, "type")
         type_text = spec["type"]
         if not isinstance(type_text, str):
             raise self.error(type_path, f"expected a dtype, got {_kind(type_text)} ({_DTYPE_HELP})")
@@ -210,28 +216,30 @@ class _Parser:
         if "default" in spec:
             try:
                 default = check_default(spec["default"], dtype, shape)
-            except ValueError as exc:
+            except (TypeError, ValueError) as exc:
                 raise self.error(
-                    path + ("default",), f"invalid default {spec['default']!r}: {exc}"
+                    (*path, "default"), f"invalid default {spec['default']!r}: {exc}"
                 ) from None
         aliases_raw = spec.get("aliases", [])
         if not isinstance(aliases_raw, list):
-            raise self.error(path + ("aliases",), f"expected a list of names, got {_kind(aliases_raw)}")
+            raise self.error(
+                (*path, "aliases"), f"expected a list of names, got {_kind(aliases_raw)}"
+            )
         aliases = tuple(
-            self.member_name(a, path + ("aliases", i), "alias") for i, a in enumerate(aliases_raw)
+            self.member_name(a, (*path, "aliases", i), "alias") for i, a in enumerate(aliases_raw)
         )
-        doc = self.text(spec.get("doc", ""), path + ("doc",))
+        doc = self.text(spec.get("doc", ""), (*path, "doc"))
         return FieldDef(name, dtype, shape, default, aliases, doc)
 
     def relation(self, name: str, value: Any, path: ModelPath) -> RelationDef:
         spec = self.mapping(value, path, _RELATION_KEYS, "a mapping {to: COLLECTION, many: BOOL}")
         if "to" not in spec:
             raise self.error(path, "required key 'to' is missing (the target collection)")
-        target = self.name(spec["to"], path + ("to",), _NAME, "collection")
+        target = self.name(spec["to"], (*path, "to"), _NAME, "collection")
         many = spec.get("many", False)
         if not isinstance(many, bool):
-            raise self.error(path + ("many",), f"expected true or false, got {_kind(many)}")
-        doc = self.text(spec.get("doc", ""), path + ("doc",))
+            raise self.error((*path, "many"), f"expected true or false, got {_kind(many)}")
+        doc = self.text(spec.get("doc", ""), (*path, "doc"))
         return RelationDef(name, target, many, doc)
 
     def check_aliases(
@@ -240,11 +248,13 @@ class _Parser:
         owner: dict[str, str] = {}
         for f in fields.values():
             for i, alias in enumerate(f.aliases):
-                where = path + (f.name, "aliases", i)
+                where = (*path, f.name, "aliases", i)
                 if alias in fields or alias in relations:
                     raise self.error(where, f"alias '{alias}' is also the name of a member")
                 if alias in owner:
-                    raise self.error(where, f"alias '{alias}' is already an alias of '{owner[alias]}'")
+                    raise self.error(
+                        where, f"alias '{alias}' is already an alias of '{owner[alias]}'"
+                    )
                 owner[alias] = f.name
 
     def collections(self, value: Any, types: dict[str, TypeDef]) -> dict[str, CollectionDef]:
@@ -254,16 +264,18 @@ class _Parser:
             raise self.error(path, "at least one collection is required")
         out = {}
         for key, spec in value.items():
-            cpath = path + (key,)
+            cpath = (*path, key)
             name = self.name(key, cpath, _NAME, "collection")
             if isinstance(spec, str):
                 type_name, doc, type_path = spec, "", cpath
             else:
-                body = self.mapping(spec, cpath, _COLLECTION_KEYS, "a type name or {type: T, doc: ...}")
+                body = self.mapping(
+                    spec, cpath, _COLLECTION_KEYS, "a type name or {type: T, doc: ...}"
+                )
                 if "type" not in body:
                     raise self.error(cpath, "required key 'type' is missing")
-                type_name, type_path = body["type"], cpath + ("type",)
-                doc = self.text(body.get("doc", ""), cpath + ("doc",))
+                type_name, type_path = body["type"], (*cpath, "type")
+                doc = self.text(body.get("doc", ""), (*cpath, "doc"))
             if type_name not in types:
                 raise self.error(
                     type_path,
@@ -278,24 +290,28 @@ class _Parser:
         value = self.named_mapping(value, path, "container names to lists of collections")
         where: dict[str, str] = {}
         for key, members in value.items():
-            cpath = path + (key,)
+            cpath = (*path, key)
             name = self.name(key, cpath, _CONTAINER, "container")
             if name == TAG_CONTAINER:
-                raise self.error(cpath, f"the container name '{TAG_CONTAINER}' is reserved for tags")
+                raise self.error(
+                    cpath, f"the container name '{TAG_CONTAINER}' is reserved for tags"
+                )
             if not isinstance(members, list) or not members:
                 raise self.error(cpath, "expected a non-empty list of collection names")
             for i, member in enumerate(members):
                 if member not in collections:
                     raise self.error(
-                        cpath + (i,),
+                        (*cpath, i),
                         f"collection '{member}' does not exist "
                         f"(defined collections: {_listing(collections)})",
                     )
                 if member in where:
                     if where[member] == name:
-                        raise self.error(cpath + (i,), f"collection '{member}' is listed twice in '{name}'")
+                        raise self.error(
+                            (*cpath, i), f"collection '{member}' is listed twice in '{name}'"
+                        )
                     raise self.error(
-                        cpath + (i,),
+                        (*cpath, i),
                         f"collection '{member}' is in both '{where[member]}' and '{name}'",
                         label="containers",
                     )
@@ -314,7 +330,7 @@ class _Parser:
         value = self.named_mapping(value, path, "tag names to dtypes")
         out = {}
         for key, spec in value.items():
-            tpath = path + (key,)
+            tpath = (*path, key)
             name = self.member_name(key, tpath, "tag")
             if name in collections:
                 raise self.error(tpath, f"tag '{name}' has the same name as a collection")
@@ -322,7 +338,9 @@ class _Parser:
         self.check_aliases(out, {}, path)
         return out
 
-    def check_targets(self, types: dict[str, TypeDef], collections: dict[str, CollectionDef]) -> None:
+    def check_targets(
+        self, types: dict[str, TypeDef], collections: dict[str, CollectionDef]
+    ) -> None:
         for type_def in types.values():
             for rel in type_def.relations.values():
                 if rel.target not in collections:
@@ -353,5 +371,5 @@ def _describe(pattern: re.Pattern[str]) -> str:
     return {
         _TYPE_NAME.pattern: "letters, digits and '_', not starting with a digit",
         _NAME.pattern: "a letter, then letters, digits or '_'",
-        _CONTAINER.pattern: "lower-case words of [a-z0-9_] separated by '.', starting with a letter",
+        _CONTAINER.pattern: "lower-case words of [a-z0-9_] joined by '.', starting with a letter",
     }[pattern.pattern]

@@ -113,7 +113,11 @@ class _Converter:
 
     def convert(self, node: yaml.Node, path: ModelPath) -> Any:
         if id(node) in self.active:
-            raise self.fail(node, f"{dotted(path)}: recursive YAML alias")
+            # The node is the anchored one; the alias's own place is the key that led here.
+            line = self.lines.get(path, node.start_mark.line + 1)
+            raise SchemaError(
+                f"{dotted(path)}: recursive YAML alias", source=self.source, line=line
+            )
         if isinstance(node, yaml.ScalarNode):
             try:
                 return self.constructor.construct_object(node, deep=True)
@@ -133,8 +137,8 @@ class _Converter:
     def _sequence(self, node: yaml.SequenceNode, path: ModelPath) -> list[Any]:
         out = []
         for i, item in enumerate(node.value):
-            self.lines[path + (i,)] = item.start_mark.line + 1
-            out.append(self.convert(item, path + (i,)))
+            self.lines[(*path, i)] = item.start_mark.line + 1
+            out.append(self.convert(item, (*path, i)))
         return out
 
     def _mapping(self, node: yaml.MappingNode, path: ModelPath) -> dict[str, Any]:
@@ -142,16 +146,19 @@ class _Converter:
         first_line: dict[str, int] = {}
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            if (
+                not isinstance(key_node, yaml.ScalarNode)
+                or key_node.tag == "tag:yaml.org,2002:merge"
+            ):
                 raise self.fail(key_node, f"{dotted(path)}: mapping keys must be plain names")
             key = key_node.value
             if key in out:
                 raise self.fail(
                     key_node,
-                    f"{dotted(path + (key,))}: duplicate key '{key}' "
+                    f"{dotted((*path, key))}: duplicate key '{key}' "
                     f"(first given at line {first_line[key]})",
                 )
             first_line[key] = line
-            self.lines[path + (key,)] = line
-            out[key] = self.convert(value_node, path + (key,))
+            self.lines[(*path, key)] = line
+            out[key] = self.convert(value_node, (*path, key))
         return out
