@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from giod import config
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit, DatabaseRecord
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConflictError, DataError
@@ -37,9 +38,12 @@ from giod.storage.site import Site
 if TYPE_CHECKING:
     from giod.federation import Dataset
 
-DEFAULT_DATABASE_EVENTS = 100_000
-DEFAULT_DATABASE_BYTES = 512 << 20  # uncompressed
-DEFAULT_CLUSTER_BYTES = 16 << 20  # uncompressed, per container
+DEFAULT_CLUSTER_BYTES = config.BY_NAME["cluster_bytes"].default
+
+
+def write_options(cfg: Mapping[str, Any]) -> WriteOptions:
+    return WriteOptions(compression=cfg["compression"], compression_level=cfg["compression_level"],
+                        byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
 
 
 def writer_identity() -> str:
@@ -122,10 +126,10 @@ class Writer:
         dataset: Dataset,
         *,
         site: str | None = None,
-        database_events: int = DEFAULT_DATABASE_EVENTS,
-        database_bytes: int = DEFAULT_DATABASE_BYTES,
+        database_events: int | None = None,
+        database_bytes: int | None = None,
         cluster_events: int | None = None,
-        cluster_bytes: int = DEFAULT_CLUSTER_BYTES,
+        cluster_bytes: int | None = None,
         options: WriteOptions | None = None,
         idempotency_key: str | None = None,
         program: str = "",
@@ -134,6 +138,10 @@ class Writer:
         parents: Sequence[int] = (),
         name: str | None = None,
     ):
+        cfg = config.load(dataset.federation.root, database_events=database_events,
+                          database_bytes=database_bytes, cluster_bytes=cluster_bytes)
+        database_events, database_bytes = cfg["database_events"], cfg["database_bytes"]
+        cluster_bytes = cfg["cluster_bytes"]
         if database_events <= 0 or database_bytes <= 0:
             raise DataError("database_events and database_bytes must be positive")
         if cluster_events is not None and cluster_events <= 0:
@@ -145,7 +153,7 @@ class Writer:
         self.database_bytes = database_bytes
         self.cluster_events = cluster_events
         self.cluster_bytes = cluster_bytes
-        self.options = options or WriteOptions()
+        self.options = options or write_options(cfg)
         self.idempotency_key = idempotency_key
         self.program = program or "giod"
         self.program_version = program_version
@@ -332,11 +340,13 @@ def write_pass(
     first = database.containers[0].path if database.containers else f"{dataset.name}/{uuid.uuid4().hex}/x"
     directory = first.rsplit("/", 1)[0]
     target = dataset.federation.site(site)
+    if options is None:
+        options = write_options(config.load(dataset.federation.root))
     specs = []
     stats: dict[str, tuple[float, float]] = {}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}.parquet",
-                            schema.arrow_schema(c), options or WriteOptions())
+                            schema.arrow_schema(c), options)
         try:
             buf = _ContainerBuffer(w, None, cluster_bytes)
             buf.add(table)
