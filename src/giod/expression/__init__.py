@@ -15,7 +15,7 @@ The language is described in ``docs/selection.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,7 @@ from giod.expression.parser import MAX_DEPTH, parse_tree
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "Expression", "match_all", "parse"]
 
-Column = np.ndarray | pa.Array | pa.ChunkedArray
+Column: TypeAlias = np.ndarray | pa.Array | pa.ChunkedArray
 
 
 class Expression:

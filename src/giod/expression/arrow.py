@@ -85,9 +85,7 @@ def _build(node: Node) -> pc.Expression:
             return combine(*values, skip_nulls=False)
         case Compare(operands=operands, ops=ops):
             values = [_operand(o, operands) for o in operands]
-            tests = [
-                _COMPARE[op](a, b) for op, a, b in zip(ops, values, values[1:], strict=False)
-            ]
+            tests = [_COMPARE[op](a, b) for op, a, b in zip(ops, values, values[1:], strict=False)]
             return functools.reduce(operator.and_, tests)
         case Logical(op=op, operands=operands):
             combine = operator.and_ if op == "and" else operator.or_

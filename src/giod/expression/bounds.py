@@ -63,9 +63,7 @@ UNKNOWN_INT = Interval(-INF, INF, False)
 MAYBE = Truth(True, True)
 
 
-def may_match_tree(
-    node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]
-) -> bool:
+def may_match_tree(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> bool:
     """False only when no event described by ``stats`` can satisfy ``node``."""
     result = _bounds(node, kinds, stats)
     assert isinstance(result, Truth)
@@ -102,18 +100,24 @@ def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> 
             ]
             return _logical("and", tests)
         case Member(operand=operand, items=items, negated=negated):
-            value = number(operand)
+            subject = number(operand)
             found = _logical(
-                "or", [_compare(("==", operand.kind, item.kind), value, number(item))
-                       for item in items]
+                "or",
+                [
+                    _compare(("==", operand.kind, item.kind), subject, number(item))
+                    for item in items
+                ],
             )
             return Truth(found.can_false, found.can_true) if negated else found
         case Between(operand=operand, low=low, high=high, negated=negated):
-            value = number(operand)
-            inside = _logical("and", [
-                _compare(("<=", low.kind, operand.kind), number(low), value),
-                _compare(("<=", operand.kind, high.kind), value, number(high)),
-            ])
+            subject = number(operand)
+            inside = _logical(
+                "and",
+                [
+                    _compare(("<=", low.kind, operand.kind), number(low), subject),
+                    _compare(("<=", operand.kind, high.kind), subject, number(high)),
+                ],
+            )
             return Truth(inside.can_false, inside.can_true) if negated else inside
         case Negate(operand=operand):
             a = number(operand)
@@ -133,8 +137,8 @@ def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> 
                 return _sqrt(values[0])
             combine = _fmin if function == "min" else _fmax
             result = values[0]
-            for value in values[1:]:
-                result = combine(result, value)
+            for other in values[1:]:
+                result = combine(result, other)
             return result
     raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
 
@@ -167,8 +171,7 @@ def _pair(name: str, bounds: Any) -> tuple[Any, Any]:
         values = [None if v is None or math.isnan(float(v)) else v for v in (lo, hi)]
     except (TypeError, ValueError) as exc:
         raise DataError(
-            f"statistics of tag field {name!r} must be a (min, max) pair of numbers,"
-            f" not {bounds!r}"
+            f"statistics of tag field {name!r} must be a (min, max) pair of numbers, not {bounds!r}"
         ) from exc
     return (
         None if values[0] is None else _plain(values[0]),
@@ -257,8 +260,9 @@ def _result(kind: Kind, lo: Number, hi: Number, nan: bool) -> Interval:
     return Interval(lo, hi, nan)
 
 
-def _corners(kind: Kind, op: Callable[[Any, Any], Number], a: Interval, b: Interval,
-             nan: bool) -> Interval:
+def _corners(
+    kind: Kind, op: Callable[[Any, Any], Number], a: Interval, b: Interval, nan: bool
+) -> Interval:
     values = [op(x, y) for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
     if any(math.isnan(v) for v in values):
         return UNKNOWN if kind == "float" else UNKNOWN_INT
@@ -307,7 +311,7 @@ def _remainder(kind: Kind, a: Interval, b: Interval) -> Interval:
 
 def _power(kind: Kind, a: Interval, b: Interval) -> Interval:
     nan = a.nan or b.nan
-    exponent = b.lo if b.lo == b.hi and not b.nan and math.isfinite(b.lo) else None
+    exponent = float(b.lo) if b.lo == b.hi and not b.nan and math.isfinite(b.lo) else None
     if exponent is not None and exponent.is_integer() and exponent >= 0 and a.lo < 0:
         if exponent == 0:
             return Interval(1.0, 1.0, False)  # pow(nan, 0) is 1 too
@@ -321,7 +325,9 @@ def _power(kind: Kind, a: Interval, b: Interval) -> Interval:
     # pow is not correctly rounded (numpy may use a vectorised math library), so it may
     # miss monotonicity by an ulp or a few: widen the corners by far more than that.
     lo = _widen(result.lo, -INF)
-    if a.lo >= 0:
+    if a.lo == 0 and b.lo < 0:
+        lo = -INF  # the base may be -0.0, and pow(-0.0, -3) is -inf
+    elif a.lo >= 0:
         lo = max(lo, 0.0)  # a power of a non-negative base is never negative
     return Interval(lo, _widen(result.hi, INF), result.nan)
 

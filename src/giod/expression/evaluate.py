@@ -137,9 +137,7 @@ def _evaluate(node: Node, arrays: Mapping[str, np.ndarray]) -> Value:
             return functools.reduce(np.fmin if function == "min" else np.fmax, values)
         case Compare(operands=operands, ops=ops):
             values = [_evaluate(operand, arrays) for operand in operands]
-            tests = (
-                _COMPARE[op](a, b) for op, a, b in zip(ops, values, values[1:], strict=False)
-            )
+            tests = (_COMPARE[op](a, b) for op, a, b in zip(ops, values, values[1:], strict=False))
             return functools.reduce(np.logical_and, tests)
         case Logical(op=op, operands=operands):
             combine = np.logical_and if op == "and" else np.logical_or

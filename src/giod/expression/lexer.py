@@ -97,7 +97,7 @@ def _number_token(text: str, match: re.Match[str]) -> Token:
     literal = match.group()
     if _AFTER_NUMBER.match(text, end):
         raise ExpressionError(
-            f"malformed number {text[start:end + 1]!r}", expression=text, position=start
+            f"malformed number {text[start : end + 1]!r}", expression=text, position=start
         )
     value: int | float
     if literal.isdigit():

@@ -309,9 +309,7 @@ class _Parser:
             if self.peek().text not in COMPARISONS:
                 break
             token = self.advance()
-        return self.make(
-            Compare, "bool", left.start, operands[-1].end, tuple(operands), tuple(ops)
-        )
+        return self.make(Compare, "bool", left.start, operands[-1].end, tuple(operands), tuple(ops))
 
     def membership(self, left: Node, negated: bool) -> Node:
         keyword = "'not in'" if negated else "'in'"
