@@ -21,16 +21,20 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
     Engine,
+    String,
+    Table,
     bindparam,
+    cast,
     create_engine,
     event,
     func,
@@ -71,7 +75,7 @@ from giod.catalog.tables import (
     versions,
     visible,
 )
-from giod.errors import CatalogError, ConfigError, ConflictError, GiodError, NotFound
+from giod.errors import CatalogError, ConfigError, ConflictError, NotFound
 
 __all__ = ["Catalog"]
 
@@ -82,7 +86,15 @@ _DEFAULT_TIMEOUT = 60.0  # seconds a writer waits for the lock before giving up
 _SYNCHRONOUS = ("FULL", "NORMAL")
 _IN_CHUNK = 5_000  # ids per IN (...) list, well under SQLite's parameter limit
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
+_JITTER = random.SystemRandom()
 _PG_RETRY = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
+
+
+class _Unchanged(Exception):
+    """Raised inside a write to roll it back (the version bump too) and return ``result``."""
+
+    def __init__(self, result: Any):
+        self.result = result
 
 
 class Catalog:
@@ -97,6 +109,10 @@ class Catalog:
         self._engine = engine
         self._timeout = timeout
         self._pid = os.getpid()
+        self._sites: dict[str, int] = {}  # name -> id, filled on use
+        self._schemas: set[int] = set()  # ids known to exist
+        self._writer: Engine
+        self._reader: Engine
         if dialect == "sqlite":
             self._writer = engine.execution_options(**{_WRITE: True})
             self._reader = engine
@@ -134,7 +150,7 @@ class Catalog:
         """Close every pooled connection."""
         self._engine.dispose()
 
-    def __enter__(self) -> Catalog:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -161,11 +177,11 @@ class Catalog:
                 conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
             migrations.migrate(conn)  # re-reads the level under the lock
 
-        self._run(work, write=True, lock=False)
+        self._run(work, write=True)
 
     # -- transactions --------------------------------------------------------
 
-    def _run(self, work: Callable[[Connection], T], *, write: bool, lock: bool = True) -> T:
+    def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
         """Run ``work`` in one transaction, retrying while the catalog is locked."""
         if os.getpid() != self._pid:  # forked: never touch the parent's sockets
             self._engine.dispose(close=False)
@@ -176,8 +192,6 @@ class Catalog:
         while True:
             try:
                 with engine.begin() as conn:
-                    if write and lock and self.dialect == "postgresql":
-                        conn.execute(select(federation.c.version).with_for_update())
                     return work(conn)
             except SAIntegrityError as exc:
                 raise ConflictError(f"catalog change refused: {_reason(exc)}") from exc
@@ -191,7 +205,7 @@ class Catalog:
                     ) from exc
             except SQLAlchemyError as exc:
                 raise CatalogError(f"catalog {self._shown}: {exc}") from exc
-            time.sleep(delay * random.uniform(0.5, 1.5))  # jitter de-synchronises retries
+            time.sleep(delay * _JITTER.uniform(0.5, 1.5))  # de-synchronises retrying writers
             delay = min(delay * 2, 0.5)
 
     def _transient(self, exc: DBAPIError) -> bool:
@@ -201,8 +215,18 @@ class Catalog:
             return "locked" in message or "busy" in message
         return getattr(orig, "sqlstate", None) in _PG_RETRY
 
-    def _write(self, work: Callable[[Connection], T]) -> T:
-        return self._run(work, write=True)
+    def _write(self, work: Callable[[Connection, int], T]) -> T:
+        """Run a change: ``work(conn, version)`` after bumping the version.
+
+        The bump comes first because it takes the federation row lock that
+        serialises writers (on SQLite BEGIN IMMEDIATE already holds the lock):
+        every check made afterwards sees every earlier commit. ``work`` raises
+        ``_Unchanged(result)`` to roll back and return ``result``.
+        """
+        try:
+            return self._run(lambda conn: work(conn, _bump(conn)), write=True)
+        except _Unchanged as unchanged:
+            return unchanged.result  # type: ignore[no-any-return]
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         return self._run(work, write=False)
@@ -224,12 +248,11 @@ class Catalog:
     def add_schema(self, name: str, text: str, fingerprint: str) -> int:
         """Register a schema; returns its id. A known fingerprint returns the existing id."""
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection, v: int) -> int:
             q = select(schemas.c.id).where(schemas.c.fingerprint == fingerprint)
             existing = conn.execute(q).scalar_one_or_none()
             if existing is not None:
-                return int(existing)
-            v = _bump(conn)
+                raise _Unchanged(int(existing))
             row = {"name": name, "text": text, "fingerprint": fingerprint}
             new = conn.execute(insert(schemas).values(row).returning(schemas.c.id)).scalar_one()
             _log(conn, v, f"add schema {name} ({new})")
@@ -252,16 +275,24 @@ class Catalog:
         if not name:
             raise ConfigError("a dataset needs a name")
 
-        def work(conn: Connection) -> DatasetRecord:
+        def work(conn: Connection, v: int) -> DatasetRecord:
             if _dataset_row(conn, name, None) is not None:
                 raise ConflictError(f"dataset {name!r} already exists")
             _require_schemas(conn, {schema_id})
-            v = _bump(conn)
             now = time.time()
-            row = {"name": name, "schema_id": schema_id, "created_version": v,
-                   "next_entry": 0, "created": now}
-            new = int(conn.execute(insert(datasets).values(row).returning(datasets.c.id)).scalar_one())
-            conn.execute(insert(dataset_schemas).values(dataset_id=new, version=v, schema_id=schema_id))
+            row = {
+                "name": name,
+                "schema_id": schema_id,
+                "created_version": v,
+                "next_entry": 0,
+                "created": now,
+            }
+            new = int(
+                conn.execute(insert(datasets).values(row).returning(datasets.c.id)).scalar_one()
+            )
+            conn.execute(
+                insert(dataset_schemas).values(dataset_id=new, version=v, schema_id=schema_id)
+            )
             _log(conn, v, f"create dataset {name}")
             return DatasetRecord(new, name, schema_id, v, now)
 
@@ -290,16 +321,19 @@ class Catalog:
         again changes nothing and returns the current version.
         """
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection, v: int) -> int:
             row = _dataset_row(conn, name, None)
             if row is None:
                 raise _missing_dataset(conn, name, None)
             if row.schema_id == schema_id:
-                return int(conn.execute(select(federation.c.version)).scalar_one())
+                raise _Unchanged(v - 1)
             _require_schemas(conn, {schema_id})
-            v = _bump(conn)
-            conn.execute(update(datasets).where(datasets.c.id == row.id).values(schema_id=schema_id))
-            conn.execute(insert(dataset_schemas).values(dataset_id=row.id, version=v, schema_id=schema_id))
+            conn.execute(
+                update(datasets).where(datasets.c.id == row.id).values(schema_id=schema_id)
+            )
+            conn.execute(
+                insert(dataset_schemas).values(dataset_id=row.id, version=v, schema_id=schema_id)
+            )
             _log(conn, v, f"set schema of dataset {name} to {schema_id}")
             return v
 
@@ -308,13 +342,16 @@ class Catalog:
     def delete_dataset(self, name: str) -> int:
         """Delete the dataset and its databases from a new version on; returns it."""
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection, v: int) -> int:
             row = _dataset_row(conn, name, None)
             if row is None:
                 raise _missing_dataset(conn, name, None)
-            v = _bump(conn)
-            dbs = select(databases.c.id).where(databases.c.dataset_id == row.id, visible(databases, None))
-            _delete_rows(conn, v, containers.c.database_id.in_(dbs), tag_stats.c.database_id.in_(dbs))
+            dbs = select(databases.c.id).where(
+                databases.c.dataset_id == row.id, visible(databases, None)
+            )
+            _delete_rows(
+                conn, v, containers.c.database_id.in_(dbs), tag_stats.c.database_id.in_(dbs)
+            )
             conn.execute(update(databases).where(databases.c.id.in_(dbs)).values(deleted_version=v))
             conn.execute(update(datasets).where(datasets.c.id == row.id).values(deleted_version=v))
             _log(conn, v, f"delete dataset {name}")
@@ -353,10 +390,9 @@ class Catalog:
         if not name:
             raise ConfigError("a site needs a name")
 
-        def work(conn: Connection) -> SiteRecord:
+        def work(conn: Connection, v: int) -> SiteRecord:
             if conn.execute(select(sites.c.id).where(sites.c.name == name)).first() is not None:
                 raise ConflictError(f"site {name!r} already exists")
-            v = _bump(conn)
             row = {"name": name, "url": url, "distance": distance, "created": time.time()}
             new = int(conn.execute(insert(sites).values(row).returning(sites.c.id)).scalar_one())
             _log(conn, v, f"add site {name}")
@@ -394,7 +430,7 @@ class Catalog:
             raise CatalogError(f"commit refused: n_events is {commit.n_events}")
         _check_specs(commit.containers, commit.n_events, f"commit to {commit.dataset!r}")
 
-        def work(conn: Connection) -> CommitResult:
+        def work(conn: Connection, v: int) -> CommitResult:
             ds = _dataset_row(conn, commit.dataset, None)
             if ds is None:
                 raise _missing_dataset(conn, commit.dataset, None)
@@ -405,29 +441,42 @@ class Catalog:
                 )
                 found = conn.execute(q).first()
                 if found is not None:
-                    return CommitResult(int(found.id), int(found.first_entry),
-                                        int(found.created_version), duplicate=True)
-            site_id = _site_id(conn, commit.site)
-            _require_schemas(conn, {c.schema_id for c in commit.containers})
+                    raise _Unchanged(
+                        CommitResult(
+                            int(found.id),
+                            int(found.first_entry),
+                            int(found.created_version),
+                            duplicate=True,
+                        )
+                    )
+            site_id = _site_id(conn, commit.site, self._sites)
+            _require_schemas(conn, {c.schema_id for c in commit.containers}, self._schemas)
             _require_databases(conn, set(commit.parents), live=False)
-            v = _bump(conn)
             n = commit.n_events
             stop = conn.execute(_TAKE_ENTRIES, {"dataset_id": ds.id, "n": n}).scalar_one()
             first = int(stop) - n
             row = {
-                "dataset_id": ds.id, "first_entry": first, "n_events": n,
-                "bytes": sum(c.size for c in commit.containers), "created": time.time(),
-                "created_version": v, "writer": commit.writer, "program": commit.program,
+                "dataset_id": ds.id,
+                "first_entry": first,
+                "n_events": n,
+                "bytes": sum(c.size for c in commit.containers),
+                "created": time.time(),
+                "created_version": v,
+                "writer": commit.writer,
+                "program": commit.program,
                 "program_version": commit.program_version,
                 "parameters": _dump_json(commit.parameters, "parameters"),
                 "idempotency_key": commit.idempotency_key,
             }
             db_id = int(conn.execute(_INSERT_DATABASE, row).scalar_one())
             if commit.parents:
-                conn.execute(insert(database_parents), [
-                    {"database_id": db_id, "parent_id": p, "position": i}
-                    for i, p in enumerate(dict.fromkeys(commit.parents))
-                ])
+                conn.execute(
+                    insert(database_parents),
+                    [
+                        {"database_id": db_id, "parent_id": p, "position": i}
+                        for i, p in enumerate(dict.fromkeys(commit.parents))
+                    ],
+                )
             _insert_containers(conn, v, [(db_id, c) for c in commit.containers], site_id)
             _replace_tag_stats(conn, v, {db_id: commit.tag_stats}, fresh=True)
             _log(conn, v, f"commit {commit.dataset} db {db_id}")
@@ -470,7 +519,9 @@ class Catalog:
 
     def _add(
         self,
-        items: Sequence[tuple[int, Sequence[ContainerSpec], Mapping[str, tuple[float, float]] | None]],
+        items: Sequence[
+            tuple[int, Sequence[ContainerSpec], Mapping[str, tuple[float, float]] | None]
+        ],
         site: str,
         *,
         replace: bool,
@@ -478,29 +529,34 @@ class Catalog:
     ) -> int:
         ids = [int(item[0]) for item in items]
         if len(set(ids)) != len(ids):
-            twice = next(i for i in ids if ids.count(i) > 1)
-            raise ConflictError(f"database {twice} appears more than once in one add_containers call")
+            twice = next(i for i, k in Counter(ids).items() if k > 1)
+            raise ConflictError(
+                f"database {twice} appears more than once in one add_containers call"
+            )
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection, v: int) -> int:
             if idempotency_key is not None:
                 q = select(commit_keys.c.version).where(commit_keys.c.key == idempotency_key)
                 landed = conn.execute(q).scalar_one_or_none()
                 if landed is not None:
-                    return int(landed)
+                    raise _Unchanged(int(landed))
             if not items:
-                return int(conn.execute(select(federation.c.version)).scalar_one())
-            site_id = _site_id(conn, site)
+                raise _Unchanged(v - 1)
+            site_id = _site_id(conn, site, self._sites)
             n_events = _require_databases(conn, set(ids), live=True)
             for db_id, specs, _ in items:
                 _check_specs(specs, n_events[db_id], f"database {db_id}")
-            _require_schemas(conn, {c.schema_id for _, specs, _ in items for c in specs})
+            _require_schemas(
+                conn, {c.schema_id for _, specs, _ in items for c in specs}, self._schemas
+            )
             wanted = {(db_id, c.name) for db_id, specs, _ in items for c in specs}
             clash = [
                 (int(r.id), int(r.database_id), r.name)
                 for chunk in _chunks(ids)
                 for r in conn.execute(
-                    select(containers.c.id, containers.c.database_id, containers.c.name)
-                    .where(containers.c.database_id.in_(chunk), visible(containers, None))
+                    select(containers.c.id, containers.c.database_id, containers.c.name).where(
+                        containers.c.database_id.in_(chunk), visible(containers, None)
+                    )
                 )
                 if (r.database_id, r.name) in wanted
             ]
@@ -510,18 +566,24 @@ class Catalog:
                     f"database {db_id} already has a container {name!r}; "
                     "pass replace=True to supersede it"
                 )
-            v = _bump(conn)
             for chunk in _chunks([cid for cid, _, _ in clash]):
-                conn.execute(update(containers).where(containers.c.id.in_(chunk)).values(deleted_version=v))
-            _insert_containers(conn, v, [(db_id, c) for db_id, specs, _ in items for c in specs], site_id)
+                conn.execute(
+                    update(containers).where(containers.c.id.in_(chunk)).values(deleted_version=v)
+                )
+            _insert_containers(
+                conn, v, [(db_id, c) for db_id, specs, _ in items for c in specs], site_id
+            )
             _replace_tag_stats(conn, v, {db_id: stats for db_id, _, stats in items if stats})
             if idempotency_key is not None:
-                conn.execute(insert(commit_keys).values(key=idempotency_key, version=v, created=time.time()))
+                conn.execute(
+                    insert(commit_keys).values(key=idempotency_key, version=v, created=time.time())
+                )
+            verb = "replace" if clash else "add"
             if len(items) == 1:
                 names = ", ".join(c.name for c in items[0][1]) or "tag stats"
-                _log(conn, v, f"add {names} to db {ids[0]}")
+                _log(conn, v, f"{verb} {names} in db {ids[0]}")
             else:
-                _log(conn, v, f"add containers to {len(items)} databases")
+                _log(conn, v, f"{verb} containers in {len(items)} databases")
             return v
 
         return self._write(work)
@@ -546,7 +608,9 @@ class Catalog:
 
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
         """One database as it was at ``version``; NotFound if not visible there."""
-        found = self._read(lambda conn: _load_databases(conn, databases.c.id == database_id, version))
+        found = self._read(
+            lambda conn: _load_databases(conn, databases.c.id == database_id, version)
+        )
         if not found:
             at = "" if version is None else f" at version {version}"
             raise NotFound(f"no database {database_id}{at}")
@@ -555,12 +619,17 @@ class Catalog:
     def delete_database(self, database_id: int) -> int:
         """Delete a database from a new version on; returns it."""
 
-        def work(conn: Connection) -> int:
+        def work(conn: Connection, v: int) -> int:
             _require_databases(conn, {database_id}, live=True)
-            v = _bump(conn)
-            _delete_rows(conn, v, containers.c.database_id == database_id,
-                         tag_stats.c.database_id == database_id)
-            conn.execute(update(databases).where(databases.c.id == database_id).values(deleted_version=v))
+            _delete_rows(
+                conn,
+                v,
+                containers.c.database_id == database_id,
+                tag_stats.c.database_id == database_id,
+            )
+            conn.execute(
+                update(databases).where(databases.c.id == database_id).values(deleted_version=v)
+            )
             _log(conn, v, f"delete db {database_id}")
             return v
 
@@ -590,17 +659,22 @@ class Catalog:
         if state not in REPLICA_STATES:
             raise ConfigError(f"replica state {state!r} is not one of {', '.join(REPLICA_STATES)}")
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection, v: int) -> None:
             site_id = _site_id(conn, site)
-            if conn.execute(select(containers.c.id).where(containers.c.id == container_id)).first() is None:
+            if (
+                conn.execute(select(containers.c.id).where(containers.c.id == container_id)).first()
+                is None
+            ):
                 raise NotFound(f"no container {container_id}")
-            v = _bump(conn)
             now = time.time()
             key = (replicas.c.container_id == container_id) & (replicas.c.site_id == site_id)
             done = conn.execute(update(replicas).where(key).values(state=state, checked=now))
             if done.rowcount == 0:
-                conn.execute(insert(replicas).values(
-                    container_id=container_id, site_id=site_id, state=state, checked=now))
+                conn.execute(
+                    insert(replicas).values(
+                        container_id=container_id, site_id=site_id, state=state, checked=now
+                    )
+                )
             _log(conn, v, f"replica of container {container_id} at {site}: {state}")
 
         self._write(work)
@@ -616,9 +690,13 @@ class Catalog:
 
         def work(conn: Connection) -> list[tuple[SiteRecord, str]]:
             rows = conn.execute(q).all()
-            if not rows and conn.execute(
-                select(containers.c.id).where(containers.c.id == container_id)
-            ).first() is None:
+            if (
+                not rows
+                and conn.execute(
+                    select(containers.c.id).where(containers.c.id == container_id)
+                ).first()
+                is None
+            ):
                 raise NotFound(f"no container {container_id}")
             return [(_site_record(r), r.state) for r in rows]
 
@@ -633,26 +711,34 @@ class Catalog:
         """
         c, d, ds = containers, databases, datasets
 
-        def gone(table: Any) -> ColumnElement[bool]:
-            return table.c.deleted_version < before_version
+        def gone(table: Table) -> ColumnElement[bool]:
+            deleted: ColumnElement[int] = table.c.deleted_version
+            return deleted < before_version
 
-        def work(conn: Connection) -> list[str]:
+        def work(conn: Connection, v: int) -> list[str]:
             paths = set(conn.execute(select(c.c.path).where(gone(c))).scalars())
             counts = [
                 conn.execute(select(func.count()).select_from(t).where(gone(t))).scalar_one()
                 for t in (c, tag_stats, d, ds)
             ]
             if not any(counts):
-                return []
-            v = _bump(conn)
-            conn.execute(replicas.delete().where(replicas.c.container_id.in_(select(c.c.id).where(gone(c)))))
+                raise _Unchanged([])
+            conn.execute(
+                replicas.delete().where(replicas.c.container_id.in_(select(c.c.id).where(gone(c))))
+            )
             conn.execute(c.delete().where(gone(c)))
             conn.execute(tag_stats.delete().where(gone(tag_stats)))
-            conn.execute(database_parents.delete().where(
-                database_parents.c.database_id.in_(select(d.c.id).where(gone(d)))))
+            conn.execute(
+                database_parents.delete().where(
+                    database_parents.c.database_id.in_(select(d.c.id).where(gone(d)))
+                )
+            )
             conn.execute(d.delete().where(gone(d)))
-            conn.execute(dataset_schemas.delete().where(
-                dataset_schemas.c.dataset_id.in_(select(ds.c.id).where(gone(ds)))))
+            conn.execute(
+                dataset_schemas.delete().where(
+                    dataset_schemas.c.dataset_id.in_(select(ds.c.id).where(gone(ds)))
+                )
+            )
             conn.execute(ds.delete().where(gone(ds)))
             still: set[str] = set()
             for chunk in _chunks(sorted(paths)):
@@ -669,24 +755,34 @@ class Catalog:
 def _parse_url(url: str) -> tuple[URL, str, float, str]:
     """(SQLAlchemy URL, dialect, lock timeout, SQLite synchronous mode)."""
     try:
-        sa_url = make_url(url) if "://" in url else URL.create("sqlite", database=str(Path(url).absolute()))
+        sa_url = (
+            make_url(url)
+            if "://" in url
+            else URL.create("sqlite", database=str(Path(url).absolute()))
+        )
     except ArgumentError as exc:
         raise CatalogError(f"not a catalog URL: {url!r}") from exc
     query = dict(sa_url.query)
     try:
         timeout = float(str(query.pop("timeout", _DEFAULT_TIMEOUT)))
     except ValueError as exc:
-        raise ConfigError(f"catalog URL option timeout must be a number of seconds: {url!r}") from exc
+        raise ConfigError(
+            f"catalog URL option timeout must be a number of seconds: {url!r}"
+        ) from exc
     synchronous = str(query.pop("synchronous", "FULL")).upper()
     if synchronous not in _SYNCHRONOUS:
-        raise ConfigError(f"catalog URL option synchronous must be FULL or NORMAL, not {synchronous!r}")
+        raise ConfigError(
+            f"catalog URL option synchronous must be FULL or NORMAL, not {synchronous!r}"
+        )
     backend = sa_url.get_backend_name()
     if backend in ("postgresql", "postgres"):
         sa_url = sa_url.set(drivername="postgresql+psycopg", query=query)
         return sa_url, "postgresql", timeout, synchronous
     if backend == "sqlite":
         return sa_url.set(drivername="sqlite", query=query), "sqlite", timeout, synchronous
-    raise CatalogError(f"unsupported catalog URL {url!r}: use sqlite:///path.db or postgresql://...")
+    raise CatalogError(
+        f"unsupported catalog URL {url!r}: use sqlite:///path.db or postgresql://..."
+    )
 
 
 def _sqlite_engine(sa_url: URL, timeout: float, synchronous: str, create: bool) -> Engine:
@@ -699,7 +795,9 @@ def _sqlite_engine(sa_url: URL, timeout: float, synchronous: str, create: bool) 
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise CatalogError(f"cannot create the catalog directory {path.parent}: {exc}") from exc
+                raise CatalogError(
+                    f"cannot create the catalog directory {path.parent}: {exc}"
+                ) from exc
     engine = create_engine(
         sa_url,
         poolclass=StaticPool if memory else QueuePool,
@@ -763,8 +861,11 @@ _INSERT_REPLICAS = insert(replicas)
 _INSERT_TAG_STATS = insert(tag_stats)
 _RETIRE_TAG_STATS = (
     update(tag_stats)
-    .where(tag_stats.c.database_id == bindparam("db"), tag_stats.c.field == bindparam("f"),
-           visible(tag_stats, None))
+    .where(
+        tag_stats.c.database_id == bindparam("db"),
+        tag_stats.c.field == bindparam("f"),
+        visible(tag_stats, None),
+    )
     .values(deleted_version=bindparam("v"))
 )
 
@@ -777,10 +878,11 @@ def _log(conn: Connection, version: int, description: str) -> None:
     conn.execute(_LOG, {"version": version, "created": time.time(), "description": description})
 
 
-def _chunks(values: Sequence[int] | Sequence[str]) -> Iterator[list[Any]]:
-    values = list(values)
-    for i in range(0, len(values), _IN_CHUNK):
-        yield values[i : i + _IN_CHUNK]
+def _chunks(values: Iterable[T]) -> Iterator[list[T]]:
+    """Lists of at most _IN_CHUNK values, for IN (...) conditions."""
+    listed = list(values)
+    for i in range(0, len(listed), _IN_CHUNK):
+        yield listed[i : i + _IN_CHUNK]
 
 
 def _dataset_select(version: int | None) -> Any:
@@ -796,8 +898,11 @@ def _dataset_select(version: int | None) -> Any:
             .scalar_subquery()
         )
     return select(
-        datasets.c.id, datasets.c.name, schema_id.label("schema_id"),
-        datasets.c.created_version, datasets.c.created,
+        datasets.c.id,
+        datasets.c.name,
+        schema_id.label("schema_id"),
+        datasets.c.created_version,
+        datasets.c.created,
     ).where(visible(datasets, version))
 
 
@@ -811,8 +916,9 @@ def _dataset_row(conn: Connection, name: str, version: int | None) -> Any:
 
 
 def _dataset_record(row: Any) -> DatasetRecord:
-    return DatasetRecord(int(row.id), row.name, int(row.schema_id), int(row.created_version),
-                         float(row.created))
+    return DatasetRecord(
+        int(row.id), row.name, int(row.schema_id), int(row.created_version), float(row.created)
+    )
 
 
 def _site_record(row: Any) -> SiteRecord:
@@ -823,7 +929,9 @@ def _missing(conn: Connection, kind: str, name: str, names: Any) -> NotFound:
     candidates = list(conn.execute(names).scalars())
     close = difflib.get_close_matches(name, candidates, n=3)
     # "qcd" for "qcd_multijet" (and back) is too short a match for difflib alone
-    close += [c for c in candidates if c not in close and (c in name or name in c)][: 3 - len(close)]
+    close += [c for c in candidates if c not in close and (c in name or name in c)][
+        : 3 - len(close)
+    ]
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return NotFound(f"no {kind} named {name!r}{hint}")
 
@@ -836,19 +944,29 @@ def _missing_dataset(conn: Connection, name: str, version: int | None) -> NotFou
     return error
 
 
-def _site_id(conn: Connection, name: str) -> int:
+def _site_id(conn: Connection, name: str, known: dict[str, int] | None = None) -> int:
+    """The site's id; ``known`` caches ids (sites are never renamed or deleted)."""
+    if known is not None and name in known:
+        return known[name]
     found = conn.execute(_SITE_ID, {"name": name}).scalar_one_or_none()
     if found is None:
         raise _missing(conn, "site", name, select(sites.c.name))
+    if known is not None:
+        known[name] = int(found)
     return int(found)
 
 
-def _require_schemas(conn: Connection, ids: set[int]) -> None:
+def _require_schemas(conn: Connection, ids: set[int], known: set[int] | None = None) -> None:
+    """NotFound unless every schema exists; ``known`` caches ids (schemas are never deleted)."""
+    if known is not None:
+        ids = ids - known
     if not ids:
         return
-    known = set(conn.execute(_SCHEMA_IDS, {"ids": sorted(ids)}).scalars())
-    if ids - known:
-        raise NotFound(f"no schema with id {min(ids - known)}")
+    found = set(conn.execute(_SCHEMA_IDS, {"ids": sorted(ids)}).scalars())
+    if ids - found:
+        raise NotFound(f"no schema with id {min(ids - found)}")
+    if known is not None:
+        known.update(found)
 
 
 def _require_databases(conn: Connection, ids: set[int], *, live: bool) -> dict[int, int]:
@@ -889,21 +1007,30 @@ def _dump_json(value: Any, what: str) -> str:
         raise CatalogError(f"commit refused: {what} are not JSON-serialisable: {exc}") from exc
 
 
-def _insert_containers(conn: Connection, version: int, items: list[tuple[int, ContainerSpec]],
-                       site_id: int) -> None:
+def _insert_containers(
+    conn: Connection, version: int, items: list[tuple[int, ContainerSpec]], site_id: int
+) -> None:
     if not items:
         return
     rows = [
-        {"database_id": db_id, "name": c.name, "path": c.path, "checksum": c.checksum,
-         "size": c.size, "cluster_entries": json.dumps([int(n) for n in c.cluster_entries]),
-         "schema_id": c.schema_id, "created_version": version}
+        {
+            "database_id": db_id,
+            "name": c.name,
+            "path": c.path,
+            "checksum": c.checksum,
+            "size": c.size,
+            "cluster_entries": json.dumps([int(n) for n in c.cluster_entries]),
+            "schema_id": c.schema_id,
+            "created_version": version,
+        }
         for db_id, c in items
     ]
     ids = conn.execute(_INSERT_CONTAINERS, rows).scalars().all()
     now = time.time()
-    conn.execute(_INSERT_REPLICAS, [
-        {"container_id": cid, "site_id": site_id, "state": "good", "checked": now} for cid in ids
-    ])
+    conn.execute(
+        _INSERT_REPLICAS,
+        [{"container_id": cid, "site_id": site_id, "state": "good", "checked": now} for cid in ids],
+    )
 
 
 def _bound(value: float) -> float | None:
@@ -912,96 +1039,162 @@ def _bound(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _replace_tag_stats(conn: Connection, version: int,
-                       stats: Mapping[int, Mapping[str, tuple[float, float]]], *, fresh: bool = False) -> None:
-    """Insert statistics at ``version``, retiring the live ones they replace (none when ``fresh``)."""
+def _replace_tag_stats(
+    conn: Connection,
+    version: int,
+    stats: Mapping[int, Mapping[str, tuple[float, float]]],
+    *,
+    fresh: bool = False,
+) -> None:
+    """Insert statistics at ``version``, retiring the live ones they replace (none if ``fresh``)."""
     rows = [
-        {"database_id": db_id, "field": f, "created_version": version,
-         "min": _bound(lo), "max": _bound(hi)}
+        {
+            "database_id": db_id,
+            "field": f,
+            "created_version": version,
+            "min": _bound(lo),
+            "max": _bound(hi),
+        }
         for db_id, fields in stats.items()
         for f, (lo, hi) in fields.items()
     ]
     if not rows:
         return
     if not fresh:
-        conn.execute(_RETIRE_TAG_STATS, [{"db": r["database_id"], "f": r["field"], "v": version}
-                                         for r in rows])
+        conn.execute(
+            _RETIRE_TAG_STATS,
+            [{"db": r["database_id"], "f": r["field"], "v": version} for r in rows],
+        )
     conn.execute(_INSERT_TAG_STATS, rows)
 
 
 def _delete_rows(conn: Connection, version: int, container_cond: Any, stats_cond: Any) -> None:
-    conn.execute(update(containers).where(container_cond, visible(containers, None))
-                 .values(deleted_version=version))
-    conn.execute(update(tag_stats).where(stats_cond, visible(tag_stats, None))
-                 .values(deleted_version=version))
+    conn.execute(
+        update(containers)
+        .where(container_cond, visible(containers, None))
+        .values(deleted_version=version)
+    )
+    conn.execute(
+        update(tag_stats)
+        .where(stats_cond, visible(tag_stats, None))
+        .values(deleted_version=version)
+    )
 
 
-def _load_databases(conn: Connection, where: ColumnElement[bool], version: int | None) -> list[DatabaseRecord]:
-    """The databases matching ``where`` at ``version``, with containers and tag stats: 3 queries."""
+def _load_databases(
+    conn: Connection, where: ColumnElement[bool], version: int | None
+) -> list[DatabaseRecord]:
+    """The databases matching ``where`` at ``version``, with containers and tag stats.
+
+    Three queries whatever the number of databases. Rows are read as plain
+    tuples and JSON texts shared by many rows are parsed once: building the
+    records is the cost of listing a large dataset.
+    """
     d, p, c, r, t = databases, database_parents, containers, replicas, tag_stats
     cond = where & visible(d, version)
     rows = conn.execute(
-        select(d, p.c.parent_id)
+        select(
+            d.c.id,
+            d.c.dataset_id,
+            d.c.first_entry,
+            d.c.n_events,
+            d.c.created,
+            d.c.created_version,
+            d.c.writer,
+            d.c.program,
+            d.c.program_version,
+            d.c.parameters,
+            d.c.idempotency_key,
+            p.c.parent_id,
+        )
         .select_from(d.outerjoin(p, p.c.database_id == d.c.id))
         .where(cond)
         .order_by(d.c.first_entry, d.c.id, p.c.position)
     ).all()
     if not rows:
         return []
-    order: list[Any] = []
+    heads: dict[int, Any] = {}
     parents: dict[int, list[int]] = {}
     for row in rows:
-        if row.id not in parents:
-            parents[row.id] = []
-            order.append(row)
-        if row.parent_id is not None:
-            parents[row.id].append(int(row.parent_id))
+        if row[0] not in heads:
+            heads[row[0]] = row
+            parents[row[0]] = []
+        if row[11] is not None:
+            parents[row[0]].append(row[11])
 
-    held: dict[int, list[ContainerRecord]] = {row.id: [] for row in order}
+    held: dict[int, list[ContainerRecord]] = {db_id: [] for db_id in heads}
+    entries: dict[str, tuple[int, ...]] = {}
+    holders: dict[str | None, tuple[int, ...]] = {None: ()}
     good = (r.c.container_id == c.c.id) & (r.c.state == "good")
-    current: Any = None
-    site_ids: list[int] = []
-
-    def flush() -> None:
-        if current is not None:
-            held[current.database_id].append(ContainerRecord(
-                int(current.id), int(current.database_id), current.name, current.path,
-                current.checksum, int(current.size), tuple(json.loads(current.cluster_entries)),
-                int(current.schema_id), int(current.created_version), tuple(site_ids)))
-
-    for row in conn.execute(
-        select(c.c.id, c.c.database_id, c.c.name, c.c.path, c.c.checksum, c.c.size,
-               c.c.cluster_entries, c.c.schema_id, c.c.created_version, r.c.site_id)
+    for cid, db_id, name, path, checksum, size, text, schema_id, created, site_ids in conn.execute(
+        select(
+            c.c.id,
+            c.c.database_id,
+            c.c.name,
+            c.c.path,
+            c.c.checksum,
+            c.c.size,
+            c.c.cluster_entries,
+            c.c.schema_id,
+            c.c.created_version,
+            func.aggregate_strings(cast(r.c.site_id, String), ","),
+        )
         .select_from(c.join(d, d.c.id == c.c.database_id).outerjoin(r, good))
         .where(cond, visible(c, version))
-        .order_by(c.c.database_id, c.c.id, r.c.site_id)
-    ):
-        if current is None or row.id != current.id:
-            flush()
-            current, site_ids = row, []
-        if row.site_id is not None:
-            site_ids.append(int(row.site_id))
-    flush()
+        .group_by(c.c.id)  # the other columns depend on the primary key
+        .order_by(c.c.id)
+    ).all():
+        if text not in entries:
+            entries[text] = tuple(json.loads(text))
+        if site_ids not in holders:
+            holders[site_ids] = tuple(sorted(int(x) for x in site_ids.split(",")))
+        held[db_id].append(
+            ContainerRecord(
+                cid,
+                db_id,
+                name,
+                path,
+                checksum,
+                size,
+                entries[text],
+                schema_id,
+                created,
+                holders[site_ids],
+            )
+        )
 
-    stats: dict[int, dict[str, tuple[float, float]]] = {row.id: {} for row in order}
-    for row in conn.execute(
+    stats: dict[int, dict[str, tuple[float, float]]] = {db_id: {} for db_id in heads}
+    inf = math.inf
+    for db_id, field, lo, hi in conn.execute(
         select(t.c.database_id, t.c.field, t.c.min, t.c.max)
         .select_from(t.join(d, d.c.id == t.c.database_id))
         .where(cond, visible(t, version))
-    ):
-        lo = -math.inf if row.min is None else float(row.min)
-        hi = math.inf if row.max is None else float(row.max)
-        stats[row.database_id][row.field] = (lo, hi)
+    ).all():
+        stats[db_id][field] = (-inf if lo is None else lo, inf if hi is None else hi)
 
-    return [
-        DatabaseRecord(
-            id=int(row.id), dataset_id=int(row.dataset_id), first_entry=int(row.first_entry),
-            n_events=int(row.n_events), bytes=sum(x.size for x in held[row.id]),
-            created=float(row.created), created_version=int(row.created_version),
-            writer=row.writer, program=row.program, program_version=row.program_version,
-            parameters=json.loads(row.parameters), parents=tuple(parents[row.id]),
-            idempotency_key=row.idempotency_key, containers=tuple(held[row.id]),
-            tag_stats=stats[row.id],
+    parameters: dict[str, dict[str, Any]] = {}
+    out = []
+    for db_id, row in heads.items():
+        if row[9] not in parameters:
+            parameters[row[9]] = json.loads(row[9])
+        out.append(
+            DatabaseRecord(
+                id=db_id,
+                dataset_id=row[1],
+                first_entry=row[2],
+                n_events=row[3],
+                bytes=sum(x.size for x in held[db_id]),
+                created=row[4],
+                created_version=row[5],
+                writer=row[6],
+                program=row[7],
+                program_version=row[8],
+                # a copy each: records share no mutable state
+                parameters=dict(parameters[row[9]]),
+                parents=tuple(parents[db_id]),
+                idempotency_key=row[10],
+                containers=tuple(held[db_id]),
+                tag_stats=stats[db_id],
+            )
         )
-        for row in order
-    ]
+    return out

@@ -54,9 +54,8 @@ metadata = MetaData()
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
 
-# Ids end up in object ids (db42/tracks/1234#7): AUTOINCREMENT keeps SQLite
-# from handing a purged id to a new row.
-_NO_REUSE = {"sqlite_autoincrement": True}
+# Ids end up in object ids (db42/tracks/1234#7): sqlite_autoincrement (SQLite's
+# AUTOINCREMENT) keeps a purged id from being handed to a new row.
 
 meta = Table(
     "meta",
@@ -88,7 +87,7 @@ schemas = Table(
     Column("name", Text, nullable=False),
     Column("fingerprint", String(128), nullable=False, unique=True),
     Column("text", Text, nullable=False),
-    **_NO_REUSE,
+    sqlite_autoincrement=True,
 )
 
 datasets = Table(
@@ -101,7 +100,7 @@ datasets = Table(
     Column("deleted_version", BigInteger),
     Column("next_entry", BigInteger, nullable=False, default=0),
     Column("created", Double, nullable=False),
-    **_NO_REUSE,
+    sqlite_autoincrement=True,
 )
 
 dataset_schemas = Table(
@@ -130,7 +129,7 @@ databases = Table(
     Column("idempotency_key", Text),
     UniqueConstraint("dataset_id", "idempotency_key", name="databases_idempotency_key"),
     Index("databases_by_dataset_version", "dataset_id", "created_version"),
-    **_NO_REUSE,
+    sqlite_autoincrement=True,
 )
 
 # No foreign key on parent_id: lineage outlives a purged parent.
@@ -158,7 +157,7 @@ containers = Table(
     Column("deleted_version", BigInteger),
     Index("containers_by_database", "database_id"),
     Index("containers_by_path", "path"),
-    **_NO_REUSE,
+    sqlite_autoincrement=True,
 )
 
 sites = Table(
@@ -169,7 +168,7 @@ sites = Table(
     Column("url", Text, nullable=False),
     Column("distance", Integer, nullable=False, default=0),
     Column("created", Double, nullable=False),
-    **_NO_REUSE,
+    sqlite_autoincrement=True,
 )
 
 replicas = Table(
