@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def open(target: "str | os.PathLike[str]" = "giod-data", *, create: bool = True) -> "Federation":  # noqa: A001
+def open(target: str | os.PathLike[str] = "giod-data", *, create: bool = True) -> Federation:  # noqa: A001
     """Open the federation at a directory (created if missing) or a catalog URL."""
     from giod.federation import Federation
 

@@ -8,7 +8,6 @@ registered in it.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterator, Sequence
 from functools import cached_property
@@ -19,7 +18,7 @@ import awkward as ak
 
 from giod.catalog import Catalog
 from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
-from giod.errors import ConfigError, IntegrityError, NotFound, StorageError
+from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.objects import OID
 from giod.schema import Schema
 from giod.storage.container import ContainerReader
@@ -153,13 +152,15 @@ class Federation:
                             key=lambda s: s.distance)
         if not candidates:
             raise NotFound(f"container {container.path} has no good replica on any site")
-        errors: list[str] = []
+        failures: list[GiodError] = []
         for rec in candidates:
             try:
                 return ContainerReader(self.site(rec.name), container.path, expected_size=container.size)
             except (NotFound, IntegrityError, StorageError) as exc:
-                errors.append(str(exc))
-        raise StorageError("; ".join(errors)) if len(errors) > 1 else _reraise(errors[0], candidates)
+                failures.append(exc)
+        if len(failures) == 1:
+            raise failures[0]
+        raise StorageError("no replica could be read: " + "; ".join(str(e) for e in failures))
 
     # -------------------------------------------------------------- objects
 
@@ -179,12 +180,6 @@ class Federation:
         if not 0 <= o.index < len(coll):
             raise NotFound(f"object {o}: the event has {len(coll)} {o.collection}")
         return coll[o.index]
-
-
-def _reraise(message: str, candidates: Sequence[SiteRecord]) -> Exception:
-    if "missing" in message:
-        return NotFound(message)
-    return IntegrityError(message)
 
 
 class Dataset:
@@ -264,8 +259,3 @@ class Dataset:
         from giod.selection import read_entry
 
         return read_entry(self.pinned(), entry, columns)
-
-
-def suggest(name: str, names: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, names, n=3)
-    return f" (did you mean {', '.join(close)}?)" if close else ""

@@ -260,7 +260,7 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
     """Container tables of the same events to one awkward Array, relations linked."""
     contents: dict[str, ak.contents.Content] = {}
     length = 0
-    for container, table in tables.items():
+    for table in tables.values():
         if table is None:
             continue
         length = table.num_rows

@@ -24,7 +24,8 @@ def _bad_variants():
     yield "unknown collection", ak.with_field(ev, ev.hits, "hitz")
     yield "relation out of range", ak.with_field(ev, ev.jets.tracks + 1000, ["jets", "tracks"])
     yield "float into int", ak.with_field(ev, ev.tracks.pt, ["tracks", "charge"])
-    yield "too large for uint8", ak.with_field(ev, ak.values_astype(ev.hits.layer, "int32") * 0 + 300, ["hits", "layer"])
+    big = ak.values_astype(ev.hits.layer, "int32") * 0 + 300
+    yield "too large for uint8", ak.with_field(ev, big, ["hits", "layer"])
     yield "missing collection", ev[["hits", "cells", "tracks", "run"]]
     yield "wrong fixed shape", ak.with_field(ev, ev.tracks.pt[:, :, None], ["tracks", "cov"])
     yield "not records", ak.Array([1, 2, 3])

@@ -8,10 +8,10 @@ from pathlib import Path
 import awkward as ak
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.schema.strategies import events_for, schemas
 
 import giod
 from giod.objects import INDEX_SUFFIX
-from tests.schema.strategies import events_for, schemas
 
 
 def _stored_form(schema, events: list[dict]) -> list[dict]:

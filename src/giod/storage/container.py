@@ -9,6 +9,7 @@ appears under its final name once it is durable.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,10 +145,9 @@ class ContainerWriter:
         )
 
     def abort(self) -> None:
-        try:
+        # already failing: whatever close() says, the temporary file goes
+        with contextlib.suppress(Exception):
             self._writer.close()
-        except Exception:  # noqa: BLE001 - already failing; the temporary file goes anyway
-            pass
         self._pending.discard()
 
 
