@@ -57,7 +57,6 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'giod' has no attribute {name!r}")
 
 __all__ = [
-    "OID",
     "AuthError",
     "CatalogError",
     "ConfigError",
@@ -70,6 +69,7 @@ __all__ = [
     "IntegrityError",
     "MissingDependency",
     "NotFound",
+    "OID",
     "Schema",
     "SchemaError",
     "Selection",
