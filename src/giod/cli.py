@@ -179,9 +179,18 @@ def import_(file: str, dataset: str, tree: str | None, federation: str) -> None:
     """
     from giod.interchange.nanoaod import import_root
 
+    from rich.progress import Progress
+
     fed = _open(federation, create=True)
-    report = import_root(fed, file, dataset, tree=tree)
-    click.echo(str(report))
+    with Progress(transient=True) as bar:
+        task = bar.add_task(f"importing {Path(file).name}", total=None)
+        report = import_root(fed, file, dataset, tree=tree,
+                             progress=lambda done, total: bar.update(task, completed=done, total=total))
+    click.echo(f"imported {report.n_events:,} events from tree {report.tree} into dataset {report.dataset}: "
+               f"{len(report.collections)} collections, {len(report.tags)} tags, "
+               f"{len(report.skipped)} branches skipped")
+    for branch, why in sorted(report.skipped.items()):
+        click.echo(f"  skipped {branch}: {why}")
 
 
 @main.command()
@@ -200,7 +209,7 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
     fed = _open(federation)
     ds = fed.dataset(dataset)
     sel = ds.select(expression)
-    chunks = _relations_as_indices(sel.iterate())
+    chunks = sel.iterate()
     (write_root if fmt == "root" else write_parquet)(output, chunks, ds.schema)
     click.echo(f"wrote {len(sel):,} events to {output}")
 
@@ -220,32 +229,6 @@ def _write_parquet(path: str, chunks: Any) -> None:
     finally:
         if writer is not None:
             writer.close()
-
-
-def _relations_as_indices(chunks: Any) -> Any:
-    """Exports carry stored indices, not linked views."""
-    import awkward as ak
-
-    from giod.objects import INDEX_SUFFIX
-
-    for arr in chunks:
-        out = {}
-        for f in arr.fields:
-            v = arr[f]
-            if v.ndim > 1 and ak.fields(v):
-                inner = {g: v[g] for g in ak.fields(v) if not _is_view(v, g)}
-                renamed = {(g[: -len(INDEX_SUFFIX)] if g.endswith(INDEX_SUFFIX) else g): x
-                           for g, x in inner.items()}
-                out[f] = ak.zip(renamed, depth_limit=2)
-            else:
-                out[f] = v
-        yield ak.zip(out, depth_limit=1)
-
-
-def _is_view(coll: Any, field: str) -> bool:
-    from giod.objects import INDEX_SUFFIX
-
-    return field + INDEX_SUFFIX in coll.fields
 
 
 @main.command()
@@ -273,7 +256,7 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     if count:
         return
     if output:
-        _write_parquet(output, _relations_as_indices(sel.iterate(cols)))
+        _write_parquet(output, sel.iterate(cols))
         click.echo(f"wrote {output}")
         return
     entries = sel.entries()[:limit]

@@ -302,10 +302,18 @@ collections: {hits: Hit}
         """\
 schema_version: 1
 name: m
-types: {}  # <-
-collections: {hits: Hit}
+types: {}
+collections: {hits: Hit}  # <-
 """,
-        "types: at least one type is required",
+        "collections.hits: type 'Hit' is not defined",
+    ),
+    "nothing_to_store": (
+        """\
+schema_version: 1  # <-
+name: m
+types: {T: {fields: {x: float32}}}
+""",
+        "a model needs at least one collection or tag",
     ),
     "type_without_members": (
         """\

@@ -123,7 +123,7 @@ class _Parser:
 
     def parse(self) -> ModelParts:
         root = self.mapping(self.loc.data, (), _TOP_KEYS, "a mapping")
-        for key in ("schema_version", "name", "types", "collections"):
+        for key in ("schema_version", "name"):
             if key not in root:
                 raise self.error((), f"required key '{key}' is missing")
         version = root["schema_version"]
@@ -134,13 +134,15 @@ class _Parser:
             )
         name = self.name(root["name"], ("name",), _TYPE_NAME, "model")
         description = self.text(root.get("description", ""), ("description",))
-        types = self.types(root["types"])
-        collections = self.collections(root["collections"], types)
+        types = self.types(root.get("types", {}))
+        collections = self.collections(root.get("collections", {}), types)
         if "containers" in root:
             containers = self.containers(root["containers"], collections)
         else:
             containers = {c: DEFAULT_CONTAINER for c in collections}
         tags = self.tags(root.get("tags", {}), collections)
+        if not collections and not tags:
+            raise self.error((), "a model needs at least one collection or tag")
         self.check_targets(types, collections)
         return ModelParts(
             format_version=version,
@@ -156,8 +158,6 @@ class _Parser:
     def types(self, value: Any) -> dict[str, TypeDef]:
         path: ModelPath = ("types",)
         value = self.named_mapping(value, path, "type names to type definitions")
-        if not value:
-            raise self.error(path, "at least one type is required")
         return {
             self.name(k, (*path, k), _TYPE_NAME, "type"): self.type(k, v, (*path, k))
             for k, v in value.items()
@@ -260,8 +260,6 @@ class _Parser:
     def collections(self, value: Any, types: dict[str, TypeDef]) -> dict[str, CollectionDef]:
         path: ModelPath = ("collections",)
         value = self.named_mapping(value, path, "collection names to type names")
-        if not value:
-            raise self.error(path, "at least one collection is required")
         out = {}
         for key, spec in value.items():
             cpath = (*path, key)

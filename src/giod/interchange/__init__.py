@@ -1,0 +1,25 @@
+"""ROOT and Parquet in and out: the back ends of ``giod import`` and ``giod export``.
+
+:func:`inspect_tree` and :func:`iterate_events` read NanoAOD-style and flat
+ROOT trees (and RNTuples) as giod events; :func:`import_root` stores them in
+a dataset. :func:`write_root` and :func:`write_parquet` write events back out.
+"""
+
+from giod.interchange.export import write_parquet, write_root
+from giod.interchange.nanoaod import (
+    ImportReport,
+    TreeLayout,
+    import_root,
+    inspect_tree,
+    iterate_events,
+)
+
+__all__ = [
+    "ImportReport",
+    "TreeLayout",
+    "import_root",
+    "inspect_tree",
+    "iterate_events",
+    "write_parquet",
+    "write_root",
+]

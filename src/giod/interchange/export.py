@@ -1,0 +1,453 @@
+"""giod events out: a flat NanoAOD-style ROOT tree, or one Parquet file.
+
+The ROOT encoding of a schema (also what :mod:`giod.interchange.nanoaod`
+expects when it reads such a file back):
+
+- collection ``X``: counter ``nX`` and one branch ``X_f`` per field; a
+  fixed-size field ``f`` of shape ``(3,)`` is split into ``X_f_0 .. X_f_2``
+  (row-major for more dimensions), because uproot cannot read jagged
+  fixed-size branches back reliably;
+- one-to-one relation ``r`` to collection ``T``: int32 branch ``X_tIdxS``
+  where ``t`` is ``T`` with a lower-case first letter and ``r == t + S``
+  (NanoAOD's ``Jet_muonIdx1`` for relation ``muon1`` to ``Muon``); a relation
+  not named after its target becomes ``X_tIdx_r``;
+- one-to-many relation ``r``: the number of indices per object as ``X_r_n``
+  (in collection ``X``) and all indices of the event, object after object,
+  as collection ``X_r`` (counter ``nX_r``, branch ``X_r_idx``);
+- tag ``t``: a scalar branch ``t``;
+- a counter whose name a tag or field already has moves aside: ``nX_``;
+- the schema itself as YAML in the TObjString ``giod_schema``.
+
+The Parquet export is one file with giod's container column types: a
+list-of-struct column per collection, a scalar column per tag.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import awkward as ak
+import numpy as np
+
+from giod.errors import DataError, GiodError, SchemaError, StorageError
+from giod.objects import INDEX_SUFFIX
+from giod.schema import Schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+SCHEMA_KEY = "giod_schema"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_NUMPY = {
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+    "float32": np.float32, "float64": np.float64, "bool": np.bool_,
+}  # fmt: skip
+
+
+# ------------------------------------------------------------- the naming
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` is usable as a giod field, relation, collection or tag name."""
+    return bool(_NAME.match(text))
+
+
+def identifier(text: str) -> str:
+    """``text`` turned into a name giod accepts (schema names from tree names)."""
+    out = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return out if out[:1].isalpha() else f"t{out}"
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype(_NUMPY[dtype])
+
+
+def index_field(relation: str, target: str) -> str:
+    """The NanoAOD-style name of a one-to-one relation's index (``muon1`` -> ``muonIdx1``)."""
+    stem = target[:1].lower() + target[1:]
+    rest = relation[len(stem) :]
+    if relation.startswith(stem) and not rest.startswith("_"):
+        return f"{stem}Idx{rest}"
+    return f"{stem}Idx_{relation}"
+
+
+def relation_from_index(written_target: str, suffix: str) -> str:
+    """Inverse of :func:`index_field`: relation name from ``<target>Idx<suffix>``."""
+    return suffix[1:] if suffix.startswith("_") else written_target + suffix
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """The branches that hold each member of a schema in a flat tree."""
+
+    counters: dict[str, str]  # collection, or index list "X_r" of a one-to-many relation -> counter
+    sources: dict[str, dict[str, tuple[str, ...]]]  # collection -> member -> branches
+    tags: dict[str, str]  # tag -> branch
+
+    def branches(self) -> list[str]:
+        """Every branch the tree has, counters of index lists included."""
+        keys = list(self.counters.values())
+        for members in self.sources.values():
+            for member_keys in members.values():
+                keys.extend(member_keys)
+        keys.extend(self.tags.values())
+        return keys
+
+
+def encode(schema: Schema) -> Encoding:
+    """Branch names for ``schema`` (see the module docstring)."""
+    owners: dict[str, str] = {}
+
+    def claim(branch: str, owner: str, names: dict[str, str] = owners) -> str:
+        if branch in names:
+            raise SchemaError(
+                f"cannot write schema {schema.name} as a flat tree: {branch!r} "
+                f"would hold both {names[branch]} and {owner}"
+            )
+        names[branch] = owner
+        return branch
+
+    lists: dict[str, str] = {}  # the names uproot sees: collections, index lists, tags
+    sources: dict[str, dict[str, tuple[str, ...]]] = {}
+    for coll in schema.collections:
+        claim(coll, f"collection {coll}", lists)
+        tdef = schema.collection_type(coll)
+        members: dict[str, tuple[str, ...]] = {}
+        for name, fdef in tdef.fields.items():
+            size = int(np.prod(fdef.shape)) if fdef.shape else 0
+            names = [f"{coll}_{name}_{i}" for i in range(size)] if size else [f"{coll}_{name}"]
+            members[name] = tuple(claim(b, f"{coll}.{name}") for b in names)
+        for name, rdef in tdef.relations.items():
+            if rdef.many:
+                claim(f"{coll}_{name}", f"the indices of {coll}.{name}", lists)
+                members[name] = (
+                    claim(f"{coll}_{name}_n", f"{coll}.{name}"),
+                    claim(f"{coll}_{name}_idx", f"{coll}.{name}"),
+                )
+            else:
+                b = f"{coll}_{index_field(name, rdef.target)}"
+                members[name] = (claim(b, f"{coll}.{name}"),)
+        sources[coll] = members
+    counted = list(lists)
+    tags: dict[str, str] = {}
+    for t in schema.tags:
+        claim(t, f"tag {t}", lists)
+        tags[t] = claim(t, f"tag {t}")
+    # counters last: their names are free to move aside ("nJet_") for a tag called nJet
+    counters: dict[str, str] = {}
+    for name in counted:
+        counter = f"n{name}"
+        while counter in owners:
+            counter += "_"
+        counters[name] = claim(counter, f"the size of {name}")
+    return Encoding(counters, sources, tags)
+
+
+# ------------------------------------------------- events to flat arrays
+
+
+@dataclass
+class _FlatEvents:
+    """One chunk of events as flat numpy arrays, validated against the schema."""
+
+    n_events: int
+    counts: dict[str, np.ndarray] = field(default_factory=dict)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)  # array or (per object, idx)
+    tags: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _numbers(arr: ak.Array, where: str) -> np.ndarray:
+    try:
+        out = np.asarray(ak.to_numpy(arr, allow_missing=False))
+    except Exception as exc:  # awkward's errors vary by layout
+        raise DataError(f"{where}: values are missing or not numbers ({arr.type})") from exc
+    if out.dtype.kind not in "biuf":
+        raise DataError(f"{where}: expected numbers, got {arr.type}")
+    return out
+
+
+def _cast(values: np.ndarray, dtype: str, shape: tuple[int, ...], where: str) -> np.ndarray:
+    target = numpy_dtype(dtype)
+    if values.shape[1:] != shape:
+        got = list(values.shape[1:])
+        raise DataError(f"{where}: expected shape {list(shape)} per value, got {got}")
+    both_int = values.dtype.kind in "iu" and target.kind in "iu"
+    if not both_int and not np.can_cast(values.dtype, target, casting="same_kind"):
+        raise DataError(f"{where}: {values.dtype} values cannot be stored as {dtype}")
+    if both_int and values.size and not np.can_cast(values.dtype, target, casting="safe"):
+        info, lo, hi = np.iinfo(target), values.min(), values.max()
+        if lo < info.min or hi > info.max:
+            raise DataError(f"{where}: values {lo}..{hi} do not fit in {dtype}")
+    return values.astype(target, copy=False)
+
+
+def _get(events: ak.Array, name: str, what: str) -> ak.Array:
+    if name not in ak.fields(events):
+        have = ", ".join(ak.fields(events))
+        raise DataError(f"the events have no {what} {name!r} (they have {have})")
+    return events[name]
+
+
+def _flatten_events(events: ak.Array, schema: Schema) -> _FlatEvents:
+    """Validate one chunk against ``schema`` and take it apart into flat arrays."""
+    if not isinstance(events, ak.Array) or events.ndim != 1 or not ak.fields(events):
+        raise DataError("events must be an awkward Array of records")
+    flat = _FlatEvents(len(events))
+    for coll in schema.collections:
+        tdef = schema.collection_type(coll)
+        records = _get(events, coll, "collection")
+        try:
+            counts = np.asarray(ak.num(records, axis=1), dtype=np.int64)
+            objects = ak.flatten(records, axis=1)
+        except Exception as exc:  # not a list per event
+            got = records.type
+            raise DataError(f"collection {coll}: expected a list per event, got {got}") from exc
+        flat.counts[coll] = counts
+        members: dict[str, Any] = {}
+        for name, fdef in tdef.fields.items():
+            where = f"{coll}.{name}"
+            values = _get(objects, name, f"field of {coll}")
+            members[name] = _cast(_numbers(values, where), fdef.dtype, fdef.shape, where)
+        present = set(ak.fields(objects))
+        for name, rdef in tdef.relations.items():
+            where = f"{coll}.{name}"
+            # events read from a dataset carry the indices beside a navigable view
+            stored = name + INDEX_SUFFIX if name + INDEX_SUFFIX in present else name
+            values = _get(objects, stored, f"relation of {coll}")
+            if rdef.many:
+                try:
+                    per_object = np.asarray(ak.num(values, axis=1), dtype=np.int64)
+                    values = ak.flatten(values, axis=1)
+                except Exception as exc:  # not a list per object
+                    raise DataError(f"{where}: expected a list of indices per object") from exc
+                idx = _numbers(values, where)
+                members[name] = (per_object, _cast(idx, "int32", (), where))
+            else:
+                idx = _numbers(ak.fill_none(values, -1), where)
+                members[name] = _cast(idx, "int32", (), where)
+        flat.members[coll] = members
+    for tag, fdef in schema.tags.items():
+        where = f"tag {tag}"
+        values = _numbers(_get(events, tag, "tag"), where)
+        flat.tags[tag] = _cast(values, fdef.dtype, fdef.shape, where)
+    return flat
+
+
+def _as_schema(schema: Any) -> Schema:
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, Mapping):
+        return Schema.from_dict(schema)
+    if hasattr(schema, "schema_dict"):  # a TreeLayout
+        built: Schema = schema.schema
+        return built
+    kind = type(schema).__name__
+    raise SchemaError(f"expected a Schema, a schema dict or a TreeLayout, got {kind}")
+
+
+def _chunks(arrays: Iterable[ak.Array] | ak.Array, schema: Schema) -> Iterator[_FlatEvents]:
+    for chunk in [arrays] if isinstance(arrays, ak.Array) else arrays:
+        if len(chunk):
+            yield _flatten_events(chunk, schema)
+
+
+@dataclass
+class _Replacing:
+    """Write to a temporary name beside ``path``; rename into place only on success."""
+
+    path: str
+    temp: str = ""
+
+    def __enter__(self) -> str:
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            raise StorageError(f"cannot write {self.path}: directory {directory} does not exist")
+        unique = uuid.uuid4().hex[:12]
+        self.temp = os.path.join(directory, f".{os.path.basename(self.path)}.{unique}.part")
+        return self.temp
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            try:
+                os.replace(self.temp, self.path)
+                return
+            except OSError as err:
+                raise StorageError(f"cannot write {self.path}: {err.strerror}") from err
+        if os.path.exists(self.temp):
+            os.remove(self.temp)
+
+
+# ---------------------------------------------------------------- ROOT out
+
+
+def _root_arrays(flat: _FlatEvents, schema: Schema, enc: Encoding) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for coll, counts in flat.counts.items():
+        tdef = schema.collection_type(coll)
+        parts: dict[str, np.ndarray] = {}
+        extra: dict[str, Any] = {}
+        event_of = np.repeat(np.arange(flat.n_events), counts)
+        for name, keys in enc.sources[coll].items():
+            value = flat.members[coll][name]
+            rdef = tdef.relations.get(name)
+            if rdef is not None and rdef.many:
+                per_object, idx = value
+                parts[keys[0][len(coll) + 1 :]] = per_object.astype(np.int32)
+                per_event = np.bincount(event_of, weights=per_object, minlength=flat.n_events)
+                index_coll = ak.zip({"idx": idx}, depth_limit=1)
+                extra[f"{coll}_{name}"] = ak.unflatten(index_coll, per_event.astype(np.int64))
+            elif len(keys) > 1:  # a fixed-size field, split into one branch per element
+                columns = value.reshape(len(value), len(keys))
+                for i, key in enumerate(keys):
+                    parts[key[len(coll) + 1 :]] = columns[:, i]
+            else:
+                parts[keys[0][len(coll) + 1 :]] = value
+        out[coll] = ak.unflatten(ak.zip(parts, depth_limit=1), counts)
+        out.update(extra)
+    for tag, values in flat.tags.items():
+        out[enc.tags[tag]] = values
+    return out
+
+
+def _branch_type(value: Any) -> Any:
+    if isinstance(value, ak.Array):
+        return value.type.content
+    return value.dtype
+
+
+def _mktree(file: Any, name: str, branches: dict[str, Any], enc: Encoding) -> Any:
+    types = {k: _branch_type(v) for k, v in branches.items()}
+    return file.mktree(name, types, counter_name=enc.counters.__getitem__)
+
+
+def _empty(schema: Schema) -> _FlatEvents:
+    flat = _FlatEvents(0)
+    for coll in schema.collections:
+        tdef = schema.collection_type(coll)
+        flat.counts[coll] = np.zeros(0, np.int64)
+        members: dict[str, Any] = {n: np.zeros((0, *f.shape), numpy_dtype(f.dtype)) for n, f in tdef.fields.items()}
+        for n, r in tdef.relations.items():
+            idx = np.zeros(0, np.int32)
+            members[n] = (np.zeros(0, np.int64), idx) if r.many else idx
+        flat.members[coll] = members
+    flat.tags = {t: np.zeros(0, numpy_dtype(f.dtype)) for t, f in schema.tags.items()}
+    return flat
+
+
+def write_root(
+    path: str | os.PathLike[str],
+    arrays: Iterable[ak.Array] | ak.Array,
+    schema: Any,
+    *,
+    tree: str = "Events",
+    embed_schema: bool = True,
+) -> None:
+    """Write events as a flat NanoAOD-style TTree, one chunk at a time.
+
+    ``schema`` is a Schema (or its dict form); ``arrays`` yields chunks of
+    events. The file appears under ``path`` only once it is complete. With
+    ``embed_schema`` the giod schema travels in the file so that an import
+    restores it exactly.
+    """
+    import uproot
+
+    model = _as_schema(schema)
+    enc = encode(model)
+    target = os.fspath(path)
+    try:
+        with _Replacing(target) as temp, uproot.recreate(temp) as file:
+            if embed_schema:
+                file[SCHEMA_KEY] = model.to_yaml()
+            out: Any = None
+            for flat in _chunks(arrays, model):
+                branches = _root_arrays(flat, model, enc)
+                if out is None:
+                    out = _mktree(file, tree, branches, enc)
+                out.extend(branches)
+            if out is None:
+                _mktree(file, tree, _root_arrays(_empty(model), model, enc), enc)
+    except GiodError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    except (ValueError, TypeError) as exc:  # uproot's writer refusing a layout
+        raise DataError(f"cannot write {target} as ROOT: {exc}") from exc
+
+
+# ------------------------------------------------------------- Parquet out
+
+
+def _arrow_values(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """Flat values (one row per object, inner dimensions for fixed arrays) as ``arrow_type``."""
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(arrow_type):
+        inner = _arrow_values(values.reshape(-1, *values.shape[2:]), arrow_type.value_type)
+        return pa.FixedSizeListArray.from_arrays(inner, type=arrow_type)
+    return pa.array(values, type=arrow_type)
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def _arrow_table(flat: _FlatEvents, schema: Schema, arrow_schema: pa.Schema) -> pa.Table:
+    import pyarrow as pa
+
+    columns: list[pa.Array] = []
+    for coll, counts in flat.counts.items():
+        list_type = arrow_schema.field(coll).type
+        struct_type = list_type.value_type
+        children: list[pa.Array] = []
+        for child in struct_type:
+            value = flat.members[coll][child.name]
+            if isinstance(value, tuple):  # a one-to-many relation
+                per_object, idx = value
+                offsets = pa.array(_offsets(per_object).astype(np.int32))
+                children.append(pa.ListArray.from_arrays(offsets, pa.array(idx), type=child.type))
+            else:
+                children.append(_arrow_values(value, child.type))
+        struct = pa.StructArray.from_arrays(children, fields=list(struct_type))
+        offsets = pa.array(_offsets(counts).astype(np.int32))
+        columns.append(pa.ListArray.from_arrays(offsets, struct, type=list_type))
+    for tag, values in flat.tags.items():
+        columns.append(pa.array(values, type=arrow_schema.field(tag).type))
+    return pa.Table.from_arrays(columns, schema=arrow_schema)
+
+
+def write_parquet(path: str | os.PathLike[str], arrays: Iterable[ak.Array] | ak.Array, schema: Any) -> None:
+    """Write events to one Parquet file: a list-of-struct column per collection, one per tag.
+
+    The columns use giod's container types (plain Arrow, no extension types),
+    so pyarrow, DuckDB or polars read the file without giod; the schema YAML
+    is in the file metadata under ``giod.schema``.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    model = _as_schema(schema)
+    fields = [pa.field(c, model.arrow_type(c), nullable=False) for c in model.collections]
+    fields += [pa.field(t, pa.from_numpy_dtype(numpy_dtype(f.dtype)), nullable=False) for t, f in model.tags.items()]
+    arrow_schema = pa.schema(fields, metadata={b"giod.schema": model.to_yaml().encode()})
+    target = os.fspath(path)
+    try:
+        with (
+            _Replacing(target) as temp,
+            pq.ParquetWriter(temp, arrow_schema, compression="zstd") as writer,
+        ):
+            for flat in _chunks(arrays, model):
+                writer.write_table(_arrow_table(flat, model, arrow_schema))
+    except GiodError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        raise DataError(f"cannot write {target} as Parquet: {exc}") from exc

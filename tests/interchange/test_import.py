@@ -1,0 +1,98 @@
+"""import_root: ROOT file -> dataset, through a real embedded federation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import awkward as ak
+import pytest
+import uproot
+
+from giod.errors import ConfigError, SchemaError
+from giod.interchange import import_root, inspect_tree, write_root
+from tests.interchange.conftest import write_tree
+
+pytest.importorskip("giod.federation", reason="the federation layer is not available")
+
+
+@pytest.fixture
+def fed(tmp_path: Path) -> Iterator[Any]:
+    import giod
+
+    f = giod.open(tmp_path / "fed")
+    yield f
+    f.close()
+
+
+@pytest.mark.rootdata
+def test_import_creates_then_appends(fed: Any, hzz: Path) -> None:
+    seen: list[tuple[int, int]] = []
+    report = import_root(fed, hzz, "hzz", progress=lambda done, total: seen.append((done, total)), step_size=1000)
+    with uproot.open(hzz) as f:
+        n = f["events"].num_entries
+        px = f["events"]["Jet_Px"].array()
+    assert report.created and report.n_events == n and report.n_chunks == 3
+    assert report.collections == ("Electron", "Jet", "Muon", "Photon")
+    assert seen == [(1000, n), (2000, n), (n, n)]
+
+    ds = fed.dataset("hzz")
+    assert len(ds) == n
+    assert ds.schema == inspect_tree(hzz).schema
+    assert ak.array_equal(ds.read().Jet.Px, px)
+
+    again = import_root(ds, hzz, "hzz")  # a Dataset works as well as a Federation
+    assert not again.created and again.n_events == n
+    assert len(fed.dataset("hzz")) == 2 * n
+
+
+def test_relations_reach_the_dataset(fed: Any, tmp_path: Path) -> None:
+    import numpy as np
+
+    path = write_tree(
+        tmp_path / "small.root",
+        {
+            "Events": {
+                "Jet": ak.zip(
+                    {
+                        "pt": ak.Array([[30.0, 20.0], [10.0]]),
+                        "muonIdx": ak.values_astype(ak.Array([[1, 7], [0]]), np.int32),
+                    }
+                ),
+                "Muon": ak.zip({"pt": ak.Array([[5.0, 6.0], []])}),
+                "run": np.array([1, 1], dtype=np.uint32),
+            }
+        },
+    )
+    report = import_root(fed, path, "small")
+    assert report.n_events == 2 and report.tags == ("run",)
+    events = fed.dataset("small").read()
+    # the relation navigates; the index 7 (no such muon) became "no muon"
+    assert events.Jet.muon.tolist() == [[{"pt": 6.0}, None], [None]]
+    assert events.run.tolist() == [1, 1]
+
+    # and what the dataset reads exports as indices again
+    out = tmp_path / "out.root"
+    write_root(out, events, fed.dataset("small").schema)
+    with uproot.open(out) as f:
+        assert f["Events"]["Jet_muonIdx"].array().tolist() == [[1, -1], [-1]]
+
+
+def test_refusals(fed: Any, tmp_path: Path) -> None:
+    import numpy as np
+
+    a = write_tree(tmp_path / "a.root", {"Events": {"Jet": ak.zip({"pt": ak.Array([[1.0], []])})}})
+    b = write_tree(tmp_path / "b.root", {"Events": {"Jet": ak.zip({"eta": ak.Array([[1.0], []])})}})
+    import_root(fed, a, "jets")
+    with pytest.raises(SchemaError, match="dataset jets exists with a schema different"):
+        import_root(fed, b, "jets")
+    assert len(fed.dataset("jets")) == 2
+    with pytest.raises(ConfigError, match="dataset 'jets' was given but 'other' was named"):
+        import_root(fed.dataset("jets"), a, "other")
+
+    # a file giod wrote comes back into a dataset of the same schema
+    out = tmp_path / "out.root"
+    write_root(out, fed.dataset("jets").read(), fed.dataset("jets").schema)
+    assert import_root(fed, out, "jets").n_events == 2
+    assert np.array_equal(ak.flatten(fed.dataset("jets").read().Jet.pt).to_numpy(), [1.0, 1.0])
