@@ -256,7 +256,9 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     if count:
         return
     if output:
-        _write_parquet(output, sel.iterate(cols))
+        from giod.objects import unlink
+
+        _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)))
         click.echo(f"wrote {output}")
         return
     entries = sel.entries()[:limit]

@@ -142,3 +142,25 @@ def _link_order(schema: Schema, names: list[str]) -> list[str]:
     for n in names:
         visit(n)
     return done
+
+
+def unlink(events: ak.Array, schema: Schema) -> ak.Array:
+    """The stored form of linked events: views dropped, ``rel_index`` back to ``rel``."""
+    layout = events.layout
+    if not isinstance(layout, ak.contents.RecordArray):
+        return events
+    out = []
+    for name in layout.fields:
+        content = layout.content(name)
+        if name in schema.collections and isinstance(content, ak.contents.ListOffsetArray) \
+                and isinstance(content.content, ak.contents.RecordArray):
+            rec = content.content
+            rels = set(schema.collection_type(name).relations)
+            keep = [(f, rec.content(f)) for f in rec.fields if f not in rels]
+            fields = [f[: -len(INDEX_SUFFIX)] if f.endswith(INDEX_SUFFIX) and f[: -len(INDEX_SUFFIX)] in rels
+                      else f for f, _ in keep]
+            rec = ak.contents.RecordArray([c for _, c in keep], fields, length=rec.length,
+                                          parameters=rec.parameters)
+            content = ak.contents.ListOffsetArray(content.offsets, rec)
+        out.append(content)
+    return ak.Array(ak.contents.RecordArray(out, layout.fields, length=layout.length), behavior=events.behavior)

@@ -147,3 +147,14 @@ def test_second_pass_adds_containers(fed, model):
         with ds.extend() as p:
             p.write(db0, events[: db0.n_events][["tracks", "jets"]])
     assert len(ds.read(["jets"])) == 120
+
+
+def test_unlink_gives_the_stored_form(fed, model):
+    from giod.objects import unlink
+
+    ds = fed.create_dataset("qcd", model)
+    events = synthetic.events(60, seed=9)
+    with ds.writer() as w:
+        w.append(events)
+    back = unlink(ds.read(["hits", "tracks", "jets"]), model)
+    assert back.to_list() == events[["hits", "tracks", "jets"]].to_list()
