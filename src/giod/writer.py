@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,28 @@ def merge_stats(stats: dict[str, tuple[float, float]], table: pa.Table) -> None:
                 continue
             lo, hi = min(lo, old[0]), max(hi, old[1])
         stats[name] = (lo, hi)
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _each(fn: Callable[[str], Any], names: list[str]) -> list[Any]:
+    """``fn`` over container names, in threads when there are several."""
+    global _POOL
+    if len(names) < 2:
+        return [fn(n) for n in names]
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2),
+                                   thread_name_prefix="giod-writer")
+    return list(_POOL.map(fn, names))
+
+
+def _forget_pool() -> None:
+    global _POOL
+    _POOL = None  # a forked child has none of its parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 class _ContainerBuffer:
@@ -196,14 +219,14 @@ class Writer:
         if db is None or db.n_events == 0:
             return None
         self._open = None
-        written = []
         try:
-            for name, buf in db.buffers.items():
+            def finish(name: str) -> ContainerSpec:
+                buf = db.buffers[name]
                 buf.finish()
                 w = buf.writer.close()
-                written.append(
-                    ContainerSpec(name, w.path, w.checksum, w.size, w.cluster_entries, self._schema_id)
-                )
+                return ContainerSpec(name, w.path, w.checksum, w.size, w.cluster_entries, self._schema_id)
+
+            written = _each(finish, list(db.buffers))
         except BaseException:
             for buf in db.buffers.values():
                 buf.writer.abort()
@@ -281,8 +304,10 @@ class Writer:
         return self._open
 
     def _add(self, db: _OpenDatabase, tables: Mapping[str, pa.Table], n: int) -> None:
+        # containers are independent files and pyarrow releases the GIL while it
+        # encodes and compresses: write them side by side
+        _each(lambda c: db.buffers[c].add(tables[c]), list(tables))
         for c, t in tables.items():
-            db.buffers[c].add(t)
             db.nbytes += t.nbytes
             if c == TAG_CONTAINER:
                 merge_stats(db.stats, t)
