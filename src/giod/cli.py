@@ -142,6 +142,40 @@ def _trace(fed: Any, database_id: int, depth: int = 0) -> None:
         _trace(fed, parent, depth + 2)
 
 
+@main.command("object")
+@click.argument("oid")
+@federation_option
+def object_(oid: str, federation: str) -> None:
+    """Show one object by its id, its relations and where it came from.
+
+    Example: giod object db3/jets/1234#0
+    """
+    from giod.objects import INDEX_SUFFIX, OID
+
+    fed = _open(federation)
+    o = OID.parse(oid)
+    obj = fed.object(o)
+    db = fed.catalog.database(o.database)
+    ds_name = next(d.name for d in fed.catalog.datasets() if d.id == db.dataset_id)
+    schema = fed.dataset(ds_name).schema
+    tdef = schema.collection_type(o.collection)
+    click.echo(f"{o}: a {tdef.name} in collection {o.collection} of dataset {ds_name}, entry {o.entry}")
+    for name in tdef.fields:
+        click.echo(f"  {name} = {obj[name]}")
+    for name, rdef in tdef.relations.items():
+        idx = obj[name + INDEX_SUFFIX]
+        targets = [int(i) for i in (idx if rdef.many else [idx]) if int(i) >= 0]
+        shown = ", ".join(str(OID(o.database, rdef.target, o.entry, i)) for i in targets[:10])
+        more = f" (+{len(targets) - 10} more)" if len(targets) > 10 else ""
+        click.echo(f"  {name} -> {shown or 'none'}{more}")
+    container = db.container(schema.container_of(o.collection))
+    if container is not None:
+        who = getattr(container, "program", "") or db.program or "?"
+        version = getattr(container, "program_version", "") or db.program_version
+        click.echo(f"  stored in {container.name} ({container.path}), written by {who} {version}")
+    click.echo(f"  raw data: giod show {ds_name} --database {db.id}")
+
+
 @main.group()
 def schema() -> None:
     """Data-model files."""
@@ -177,9 +211,9 @@ def import_(file: str, dataset: str, tree: str | None, federation: str) -> None:
 
     Example: giod import nano.root --dataset ttbar
     """
-    from giod.interchange.nanoaod import import_root
-
     from rich.progress import Progress
+
+    from giod.interchange.nanoaod import import_root
 
     fed = _open(federation, create=True)
     with Progress(transient=True) as bar:

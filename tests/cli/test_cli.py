@@ -112,3 +112,19 @@ def test_every_command_is_documented():
 
     missing = [c for c in walk(main, "") if f"giod {c}" not in text]
     assert not missing, f"commands missing from docs/cli.md: {missing}"
+
+
+def test_object_shows_fields_and_relations(fed_dir: str):
+    fed = giod.open(fed_dir)
+    ds = fed.dataset("qcd")
+    db = ds.databases()[1]
+    entry = db.first_entry + 5
+    ev = ds.event(entry)
+    j = next(i for i in range(len(ev.jets)) if len(ev.jets[i].tracks_index))
+    r = run("object", f"db{db.id}/jets/{entry}#{j}", "-f", fed_dir)
+    assert r.exit_code == 0, r.output
+    assert f"pt = {ev.jets[j].pt}" in r.output
+    first = int(ev.jets[j].tracks_index[0])
+    assert f"tracks -> db{db.id}/tracks/{entry}#{first}" in r.output
+    bad = CliRunner().invoke(main, ["object", "db1/jets/0", "-f", fed_dir])
+    assert bad.exit_code == 2
