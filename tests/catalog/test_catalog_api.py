@@ -211,6 +211,11 @@ def test_bad_commits_are_refused(ready: Catalog, make_commit: MakeCommit) -> Non
         ready.commit_database(make_commit(5, containers=specs("a", 5, 42)))
     with pytest.raises(CatalogError, match="JSON"):
         ready.commit_database(make_commit(5, parameters={"x": object()}))
+    huge = ContainerSpec("raw", "qcd/huge.parquet", "crc32c:0", 2**64, (5,), schema_id)
+    with pytest.raises(CatalogError, match="container 'raw' has size 18446744073709551616"):
+        ready.commit_database(make_commit(5, containers=(huge,)))
+    with pytest.raises(CatalogError, match="64 bits|out of range"):  # no raw driver error
+        ready.commit_database(make_commit(5, parents=(2**64,)))
     with pytest.raises(NotFound, match="no database 404"):
         ready.add_containers(404, specs("a", 5, schema_id, ("reco",)), SITE)
     with pytest.raises(NotFound, match="no database 404"):
@@ -347,3 +352,35 @@ def test_tag_stats_round_trip_exactly(
 ) -> None:
     db = ready.commit_database(make_commit(3, tag_stats=bounds)).database_id
     assert ready.database(db).tag_stats == bounds
+
+
+def test_a_driver_error_in_a_commit_is_one_giod_error(
+    ready: Catalog, make_commit: MakeCommit
+) -> None:
+    """An error the database raises half-way through the commit path (here a trigger
+    refusing tag statistics) rolls the whole commit back and surfaces as one line."""
+    with ready._engine.begin() as conn:
+        if ready.dialect == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse BEFORE INSERT ON tag_stats "
+                "BEGIN SELECT RAISE(ABORT, 'tag statistics are frozen'); END"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'tag statistics are frozen'; END $$"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER refuse BEFORE INSERT ON tag_stats "
+                "FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
+    version = ready.version()
+    with pytest.raises((ConflictError, CatalogError), match="tag statistics are frozen") as info:
+        ready.commit_database(make_commit(5))
+    assert "\n" not in str(info.value)
+    db = ready.commit_database(make_commit(5, tag_stats={}))  # nothing for the trigger
+    with pytest.raises((ConflictError, CatalogError), match="tag statistics are frozen"):
+        ready.add_containers(db.database_id, (), SITE, tag_stats={"ht": (1.0, 2.0)})
+    assert ready.version() == version + 1
+    assert [d.id for d in ready.databases(DATASET)] == [db.database_id]
+    assert ready.database(db.database_id).tag_stats == {}

@@ -16,7 +16,7 @@ from giod.catalog.tables import federation
 from giod.errors import CatalogError
 
 WORKERS = 4
-COMMITS = 25
+COMMITS = 10
 
 # fork: the workers are plain functions of this module, and start in milliseconds
 _mp = multiprocessing.get_context("fork")
@@ -146,17 +146,21 @@ def test_concurrent_openers_create_one_catalog(catalog_url: str) -> None:
 
 
 def test_a_held_lock_times_out_cleanly_and_reads_go_on(catalog_url: str) -> None:
+    schema_id = _prepare(catalog_url)
     sep = "&" if "?" in catalog_url else "?"
+    commit = DatabaseCommit(DATASET, 5, SITE, specs("late", 5, schema_id))
     with (
         Catalog.open(catalog_url) as holder,
         Catalog.open(f"{catalog_url}{sep}timeout=0.3") as other,
     ):
         with holder._writer.begin() as conn:  # SQLite: BEGIN IMMEDIATE; PostgreSQL: row lock
             conn.execute(select(federation.c.version).with_for_update())
-            assert other.version() == 0  # readers are not blocked by a writer
-            with pytest.raises(
-                CatalogError, match=r"stayed locked by other writers for more than 0\.3 s"
-            ):
+            assert other.version() == 3  # readers are not blocked by a writer
+            locked = r"stayed locked by other writers for more than 0\.3 s; try again later$"
+            with pytest.raises(CatalogError, match=locked):
                 other.add_site("late", "file:///srv")
+            with pytest.raises(CatalogError, match=locked):  # the commit path, on the driver
+                other.commit_database(commit)
         assert other.add_site("late", "file:///srv").name == "late"
-        assert holder.version() == 1
+        assert other.commit_database(commit).version == 5
+        assert holder.version() == 5

@@ -2,95 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
 
-from catalog_samples import DATASET, SITE
-from sqlalchemy import Connection, Table, event, insert, update
+import pytest
+from catalog_samples import DATASET, SITE, seed
+from sqlalchemy import event
 
 from giod.bench import catalog as bench
 from giod.catalog import Catalog
-from giod.catalog.tables import containers, databases, federation, replicas, tag_stats, versions
 
-N_DATABASES = 2_000
-CONTAINERS = ("raw.tracker", "raw.calo", "reco", "tag")
-TAGS = ("njets", "ht", "lead_jet_pt", "mjj", "met", "nmuons", "nelectrons", "ntracks")
-
-
-def _seed(catalog: Catalog, n: int) -> int:
-    """Write ``n`` databases straight into the tables in one transaction (a commit per
-    database through the API would take most of the test's time); returns their version."""
-    dataset = catalog.dataset(DATASET)
-    site_id = catalog.site(SITE).id
-    v = catalog.version() + 1
-    rows = [
-        {
-            "id": i,
-            "dataset_id": dataset.id,
-            "first_entry": 10 * (i - 1),
-            "n_events": 10,
-            "bytes": 4_000,
-            "created": 0.0,
-            "created_version": v,
-            "writer": "",
-            "program": "",
-            "program_version": "",
-            "parameters": json.dumps({"i": i}),
-        }
-        for i in range(1, n + 1)
-    ]
-    held = [
-        {
-            "id": 4 * (i - 1) + k + 1,
-            "database_id": i,
-            "name": name,
-            "path": f"{i}/{name}",
-            "checksum": "crc32c:00000000",
-            "size": 1_000,
-            "cluster_entries": "[10]",
-            "schema_id": dataset.schema_id,
-            "created_version": v,
-        }
-        for i in range(1, n + 1)
-        for k, name in enumerate(CONTAINERS)
-    ]
-    stats = [
-        {"database_id": i, "field": f, "created_version": v, "min": float(i), "max": i + 1.0}
-        for i in range(1, n + 1)
-        for f in TAGS
-    ]
-    good = [
-        {"container_id": c["id"], "site_id": site_id, "state": "good", "checked": None}
-        for c in held
-    ]
-    with catalog._engine.begin() as conn:
-        for table, values in (
-            (databases, rows),
-            (containers, held),
-            (replicas, good),
-            (tag_stats, stats),
-        ):
-            _bulk_insert(conn, table, values)
-        conn.execute(update(federation).values(version=v))
-        conn.execute(insert(versions).values(version=v, created=0.0, description="seed"))
-    return v
-
-
-def _bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """COPY (PostgreSQL) or a driver executemany (SQLite): seeding stays well under a second."""
-    columns = list(rows[0])
-    raw = conn.connection.driver_connection
-    if conn.dialect.name == "postgresql":
-        copy_in = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
-        with raw.cursor() as cursor, cursor.copy(copy_in) as copy:
-            for row in rows:
-                copy.write_row([row[c] for c in columns])
-    else:
-        compiled = insert(table).compile(dialect=conn.dialect, column_keys=columns)
-        order = compiled.positiontup or columns
-        raw.executemany(str(compiled), [tuple(row[c] for c in order) for row in rows])
+N_DATABASES = 500
 
 
 @contextmanager
@@ -109,7 +32,7 @@ def _selects(catalog: Catalog) -> Iterator[list[str]]:
 
 
 def test_listing_many_databases_takes_three_queries(ready: Catalog) -> None:
-    v = _seed(ready, N_DATABASES)
+    v = seed(ready, N_DATABASES)
     with _selects(ready) as seen:
         listed = ready.databases(DATASET)
     assert len(seen) == 3
@@ -119,14 +42,17 @@ def test_listing_many_databases_takes_three_queries(ready: Catalog) -> None:
     assert all(c.site_ids == (site_id,) for d in listed for c in d.containers)
     assert listed[41].tag_stats["ht"] == (42.0, 43.0)
     assert listed[41].parameters == {"i": 42}
+    reco = listed[41].container("reco")
+    assert reco is not None
+    assert (reco.program, reco.parameters, reco.created) == ("seed.reco", {"i": 42}, 42.0)
 
     with _selects(ready) as seen:
         at_version = ready.databases(DATASET, v)
-        one = ready.database(1500, v)
+        one = ready.database(300, v)
         summary = ready.dataset_summary(DATASET, v)
     assert len(seen) == 3 + 3 + 1
     assert at_version == listed
-    assert one == listed[1499]
+    assert one == listed[299]
     assert summary == {
         "n_events": 10 * N_DATABASES,
         "n_databases": N_DATABASES,
@@ -150,3 +76,53 @@ def test_bench_reports_each_step(catalog_url: str) -> None:
     assert (
         bench.run(catalog_url, n_databases=1, step=5)[0]["databases"] == 1
     )  # runs twice on one catalog
+
+
+def test_a_commit_reads_nothing_back(ready: Catalog, make_commit) -> None:
+    """A warm commit is one statement per table it writes, and not one SELECT."""
+    if ready.dialect != "sqlite":
+        pytest.skip("statement trace of the SQLite driver")
+    ready.commit_database(make_commit(5))  # warms the site and schema caches
+    seen: list[str] = []
+
+    def trace(dbapi_connection, record, proxy) -> None:
+        dbapi_connection.set_trace_callback(seen.append)
+
+    event.listen(ready._engine, "checkout", trace)
+    try:
+        ready.commit_database(make_commit(5, idempotency_key="k1"))
+    finally:
+        event.remove(ready._engine, "checkout", trace)
+        raw = ready._engine.raw_connection()
+        raw.driver_connection.set_trace_callback(None)
+        raw.close()
+    kinds = list(dict.fromkeys(" ".join(s.split()[:3]).upper() for s in seen))
+    assert kinds == [
+        "BEGIN IMMEDIATE",
+        "UPDATE FEDERATION SET",
+        "UPDATE DATASETS SET",
+        "INSERT INTO DATABASES",
+        "INSERT INTO CONTAINERS",
+        "INSERT INTO REPLICAS",
+        "INSERT INTO TAG_STATS",
+        "INSERT INTO VERSIONS",
+        "COMMIT",
+    ]
+
+
+def test_durability_modes_side_by_side(tmp_path: Path, catalog_url: str, capsys) -> None:
+    postgres = None if catalog_url.startswith("sqlite") else catalog_url
+    rates = bench.durability(tmp_path, n_databases=3, rounds=2, postgres=postgres)
+    expected = ["SQLite synchronous=FULL", "SQLite synchronous=NORMAL"]
+    if postgres:
+        expected += ["PostgreSQL synchronous_commit=on", "PostgreSQL synchronous_commit=off"]
+    assert list(rates) == expected
+    assert all(len(r) == 2 and min(r) > 0 for r in rates.values())
+    assert len(list(tmp_path.glob("c*_FULL.db"))) == 2  # a fresh SQLite catalog each round
+    if postgres:
+        with Catalog.open(postgres) as catalog:
+            assert len(catalog.datasets()) == 4  # 2 rounds x 2 settings, one dataset each
+    else:
+        bench.main(["--databases", "2", "--rounds", "1"])
+        printed = capsys.readouterr().out.splitlines()
+        assert [line.split(" median")[0].strip() for line in printed] == expected

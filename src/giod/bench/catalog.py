@@ -1,21 +1,33 @@
-"""Catalog benchmark: registrations per second as the catalog grows.
+"""Catalog benchmark: registrations per second as the catalog grows, and per durability mode.
 
 Each registration is what a writer commits for one database: 4 containers
 (raw.tracker, raw.calo, reco, tag) of 10 clusters each, 8 tag statistics,
-program parameters, one replica. The benchmark adds a fresh dataset to the
-catalog at ``url`` (so it can run against a catalog in use) and, after every
+program parameters, one replica. ``run`` adds a fresh dataset to the catalog
+at ``url`` (so it can run against a catalog in use) and, after every
 ``step`` registrations, also times listing the whole dataset (three queries).
+
+``durability`` puts the durable default (SQLite ``synchronous=FULL``: every
+commit waits for the WAL to reach the disk) beside ``NORMAL`` (no sync per
+commit), in interleaved rounds, so that the fsync-bound rate and the
+CPU-bound rate show side by side; on PostgreSQL the pair is
+``synchronous_commit`` on and off. From a shell::
+
+    python -m giod.bench.catalog --databases 1000 --rounds 3 [--postgres URL]
 """
 
 from __future__ import annotations
 
+import argparse
+import statistics
+import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit
 
-__all__ = ["run"]
+__all__ = ["durability", "main", "run"]
 
 _CONTAINERS = ("raw.tracker", "raw.calo", "reco", "tag")
 _TAGS = ("njets", "ht", "lead_jet_pt", "mjj", "met", "nmuons", "nelectrons", "ntracks")
@@ -94,3 +106,56 @@ def run(
             if progress is not None:
                 progress(done, n_databases)
     return results
+
+
+def _with_option(url: str, option: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{option}"
+
+
+def durability(
+    directory: str | Path,
+    n_databases: int = 1_000,
+    rounds: int = 3,
+    postgres: str | None = None,
+) -> dict[str, list[float]]:
+    """Registrations/s per durability mode, ``rounds`` interleaved rounds of ``n_databases``.
+
+    SQLite runs on a fresh file in ``directory`` each round. ``postgres``, a
+    URL of a scratch database, adds both ``synchronous_commit`` settings
+    (each round a fresh dataset in the same catalog). Returns
+    ``{mode: [rate of each round]}``; interleaving spreads the load of a
+    busy machine over every mode alike.
+    """
+    def sqlite(mode: str) -> Callable[[int], str]:
+        return lambda i: f"sqlite:///{Path(directory) / f'c{i}_{mode}.db'}?synchronous={mode}"
+
+    modes: dict[str, Callable[[int], str]] = {
+        f"SQLite synchronous={mode}": sqlite(mode) for mode in ("FULL", "NORMAL")
+    }
+    if postgres is not None:
+        off = _with_option(postgres, "options=-csynchronous_commit%3Doff")
+        modes["PostgreSQL synchronous_commit=on"] = lambda _: postgres
+        modes["PostgreSQL synchronous_commit=off"] = lambda _: off
+    rates: dict[str, list[float]] = {mode: [] for mode in modes}
+    for i in range(rounds):
+        for mode, url in modes.items():
+            rates[mode].append(run(url(i), n_databases, n_databases)[0]["rate"])
+    return rates
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print the registration rate of each durability mode (median of interleaved rounds)."""
+    parser = argparse.ArgumentParser(prog="python -m giod.bench.catalog", description=main.__doc__)
+    parser.add_argument("--databases", type=int, default=1_000, help="registrations per round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per mode")
+    parser.add_argument("--postgres", default=None, help="URL of a scratch PostgreSQL database")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="giod-bench-catalog-") as tmp:
+        rates = durability(tmp, args.databases, args.rounds, args.postgres)
+    for mode, values in rates.items():
+        shown = ", ".join(f"{r:,.0f}" for r in values)
+        print(f"{mode:36s} median {statistics.median(values):7,.0f}/s   rounds: {shown}")
+
+
+if __name__ == "__main__":
+    main()

@@ -45,6 +45,11 @@ class ContainerSpec:
     size: int  # bytes
     cluster_entries: tuple[int, ...]  # number of events in each row group
     schema_id: int  # the schema the file was written with
+    # Provenance: the program that wrote the file. In commit_database an
+    # empty field takes the database's value (DatabaseCommit.program, ...).
+    program: str = ""
+    program_version: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,10 @@ class ContainerRecord:
     schema_id: int
     created_version: int
     site_ids: tuple[int, ...] = ()  # sites holding a good replica
+    program: str = ""  # the program that wrote the file ("" when not recorded)
+    program_version: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict, hash=False)
+    created: float = 0.0  # unix time of the registration
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ NULL or greater than V. Nothing versioned is ever updated in place; a change
 marks the old row deleted and inserts a new one, so a reader pinned at an old
 version keeps a consistent snapshot.
 
-This module describes the *current* schema. ``giod.catalog.migrations``
-creates it on a fresh catalog and upgrades older catalogs step by step.
+This module describes the *current* schema, which the queries use.
+``giod.catalog.migrations`` builds it, on a fresh catalog as on an old one,
+by running its steps in order; a test checks that the two agree.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -155,6 +157,12 @@ containers = Table(
     Column("schema_id", _Id, ForeignKey("schemas.id"), nullable=False),
     Column("created_version", BigInteger, nullable=False),
     Column("deleted_version", BigInteger),
+    # Provenance per container (level 2): a later pass writes its containers
+    # with another program than the one that wrote the database.
+    Column("program", Text, nullable=False, server_default=""),
+    Column("program_version", Text, nullable=False, server_default=""),
+    Column("parameters", Text, nullable=False, server_default="{}"),  # JSON
+    Column("created", Double, nullable=False, server_default=text("0")),  # unix time
     Index("containers_by_database", "database_id"),
     Index("containers_by_path", "path"),
     sqlite_autoincrement=True,

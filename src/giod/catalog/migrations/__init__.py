@@ -3,12 +3,15 @@
 ``STEPS`` maps a schema level to the function that brings a catalog from the
 level below to it; ``meta.schema_version`` records the level reached.
 
-Step 1 creates everything. Because it builds the tables from
-``giod.catalog.tables`` (the *current* schema), a fresh catalog runs step 1
-alone and is stamped at the latest level; a catalog at level n runs steps n+1 up to
-the latest. To change the schema: edit ``tables.py``, add a module
-``vNNNN_what.py`` whose ``upgrade(conn)`` alters an existing catalog the same
-way, and register it below.
+Every catalog, fresh or old, reaches the latest level the same way: by the
+steps from the level after its own up to the latest (a fresh catalog starts
+at step 1, which creates the level-1 schema). Steps are frozen history: each
+defines the tables it touches itself instead of importing ``tables.py``, so
+it keeps doing what it did when a later step changes the schema. To change
+the schema: edit ``tables.py`` (the current schema, which the queries use),
+add a module ``vNNNN_what.py`` whose ``upgrade(conn)`` alters a catalog of
+the level below the same way, register it below, and add a test that opens
+a catalog at the old level.
 
 The caller runs ``migrate`` inside one write transaction that already holds
 the catalog's write lock, so concurrent openers migrate once.
@@ -20,7 +23,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, inspect, select
 
-from giod.catalog.migrations import v0001_initial
+from giod.catalog.migrations import v0001_initial, v0002_container_provenance
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
 
@@ -28,6 +31,7 @@ __all__ = ["STEPS", "check_level", "latest_level", "migrate", "read_level"]
 
 STEPS: dict[int, Callable[[Connection], None]] = {
     1: v0001_initial.upgrade,
+    2: v0002_container_provenance.upgrade,
 }
 
 _KEY = "schema_version"
@@ -55,20 +59,24 @@ def check_level(level: int | None) -> None:
         )
 
 
-def migrate(conn: Connection) -> tuple[int | None, int]:
-    """Bring the catalog to the latest level; returns (level before, level after)."""
+def migrate(conn: Connection, target: int | None = None) -> tuple[int | None, int]:
+    """Bring the catalog to level ``target`` (default: the latest); returns (before, after).
+
+    A catalog already at or above ``target`` is left as it is.
+    """
     latest = latest_level()
+    goal = latest if target is None else target
+    if not 1 <= goal <= latest:
+        raise CatalogError(f"no catalog schema level {goal}: this giod knows 1 to {latest}")
     before = read_level(conn)
     check_level(before)
-    if before == latest:
-        return before, latest
-    if before is None:
-        STEPS[1](conn)
-    else:
-        for level in range(before + 1, latest + 1):
-            STEPS[level](conn)
-    _stamp(conn, latest, fresh=before is None)
-    return before, latest
+    start = 0 if before is None else before
+    if start >= goal:
+        return before, start
+    for level in range(start + 1, goal + 1):
+        STEPS[level](conn)
+    _stamp(conn, goal, fresh=before is None)
+    return before, goal
 
 
 def _stamp(conn: Connection, level: int, *, fresh: bool) -> None:

@@ -1,0 +1,353 @@
+"""The commit path: registering databases and adding containers to them.
+
+``commit_database`` is what every writer calls once per database, so it is
+built for speed: the rows are prepared before the transaction opens, the
+statements are compiled once per catalog (``CommitStatements``) and run on
+the driver's cursor, and nothing just written is read back. One commit is,
+after ``BEGIN``: the version bump, one ``UPDATE datasets ... RETURNING``
+that finds the dataset and takes its entry range, one ``INSERT databases
+... ON CONFLICT DO NOTHING RETURNING id`` that also detects a landed
+idempotency key, one batch of containers, one ``INSERT replicas ... SELECT``,
+one batch of tag statistics and the log line. Sites and schemas are looked up
+once per ``Catalog`` (they are never renamed or deleted).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import select
+
+from giod.catalog.engine import Transactions, Unchanged
+from giod.catalog.prepared import CommitStatements, execute
+from giod.catalog.queries import bound, chunks, not_found
+from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
+from giod.catalog.tables import (
+    containers,
+    databases,
+    datasets,
+    schemas,
+    sites,
+    visible,
+)
+from giod.errors import CatalogError, ConflictError, NotFound
+
+__all__ = ["CommitMethods"]
+
+_INT64 = 2**63  # sizes and counts are BIGINT columns
+
+AddItems = Sequence[tuple[int, Sequence[ContainerSpec], Mapping[str, tuple[float, float]] | None]]
+
+def _dump_json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise CatalogError(f"commit refused: {what} are not JSON-serialisable: {exc}") from exc
+
+
+def _check_specs(specs: Sequence[ContainerSpec], n_events: int, where: str) -> None:
+    names = [c.name for c in specs]
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise ConflictError(f"{where}: two containers named {twice!r}")
+    for c in specs:
+        if not c.name or not c.path:
+            raise CatalogError(f"{where}: a container needs a name and a path")
+        if not 0 <= c.size < _INT64:
+            raise CatalogError(f"{where}: container {c.name!r} has size {c.size}")
+        if c.cluster_entries and sum(c.cluster_entries) != n_events:
+            raise CatalogError(
+                f"{where}: container {c.name!r} holds {sum(c.cluster_entries)} entries "
+                f"in its clusters but the database has {n_events} events"
+            )
+
+
+def _container_rows(
+    specs: Sequence[ContainerSpec], default: tuple[str, str, str] = ("", "", "{}")
+) -> list[dict[str, Any]]:
+    """Rows for ``specs`` without database id, version and time; ``default`` fills
+    an empty program, program version or parameters (JSON)."""
+    program, program_version, parameters = default
+    return [
+        {
+            "name": c.name,
+            "path": c.path,
+            "checksum": c.checksum,
+            "size": c.size,
+            "cluster_entries": json.dumps([int(n) for n in c.cluster_entries]),
+            "schema_id": c.schema_id,
+            "program": c.program or program,
+            "program_version": c.program_version or program_version,
+            "parameters": (
+                _dump_json(c.parameters, f"parameters of container {c.name!r}")
+                if c.parameters
+                else parameters
+            ),
+        }
+        for c in specs
+    ]
+
+
+def _stat_rows(stats: Mapping[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    return [{"field": f, "min": bound(lo), "max": bound(hi)} for f, (lo, hi) in stats.items()]
+
+
+class CommitMethods(Transactions):
+    """``commit_database``, ``add_containers`` and ``add_containers_bulk`` of ``Catalog``."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._sites: dict[str, int] = {}  # name -> id, filled on use
+        self._schemas: set[int] = set()  # ids known to exist
+        self._statements: CommitStatements | None = None
+
+    def _prepared(self) -> CommitStatements:
+        # compiled after the first connection: the dialect knows the server's features then
+        if self._statements is None:
+            self._statements = CommitStatements(self._engine.dialect)
+        return self._statements
+
+    def commit_database(self, commit: DatabaseCommit) -> CommitResult:
+        """Register one database with its containers, replicas and tag statistics.
+
+        One transaction: entries ``[first_entry, first_entry + n_events)`` are
+        taken from the dataset, and the new version makes it all visible at
+        once. With an ``idempotency_key`` that already landed in this dataset,
+        nothing changes and the earlier result comes back with ``duplicate=True``.
+        Containers record the program that wrote them; a spec that leaves
+        ``program``, ``program_version`` or ``parameters`` empty takes the
+        database's.
+        """
+        n = commit.n_events
+        if not 0 <= n < _INT64:
+            raise CatalogError(f"commit refused: n_events is {n}")
+        _check_specs(commit.containers, n, f"commit to {commit.dataset!r}")
+        parameters = _dump_json(commit.parameters, "parameters")
+        held = _container_rows(
+            commit.containers, (commit.program, commit.program_version, parameters)
+        )
+        stats = _stat_rows(commit.tag_stats)
+        parents = list(dict.fromkeys(commit.parents))
+        wanted_schemas = {c.schema_id for c in commit.containers}
+        size = sum(c.size for c in commit.containers)
+        s = self._prepared()
+
+        def work(cur: Any, v: int) -> CommitResult:
+            row = s.take_entries.execute(cur, {"name": commit.dataset, "n": n}).fetchone()
+            if row is None:
+                raise self._not_found(cur, "dataset", commit.dataset, datasets.c.name)
+            dataset_id, first = int(row[0]), int(row[1]) - n
+            now = time.time()
+            new = s.insert_database.execute(
+                cur,
+                {
+                    "dataset_id": dataset_id,
+                    "first_entry": first,
+                    "n_events": n,
+                    "bytes": size,
+                    "created": now,
+                    "created_version": v,
+                    "writer": commit.writer,
+                    "program": commit.program,
+                    "program_version": commit.program_version,
+                    "parameters": parameters,
+                    "idempotency_key": commit.idempotency_key,
+                },
+            ).fetchone()
+            if new is None:  # the key landed before: roll back, bump and entries included
+                key = {"dataset_id": dataset_id, "key": commit.idempotency_key}
+                db_id, at, version = s.landed.execute(cur, key).fetchone()
+                raise Unchanged(CommitResult(int(db_id), int(at), int(version), duplicate=True))
+            db_id = int(new[0])
+            site_id = self._site_id(cur, commit.site)
+            self._require_schemas(cur, wanted_schemas)
+            if parents:
+                self._require_databases(cur, parents, live=False)
+                s.insert_parents.executemany(
+                    cur,
+                    ({"database_id": db_id, "parent_id": p, "position": i}
+                     for i, p in enumerate(parents)),
+                )  # fmt: skip
+            self._insert_containers(cur, v, now, [(db_id, held)], site_id)
+            s.insert_tag_stats.executemany(
+                cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
+            )
+            self._log(cur, v, now, f"commit {commit.dataset} db {db_id}")
+            return CommitResult(db_id, first, v)
+
+        return self._write_driver(work)
+
+    def add_containers(
+        self,
+        database_id: int,
+        containers: Sequence[ContainerSpec],
+        site: str,
+        *,
+        tag_stats: Mapping[str, tuple[float, float]] | None = None,
+        replace: bool = False,
+        idempotency_key: str | None = None,
+    ) -> int:
+        """Add containers (a later pass: "reco", "tag") to a database; returns the new version.
+
+        ConflictError when a live container has the same name, unless
+        ``replace``: then the old one is deleted at the new version (its file
+        stays for snapshot readers until gc). ``tag_stats`` replace the
+        statistics of the fields they name. A repeated ``idempotency_key``
+        changes nothing and returns the version it landed at.
+        """
+        items = [(database_id, containers, tag_stats)]
+        return self._add(items, site, replace=replace, idempotency_key=idempotency_key)
+
+    def add_containers_bulk(self, items: AddItems, site: str, *, replace: bool = False) -> int:
+        """``add_containers`` for many databases in one transaction and one version."""
+        return self._add(items, site, replace=replace, idempotency_key=None)
+
+    def _add(
+        self, items: AddItems, site: str, *, replace: bool, idempotency_key: str | None
+    ) -> int:
+        ids = [int(item[0]) for item in items]
+        if len(set(ids)) != len(ids):
+            twice = next(i for i, k in Counter(ids).items() if k > 1)
+            raise ConflictError(
+                f"database {twice} appears more than once in one add_containers call"
+            )
+        held = [(db_id, _container_rows(specs)) for db_id, specs, _ in items]
+        stats = [(db_id, _stat_rows(st)) for db_id, _, st in items if st]
+        wanted_schemas = {c.schema_id for _, specs, _ in items for c in specs}
+        wanted = {(db_id, c.name) for db_id, specs, _ in items for c in specs}
+        s = self._prepared()
+
+        def work(cur: Any, v: int) -> int:
+            if idempotency_key is not None:
+                landed = s.landed_key.execute(cur, {"key": idempotency_key}).fetchone()
+                if landed is not None:
+                    raise Unchanged(int(landed[0]))
+            if not items:
+                raise Unchanged(v - 1)
+            site_id = self._site_id(cur, site)
+            n_events = self._require_databases(cur, ids, live=True)
+            for db_id, specs, _ in items:
+                _check_specs(specs, n_events[db_id], f"database {db_id}")
+            self._require_schemas(cur, wanted_schemas)
+            clash = [row for row in self._live_containers(cur, ids) if row[1:] in wanted]
+            if clash and not replace:
+                _, db_id, name = clash[0]
+                raise ConflictError(
+                    f"database {db_id} already has a container {name!r}; "
+                    "pass replace=True to supersede it"
+                )
+            s.retire_container.executemany(cur, ({"id": cid, "v": v} for cid, _, _ in clash))
+            now = time.time()
+            self._insert_containers(cur, v, now, held, site_id)
+            s.retire_tag_stats.executemany(
+                cur,
+                ({"database_id": db_id, "field": r["field"], "version": v}
+                 for db_id, rows in stats for r in rows),
+            )  # fmt: skip
+            s.insert_tag_stats.executemany(
+                cur,
+                ({**r, "database_id": db_id, "created_version": v}
+                 for db_id, rows in stats for r in rows),
+            )  # fmt: skip
+            if idempotency_key is not None:
+                s.insert_key.execute(cur, {"key": idempotency_key, "version": v, "created": now})
+            verb = "replace" if clash else "add"
+            if len(items) == 1:
+                names = ", ".join(c.name for c in items[0][1]) or "tag stats"
+                self._log(cur, v, now, f"{verb} {names} in db {ids[0]}")
+            else:
+                self._log(cur, v, now, f"{verb} containers in {len(items)} databases")
+            return v
+
+        return self._write_driver(work)
+
+    # -- helpers on the driver's cursor -----------------------------------------------
+
+    def _insert_containers(
+        self,
+        cur: Any,
+        version: int,
+        now: float,
+        held: list[tuple[int, list[dict[str, Any]]]],
+        site_id: int,
+    ) -> None:
+        s = self._prepared()
+        s.insert_containers.executemany(
+            cur,
+            ({**r, "database_id": db_id, "created_version": version, "created": now}
+             for db_id, rows in held for r in rows),
+        )  # fmt: skip
+        s.insert_replicas.executemany(
+            cur,
+            ({"site_id": site_id, "checked": now, "database_id": db_id, "version": version}
+             for db_id, rows in held if rows),
+        )  # fmt: skip
+
+    def _log(self, cur: Any, version: int, now: float, description: str) -> None:
+        self._prepared().log.execute(
+            cur, {"version": version, "created": now, "description": description}
+        )
+
+    def _not_found(self, cur: Any, kind: str, name: str, column: Any) -> NotFound:
+        query = select(column)
+        if kind == "dataset":
+            query = query.where(visible(datasets, None))
+        names = [row[0] for row in execute(cur, self._engine.dialect, query).fetchall()]
+        return not_found(kind, name, names)
+
+    def _site_id(self, cur: Any, name: str) -> int:
+        if name not in self._sites:
+            row = self._prepared().site_id.execute(cur, {"name": name}).fetchone()
+            if row is None:
+                raise self._not_found(cur, "site", name, sites.c.name)
+            self._sites[name] = int(row[0])
+        return self._sites[name]
+
+    def _require_schemas(self, cur: Any, ids: set[int]) -> None:
+        unknown = ids - self._schemas
+        if not unknown:
+            return
+        query = select(schemas.c.id).where(schemas.c.id.in_(sorted(unknown)))
+        found = {int(row[0]) for row in execute(cur, self._engine.dialect, query).fetchall()}
+        if unknown - found:
+            raise NotFound(f"no schema with id {min(unknown - found)}")
+        self._schemas |= found
+
+    def _require_databases(self, cur: Any, ids: Sequence[int], *, live: bool) -> dict[int, int]:
+        """{id: n_events}; NotFound for the first missing (or, if ``live``, deleted) one."""
+        found: dict[int, int] = {}
+        if live and len(ids) == 1:  # add_containers: one database, a prepared statement
+            row = self._prepared().live_database.execute(cur, {"id": ids[0]}).fetchone()
+            if row is not None:
+                found[ids[0]] = int(row[0])
+        else:
+            d = databases
+            for chunk in chunks(sorted(set(ids))):
+                query = select(d.c.id, d.c.n_events).where(d.c.id.in_(chunk))
+                if live:
+                    query = query.where(visible(d, None))
+                rows = execute(cur, self._engine.dialect, query).fetchall()
+                found.update((int(i), int(n)) for i, n in rows)
+        missing = set(ids) - found.keys()
+        if missing:
+            raise NotFound(f"no database {min(missing)}")
+        return found
+
+    def _live_containers(self, cur: Any, ids: Sequence[int]) -> Iterator[tuple[int, int, str]]:
+        """(id, database id, name) of the live containers of the databases ``ids``."""
+        if len(ids) == 1:
+            rows = self._prepared().live_containers.execute(cur, {"id": ids[0]}).fetchall()
+        else:
+            c = containers
+            rows = []
+            for chunk in chunks(ids):
+                query = select(c.c.id, c.c.database_id, c.c.name).where(
+                    c.c.database_id.in_(chunk), visible(c, None)
+                )
+                rows += execute(cur, self._engine.dialect, query).fetchall()
+        for cid, db_id, name in rows:
+            yield int(cid), int(db_id), name

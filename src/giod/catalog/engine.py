@@ -1,0 +1,330 @@
+"""Catalog URLs, engines and transactions: the part of the catalog that talks to a driver.
+
+``parse_url`` reads a catalog URL and its options; ``create_catalog_engine``
+builds the SQLAlchemy engine (SQLite: WAL, ``synchronous``, foreign keys,
+``BEGIN IMMEDIATE`` for writers; PostgreSQL: ``lock_timeout``).
+``Transactions`` runs work in one transaction, retrying while other writers
+hold the lock, and turns every driver error into a ``giod.errors`` class.
+
+Two kinds of transaction run here: SQLAlchemy ``Connection`` transactions
+for most calls, and DB-API transactions (``_write_driver``) for the commit
+path, which runs precompiled SQL on the driver's cursor and so skips
+SQLAlchemy's per-statement overhead (see ``giod.catalog.prepared``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, update
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import QueuePool, StaticPool
+
+from giod.catalog.tables import federation
+from giod.errors import CatalogError, ConfigError, ConflictError
+
+__all__ = ["CatalogURL", "Transactions", "Unchanged", "create_catalog_engine", "parse_url"]
+
+T = TypeVar("T")
+
+WRITE = "giod_write"  # execution option marking the write engine (SQLite: BEGIN IMMEDIATE)
+DEFAULT_TIMEOUT = 60.0  # seconds a writer waits for the lock before giving up
+SYNCHRONOUS = ("FULL", "NORMAL")
+_JITTER = random.SystemRandom()
+_PG_RETRY = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
+_BUMP = "UPDATE federation SET version = version + 1 RETURNING version"
+
+
+class Unchanged(Exception):
+    """Raised inside a write to roll it back (the version bump too) and return ``result``."""
+
+    def __init__(self, result: Any):
+        self.result = result
+
+
+@dataclass(frozen=True)
+class CatalogURL:
+    """A parsed catalog URL: the SQLAlchemy URL (our options removed) and our options."""
+
+    url: URL
+    dialect: str  # "sqlite" or "postgresql"
+    timeout: float  # seconds a writer waits for the lock
+    synchronous: str  # SQLite: "FULL" or "NORMAL"
+
+
+def parse_url(url: str) -> CatalogURL:
+    """Parse ``sqlite:///path.db``, a plain path, or ``postgresql://...`` with its options."""
+    try:
+        sa_url = (
+            make_url(url)
+            if "://" in url
+            else URL.create("sqlite", database=str(Path(url).absolute()))
+        )
+    except ArgumentError as exc:
+        raise CatalogError(f"not a catalog URL: {url!r}") from exc
+    query = dict(sa_url.query)
+    try:
+        timeout = float(str(query.pop("timeout", DEFAULT_TIMEOUT)))
+    except ValueError as exc:
+        raise ConfigError(
+            f"catalog URL option timeout must be a number of seconds: {url!r}"
+        ) from exc
+    synchronous = str(query.pop("synchronous", "FULL")).upper()
+    if synchronous not in SYNCHRONOUS:
+        raise ConfigError(
+            f"catalog URL option synchronous must be FULL or NORMAL, not {synchronous!r}"
+        )
+    backend = sa_url.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        sa_url = sa_url.set(drivername="postgresql+psycopg", query=query)
+        return CatalogURL(sa_url, "postgresql", timeout, synchronous)
+    if backend == "sqlite":
+        return CatalogURL(sa_url.set(drivername="sqlite", query=query), "sqlite", timeout, synchronous)
+    raise CatalogError(
+        f"unsupported catalog URL {url!r}: use sqlite:///path.db or postgresql://..."
+    )
+
+
+def create_catalog_engine(target: CatalogURL, *, create: bool = True) -> Engine:
+    """The engine for ``target``; with ``create=False`` a missing SQLite file is an error."""
+    if target.dialect == "sqlite":
+        return _sqlite_engine(target.url, target.timeout, target.synchronous, create)
+    return _postgresql_engine(target.url, target.timeout)
+
+
+def _sqlite_engine(sa_url: URL, timeout: float, synchronous: str, create: bool) -> Engine:
+    memory = sa_url.database in (None, "", ":memory:")
+    if not memory:
+        path = Path(str(sa_url.database))
+        if not path.exists():
+            if not create:
+                raise CatalogError(f"no catalog at {path} (and create=False)")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CatalogError(
+                    f"cannot create the catalog directory {path.parent}: {exc}"
+                ) from exc
+    engine = create_engine(
+        sa_url,
+        poolclass=StaticPool if memory else QueuePool,
+        connect_args={"timeout": timeout, "check_same_thread": False},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+        # The documented pysqlite recipe: sqlite3 emits no BEGIN; _begin does.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if not memory and cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute(f"PRAGMA synchronous = {synchronous}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        # IMMEDIATE takes the write lock up front: a deferred transaction that
+        # upgrades from read to write could fail with SQLITE_BUSY at any statement.
+        immediate = conn.get_execution_options().get(WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _postgresql_engine(sa_url: URL, timeout: float) -> Engine:
+    # lock_timeout bounds the wait for the federation row, as busy_timeout does on SQLite;
+    # a URL may carry several options= (libpq separates them with spaces)
+    given = sa_url.query.get("options", "")
+    given = " ".join(given) if isinstance(given, tuple) else given
+    options = f"{given} -c lock_timeout={max(1, int(timeout * 1000))}"
+    connect_args: dict[str, Any] = {"options": options.strip()}
+    if "connect_timeout" not in sa_url.query:
+        connect_args["connect_timeout"] = 10
+    return create_engine(sa_url, pool_size=5, max_overflow=10, connect_args=connect_args)
+
+
+def _reason(orig: BaseException) -> str:
+    lines = str(orig).strip().splitlines()
+    return lines[0] if lines else type(orig).__name__
+
+
+class Transactions:
+    """One engine and the transactions run on it; the base of ``Catalog``.
+
+    Safe to share between threads (the engine pools connections). A process
+    forked from the one that opened it drops the inherited connections on
+    first use and opens its own.
+    """
+
+    url: str
+    dialect: str
+
+    def __init__(self, url: str, dialect: str, engine: Engine, timeout: float):
+        self.url = url
+        self.dialect = dialect
+        self._engine = engine
+        self._timeout = timeout
+        self._pid = os.getpid()
+        self._writer: Engine
+        self._reader: Engine
+        if dialect == "sqlite":
+            self._writer = engine.execution_options(**{WRITE: True})
+            self._reader = engine
+        else:
+            self._writer = engine
+            # One snapshot for the several statements of a read.
+            self._reader = engine.execution_options(isolation_level="REPEATABLE READ")
+        dbapi = engine.dialect.dbapi
+        self._driver_error: type[Exception] = dbapi.Error if dbapi is not None else sqlite3.Error
+        self._driver_integrity: type[Exception] = (
+            dbapi.IntegrityError if dbapi is not None else sqlite3.IntegrityError
+        )
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._shown!r})"
+
+    @property
+    def _shown(self) -> str:
+        """The URL without its password, for messages."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    # -- retries and error mapping --------------------------------------------
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` (one whole transaction) again while the catalog is locked."""
+        if os.getpid() != self._pid:  # forked: never touch the parent's sockets
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        deadline = time.monotonic() + self._timeout
+        delay = 0.005
+        while True:
+            try:
+                return attempt()
+            except DBAPIError as exc:
+                orig: BaseException = exc.orig if exc.orig is not None else exc
+                self._raise_unless_transient(orig, exc, deadline)
+            except SQLAlchemyError as exc:
+                raise CatalogError(f"catalog {self._shown}: {exc}") from exc
+            except self._driver_error as exc:  # from the DB-API cursor of the commit path
+                self._raise_unless_transient(exc, exc, deadline)
+            except OverflowError as exc:  # sqlite3 binding a Python int beyond 64 bits
+                raise CatalogError(
+                    f"catalog {self._shown}: a number does not fit in 64 bits ({exc})"
+                ) from exc
+            time.sleep(delay * _JITTER.uniform(0.5, 1.5))  # de-synchronises retrying writers
+            delay = min(delay * 2, 0.5)
+
+    def _raise_unless_transient(
+        self, orig: BaseException, exc: Exception, deadline: float
+    ) -> None:
+        if isinstance(orig, self._driver_integrity):
+            raise ConflictError(f"catalog change refused: {_reason(orig)}") from exc
+        if not self._transient(orig):
+            raise CatalogError(f"catalog {self._shown}: {_reason(orig)}") from exc
+        if time.monotonic() >= deadline:
+            raise CatalogError(
+                f"catalog {self._shown} stayed locked by other writers for more than "
+                f"{self._timeout:g} s; try again later"
+            ) from exc
+
+    @staticmethod
+    def _transient(orig: BaseException) -> bool:
+        if isinstance(orig, sqlite3.OperationalError):
+            message = str(orig).lower()
+            return "locked" in message or "busy" in message
+        return getattr(orig, "sqlstate", None) in _PG_RETRY
+
+    # -- SQLAlchemy transactions -----------------------------------------------
+
+    def _run(self, work: Callable[[Connection], T], *, write: bool) -> T:
+        """Run ``work`` in one transaction, retrying while the catalog is locked."""
+        engine = self._writer if write else self._reader
+
+        def attempt() -> T:
+            with engine.begin() as conn:
+                return work(conn)
+
+        return self._retrying(attempt)
+
+    def _write(self, work: Callable[[Connection, int], T]) -> T:
+        """Run a change: ``work(conn, version)`` after bumping the version.
+
+        The bump comes first because it takes the federation row lock that
+        serialises writers (on SQLite BEGIN IMMEDIATE already holds the lock):
+        every check made afterwards sees every earlier commit. ``work`` raises
+        ``Unchanged(result)`` to roll back and return ``result``.
+        """
+        bump = update(federation).values(version=federation.c.version + 1)
+        bump = bump.returning(federation.c.version)
+        try:
+            return self._run(
+                lambda conn: work(conn, int(conn.execute(bump).scalar_one())), write=True
+            )
+        except Unchanged as unchanged:
+            return unchanged.result  # type: ignore[no-any-return]
+
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        return self._run(work, write=False)
+
+    # -- DB-API transactions (the commit path) -----------------------------------
+
+    def _write_driver(self, work: Callable[[Any, int], T]) -> T:
+        """``_write`` on a DB-API cursor: ``work(cursor, version)`` after the bump.
+
+        The connection comes from the same pool as every other; SQLite gets
+        its ``BEGIN IMMEDIATE`` here, PostgreSQL opens its transaction at the
+        first statement (READ COMMITTED, serialised by the federation row lock).
+        On PostgreSQL the transaction runs in psycopg's pipeline mode: a
+        statement whose result ``work`` does not fetch costs no round trip of
+        its own, so the inserts after the last fetch travel with the COMMIT.
+        """
+
+        def attempt() -> T:
+            raw = self._engine.raw_connection()
+            try:
+                cursor: Any = raw.cursor()
+                if self.dialect == "sqlite":
+                    batch: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+                    cursor.execute("BEGIN IMMEDIATE")
+                else:
+                    batch = raw.driver_connection.pipeline()  # type: ignore[union-attr]
+                with batch:
+                    cursor.execute(_BUMP)
+                    (version,) = cursor.fetchone()
+                    result = work(cursor, int(version))
+                    raw.commit()
+                return result
+            except BaseException:
+                # a failed rollback (lost connection) must not hide the error that caused it
+                with contextlib.suppress(Exception):
+                    raw.rollback()
+                raise
+            finally:
+                raw.close()  # back to the pool
+
+        try:
+            return self._retrying(attempt)
+        except Unchanged as unchanged:
+            return unchanged.result  # type: ignore[no-any-return]

@@ -1,0 +1,181 @@
+"""SQLAlchemy Core statements compiled once and run on a DB-API cursor.
+
+The commit path runs a handful of statements per transaction, thousands of
+transactions a minute. Through a SQLAlchemy ``Connection`` each statement
+costs a few hundred microseconds of Python (execution context, events,
+result set-up), more than SQLite needs to run it. ``Prepared`` keeps the
+statement written in Core (one source of truth: ``tables.py``), compiles it
+once for the engine's dialect, and executes the SQL text on the driver's
+cursor. PostgreSQL's driver (psycopg) prepares it on the server after a few
+executions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any, cast
+
+from sqlalchemy import BigInteger, Dialect, Double, bindparam, insert, literal_column, select
+from sqlalchemy import update as sql_update
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+from giod.catalog.tables import (
+    commit_keys,
+    containers,
+    database_parents,
+    databases,
+    datasets,
+    replicas,
+    sites,
+    tag_stats,
+    versions,
+    visible,
+)
+
+__all__ = ["CommitStatements", "Prepared", "execute"]
+
+
+class Prepared:
+    """One statement compiled for one dialect; parameters by name, as in Core."""
+
+    __slots__ = ("_order", "sql")
+
+    def __init__(self, statement: ClauseElement, dialect: Dialect):
+        compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
+        self.sql = compiled.string
+        # qmark (SQLite) binds by position, pyformat (psycopg) by name
+        names = tuple(compiled.positiontup or ()) if compiled.positional else None
+        self._order: Callable[[Mapping[str, Any]], Any] | None = None
+        if names is not None:
+            pick = itemgetter(*names) if names else (lambda _: ())
+            # itemgetter of one name returns the value, not a 1-tuple
+            self._order = (lambda values: (pick(values),)) if len(names) == 1 else pick
+
+    def params(self, values: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
+        """The driver's parameters for ``values`` (bind name -> value)."""
+        if self._order is None:
+            return values
+        return self._order(values)  # type: ignore[no-any-return]
+
+    def execute(self, cursor: Any, values: Mapping[str, Any] | None = None) -> Any:
+        """Run once; returns the cursor, to fetch from."""
+        cursor.execute(self.sql, self.params(values or {}))
+        return cursor
+
+    def executemany(self, cursor: Any, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Run once per row, in one driver call (psycopg pipelines them)."""
+        batch = [self.params(row) for row in rows]
+        if batch:
+            cursor.executemany(self.sql, batch)
+
+
+def execute(cursor: Any, dialect: Dialect, statement: ClauseElement) -> Any:
+    """Compile and run a statement whose values are bound in it (IN lists, rare paths)."""
+    compiled = cast(
+        SQLCompiler,
+        statement.compile(dialect=dialect, compile_kwargs={"render_postcompile": True}),
+    )
+    values = compiled.construct_params() or {}
+    if compiled.positional:
+        cursor.execute(compiled.string, tuple(values[n] for n in compiled.positiontup or ()))
+    else:
+        cursor.execute(compiled.string, values)
+    return cursor
+
+
+# -- the statements of the commit path ----------------------------------------------
+
+_DATABASE_COLUMNS = (
+    "dataset_id", "first_entry", "n_events", "bytes", "created", "created_version", "writer",
+    "program", "program_version", "parameters", "idempotency_key",
+)  # fmt: skip
+_CONTAINER_COLUMNS = (
+    "database_id", "name", "path", "checksum", "size", "cluster_entries", "schema_id",
+    "created_version", "program", "program_version", "parameters", "created",
+)  # fmt: skip
+
+
+def _insert(table: Any, columns: Sequence[str]) -> ClauseElement:
+    """INSERT of exactly ``columns``, each bound by its own name."""
+    return insert(table).values({name: bindparam(name, type_=table.c[name].type) for name in columns})
+
+
+class CommitStatements:
+    """The statements of the commit path, compiled once for one dialect."""
+
+    def __init__(self, dialect: Dialect):
+        d, c, t = databases, containers, tag_stats
+
+        def prepared(statement: ClauseElement) -> Prepared:
+            return Prepared(statement, dialect)
+
+        self.take_entries = prepared(
+            sql_update(datasets)
+            .where(datasets.c.name == bindparam("name"), visible(datasets, None))
+            .values(next_entry=datasets.c.next_entry + bindparam("n", type_=BigInteger))
+            .returning(datasets.c.id, datasets.c.next_entry)
+        )
+        upsert = pg_dialect.insert if dialect.name == "postgresql" else sqlite_dialect.insert
+        self.insert_database = prepared(
+            upsert(d)
+            .values({name: bindparam(name, type_=d.c[name].type) for name in _DATABASE_COLUMNS})
+            .on_conflict_do_nothing(index_elements=["dataset_id", "idempotency_key"])
+            .returning(d.c.id)
+        )
+        self.landed = prepared(
+            select(d.c.id, d.c.first_entry, d.c.created_version).where(
+                d.c.dataset_id == bindparam("dataset_id"), d.c.idempotency_key == bindparam("key")
+            )
+        )
+        self.insert_parents = prepared(
+            _insert(database_parents, ("database_id", "parent_id", "position"))
+        )
+        self.insert_containers = prepared(_insert(c, _CONTAINER_COLUMNS))
+        # one good replica per container just inserted: no ids travel back to Python
+        self.insert_replicas = prepared(
+            insert(replicas).from_select(
+                ["container_id", "site_id", "state", "checked"],
+                select(
+                    c.c.id,
+                    bindparam("site_id", type_=BigInteger),
+                    literal_column("'good'"),
+                    bindparam("checked", type_=Double),
+                ).where(
+                    c.c.database_id == bindparam("database_id"),
+                    c.c.created_version == bindparam("version"),
+                ),
+            )
+        )
+        self.retire_tag_stats = prepared(
+            sql_update(t)
+            .where(
+                t.c.database_id == bindparam("database_id"),
+                t.c.field == bindparam("field"),
+                visible(t, None),
+            )
+            .values(deleted_version=bindparam("version"))
+        )
+        self.insert_tag_stats = prepared(
+            _insert(t, ("database_id", "field", "created_version", "min", "max"))
+        )
+        self.log = prepared(_insert(versions, ("version", "created", "description")))
+        self.site_id = prepared(select(sites.c.id).where(sites.c.name == bindparam("name")))
+        self.live_database = prepared(
+            select(d.c.n_events).where(d.c.id == bindparam("id"), visible(d, None))
+        )
+        self.live_containers = prepared(
+            select(c.c.id, c.c.database_id, c.c.name).where(
+                c.c.database_id == bindparam("id"), visible(c, None)
+            )
+        )
+        self.retire_container = prepared(
+            sql_update(c).where(c.c.id == bindparam("id")).values(deleted_version=bindparam("v"))
+        )
+        self.landed_key = prepared(
+            select(commit_keys.c.version).where(commit_keys.c.key == bindparam("key"))
+        )
+        self.insert_key = prepared(_insert(commit_keys, ("key", "version", "created")))
