@@ -134,7 +134,10 @@ def _trace(fed: Any, database_id: int, depth: int = 0) -> None:
                f"written by {db.program or '?'} {db.program_version} on {db.writer} "
                f"at version {db.created_version}")
     for c in db.containers:
-        click.echo(f"{pad}  container {c.name}: {c.path} ({_size(c.size)}, {c.checksum})")
+        click.echo(f"{pad}  container {c.name}: {c.path} ({_size(c.size)}, {c.checksum}), "
+                   f"written by {c.program or '?'} {c.program_version}".rstrip())
+        if c.parameters and c.parameters != db.parameters:
+            click.echo(f"{pad}    parameters: {json.dumps(c.parameters, sort_keys=True)}")
     if db.parameters:
         click.echo(f"{pad}  parameters: {json.dumps(db.parameters, sort_keys=True)}")
     for parent in db.parents:
@@ -170,8 +173,8 @@ def object_(oid: str, federation: str) -> None:
         click.echo(f"  {name} -> {shown or 'none'}{more}")
     container = db.container(schema.container_of(o.collection))
     if container is not None:
-        who = getattr(container, "program", "") or db.program or "?"
-        version = getattr(container, "program_version", "") or db.program_version
+        who = container.program or db.program or "?"
+        version = container.program_version or db.program_version
         click.echo(f"  stored in {container.name} ({container.path}), written by {who} {version}")
     click.echo(f"  raw data: giod show {ds_name} --database {db.id}")
 

@@ -333,6 +333,9 @@ def write_pass(
     site: str | None = None,
     options: WriteOptions | None = None,
     cluster_bytes: int = DEFAULT_CLUSTER_BYTES,
+    program: str = "",
+    program_version: str = "",
+    parameters: Mapping[str, Any] | None = None,
 ) -> PassOutput:
     """Write new containers for an existing database (entries aligned), not yet registered."""
     schema = dataset.schema
@@ -382,7 +385,9 @@ def write_pass(
             for s in specs:
                 target.remove(s.path)
             raise
-        specs.append(ContainerSpec(c, out.path, out.checksum, out.size, out.cluster_entries, dataset.schema_id))
+        specs.append(ContainerSpec(c, out.path, out.checksum, out.size, out.cluster_entries, dataset.schema_id,
+                                   program=program, program_version=program_version,
+                                   parameters=dict(parameters or {})))
         if c == TAG_CONTAINER:
             merge_stats(stats, table)
     return PassOutput(database.id, tuple(specs), stats)
@@ -432,7 +437,8 @@ class PassWriter:
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
         out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,
-                         site=self.site.name, options=self.options)
+                         site=self.site.name, options=self.options, program=self.program,
+                         program_version=self.program_version, parameters=self.parameters)
         self.outputs.append(out)
         return out
 

@@ -132,12 +132,14 @@ def test_second_pass_adds_containers(fed, model):
     v_raw = fed.version
     with pytest.raises(giod.NotFound):
         ds.read(["jets"])
-    with ds.extend(program="reco") as p:
+    with ds.extend(program="reco", program_version="2.1", parameters={"cone": 0.4}) as p:
         for db in ds.databases():
             part = events[db.first_entry:db.stop_entry][["tracks", "jets"]]
             p.write(db, part)
     arr = ds.read(["jets", "tracks"])
     assert arr.jets.tracks.pt.to_list() == _gather(events.tracks.pt, events.jets.tracks)
+    reco = ds.databases()[0].container("reco")
+    assert (reco.program, reco.program_version, reco.parameters) == ("reco", "2.1", {"cone": 0.4})
     # the snapshot before the pass does not see it
     with pytest.raises(giod.NotFound):
         ds.at(v_raw).read(["jets"])
