@@ -15,6 +15,7 @@ reports them, ``giod gc`` removes them); nothing becomes visible half-written.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import uuid
@@ -448,12 +449,20 @@ class PassWriter:
     def commit(self) -> int | None:
         if not self.outputs:
             return None
-        items = [(o.database_id, o.containers, o.tag_stats or None) for o in self.outputs]
+        items = [(o.database_id, tuple(self._provenance(c) for c in o.containers), o.tag_stats or None)
+                 for o in self.outputs]
         self.version = self.dataset.federation.catalog.add_containers_bulk(
             items, self.site.name, replace=self.replace
         )
         self.outputs = []
         return self.version
+
+    def _provenance(self, spec: ContainerSpec) -> ContainerSpec:
+        """Containers written elsewhere (worker processes) get this pass's provenance."""
+        if spec.program or not self.program:
+            return spec
+        return dataclasses.replace(spec, program=self.program, program_version=self.program_version,
+                                   parameters=dict(self.parameters))
 
     def discard(self) -> None:
         for o in self.outputs:

@@ -1,0 +1,249 @@
+"""The physics chain over a federation: simulate into a dataset, reconstruct it as a pass.
+
+``simulate_into`` generates and simulates events in batches and stores the
+raw containers (``truth``, ``raw.tracker``, ``raw.calo``) through an ordinary
+writer; the ``tag`` container is left to the reconstruction, whose tags have
+no defaults. Events are numbered by their entry in the dataset, so that the
+reconstruction, which reads no tags, can give each event its number back.
+
+``reconstruct_dataset`` reads the raw hits and cells of each database,
+reconstructs them and writes ``reco`` and ``tag`` as a later pass, beside the
+raw containers: every database of the pass is registered in one catalog
+transaction, so readers see the whole pass or nothing. With ``workers > 1`` the
+databases are reconstructed in worker processes, each opening the federation
+itself; the main process registers their outputs in the one commit.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
+import awkward as ak
+import numpy as np
+
+import giod
+from giod.errors import ConfigError, ConflictError, DataError, GiodError
+from giod.physics.layout import model_text
+from giod.physics.reconstruct import CELL_FIELDS, HIT_FIELDS
+from giod.schema import TAG_CONTAINER, Schema
+from giod.selection import assemble, read_database, resolve_columns
+from giod.writer import PassOutput, write_pass
+
+if TYPE_CHECKING:
+    from giod.catalog.records import DatabaseRecord
+    from giod.federation import Dataset, Federation
+
+__all__ = ["RAW_COLLECTIONS", "reconstruct_dataset", "simulate_into"]
+
+#: What the raw pass stores.
+RAW_COLLECTIONS = ("mcparticles", "tracker_hits", "calo_cells")
+#: Events reconstructed together when reading a database (bounds the memory of raw hits).
+CHUNK_EVENTS = 2000
+SIMULATE_PROGRAM = "giod.physics.simulate"
+RECONSTRUCT_PROGRAM = "giod.physics.reconstruct"
+
+Progress = Callable[[int], None]
+
+
+def simulate_into(
+    fed: Federation,
+    dataset: str,
+    n_events: int,
+    *,
+    seed: int,
+    batch: int = 2000,
+    pthat_min: float = 50.0,
+    pileup: float = 0.0,
+    generator: str = "builtin",
+    run: int = 1,
+    database_events: int | None = None,
+    progress: Progress | None = None,
+) -> Dataset:
+    """Create ``dataset`` and fill it with ``n_events`` simulated raw events.
+
+    Batch ``k`` is generated and simulated with seeds derived from
+    ``(seed, k)``: the same arguments give bit-identical datasets.
+    ``progress`` is called with the number of events of each stored batch.
+    """
+    from giod.physics.detector import Detector
+    from giod.physics.generator import generate
+    from giod.physics.simulate import simulate
+
+    if n_events <= 0:
+        raise ConfigError(f"n_events must be positive, got {n_events}")
+    if batch <= 0:
+        raise ConfigError(f"batch must be positive, got {batch}")
+    detector = Detector.load()
+    # Check the arguments and the generator before creating anything: no empty dataset is left behind.
+    generate(0, seed=seed, pthat_min=pthat_min, pileup=pileup, run=run)
+    if generator == "pythia":
+        from giod.physics.pythia import _module
+
+        _module()  # MissingDependency, saying how to install it
+    elif generator != "builtin":
+        generate(0, seed=seed, generator=generator)  # ConfigError naming the generators
+    ds = fed.create_dataset(dataset, Schema.from_yaml(model_text()))
+    parameters = {"seed": seed, "pthat_min": pthat_min, "pileup": pileup, "generator": generator, "run": run}
+    writer_options: dict[str, Any] = {}
+    if database_events is not None:
+        writer_options["database_events"] = database_events
+    with ds.writer(program=SIMULATE_PROGRAM, program_version=giod.__version__, parameters=parameters,
+                   **writer_options) as writer:
+        for k, start in enumerate(range(0, n_events, batch)):
+            n = min(batch, n_events - start)
+            gen_seed, sim_seed = (int(s) for s in np.random.SeedSequence([seed, k]).generate_state(2))
+            truth = generate(n, seed=gen_seed, pthat_min=pthat_min, pileup=pileup, generator=generator,
+                             run=run, first_event=start)
+            events = simulate(truth, detector, seed=sim_seed)
+            writer.append(events[list(RAW_COLLECTIONS)])
+            if progress is not None:
+                progress(n)
+    return fed.dataset(dataset)
+
+
+def reconstruct_dataset(
+    dataset: Dataset,
+    *,
+    workers: int = 1,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> int:
+    """Reconstruct every database of ``dataset`` as one pass; returns the new federation version.
+
+    Databases that already hold the ``reco`` container are skipped, and a
+    dataset with nothing left to reconstruct is refused with
+    :class:`~giod.errors.ConflictError`, unless ``force``: then every
+    database is reconstructed again and its ``reco`` and ``tag`` replaced in
+    the new version (snapshots taken before still read the old ones).
+    ``progress`` is called with the number of events of each finished piece.
+    """
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
+    ds = dataset.pinned()
+    todo = _databases_to_do(ds, force)
+    target = _target(ds.federation) if workers > 1 else ""
+    passes = ds.extend(replace=force, program=RECONSTRUCT_PROGRAM, program_version=giod.__version__)
+    try:
+        if workers == 1:
+            for db in todo:
+                passes.add(reconstruct_database(ds, db, replace=force, progress=progress))
+        else:
+            try:
+                _in_workers(passes, target, ds, todo, workers, force, progress)
+            except BrokenProcessPool as exc:
+                raise GiodError(
+                    "a reconstruction worker process died (out of memory, killed, or a script that "
+                    "starts workers without an `if __name__ == \"__main__\":` guard); nothing was committed"
+                ) from exc
+        version = passes.commit()
+    except BaseException:
+        passes.discard()
+        raise
+    assert version is not None  # there was at least one database to do
+    return version
+
+
+def _databases_to_do(ds: Dataset, force: bool) -> list[DatabaseRecord]:
+    schema = ds.schema
+    needed = [c for c in ("tracker_hits", "calo_cells", "tracks", "clusters", "jets") if c not in schema.collections]
+    if needed:
+        raise DataError(f"dataset {ds.name} cannot be reconstructed: its schema has no {', '.join(needed)}")
+    raw = sorted({schema.container_of("tracker_hits"), schema.container_of("calo_cells")})
+    reco = schema.container_of("tracks")
+    databases = ds.databases()
+    if not databases:
+        raise DataError(f"dataset {ds.name} has no events to reconstruct")
+    for db in databases:
+        missing = [c for c in raw if db.container(c) is None]
+        if missing:
+            raise DataError(f"dataset {ds.name}: database {db.id} has no {', '.join(missing)} container "
+                            "to reconstruct from")
+    if force:
+        return databases
+    todo = [db for db in databases if db.container(reco) is None]
+    if not todo:
+        raise ConflictError(f"dataset {ds.name} is already reconstructed ({len(databases)} databases hold "
+                            f"{reco!r}); use force=True (--force) to replace it in a new version")
+    return todo
+
+
+def _target(fed: Federation) -> str:
+    """What a worker process passes to ``giod.open`` to reach the same federation."""
+    return str(fed.root) if fed.root is not None else fed.catalog.url
+
+
+def reconstruct_database(
+    ds: Dataset, db: DatabaseRecord, *, replace: bool = False, progress: Progress | None = None,
+) -> PassOutput:
+    """Reconstruct one database and write its ``reco`` and ``tag`` containers (not yet registered)."""
+    from giod.physics.reconstruct import reconstruct
+
+    detector, calibration = _packaged()
+    schema = ds.schema
+    columns = [f"tracker_hits.{f}" for f in HIT_FIELDS] + [f"calo_cells.{f}" for f in CELL_FIELDS]
+    proj = resolve_columns(schema, columns, {c.name for c in db.containers})
+    run = int(db.parameters.get("run", 0)) if isinstance(db.parameters, dict) else 0
+    pieces = []
+    for start in range(0, db.n_events, CHUNK_EVENTS):
+        local = np.arange(start, min(start + CHUNK_EVENTS, db.n_events))
+        raw = assemble(schema, proj, read_database(ds, db, proj, local))
+        raw = ak.with_field(raw, np.full(len(local), run, dtype=np.uint32), "run")
+        raw = ak.with_field(raw, (db.first_entry + local).astype(np.uint64), "event")
+        pieces.append(reconstruct(raw, detector, calibration=calibration))
+        if progress is not None:
+            progress(len(local))
+    events = pieces[0] if len(pieces) == 1 else ak.concatenate(pieces)
+    return write_pass(ds, db, events, containers=[schema.container_of("tracks"), TAG_CONTAINER],
+                      replace=replace)
+
+
+@functools.cache
+def _packaged() -> tuple[Any, Any]:
+    """The packaged detector and calibration, read once per process."""
+    from giod.physics.calibration import Calibration
+    from giod.physics.detector import Detector
+
+    return Detector.load(), Calibration.load()
+
+
+def _reconstruct_task(target: str, dataset: str, version: int, database_id: int, replace: bool) -> PassOutput:
+    """A worker's task: open the federation, reconstruct one database at the pinned version."""
+    with giod.open(target, create=False) as fed:
+        ds = fed.dataset(dataset, version)
+        db = fed.catalog.database(database_id, version)
+        return reconstruct_database(ds, db, replace=replace)
+
+
+def _in_workers(passes: Any, target: str, ds: Dataset, todo: list[DatabaseRecord], workers: int,
+                force: bool, progress: Progress | None) -> None:
+    from giod.physics.reconstruct import warm_up
+
+    version = int(ds.version)  # type: ignore[arg-type]  # pinned by the caller
+    warm_up()  # compile once here; the workers load the compiled code from numba's cache
+    # spawn, not fork: the parent holds catalog connections and library thread pools
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
+        futures: dict[Future[PassOutput], DatabaseRecord] = {
+            pool.submit(_reconstruct_task, target, ds.name, version, db.id, force): db for db in todo
+        }
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    passes.add(future.result())  # raises the worker's error
+                    if progress is not None:
+                        progress(futures[future].n_events)
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            # outputs of tasks still running are collected so that discard() removes their files
+            for future in pending:
+                if not future.cancelled() and future.exception() is None:
+                    passes.add(future.result())
+            raise

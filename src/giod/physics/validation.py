@@ -1,0 +1,275 @@
+"""Validation of the reconstruction against the generator truth.
+
+``validate(dataset_or_events, output_dir)`` measures, on simulated events:
+
+* **tracking efficiency**: the share of charged final-state particles
+  (``pt > 1 GeV``, ``|eta| < 2.4`` for the headline number) that some track
+  matches; a track matches the particle that made at least 75 % of its hits
+  (truth matching by hits, through ``TrackerHit.particle``);
+* **fake rate**: the share of tracks (same pT and eta cuts) that match no
+  particle; **duplicate rate**: matched tracks beyond the first per particle;
+* **track pT resolution**: half the 16-84 % width of ``(pt_reco - pt_true) / pt_true``;
+* **jet response**: median ``reco pt / particle-jet pt`` of reconstructed jets
+  matched (dR < 0.2) to particle jets (anti-kt R = 0.4 on the final-state
+  particles except neutrinos) with ``|eta| < 2.5``, in bins of particle-jet pT;
+* **di-jet mass**: the mass of the two leading jets, reconstructed and truth,
+  in events where both pass the di-jet analysis's pT and |eta| cuts.
+
+It returns a dict of numbers (with the issue's targets checked) and, given a
+directory, writes PNG plots there (:mod:`giod.physics.validation_plots`).
+A dataset is read database by database, only the columns needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import awkward as ak
+import numpy as np
+
+from giod.errors import DataError
+from giod.physics.calibration import match_jets, truth_jets
+
+__all__ = ["TARGETS", "validate"]
+
+#: The issue's targets.
+TARGETS = {"tracking_efficiency": 0.95, "fake_rate": 0.05, "jet_response_tolerance": 0.10,
+           "jet_response_min_pt": 50.0}
+TRACK_PT_MIN, TRACK_ETA_MAX = 1.0, 2.4
+MATCH_FRACTION = 0.75
+JET_ETA_MAX = 2.5
+PT_BINS = np.array([0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 200.0])
+ETA_BINS = np.linspace(-2.5, 2.5, 21)
+JET_PT_BINS = np.array([20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0, 2500.0])
+DIJET_CUTS = (30.0, 2.5)  # jet pt and |eta| of the two leading jets, as in the di-jet analysis
+_COLUMNS = ["mcparticles", "tracker_hits.particle", "tracks", "jets"]
+
+
+def validate(source: Any, output_dir: str | Path | None = None, *, max_events: int | None = None,
+             step_size: int = 5000) -> dict[str, Any]:
+    """Measure the reconstruction on a dataset or on in-memory events; plots into ``output_dir``."""
+    parts: dict[str, list[np.ndarray]] = {}
+    n_events = 0
+    for chunk in _chunks(source, max_events, step_size):
+        for key, value in _measure(chunk).items():
+            parts.setdefault(key, []).append(value)
+        n_events += len(chunk)
+    if n_events == 0:
+        raise DataError("nothing to validate: no events")
+    data = {key: np.concatenate(values) for key, values in parts.items()}
+    summary = _summarise(data, n_events)
+    if output_dir is not None:
+        from giod.physics.validation_plots import write_plots
+
+        summary["plots"] = write_plots(data, summary, Path(output_dir))
+    return summary
+
+
+def _chunks(source: Any, max_events: int | None, step_size: int) -> Iterator[ak.Array]:
+    left = max_events if max_events is not None else np.inf
+    if isinstance(source, ak.Array):
+        events = source if max_events is None else source[:max_events]
+        if "tracks" not in ak.fields(events):
+            from giod.physics.layout import with_fields
+            from giod.physics.reconstruct import reconstruct
+
+            reco = reconstruct(events)
+            events = with_fields(events, {c: reco[c] for c in ("tracks", "clusters", "jets")})
+        yield events
+        return
+    schema = source.schema
+    missing = [c for c in ("mcparticles", "tracker_hits", "tracks", "jets") if c not in schema.collections]
+    if missing:
+        raise DataError(f"dataset {source.name} has no {', '.join(missing)}: validation needs simulated, "
+                        "reconstructed events")
+    reco = schema.container_of("tracks")
+    if any(db.container(reco) is None for db in source.databases()):
+        raise DataError(f"dataset {source.name} is not reconstructed yet: reconstruct it first "
+                        "(giod.physics.chain.reconstruct_dataset)")
+    for chunk in source.select().iterate(_COLUMNS, step_size=step_size):
+        if left <= 0:
+            return
+        if len(chunk) > left:
+            chunk = chunk[: int(left)]
+        left -= len(chunk)
+        yield chunk
+
+
+def _indices(collection: ak.Array, relation: str) -> ak.Array:
+    """A relation's index lists, in memory from ``reconstruct`` or read back from a dataset."""
+    name = f"{relation}_index" if f"{relation}_index" in ak.fields(collection) else relation
+    return collection[name]
+
+
+def _flat(array: ak.Array) -> np.ndarray:
+    return ak.to_numpy(ak.flatten(array, axis=1))
+
+
+def _measure(events: ak.Array) -> dict[str, np.ndarray]:
+    """Per-object truth comparisons of one chunk of events."""
+    out: dict[str, np.ndarray] = {}
+    mc = events.mcparticles
+    n_mc = np.asarray(ak.num(mc, axis=1), dtype=np.int64)
+    mc_first = np.concatenate([[0], np.cumsum(n_mc)[:-1]])
+    px, py, pz = (_flat(mc[c]).astype(np.float64) for c in ("px", "py", "pz"))
+    mc_pt = np.hypot(px, py)
+    mc_eta = np.arcsinh(pz / np.maximum(mc_pt, 1e-9))
+    charged = (_flat(mc.status) == 1) & (_flat(mc.charge) != 0)
+
+    # Which particle made most of each track's hits.
+    tracks = events.tracks
+    n_trk = np.asarray(ak.num(tracks, axis=1), dtype=np.int64)
+    trk_event = np.repeat(np.arange(len(events)), n_trk)
+    hits_of = _indices(tracks, "hits")
+    n_hits = ak.to_numpy(ak.flatten(ak.num(hits_of, axis=2)))
+    particle_of = _indices(events.tracker_hits, "particle")
+    hit_particle = ak.to_numpy(ak.flatten(particle_of[ak.flatten(hits_of, axis=2)], axis=1))
+    trk_of_hit = np.repeat(np.arange(len(n_hits)), n_hits)
+    best, best_count = _majority(trk_of_hit, hit_particle, len(n_hits))
+    matched = (best >= 0) & (best_count >= MATCH_FRACTION * np.maximum(n_hits, 1))
+    particle = np.where(matched, mc_first[trk_event] + best, -1)
+
+    trk_pt, trk_eta = _flat(tracks.pt).astype(np.float64), _flat(tracks.eta).astype(np.float64)
+    out["trk_pt"], out["trk_eta"], out["trk_fake"] = trk_pt, trk_eta, ~matched
+    tracks_per_particle = np.bincount(particle[matched], minlength=len(mc_pt))
+    out["trk_duplicate"] = np.zeros(len(particle), dtype=bool)
+    if matched.any():
+        # every matched track after the first of its particle
+        order = np.argsort(particle, kind="stable")
+        first = np.r_[True, particle[order][1:] != particle[order][:-1]]
+        dup = np.zeros(len(particle), dtype=bool)
+        dup[order] = ~first
+        out["trk_duplicate"] = dup & matched
+    found = tracks_per_particle > 0
+    out["mc_pt"], out["mc_eta"], out["mc_found"] = mc_pt[charged], mc_eta[charged], found[charged]
+    out["res_true_pt"] = mc_pt[particle[matched]]
+    out["res_delta"] = (trk_pt[matched] - mc_pt[particle[matched]]) / mc_pt[particle[matched]]
+
+    # Jets against particle jets.
+    truth = truth_jets(events, min_pt=10.0)
+    jets = events.jets
+    n_jets = np.asarray(ak.num(jets, axis=1), dtype=np.int64)
+    jet = {c: _flat(jets[c]).astype(np.float64) for c in ("pt", "eta", "phi", "mass")}
+    match = match_jets(truth["n"], truth["eta"], truth["phi"], n_jets, jet["eta"], jet["phi"])
+    central = (np.abs(truth["eta"]) < JET_ETA_MAX) & (match >= 0)
+    out["jet_true_pt"] = truth["pt"][central]
+    out["jet_response"] = jet["pt"][match[central]] / truth["pt"][central]
+    out["mjj_reco"] = _dijet_mass(n_jets, jet)
+    out["mjj_true"] = _dijet_mass(truth["n"], truth)
+    return out
+
+
+def _majority(group: np.ndarray, value: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: the most frequent non-negative value (-1 if none) and how often it occurs."""
+    best = np.full(n_groups, -1, dtype=np.int64)
+    count = np.zeros(n_groups, dtype=np.int64)
+    keep = value >= 0
+    if not keep.any():
+        return best, count
+    pairs, counts = np.unique(np.stack([group[keep], value[keep]]), axis=1, return_counts=True)
+    order = np.lexsort((counts, pairs[0]))  # the largest count of each group comes last
+    best[pairs[0][order]] = pairs[1][order]
+    count[pairs[0][order]] = counts[order]
+    return best, count
+
+
+def _dijet_mass(n: np.ndarray, jets: dict[str, np.ndarray]) -> np.ndarray:
+    """Mass of the two leading jets per event (NaN where they fail the di-jet cuts)."""
+    pt_cut, eta_cut = DIJET_CUTS
+    event = np.repeat(np.arange(len(n)), n)
+    good = (jets["pt"] > pt_cut) & (np.abs(jets["eta"]) < eta_cut)
+    order = np.lexsort((-jets["pt"], event))
+    order = order[good[order]]
+    ev = event[order]
+    rank = np.arange(len(ev)) - np.searchsorted(ev, ev)
+    out = np.full(len(n), np.nan)
+    lead, sub = order[rank == 0], order[rank == 1]
+    has_two = np.zeros(len(n), dtype=bool)
+    has_two[event[sub]] = True
+    e_sum = np.zeros((len(n), 4))
+    for idx in (lead, sub):
+        pt, eta, phi, m = (jets[c][idx] for c in ("pt", "eta", "phi", "mass"))
+        pz = pt * np.sinh(eta)
+        np.add.at(e_sum, event[idx], np.stack([np.sqrt(pt**2 + pz**2 + m**2), pt * np.cos(phi),
+                                               pt * np.sin(phi), pz], axis=1))
+    mass2 = e_sum[:, 0] ** 2 - (e_sum[:, 1:] ** 2).sum(axis=1)
+    out[has_two] = np.sqrt(np.maximum(mass2[has_two], 0.0))
+    return out
+
+
+def _rate(flags: np.ndarray) -> tuple[float, float]:
+    n = len(flags)
+    if n == 0:
+        return float("nan"), float("nan")
+    p = float(np.mean(flags))
+    return p, float(np.sqrt(max(p * (1 - p), 1.0 / n) / n))
+
+
+def binned_medians(x: np.ndarray, y: np.ndarray, edges: np.ndarray, min_count: int = 10) -> np.ndarray:
+    """Median of ``y`` in bins of ``x`` (NaN where fewer than ``min_count`` entries)."""
+    which = np.searchsorted(edges, x, side="right") - 1
+    out = np.full(len(edges) - 1, np.nan)
+    for b in range(len(edges) - 1):  # one numpy call per bin, not per object
+        sel = which == b
+        if sel.sum() >= min_count:
+            out[b] = np.median(y[sel])
+    return out
+
+
+def binned_widths(x: np.ndarray, y: np.ndarray, edges: np.ndarray, min_count: int = 10) -> np.ndarray:
+    """Half the 16-84 % interval of ``y`` in bins of ``x``."""
+    which = np.searchsorted(edges, x, side="right") - 1
+    out = np.full(len(edges) - 1, np.nan)
+    for b in range(len(edges) - 1):
+        sel = which == b
+        if sel.sum() >= min_count:
+            lo, hi = np.percentile(y[sel], [16, 84])
+            out[b] = 0.5 * (hi - lo)
+    return out
+
+
+def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
+    accept = (d["mc_pt"] > TRACK_PT_MIN) & (np.abs(d["mc_eta"]) < TRACK_ETA_MAX)
+    trk_accept = (d["trk_pt"] > TRACK_PT_MIN) & (np.abs(d["trk_eta"]) < TRACK_ETA_MAX)
+    eff, eff_err = _rate(d["mc_found"][accept])
+    fake, fake_err = _rate(d["trk_fake"][trk_accept])
+    dup, _ = _rate(d["trk_duplicate"][trk_accept])
+    res = binned_widths(d["res_true_pt"], d["res_delta"], PT_BINS)
+    response = binned_medians(d["jet_true_pt"], d["jet_response"], JET_PT_BINS)
+    high = JET_PT_BINS[:-1] >= TARGETS["jet_response_min_pt"]
+    deviations = np.abs(response[high] - 1.0)
+    worst = float(np.nanmax(deviations)) if np.isfinite(deviations).any() else float("nan")
+    above = d["jet_true_pt"] > TARGETS["jet_response_min_pt"]
+    both = np.isfinite(d["mjj_reco"]) & np.isfinite(d["mjj_true"])
+    return {
+        "events": n_events,
+        "tracking": {
+            "efficiency": eff, "efficiency_error": eff_err,
+            "fake_rate": fake, "fake_rate_error": fake_err, "duplicate_rate": dup,
+            "particles": int(accept.sum()), "tracks": int(trk_accept.sum()),
+            "pt_resolution": {_label(PT_BINS, b): float(v) for b, v in enumerate(res) if np.isfinite(v)},
+        },
+        "jets": {
+            "matched": int(len(d["jet_response"])),
+            "response": {_label(JET_PT_BINS, b): float(v) for b, v in enumerate(response) if np.isfinite(v)},
+            "response_above_50": float(np.median(d["jet_response"][above])) if above.any() else float("nan"),
+            "worst_response_deviation_above_50": worst,
+        },
+        "dijet": {
+            "events_reco": int(np.isfinite(d["mjj_reco"]).sum()),
+            "events_truth": int(np.isfinite(d["mjj_true"]).sum()),
+            "mass_ratio_median": float(np.median(d["mjj_reco"][both] / d["mjj_true"][both]))
+            if both.any() else float("nan"),
+        },
+        "targets": {
+            "tracking_efficiency": bool(eff >= TARGETS["tracking_efficiency"]),
+            "fake_rate": bool(fake <= TARGETS["fake_rate"]),
+            "jet_response": bool(worst <= TARGETS["jet_response_tolerance"]),
+        },
+    }
+
+
+def _label(edges: np.ndarray, b: int) -> str:
+    return f"{edges[b]:g}-{edges[b + 1]:g}"
