@@ -343,6 +343,49 @@ def gc(grace: float, dry_run: bool, federation: str) -> None:
     click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}")
 
 
+@main.command()
+@click.argument("analysis", type=click.Choice(["dijet"]))
+@click.argument("dataset")
+@click.option("--where", "expression", default=None, help="Tag expression selecting the events first.")
+@click.option("-o", "--output", default="dijet.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--jets", default=None, help="Jet collection (default: jets/Jet, or any with pt, eta, phi, mass).")
+@click.option("--max-mass", default=2000.0, show_default=True, help="Upper edge of the mass axis (GeV).")
+@federation_option
+def analyze(analysis: str, dataset: str, expression: str | None, output: str, jets: str | None,
+            max_mass: float, federation: str) -> None:
+    """Run an analysis over a dataset and plot it (di-jet mass).
+
+    Example: giod analyze dijet qcd --where "njets >= 2" -o dijet.png
+    """
+    from giod.analysis import dijet
+
+    ds = _open(federation).dataset(dataset)
+    h = dijet.run(ds, expression, collection=jets, histogram=dijet.mass_histogram(60, 0, max_mass))
+    dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset)
+    click.echo(f"{int(h.sum()):,} events in the histogram; plot: {output}")
+
+
+@main.command()
+@click.argument("dataset")
+@click.option("-o", "--output", default="validation", show_default=True, type=click.Path(file_okay=False))
+@click.option("--max-events", default=None, type=int, help="Use at most this many events.")
+@federation_option
+def validate(dataset: str, output: str, max_events: int | None, federation: str) -> None:
+    """Validate reconstruction against truth: efficiency, fake rate, resolutions, jet response.
+
+    Example: giod validate qcd -o validation/
+    """
+    from giod.physics.validation import validate as run
+
+    summary = run(_open(federation).dataset(dataset), output, max_events=max_events)
+    rows = [[k, v] for part in ("tracking", "jets") for k, v in summary[part].items()
+            if not isinstance(v, list | dict)]
+    _table(f"validation of {dataset} ({summary['events']:,} events)", ["quantity", "value"], rows)
+    for name, ok in summary["targets"].items():
+        click.echo(f"{'meets' if ok else 'MISSES'} the target for {name.replace('_', ' ')}")
+    click.echo(f"plots in {output}")
+
+
 @main.group()
 def site() -> None:
     """Sites that hold files."""

@@ -128,3 +128,30 @@ def test_object_shows_fields_and_relations(fed_dir: str):
     assert f"tracks -> db{db.id}/tracks/{entry}#{first}" in r.output
     bad = CliRunner().invoke(main, ["object", "db1/jets/0", "-f", fed_dir])
     assert bad.exit_code == 2
+
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+NANO = SHARED / "nanoAOD_2015_CMS_Open_Data_ttbar.root"
+
+
+@pytest.mark.rootdata
+def test_import_and_dijet_on_real_nanoaod(tmp_path: Path):
+    import os
+
+    if not NANO.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CMS open-data file missing: {NANO} (CI=true)")
+        pytest.skip(f"CMS open-data file not found at {NANO}")
+    fed = str(tmp_path / "fed")
+    r = run("import", str(NANO), "--dataset", "ttbar", "-f", fed)
+    assert r.exit_code == 0 and "imported 200 events" in r.output, r.output
+    png = tmp_path / "dijet.png"
+    r = run("analyze", "dijet", "ttbar", "-o", str(png), "--max-mass", "1000", "-f", fed)
+    assert r.exit_code == 0, r.output
+    n = int(r.output.split(" events")[0].replace(",", ""))
+    from giod.analysis import dijet
+
+    ds = giod.open(fed).dataset("ttbar")
+    masses = dijet.dijet_masses(ds.read(["Jet"]).Jet)
+    assert n == len(masses) and n > 0
+    assert png.stat().st_size > 10_000
