@@ -54,7 +54,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cluster_bytes", 16 << 20, "uncompressed bytes per cluster (Parquet row group) of a container"),
     Setting("compression", "zstd", "Parquet compression codec (zstd, lz4, snappy, none)"),
     Setting("compression_level", 1, "codec level (zstd: 1 fast … 22 small)"),
-    Setting("byte_stream_split", False, "byte-stream-split encoding of float columns"),
+    Setting("byte_stream_split", True, "byte-stream-split encoding of float columns"),
     Setting("page_checksums", True, "CRC-32 per Parquet page, verified on read"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}

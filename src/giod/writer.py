@@ -296,7 +296,9 @@ class Writer:
             for c in containers:
                 w = ContainerWriter(self.site, f"{directory}/{c}.parquet",
                                     self.schema.arrow_schema(c), self.options)
-                buffers[c] = _ContainerBuffer(w, self.cluster_events, self.cluster_bytes)
+                # tags are small: event-sized clusters would make tag queries read thousands of row groups
+                per_cluster = None if c == TAG_CONTAINER else self.cluster_events
+                buffers[c] = _ContainerBuffer(w, per_cluster, self.cluster_bytes)
         except BaseException:
             for b in buffers.values():
                 b.writer.abort()
