@@ -1,0 +1,265 @@
+"""Selection benchmark: tag selections of 0.1 %, 1 %, 10 % beside a full scan.
+
+One dataset of ``events`` synthetic events (hits and tags only: about 10 hits
+and 200 payload bytes per event) is written once per cluster size. Each
+selection cuts on the tag ``ht`` at the quantile that keeps the wanted
+fraction, then reads ``hits`` of the selected events through
+``ds.select(expr).read(["hits"])``; the full scan reads ``hits`` and ``ht``
+of every event and applies the same cut with numpy. The speed-up is the
+ratio of the medians. Because ``ht`` is independent of the entry number,
+selected events are spread evenly: a cluster is read when it holds at least
+one of them, so the fraction of clusters read, ``1 - (1 - f)^cluster``, not
+the fraction of events, sets what a selection can save.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import awkward as ak
+import numpy as np
+
+import giod
+from giod.bench import synthetic
+from giod.bench.report import (
+    MB,
+    Bars,
+    Column,
+    Outcome,
+    Table,
+    Timing,
+    figure,
+    ratio,
+    round_robin,
+    save,
+    stopwatch,
+)
+from giod.errors import ConfigError, StorageError
+
+__all__ = ["CLUSTERS", "COLLECTION", "DEFAULT_EVENTS", "FRACTIONS", "QUICK_EVENTS", "plot", "run"]
+
+DEFAULT_EVENTS = 2_000_000
+QUICK_EVENTS = 20_000
+FRACTIONS = (0.001, 0.01, 0.1)
+CLUSTERS: tuple[int | None, ...] = (
+    100,
+    10_000,
+    None,
+)  # events per cluster; None: giod's default (16 MB)
+COLLECTION = "hits"
+HITS_PER_EVENT = 10
+TAG = "ht"
+_CHUNK = 250_000  # events generated and appended at a time
+_FIELDS = [COLLECTION, "run", "event", "njets", "ntracks", "ht", "lead_pt"]
+
+
+def _cluster_label(cluster: int | None) -> str:
+    return "16 MB (default)" if cluster is None else f"{cluster:,} events"
+
+
+def _write(fed: Any, events: int, clusters: Sequence[int | None], advance: Any) -> tuple[list[Any], np.ndarray, int]:
+    """One dataset per cluster size, the same events in each.
+
+    Returns the datasets, every event's tag value and the payload bytes a
+    full scan decodes (hits and the tag).
+    """
+    schema = synthetic.schema()
+    datasets = [fed.create_dataset(f"select_{k}", schema) for k in range(len(clusters))]
+    writers = [ds.writer(cluster_events=c) for ds, c in zip(datasets, clusters, strict=True)]
+    tags = []
+    payload = 0
+    try:
+        for start in range(0, events, _CHUNK):
+            n = min(_CHUNK, events - start)
+            chunk = synthetic.events(
+                n,
+                seed=start // _CHUNK,
+                first_event=start,
+                hits=HITS_PER_EVENT,
+                cells=0,
+                tracks=0,
+                jets=4,
+            )[_FIELDS]
+            tags.append(ak.to_numpy(chunk[TAG]))
+            payload += chunk[COLLECTION].nbytes + chunk[TAG].nbytes
+            for w in writers:
+                w.append(chunk)
+            advance(n)
+    except BaseException:
+        for w in writers:
+            w.abort()
+        raise
+    for w in writers:
+        w.close()
+    return datasets, np.concatenate(tags), payload
+
+
+def _clusters_read(ds: Any, entries: np.ndarray) -> tuple[int, int]:
+    """(clusters of ``hits`` holding a selected entry, all clusters of ``hits``)."""
+    container = ds.schema.container_of(COLLECTION)
+    touched = total = 0
+    for db in ds.databases():  # one step per database, vectorised inside
+        sizes = db.container(container).cluster_entries
+        bounds = np.cumsum(sizes)
+        local = entries[(entries >= db.first_entry) & (entries < db.stop_entry)] - db.first_entry
+        touched += len(np.unique(np.searchsorted(bounds, local, side="right")))
+        total += len(sizes)
+    return touched, total
+
+
+def run(
+    events: int = DEFAULT_EVENTS,
+    fractions: Sequence[float] = FRACTIONS,
+    clusters: Sequence[int | None] = CLUSTERS,
+    repeat: int = 3,
+    workdir: str | os.PathLike[str] | None = None,
+    bars: Bars | None = None,
+) -> Outcome:
+    """Measure tag selections and the full scan for each cluster size."""
+    if events < 1 or repeat < 1 or not fractions or not clusters:
+        raise ConfigError("events, repeat, fractions and cluster sizes must be given and positive")
+    if any(not 0 < f < 1 for f in fractions):
+        raise ConfigError("selected fractions must lie strictly between 0 and 1")
+    if any(c is not None and c < 1 for c in clusters):
+        raise ConfigError("cluster sizes must be positive")
+    bars = bars or Bars(enabled=False)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="giod-bench-select-", dir=workdir) as tmp:
+        fed = giod.open(Path(tmp) / "fed")
+        with bars.task(f"writing {events:,} events × {len(clusters)} cluster sizes", events) as advance:
+            datasets, tag, payload = _write(fed, events, clusters, advance)
+        ordered = np.sort(tag)
+        cuts = []
+        for f in fractions:
+            keep = max(1, round(f * events))
+            # a cut at a stored value keeps exactly ``keep`` events when values do not tie
+            cuts.append((f, float(ordered[events - keep - 1]) if keep < events else float(ordered[0]) - 1.0))
+        expected = [int(np.count_nonzero(tag > cut)) for _, cut in cuts]
+        clocks: dict[tuple[int, str, int], Callable[[int], float]] = {}
+        for k, ds in enumerate(datasets):
+            clocks.update(_clocks(ds, k, cuts, expected))
+        with bars.task("selecting and scanning (in turn)", repeat * len(clocks)) as advance:
+            timings = round_robin(clocks, repeat, advance=advance)
+        for k, (ds, cluster) in enumerate(zip(datasets, clusters, strict=True)):
+            rows += _rows(ds, k, cluster, cuts, expected, timings)
+        fed.close()
+    notes = [
+        f"{events:,} events, {HITS_PER_EVENT} hits per event on average; the full scan reads "
+        f"{payload / MB:.0f} MB of payload (hits + ht) and cuts with numpy; medians of {repeat} "
+        "rounds, every measurement once per round",
+        "selection time = tag query (reads ht of every event) + reading the clusters of hits "
+        "that hold a selected event; 'clusters read' is that share",
+    ]
+    return Outcome(
+        name="select",
+        parameters={
+            "events": events,
+            "fractions": list(fractions),
+            "repeat": repeat,
+            "clusters": list(clusters),
+            "hits_per_event": HITS_PER_EVENT,
+            "tag": TAG,
+            "scan_payload_mb": payload / MB,
+        },
+        tables=[
+            Table(
+                "results",
+                f"select: {events:,} events, cut on {TAG}, read {COLLECTION}",
+                COLUMNS,
+                rows,
+            )
+        ],
+        notes=notes,
+    )
+
+
+def _clocks(
+    ds: Any, k: int, cuts: list[tuple[float, float]], expected: list[int]
+) -> dict[tuple[int, str, int], Callable[[int], float]]:
+    """The measurements of dataset ``k``: its full scan, and each cut's tag query and read."""
+
+    def scan(_: int) -> None:
+        arr = ds.read([COLLECTION, TAG])
+        passed = arr[COLLECTION][ak.to_numpy(arr[TAG]) > cuts[0][1]]
+        if len(passed) != expected[0]:
+            raise StorageError(f"the full scan found {len(passed)} events, {expected[0]} pass")
+
+    out: dict[tuple[int, str, int], Callable[[int], float]] = {(k, "scan", 0): stopwatch(scan)}
+    for j, ((_, cut), want) in enumerate(zip(cuts, expected, strict=True)):
+        expr = f"{TAG} > {cut!r}"
+        if len(ds.select(expr)) != want:
+            raise StorageError(f"selection {expr!r} does not find the {want} events that pass")
+
+        def query(_: int, expr: str = expr) -> int:
+            return len(ds.select(expr))
+
+        def read(_: int, expr: str = expr) -> ak.Array:
+            return ds.select(expr).read([COLLECTION])
+
+        out[(k, "query", j)] = stopwatch(query)
+        out[(k, "read", j)] = stopwatch(read)
+    return out
+
+
+def _rows(
+    ds: Any,
+    k: int,
+    cluster: int | None,
+    cuts: list[tuple[float, float]],
+    expected: list[int],
+    timings: dict[tuple[int, str, int], Timing],
+) -> list[dict[str, Any]]:
+    scan = timings[(k, "scan", 0)]
+    stored = float(ds.summary()["bytes"]) / MB
+    rows = []
+    for j, ((fraction, cut), want) in enumerate(zip(cuts, expected, strict=True)):
+        query, read = timings[(k, "query", j)], timings[(k, "read", j)]
+        touched, total = _clusters_read(ds, ds.select(f"{TAG} > {cut!r}").entries())
+        rows.append(
+            {
+                "cluster": _cluster_label(cluster),
+                "cluster_events": cluster,
+                "fraction": fraction,
+                "selected": want,
+                "clusters_read": touched / total if total else None,
+                "query_s": query.median,
+                "select_s": read.median,
+                "scan_s": scan.median,
+                "speedup": ratio(scan.median, read.median),
+                "tag_rate_hz": len(ds) / query.median,
+                "stored_mb": stored,
+                "timing": {"query": query.as_dict(), "select": read.as_dict(), "scan": scan.as_dict()},
+            }
+        )
+    return rows
+
+
+COLUMNS = [
+    Column("cluster", "cluster"), Column("fraction", "selected", "{:.1%}"),
+    Column("selected", "events", "{:,}"), Column("clusters_read", "clusters read", "{:.1%}"),
+    Column("query_s", "tag query s", "{:.3f}"), Column("tag_rate_hz", "tag Hz", "{:,.0f}"),
+    Column("select_s", "select+read s", "{:.3f}"), Column("scan_s", "full scan s", "{:.3f}"),
+    Column("speedup", "speed-up", "{:.1f}×"),
+]  # fmt: skip
+
+
+def plot(outcome: Outcome, path: Path) -> None:
+    """Speed-up over the full scan against the selected fraction, per cluster size."""
+    rows = outcome.table("results").rows
+    fig, (ax,) = figure("giod tag selection: speed-up over a full scan")
+    for label in dict.fromkeys(r["cluster"] for r in rows):
+        pts = [(r["fraction"], r["speedup"]) for r in rows if r["cluster"] == label]
+        ax.plot(*zip(*pts, strict=True), marker="o", label=f"cluster {label}")
+    ax.axhline(100, linestyle="--", color="grey", label="target at 0.1 %: 100×")
+    ax.axhline(1, linestyle=":", color="black")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("selected fraction of events")
+    ax.set_ylabel("full scan time / selection time")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    save(fig, path)
