@@ -27,6 +27,7 @@ from giod.storage.site import Site, open_site
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
 LOCAL_SITE_DIR = "data"
+SNAPSHOT_CACHE = 16  # dataset snapshots whose database lists are kept
 
 
 class Federation:
@@ -37,6 +38,7 @@ class Federation:
         self.root = root  # the directory of an embedded federation, if any
         self._sites: dict[str, Site] = {}
         self._schemas: dict[int, Schema] = {}
+        self._snapshots: dict[tuple[str, int], list[DatabaseRecord]] = {}
 
     # -------------------------------------------------------------- opening
 
@@ -117,6 +119,17 @@ class Federation:
             rec = self.catalog.schema(schema_id)
             self._schemas[schema_id] = Schema.from_yaml(rec.text if "\n" in rec.text else rec.text + "\n")
         return self._schemas[schema_id]
+
+    def snapshot_databases(self, dataset: str, version: int) -> list[DatabaseRecord]:
+        """Databases of ``dataset`` at ``version``, listed once per snapshot (versions are immutable)."""
+        key = (dataset, version)
+        found = self._snapshots.get(key)
+        if found is None:
+            found = self.catalog.databases(dataset, version)
+            self._snapshots[key] = found
+            while len(self._snapshots) > SNAPSHOT_CACHE:
+                self._snapshots.pop(next(iter(self._snapshots)))
+        return list(found)
 
     # ---------------------------------------------------------------- sites
 
@@ -224,7 +237,10 @@ class Dataset:
         return self if self.version is not None else self.at(self.federation.version)
 
     def databases(self) -> list[DatabaseRecord]:
-        return self.federation.catalog.databases(self.name, self.version)
+        """The databases of this dataset; a pinned snapshot never changes, so it is cached."""
+        if self.version is None:
+            return self.federation.catalog.databases(self.name, None)
+        return self.federation.snapshot_databases(self.name, self.version)
 
     # -------------------------------------------------------------- writing
 
