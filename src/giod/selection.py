@@ -5,8 +5,9 @@ Reading a selection goes, per database:
 1. skip the database when its per-database tag statistics show that no
    event can pass (``Expression.may_match``);
 2. read the tag columns the expression needs and evaluate it;
-3. read, from each container asked for, only the clusters (row groups)
-   that hold selected events, and only the columns asked for;
+3. read, from each container asked for, only the columns asked for and only
+   the Parquet pages that hold selected events (whole clusters when the
+   selection is dense; see docs/pages.md);
 4. adapt old schema versions, convert to awkward, link relations.
 """
 
@@ -21,7 +22,7 @@ import awkward as ak
 import numpy as np
 import pyarrow as pa
 
-from giod.catalog.records import DatabaseRecord
+from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
 from giod.errors import DataError, NotFound
 from giod.expression import Expression, match_all, parse
@@ -77,19 +78,6 @@ def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: se
         if head not in top:
             top.append(head)
     return Projection(out, tuple(top))
-
-
-def _cluster_plan(cluster_entries: Sequence[int], local: np.ndarray) -> tuple[list[int], np.ndarray]:
-    """Row groups holding the ``local`` entries, and their positions in what is read."""
-    bounds = np.zeros(len(cluster_entries) + 1, dtype=np.int64)
-    np.cumsum(cluster_entries, out=bounds[1:])
-    rg_of = np.searchsorted(bounds, local, side="right") - 1
-    groups = np.unique(rg_of)
-    sizes = bounds[groups + 1] - bounds[groups]
-    start_in_read = np.zeros(len(groups), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=start_in_read[1:])
-    pos = local - bounds[rg_of] + start_in_read[np.searchsorted(groups, rg_of)]
-    return groups.tolist(), pos
 
 
 class Selection:
@@ -207,18 +195,21 @@ def read_database(
         reader = fed.open_container(rec)
         old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
         read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
-        if local is None:
+        if local is None or len(local) == rec_events(rec):
             table = reader.read(read_paths)
         else:
-            groups, pos = _cluster_plan(rec.cluster_entries, local)
-            table = reader.read(read_paths, row_groups=groups)
-            if len(pos) != table.num_rows:
-                table = table.take(pa.array(pos))
+            # page-level reads: only the pages holding selected events (whole
+            # clusters when the selection is dense)
+            table = reader.read_rows(read_paths, np.asarray(local, dtype=np.int64))
         if old is not None:
             tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
             table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)
         out[container] = table
     return out
+
+
+def rec_events(container: ContainerRecord) -> int:
+    return int(sum(container.cluster_entries))
 
 
 def _old_paths(new: Schema, old: Schema, paths: Sequence[str]) -> list[str]:

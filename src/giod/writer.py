@@ -43,6 +43,15 @@ if TYPE_CHECKING:
 DEFAULT_CLUSTER_BYTES = config.BY_NAME["cluster_bytes"].default
 
 
+TAG_PAGE_SIZE = 1 << 20  # tags are read whole by selections: large pages
+
+
+def _options_for(container: str, options: WriteOptions) -> WriteOptions:
+    if container == TAG_CONTAINER:
+        return dataclasses.replace(options, data_page_size=TAG_PAGE_SIZE)
+    return options
+
+
 def write_options(cfg: Mapping[str, Any]) -> WriteOptions:
     return WriteOptions(compression=cfg["compression"], compression_level=cfg["compression_level"],
                         byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
@@ -295,7 +304,7 @@ class Writer:
         try:
             for c in containers:
                 w = ContainerWriter(self.site, f"{directory}/{c}.parquet",
-                                    self.schema.arrow_schema(c), self.options)
+                                    self.schema.arrow_schema(c), _options_for(c, self.options))
                 # tags are small: event-sized clusters would make tag queries read thousands of row groups
                 per_cluster = None if c == TAG_CONTAINER else self.cluster_events
                 buffers[c] = _ContainerBuffer(w, per_cluster, self.cluster_bytes)
@@ -377,7 +386,7 @@ def write_pass(
     stats: dict[str, tuple[float, float]] = {}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}.parquet",
-                            schema.arrow_schema(c), options)
+                            schema.arrow_schema(c), _options_for(c, options))
         try:
             buf = _ContainerBuffer(w, None, cluster_bytes)
             buf.add(table)

@@ -8,7 +8,6 @@ import pytest
 
 import giod
 from giod.bench import synthetic
-from giod.storage import container
 
 
 @pytest.fixture
@@ -46,24 +45,24 @@ def test_statistics_prune_databases(filled):
     assert len(sel) == 10
 
 
-def test_only_clusters_with_selected_events_are_read(filled, monkeypatch):
-    ds, _ = filled
-    seen = []
-    real = container.ContainerReader.read
+def test_sparse_selection_reads_only_a_few_pages(filled, monkeypatch):
+    ds, events = filled
+    from giod.storage import pages
 
-    def spy(self, columns=None, row_groups=None):
-        seen.append((self.path, None if row_groups is None else list(row_groups)))
-        return real(self, columns, row_groups)
+    calls = []
+    real = pages.read_rows
 
-    monkeypatch.setattr(container.ContainerReader, "read", spy)
-    sel = ds.select("ht > 0")
-    first = sel.entries()[:3]
-    sel2 = ds.select(f"event == {int(ds.event(int(first[0]), ['event']).event)}")
-    seen.clear()
-    arr = sel2.read(["hits"])
-    assert len(arr) == 1
-    hit_reads = [rg for path, rg in seen if "raw.tracker" in path]
-    assert hit_reads == [[int(first[0]) % 500 // 50]]
+    def spy(source, columns, rows, **kw):
+        out = real(source, columns, rows, **kw)
+        calls.append((str(source), len(rows), out.num_rows))
+        return out
+
+    monkeypatch.setattr(pages, "read_rows", spy)
+    entry = 777
+    sel = ds.select(f"event == {int(events.event[entry])}")
+    arr = sel.read(["hits"])
+    assert len(arr) == 1 and arr.hits.x.to_list() == events.hits.x[entry:entry + 1].to_list()
+    assert [(n, m) for path, n, m in calls if "raw.tracker" in path] == [(1, 1)]
 
 
 def test_iterate_chunks(filled):
