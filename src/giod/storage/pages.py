@@ -53,11 +53,14 @@ _CMD_TYPE, _CMD_ENCODINGS, _CMD_PATH, _CMD_CODEC, _CMD_VALUES, _CMD_USIZE, _CMD_
 _CMD_DATA_OFFSET, _CMD_DICT_OFFSET = 9, 11
 
 
-def _need(s: Struct, fid: int, kind: type | tuple[type, ...], what: str) -> Any:
-    v = s.value(fid)
+def _need(s: Struct, fid: int, kind: type | tuple[type, ...], what: str, default: Any = None) -> Any:
+    v = s.value(fid, default) if isinstance(s, Struct) else None
     if not isinstance(v, kind):
-        raise IntegrityError(f"corrupt Parquet footer: {what} missing or malformed")
+        raise IntegrityError(f"corrupt Parquet metadata: {what} missing or malformed")
     return v
+
+
+_PYARROW_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError)  # on damaged files
 
 
 # --- the footer --------------------------------------------------------------------
@@ -91,7 +94,7 @@ class _Layout:
     def empty_read(self, columns: list[str] | None) -> pa.Table:
         try:
             return pq.ParquetFile(pa.BufferReader(self.empty_file)).read(columns=columns)
-        except (pa.ArrowException, OSError) as exc:
+        except _PYARROW_ERRORS as exc:
             raise IntegrityError(f"corrupt Parquet schema: {exc}") from exc
 
 
@@ -143,9 +146,11 @@ def _parse_layout(footer_bytes: bytes) -> _Layout:
             row.append(m)
             if _CC_FILE_PATH in cc or _CC_CRYPTO in cc:
                 continue  # no page index use: reported when the column is read
-            index[g, leaf] = (cc.value(_CC_OI_OFFSET, -1), cc.value(_CC_OI_LENGTH, -1),
-                              m.value(_CMD_DICT_OFFSET, -1), _need(m, _CMD_DATA_OFFSET, int, "data page offset"),
-                              m.value(_CMD_CSIZE, -1))
+            index[g, leaf] = (_need(cc, _CC_OI_OFFSET, int, "offset index offset", -1),
+                              _need(cc, _CC_OI_LENGTH, int, "offset index length", -1),
+                              _need(m, _CMD_DICT_OFFSET, int, "dictionary page offset", -1),
+                              _need(m, _CMD_DATA_OFFSET, int, "data page offset"),
+                              _need(m, _CMD_CSIZE, int, "column chunk size", -1))
         meta.append(row)
     rg_first = np.zeros(len(groups), dtype=np.int64)
     np.cumsum(rg_rows[:-1], out=rg_first[1:])
@@ -395,7 +400,7 @@ def _decode_offset_indexes(buf: Any, at: np.ndarray, length: np.ndarray) -> tupl
         oi, _ = thrift.decode_struct(bytes(buf[a:a + n]))
         locations = _need(oi, 1, List, "page locations").items
         counts.append(len(locations))
-        rows += [(loc.value(1, -1), loc.value(2, -1), loc.value(3, -1)) for loc in locations]
+        rows += [tuple(_need(loc, f, int, "page location", -1) for f in (1, 2, 3)) for loc in locations]
     return np.array(counts, dtype=np.int64), np.array(rows, dtype=np.int64).reshape(-1, 3)
 
 
@@ -576,12 +581,12 @@ def _mini_file(layout: _Layout, group: list[_LeafPages], buf: Any,
             original = layout.meta[g][lp.leaf]
             encodings: list[int] = []
             for gg in ([g] if split else rgs.tolist()):
-                encodings += [e for e in layout.meta[gg][lp.leaf].value(_CMD_ENCODINGS).items if e not in encodings]
+                some = _need(layout.meta[gg][lp.leaf], _CMD_ENCODINGS, List, "column encodings").items
+                encodings += [e for e in some if e not in encodings]
             meta = Struct()
-            meta.put(_CMD_TYPE, I32, original.value(_CMD_TYPE))
+            for fid in (_CMD_TYPE, _CMD_ENCODINGS, _CMD_PATH, _CMD_CODEC):  # kept as found, wire types too
+                meta[fid] = original.get(fid, (I32, 0))
             meta.put(_CMD_ENCODINGS, LIST, List(I32, encodings))
-            meta.put(_CMD_PATH, LIST, original.value(_CMD_PATH))
-            meta.put(_CMD_CODEC, I32, original.value(_CMD_CODEC))
             meta.put(_CMD_VALUES, I64, int(lp.values[a:b].sum()))
             meta.put(_CMD_USIZE, I64, usize + int(lp.usize[a:b].sum()))
             meta.put(_CMD_CSIZE, I64, pos - chunk_start)
@@ -599,7 +604,7 @@ def _mini_file(layout: _Layout, group: list[_LeafPages], buf: Any,
         row_groups.append(rg)
 
     md = Struct()
-    md.put(_FMD_VERSION, I32, layout.footer.value(_FMD_VERSION, 1))
+    md[_FMD_VERSION] = layout.footer.get(_FMD_VERSION, (I32, 1))
     md.put(_FMD_SCHEMA, LIST, List(STRUCT, _restricted_schema(layout, leaves)))
     md.put(_FMD_ROWS, I64, int((lead.end - lead.first).sum()))
     md.put(_FMD_ROW_GROUPS, LIST, List(STRUCT, row_groups))
@@ -607,9 +612,8 @@ def _mini_file(layout: _Layout, group: list[_LeafPages], buf: Any,
     kv.put(1, BINARY, b"ARROW:schema")
     kv.put(2, BINARY, layout.resolve(("arrow", *leaves), lambda: _arrow_schema(layout, tuple(leaves))))
     md.put(_FMD_KV, LIST, List(STRUCT, [kv]))
-    created_by = layout.footer.value(_FMD_CREATED_BY)
-    if created_by is not None:  # Arrow chooses its work-arounds for old writers by it
-        md.put(_FMD_CREATED_BY, BINARY, created_by)
+    if _FMD_CREATED_BY in layout.footer:  # Arrow chooses its work-arounds for old writers by it
+        md[_FMD_CREATED_BY] = layout.footer[_FMD_CREATED_BY]
     orders = layout.footer.value(_FMD_ORDERS)
     if isinstance(orders, List) and len(orders.items) == len(layout.leaves):
         md.put(_FMD_ORDERS, LIST, List(orders.elem_type, [orders.items[i] for i in leaves]))
@@ -621,7 +625,7 @@ def _mini_file(layout: _Layout, group: list[_LeafPages], buf: Any,
 def _decode(mini: bytes, rows: int, name: str) -> pa.Table:
     try:
         table = pq.ParquetFile(pa.BufferReader(mini), page_checksum_verification=True).read()
-    except (pa.ArrowException, OSError) as exc:
+    except _PYARROW_ERRORS as exc:
         raise IntegrityError(f"{name}: corrupt data pages: {exc}") from exc
     if table.num_rows != rows:
         raise IntegrityError(f"{name}: the pages read hold {table.num_rows} rows, the page index says {rows}")
@@ -735,7 +739,7 @@ def _read_row_groups(src: _Source, layout: _Layout, rgs: np.ndarray, rows: np.nd
                             page_checksum_verification=True)
         table = pf.read_row_groups(rgs.tolist(), columns=None if columns is None else list(columns))
         return table.take(pa.array(local))
-    except (pa.ArrowException, OSError) as exc:
+    except _PYARROW_ERRORS as exc:
         raise IntegrityError(f"{src.name}: cannot read row groups: {exc}") from exc
 
 

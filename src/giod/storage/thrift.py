@@ -392,10 +392,10 @@ def decode_int_struct_lists(buf: Any, starts: np.ndarray, types: tuple[int, ...]
     if np.any(t0[nz] >= len(tok_start)) or np.any(tok_start[t0[nz]] != first[nz]):
         return None
     spans = per * counts
+    if np.any(t0[nz] + spans[nz] > len(values)):  # a count larger than the bytes that follow: not this layout
+        return None
     total = int(counts.sum())
     idx = np.repeat(t0 - (np.cumsum(spans) - spans), spans) + np.arange(int(spans.sum()), dtype=np.int64)
-    if len(idx) and idx[-1] >= len(values):
-        return None
     tok = values[idx].reshape(total, per)
     single = (ends - tok_start)[idx].reshape(total, per) == 1
     expect = np.array([*(0x10 | t for t in types), 0], dtype=np.uint64)
