@@ -96,3 +96,36 @@ def test_refusals(fed: Any, tmp_path: Path) -> None:
     write_root(out, fed.dataset("jets").read(), fed.dataset("jets").schema)
     assert import_root(fed, out, "jets").n_events == 2
     assert np.array_equal(ak.flatten(fed.dataset("jets").read().Jet.pt).to_numpy(), [1.0, 1.0])
+
+
+def test_failed_import_leaves_no_dataset(tmp_path, monkeypatch):
+    import pytest as _pytest
+
+    import giod
+    from giod.bench import synthetic
+    from giod.interchange import nanoaod
+    from giod.interchange.export import write_root
+
+    src = tmp_path / "small.root"
+    write_root(src, synthetic.events(50, seed=1)[["jets", "ht", "njets"]], _jets_only_schema())
+    real = nanoaod.iterate_events
+
+    def broken(*args, **kwargs):
+        for i, chunk in enumerate(real(*args, **kwargs)):
+            if i == 0:
+                yield chunk
+            raise giod.DataError("the file ends early")
+
+    monkeypatch.setattr(nanoaod, "iterate_events", broken)
+    fed = giod.open(tmp_path / "fed")
+    with _pytest.raises(giod.DataError):
+        nanoaod.import_root(fed, src, "small", step_size=10)
+    assert "small" not in fed.datasets()
+
+
+def _jets_only_schema():
+    import giod
+
+    return giod.Schema.from_yaml(
+        "schema_version: 1\nname: jets\ntypes:\n  Jet: {fields: {pt: float32, eta: float32, phi: float32, "
+        "mass: float32}}\ncollections: {jets: Jet}\ntags: {ht: float32, njets: int32}\n")

@@ -594,13 +594,18 @@ def import_root(
     layout = inspect_tree(path, tree)
     ds, created = _dataset_for(fed_or_dataset, dataset_name, layout.schema)
     done = chunks = 0
-    with ds.writer() as writer:
-        for events in iterate_events(path, layout, step_size=step_size):
-            writer.append(events)
-            done += len(events)
-            chunks += 1
-            if progress is not None:
-                progress(done, layout.n_entries)
+    try:
+        with ds.writer() as writer:
+            for events in iterate_events(path, layout, step_size=step_size):
+                writer.append(events)
+                done += len(events)
+                chunks += 1
+                if progress is not None:
+                    progress(done, layout.n_entries)
+    except BaseException:
+        if created:  # an import that created its dataset lands whole or not at all
+            ds.federation.catalog.delete_dataset(dataset_name)
+        raise
     return ImportReport(
         dataset=dataset_name,
         path=os.fspath(path),
