@@ -159,7 +159,7 @@ def object_(oid: str, federation: str) -> None:
     o = OID.parse(oid)
     obj = fed.object(o)
     db = fed.catalog.database(o.database)
-    ds_name = next(d.name for d in fed.catalog.datasets() if d.id == db.dataset_id)
+    ds_name = fed.dataset_of(db)
     schema = fed.dataset(ds_name).schema
     tdef = schema.collection_type(o.collection)
     click.echo(f"{o}: a {tdef.name} in collection {o.collection} of dataset {ds_name}, entry {o.entry}")

@@ -30,15 +30,21 @@ def _progress() -> Any:
 SELECTION = "njets >= 2 and lead_jet_pt > 60"
 
 
+def _fresh(output: Path) -> Path:
+    """An empty place for the demo's federation (a previous run's is removed)."""
+    fed_dir = output / "federation"
+    if fed_dir.exists():
+        shutil.rmtree(fed_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    return fed_dir
+
+
 def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str, Any]:
     import giod
     from giod.analysis import dijet
     from giod.physics.chain import reconstruct_dataset, simulate_into
 
-    fed_dir = output / "federation"
-    if fed_dir.exists():
-        shutil.rmtree(fed_dir)
-    output.mkdir(parents=True, exist_ok=True)
+    fed_dir = _fresh(output)
     fed = giod.open(fed_dir)
     stats: dict[str, Any] = {"events": n_events}
     with _progress() as progress:
@@ -70,10 +76,7 @@ def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]
     from giod.analysis import dijet
     from giod.bench import synthetic
 
-    fed_dir = output / "federation"
-    if fed_dir.exists():
-        shutil.rmtree(fed_dir)
-    output.mkdir(parents=True, exist_ok=True)
+    fed_dir = _fresh(output)
     fed = giod.open(fed_dir)
     schema = synthetic.schema()
     ds = fed.create_dataset("demo", schema)

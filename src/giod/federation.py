@@ -117,7 +117,7 @@ class Federation:
     def schema(self, schema_id: int) -> Schema:
         if schema_id not in self._schemas:
             rec = self.catalog.schema(schema_id)
-            self._schemas[schema_id] = Schema.from_yaml(rec.text if "\n" in rec.text else rec.text + "\n")
+            self._schemas[schema_id] = Schema.from_text(rec.text, source=f"catalog schema {schema_id}")
         return self._schemas[schema_id]
 
     def snapshot_databases(self, dataset: str, version: int) -> list[DatabaseRecord]:
@@ -177,13 +177,18 @@ class Federation:
 
     # -------------------------------------------------------------- objects
 
+    def dataset_of(self, database: DatabaseRecord) -> str:
+        """The name of the (live) dataset a database belongs to."""
+        for d in self.catalog.datasets():
+            if d.id == database.dataset_id:
+                return d.name
+        raise NotFound(f"database {database.id}: its dataset no longer exists")
+
     def object(self, oid: str | OID) -> ak.Record:
         """The object with id ``oid`` (e.g. ``db42/tracks/1234#7``), relations navigable."""
         o = OID.parse(oid) if isinstance(oid, str) else oid
         db = self.catalog.database(o.database)
-        ds_name = next((d.name for d in self.catalog.datasets() if d.id == db.dataset_id), None)
-        if ds_name is None:
-            raise NotFound(f"object {o}: its dataset no longer exists")
+        ds_name = self.dataset_of(db)
         if not db.first_entry <= o.entry < db.stop_entry:
             raise NotFound(f"object {o}: database {db.id} holds entries {db.first_entry}..{db.stop_entry - 1}")
         event = self.dataset(ds_name).event(o.entry)

@@ -195,7 +195,7 @@ def read_database(
         reader = fed.open_container(rec)
         old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
         read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
-        if local is None or len(local) == rec_events(rec):
+        if local is None or len(local) == _events_in(rec):
             table = reader.read(read_paths)
         else:
             # page-level reads: only the pages holding selected events (whole
@@ -208,7 +208,7 @@ def read_database(
     return out
 
 
-def rec_events(container: ContainerRecord) -> int:
+def _events_in(container: ContainerRecord) -> int:
     return int(sum(container.cluster_entries))
 
 

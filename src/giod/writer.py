@@ -423,7 +423,7 @@ def _stored_counts(dataset: Dataset, database: DatabaseRecord, events: ak.Array,
     out = {}
     for t in targets:
         col = tables[schema.container_of(t)].column(t)
-        out[t] = pa.compute.list_value_length(col).to_numpy(zero_copy_only=False).astype(np.int64)
+        out[t] = pc.list_value_length(col).to_numpy(zero_copy_only=False).astype(np.int64)
     return out
 
 

@@ -204,10 +204,15 @@ class ContainerReader:
         """
         from giod.storage.pages import read_rows
 
-        source: Any = self.site.local_path(self.path) or self.site.open(self.path)
+        local = self.site.local_path(self.path)
         try:
-            return read_rows(source, columns, rows, metadata=self._file.metadata)
-        except StorageError:
+            if local is not None:
+                return read_rows(local, columns, rows, metadata=self._file.metadata)
+            with self.site.open(self.path) as fh:
+                return read_rows(fh, columns, rows, metadata=self._file.metadata)
+        except IntegrityError:
+            raise
+        except StorageError:  # no page index: whole clusters
             return self.read(columns).take(pa.array(rows))
 
     def close(self) -> None:
