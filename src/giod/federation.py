@@ -39,6 +39,7 @@ class Federation:
         self._sites: dict[str, Site] = {}
         self._schemas: dict[int, Schema] = {}
         self._snapshots: dict[tuple[str, int], list[DatabaseRecord]] = {}
+        self._site_ids: dict[int, SiteRecord] | None = None
 
     # -------------------------------------------------------------- opening
 
@@ -137,6 +138,7 @@ class Federation:
         return sorted(self.catalog.sites(), key=lambda s: (s.distance, s.name))
 
     def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        self._site_ids = None
         return self.catalog.add_site(name, url, distance)
 
     def site(self, name: str | None = None) -> Site:
@@ -160,7 +162,11 @@ class Federation:
 
     def open_container(self, container: ContainerRecord) -> ContainerReader:
         """Open a container from the nearest site holding a good replica."""
-        by_id = {s.id: s for s in self.sites()}
+        # sites are listed once per federation object, not once per file; a site
+        # registered meanwhile by another process triggers one fresh listing
+        if self._site_ids is None or not set(container.site_ids) <= set(self._site_ids):
+            self._site_ids = {s.id: s for s in self.sites()}
+        by_id = self._site_ids
         candidates = sorted((by_id[i] for i in container.site_ids if i in by_id),
                             key=lambda s: s.distance)
         if not candidates:
