@@ -14,7 +14,8 @@ pyarrow, sqlite3, psycopg, SQLAlchemy or the file system are wrapped with
      │    └── IntegrityError  a checksum or size mismatch, a truncated or corrupt file
      ├── NotFound             an unknown dataset, database, entry, object or site
      ├── ConfigError          a bad setting or option
-     ├── AuthError            a missing, invalid or insufficient token
+     ├── AuthError            a missing, invalid, revoked or expired token
+     │    └── Forbidden       a valid token whose scope does not allow the action
      └── MissingDependency    an optional package that is not installed
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "ConflictError",
     "DataError",
     "ExpressionError",
+    "Forbidden",
     "GiodError",
     "IntegrityError",
     "MissingDependency",
@@ -102,6 +104,10 @@ class ConfigError(GiodError):
 
 class AuthError(GiodError):
     """A token is missing, invalid, revoked or lacks the needed scope."""
+
+
+class Forbidden(AuthError):
+    """The caller is authenticated, but its token's scope or dataset does not allow the action."""
 
 
 class MissingDependency(GiodError, ImportError):

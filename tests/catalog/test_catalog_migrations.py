@@ -70,7 +70,7 @@ def test_a_level_1_catalog_is_migrated_with_its_data_intact(catalog_url: str) ->
 
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:
-            assert migrations.read_level(conn) == migrations.latest_level() == 2
+            assert migrations.read_level(conn) == migrations.latest_level() >= 2
         assert catalog.version() == 6  # a migration is not a federation commit
         assert [v.description for v in catalog.versions()] == [f"step {i}" for i in range(6, 0, -1)]
         db = catalog.database(ids["db"])
@@ -128,12 +128,13 @@ def test_migrated_schema_equals_tables_py(catalog: Catalog) -> None:
                 ix.name: (tuple(c.name for c in ix.columns), bool(ix.unique))
                 for ix in table.indexes
             }, table.name
-        assert conn.execute(select(meta.c.value)).scalars().all() == ["2"]
+        assert conn.execute(select(meta.c.value)).scalars().all() == [str(migrations.latest_level())]
 
 
 def test_migrate_refuses_unknown_levels(catalog: Catalog) -> None:
+    latest = migrations.latest_level()
     with catalog._engine.begin() as conn:
-        with pytest.raises(CatalogError, match="no catalog schema level 3: this giod knows 1 to 2"):
-            migrations.migrate(conn, target=3)
-        assert migrations.migrate(conn, target=1) == (2, 2)  # never downwards
-        assert migrations.migrate(conn) == (2, 2)
+        with pytest.raises(CatalogError, match=f"no catalog schema level {latest + 1}: this giod knows 1 to {latest}"):
+            migrations.migrate(conn, target=latest + 1)
+        assert migrations.migrate(conn, target=1) == (latest, latest)  # never downwards
+        assert migrations.migrate(conn) == (latest, latest)

@@ -9,7 +9,8 @@ at that version (see ``tables.visible``).
 
 The module holds the read methods and the small writes; the commit path
 (``commit_database``, ``add_containers``) lives in ``giod.catalog.commits``,
-transactions and engines in ``giod.catalog.engine``.
+the bearer tokens in ``giod.catalog.tokens``, transactions and engines in
+``giod.catalog.engine``.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from giod.catalog.tables import (
     versions,
     visible,
 )
+from giod.catalog.tokens import TokenMethods
 from giod.errors import CatalogError, ConfigError, ConflictError, NotFound
 
 __all__ = ["Catalog"]
@@ -65,7 +67,7 @@ __all__ = ["Catalog"]
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
 
 
-class Catalog(CommitMethods):
+class Catalog(CommitMethods, TokenMethods):
     """The catalog of one federation. Open with ``Catalog.open(url)``.
 
     Safe to share between threads; a child process started by fork drops the
@@ -360,6 +362,11 @@ class Catalog(CommitMethods):
             return set(conn.execute(q).scalars())
 
         return self._read(work)
+
+    def checksum_of(self, path: str) -> str | None:
+        """The checksum recorded for the container file at ``path`` (None if unknown)."""
+        q = select(containers.c.checksum).where(containers.c.path == path).limit(1)
+        return self._read(lambda conn: conn.execute(q).scalar())
 
     def set_replica_state(self, container_id: int, site: str, state: str) -> None:
         """Record the state of a container's copy at ``site`` (adding the replica if new)."""

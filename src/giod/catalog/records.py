@@ -6,8 +6,11 @@ sees SQLAlchemy rows.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from giod.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -129,3 +132,54 @@ class VersionRecord:
     version: int
     created: float
     description: str
+
+
+# Weakest first: each scope implies the ones before it (admin ⊃ write ⊃ read).
+TOKEN_SCOPES = ("read", "write", "admin")
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """A bearer token as the catalog keeps it (never its secret).
+
+    ``dataset`` None: the token covers every dataset. Whether the token is
+    still valid (not revoked, not expired) is ``Catalog.verify_token``'s
+    business; ``allows`` only judges its scope.
+    """
+
+    id: int
+    scope: str  # one of TOKEN_SCOPES
+    dataset: str | None  # the only dataset it covers; None: all of them
+    note: str
+    created: float  # unix time
+    expires: float | None  # unix time; None: never
+    revoked: float | None  # unix time of the revocation; None: not revoked
+
+    def allows(self, scope: str, dataset: str | None) -> bool:
+        """Whether this token may do an action needing ``scope`` on ``dataset``.
+
+        ``dataset`` None is a federation-wide action (list datasets or sites,
+        add a site). A token restricted to dataset D may do the *read*
+        federation-wide actions (listings: names are not data) and read or,
+        with write scope, write D's data, nothing of any other dataset.
+        Admin actions need an unrestricted admin token.
+        """
+        if scope not in TOKEN_SCOPES:
+            raise ConfigError(f"token scope {scope!r} is not one of {', '.join(TOKEN_SCOPES)}")
+        if self.scope not in TOKEN_SCOPES or TOKEN_SCOPES.index(self.scope) < TOKEN_SCOPES.index(scope):
+            return False
+        if self.dataset is None:
+            return True
+        if scope == "admin":
+            return False
+        if dataset is None:
+            return scope == "read"
+        return dataset == self.dataset
+
+    def state(self, now: float | None = None) -> str:
+        """``"revoked"``, ``"expired"`` (at ``now``, default the current time) or ``"active"``."""
+        if self.revoked is not None:
+            return "revoked"
+        if self.expires is not None and self.expires <= (time.time() if now is None else now):
+            return "expired"
+        return "active"

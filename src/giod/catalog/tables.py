@@ -30,6 +30,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnElement
 
+from giod.catalog.records import TOKEN_SCOPES
+
 __all__ = [
     "REPLICA_STATES",
     "commit_keys",
@@ -45,6 +47,7 @@ __all__ = [
     "schemas",
     "sites",
     "tag_stats",
+    "tokens",
     "versions",
     "visible",
 ]
@@ -213,6 +216,26 @@ commit_keys = Table(
     Column("key", Text, primary_key=True),
     Column("version", BigInteger, nullable=False),
     Column("created", Double, nullable=False),
+)
+
+# Bearer tokens of the server (level 3). Not versioned: access control is not
+# federation content, and a revoked token must stop working for every reader.
+# ``dataset`` NULL means every dataset; ``hash`` is "sha256:<hex>" of the secret.
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("note", Text, nullable=False, server_default=""),
+    Column("scope", String(16), nullable=False),
+    Column("dataset", Text),
+    Column("hash", String(128), nullable=False),
+    Column("created", Double, nullable=False),  # unix time
+    Column("expires", Double),  # unix time; NULL: never
+    Column("revoked", Double),  # unix time; NULL: not revoked
+    CheckConstraint(
+        "scope IN (" + ", ".join(f"'{s}'" for s in TOKEN_SCOPES) + ")", name="tokens_scope"
+    ),
+    sqlite_autoincrement=True,
 )
 
 Index(

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, inspect, select
 
-from giod.catalog.migrations import v0001_initial, v0002_container_provenance
+from giod.catalog.migrations import v0001_initial, v0002_container_provenance, v0003_tokens
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
 
@@ -32,6 +32,7 @@ __all__ = ["STEPS", "check_level", "latest_level", "migrate", "read_level"]
 STEPS: dict[int, Callable[[Connection], None]] = {
     1: v0001_initial.upgrade,
     2: v0002_container_provenance.upgrade,
+    3: v0003_tokens.upgrade,
 }
 
 _KEY = "schema_version"

@@ -1,0 +1,138 @@
+"""Bearer tokens: issued, listed, revoked and verified against the catalog.
+
+A token's secret is ``giod_<id>_<43 random URL-safe characters>`` (256 bits
+from ``secrets``). The catalog keeps only ``sha256:<hex>`` of the whole
+secret. An unsalted fast hash is enough here, unlike for passwords: with 256
+random bits nobody can guess a secret from its hash, and a precomputed table
+cannot cover that space, so salt or a slow KDF (bcrypt, argon2) would add
+nothing but tens of milliseconds of CPU to every authenticated request. The id in the
+secret finds the row in one primary-key lookup; the hashes are then
+compared with ``hmac.compare_digest``, so the time taken does not tell how
+many leading characters of a guess were right.
+
+Tokens are access control, not federation content: issuing or revoking one
+is a plain transaction that does not bump the federation version, and a
+revocation holds for every reader at once, whatever version it has pinned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import re
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from giod.catalog.engine import Transactions
+from giod.catalog.records import TOKEN_SCOPES, TokenRecord
+from giod.catalog.tables import tokens
+from giod.errors import AuthError, ConfigError, NotFound
+
+__all__ = ["TokenMethods"]
+
+PREFIX = "giod"
+_RANDOM_BYTES = 32  # -> 43 URL-safe characters
+# ASCII only (no \d: it matches every Unicode digit); 18 digits keep the id within BIGINT.
+_SECRET = re.compile(r"giod_([1-9][0-9]{0,17})_([A-Za-z0-9_-]{32,128})", re.ASCII)
+_INVALID = "invalid token"  # the one message for malformed, unknown and wrong tokens
+_DUMMY = "sha256:" + "0" * 64  # compared against when the id is unknown, to take the same time
+
+
+def _digest(secret: str) -> str:
+    return "sha256:" + hashlib.sha256(secret.encode("ascii")).hexdigest()
+
+
+def _record(row: Any) -> TokenRecord:
+    return TokenRecord(
+        id=int(row.id),
+        scope=row.scope,
+        dataset=row.dataset,
+        note=row.note,
+        created=float(row.created),
+        expires=None if row.expires is None else float(row.expires),
+        revoked=None if row.revoked is None else float(row.revoked),
+    )
+
+
+class TokenMethods(Transactions):
+    """``create_token``, ``tokens``, ``revoke_token`` and ``verify_token`` of ``Catalog``."""
+
+    def create_token(
+        self, scope: str, dataset: str | None = None, *, expires: float | None = None, note: str = ""
+    ) -> tuple[TokenRecord, str]:
+        """Issue a token; returns its record and its secret (shown this once, never stored).
+
+        ``scope`` is ``read``, ``write`` or ``admin``; ``dataset`` restricts
+        the token to one dataset by name (it need not exist yet, so that a
+        writer can be given a token for the dataset it will create); admin
+        tokens cover the whole federation. ``expires`` is a unix time.
+        """
+        if scope not in TOKEN_SCOPES:
+            raise ConfigError(f"token scope {scope!r} is not one of {', '.join(TOKEN_SCOPES)}")
+        if dataset is not None and not dataset:
+            raise ConfigError("a token's dataset needs a name (or None for every dataset)")
+        if dataset is not None and scope == "admin":
+            raise ConfigError("admin tokens cover the whole federation: leave out the dataset")
+        now = time.time()
+        if expires is not None and not (math.isfinite(expires) and expires > now):
+            raise ConfigError(f"a token's expiry must be a time in the future, not {expires!r}")
+        random_part = secrets.token_urlsafe(_RANDOM_BYTES)
+
+        def work(conn: Connection) -> tuple[TokenRecord, str]:
+            # The secret holds the id, known only after the insert: insert, then set the hash.
+            row = {
+                "note": note, "scope": scope, "dataset": dataset, "hash": _DUMMY,
+                "created": now, "expires": expires,
+            }  # fmt: skip
+            new = int(conn.execute(insert(tokens).values(row).returning(tokens.c.id)).scalar_one())
+            secret = f"{PREFIX}_{new}_{random_part}"
+            conn.execute(update(tokens).where(tokens.c.id == new).values(hash=_digest(secret)))
+            return TokenRecord(new, scope, dataset, note, now, expires, None), secret
+
+        return self._run(work, write=True)
+
+    def tokens(self) -> list[TokenRecord]:
+        """Every token, revoked and expired ones included, by id."""
+        q = select(tokens).order_by(tokens.c.id)
+        return [_record(r) for r in self._read(lambda conn: conn.execute(q).all())]
+
+    def revoke_token(self, token_id: int) -> None:
+        """Revoke a token from now on; NotFound if there is none. Revoking twice keeps the first time."""
+
+        def work(conn: Connection) -> None:
+            found = conn.execute(select(tokens.c.revoked).where(tokens.c.id == token_id)).first()
+            if found is None:
+                raise NotFound(f"no token {token_id}")
+            if found.revoked is None:
+                conn.execute(update(tokens).where(tokens.c.id == token_id).values(revoked=time.time()))
+
+        self._run(work, write=True)
+
+    def verify_token(self, secret: str, *, now: float | None = None) -> TokenRecord:
+        """The record of the valid token whose secret this is.
+
+        AuthError for anything else, with one message for a malformed,
+        unknown or wrong secret; only the holder of the right secret of a
+        revoked or expired token learns that it was revoked or has expired.
+        """
+        if not isinstance(secret, str):
+            raise AuthError(_INVALID)
+        match = _SECRET.fullmatch(secret.strip())
+        if match is None:
+            raise AuthError(_INVALID)
+        token_id = int(match.group(1))
+        q = select(tokens).where(tokens.c.id == token_id)
+        row = self._read(lambda conn: conn.execute(q).first())
+        stored = _DUMMY if row is None else str(row.hash)
+        same = hmac.compare_digest(stored.encode("ascii"), _digest(match.group(0)).encode("ascii"))
+        if row is None or not same:
+            raise AuthError(_INVALID)
+        record = _record(row)
+        state = record.state(now)
+        if state != "active":
+            raise AuthError(f"token {record.id} {'was revoked' if state == 'revoked' else 'has expired'}")
+        return record

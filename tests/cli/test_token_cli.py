@@ -1,0 +1,105 @@
+"""`giod token create|list|revoke` on a real embedded federation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+import giod
+from giod.bench import synthetic
+from giod.cli import main
+from giod.errors import AuthError
+
+
+@pytest.fixture
+def fed_dir(tmp_path: Path) -> str:
+    path = tmp_path / "fed"
+    with giod.open(path) as fed:
+        fed.create_dataset("qcd", synthetic.schema())
+    return str(path)
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def _create(fed_dir: str, *args: str) -> tuple[Result, str]:
+    r = run("token", "create", *args, "-f", fed_dir)
+    assert r.exit_code == 0, r.output
+    return r, r.stdout.rstrip("\n").splitlines()[-1]
+
+
+def test_create_prints_the_secret_alone_on_the_last_line(fed_dir: str) -> None:
+    r, secret = _create(fed_dir, "--scope", "write", "--dataset", "qcd", "--expires-in", "30d", "--note", "daq")
+    assert secret.startswith("giod_") and " " not in secret
+    with giod.open(fed_dir, create=False) as fed:
+        token = fed.catalog.verify_token(secret)
+    assert (token.scope, token.dataset, token.note) == ("write", "qcd", "daq")
+    assert token.expires is not None and token.expires - token.created == pytest.approx(30 * 86400, abs=60)
+    assert f"token {token.id}: write on dataset qcd" in r.stdout
+    assert "does not exist" not in r.stdout
+
+
+@pytest.mark.parametrize(("given", "seconds"), [("12h", 12 * 3600), ("3600s", 3600), ("90m", 5400), ("2w", 14 * 86400)])
+def test_expires_in_units(fed_dir: str, given: str, seconds: int) -> None:
+    _, secret = _create(fed_dir, "--scope", "read", "--expires-in", given)
+    with giod.open(fed_dir, create=False) as fed:
+        token = fed.catalog.verify_token(secret)
+    assert token.expires is not None and token.expires - token.created == pytest.approx(seconds, abs=60)
+
+
+def test_a_dataset_that_does_not_exist_yet_is_said(fed_dir: str) -> None:
+    r, secret = _create(fed_dir, "--scope", "write", "--dataset", "run2026")
+    assert "dataset run2026 does not exist (yet)" in r.stdout
+    assert r.stdout.rstrip("\n").splitlines()[-1] == secret
+
+
+def test_list_and_revoke(fed_dir: str) -> None:
+    _, reader = _create(fed_dir, "--scope", "read", "--note", "students")
+    _, admin = _create(fed_dir, "--scope", "admin")
+    listed = run("token", "list", "-f", fed_dir)
+    assert listed.exit_code == 0
+    for secret in (reader, admin):
+        assert secret not in listed.output and secret.split("_", 2)[2] not in listed.output
+    assert "students" in listed.output and "admin" in listed.output and listed.output.count("active") == 2
+    with giod.open(fed_dir, create=False) as fed:
+        reader_id = fed.catalog.verify_token(reader).id
+
+    r = run("token", "revoke", str(reader_id), "-f", fed_dir)
+    assert r.exit_code == 0 and f"token {reader_id} revoked" in r.output
+    with giod.open(fed_dir, create=False) as fed:
+        with pytest.raises(AuthError, match="revoked"):
+            fed.catalog.verify_token(reader)
+        assert fed.catalog.verify_token(admin).scope == "admin"
+    listed = run("token", "list", "-f", fed_dir)
+    assert listed.output.count("revoked") == 1 and listed.output.count("active") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["create"], "--scope"),
+        (["create", "--scope", "root"], "'root'"),
+        (["create", "--scope", "admin", "--dataset", "qcd"], "whole federation"),
+        (["create", "--scope", "read", "--expires-in", "30"], "unit"),
+        (["create", "--scope", "read", "--expires-in", "-3d"], "positive"),
+        (["create", "--scope", "read", "--expires-in", "soon"], "'soon'"),
+        (["revoke", "x"], "not a number"),
+        (["revoke", "42"], "no token 42"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(fed_dir: str, args: list[str], says: str) -> None:
+    r = CliRunner().invoke(main, ["token", *args, "-f", fed_dir])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], r.output
+    with giod.open(fed_dir, create=False) as fed:
+        assert fed.catalog.tokens() == []
+
+
+def test_a_missing_federation_is_exit_2(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["token", "list", "-f", str(tmp_path / "nothing")])
+    assert r.exit_code == 2 and "no giod federation" in r.output
+    assert not (tmp_path / "nothing").exists()
