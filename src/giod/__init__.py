@@ -29,11 +29,17 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def open(target: str | os.PathLike[str] = "giod-data", *, create: bool = True) -> Federation:  # noqa: A001
-    """Open the federation at a directory (created if missing) or a catalog URL."""
+def open(target: str | os.PathLike[str] = "giod-data", *, create: bool = True,  # noqa: A001
+         token: str | None = None, verify: bool | str = True) -> Federation:
+    """Open the federation at a directory (created if missing), a catalog URL or a giod server.
+
+    For a server (``http(s)://host:port``), ``token`` is the bearer token
+    (default: the ``GIOD_TOKEN`` environment variable) and ``verify`` the TLS
+    check: True, False, or the path of a CA/certificate file.
+    """
     from giod.federation import Federation
 
-    return Federation.open(target, create=create)
+    return Federation.open(target, create=create, token=token, verify=verify)
 
 
 def __getattr__(name: str) -> object:

@@ -44,12 +44,15 @@ class Federation:
     # -------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, target: str | os.PathLike[str], *, create: bool = True) -> Federation:
+    def open(cls, target: str | os.PathLike[str], *, create: bool = True, token: str | None = None,
+             verify: bool | str = True) -> Federation:
         text = os.fspath(target)
         if text.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
             return cls(Catalog.open(text, create=create))
         if text.startswith(("http://", "https://")):
-            raise ConfigError(f"{text}: remote federations need a giod server client (not available yet)")
+            from giod.catalog.remote import RemoteCatalog
+
+            return cls(RemoteCatalog.open(text, token=token, verify=verify))  # type: ignore[arg-type]
         root = Path(text).expanduser().resolve()
         db = root / CATALOG_FILE
         if not db.exists():
@@ -174,12 +177,34 @@ class Federation:
         failures: list[GiodError] = []
         for rec in candidates:
             try:
-                return ContainerReader(self.site(rec.name), container.path, expected_size=container.size)
+                site = self.site(rec.name)
+                if hasattr(site, "expect_size"):  # a remote site: the catalog's size spares a request
+                    site.expect_size(container.path, container.size)
+                return ContainerReader(site, container.path, expected_size=container.size)
             except (NotFound, IntegrityError, StorageError) as exc:
                 failures.append(exc)
         if len(failures) == 1:
             raise failures[0]
         raise StorageError("no replica could be read: " + "; ".join(str(e) for e in failures))
+
+    def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
+        """Announce container reads in reading order (``columns=None``: whole files).
+
+        Remote sites start fetching at once, many requests in flight; local
+        sites ignore it.
+        """
+        if self._site_ids is None:
+            self._site_ids = {s.id: s for s in self.sites()}
+        plans: dict[str, list[tuple[str, int, Sequence[str] | None]]] = {}
+        for container, columns in items:
+            held = [self._site_ids[i] for i in container.site_ids if i in self._site_ids]
+            if held:
+                nearest = min(held, key=lambda s: s.distance)
+                plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
+        for name, plan in plans.items():
+            site = self.site(name)
+            if hasattr(site, "prefetch"):
+                site.prefetch(plan)
 
     # -------------------------------------------------------------- objects
 

@@ -127,6 +127,10 @@ class Selection:
     @cached_property
     def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
         plan = []
+        if self.expression.fields:  # the tags of every candidate, fetched ahead from remote sites
+            names = sorted(self.expression.fields)
+            self.dataset.federation.prefetch(
+                [(c, names) for db in self.databases() if (c := db.container(TAG_CONTAINER)) is not None])
         for db in self.databases():
             sel = self._mask(db)
             if sel is None or len(sel):
@@ -147,6 +151,18 @@ class Selection:
             {c.name for c in db.containers} for db in self._databases[:1]]
         return set.intersection(*sets) if sets else set()
 
+    def _prefetch(self, proj: Projection) -> None:
+        """Tell remote sites every container read ahead, in reading order."""
+        items = []
+        for db, sel in self._plan:
+            if not _dense(db, sel):
+                continue  # page-level reads fetch just their pages, in parallel
+            for container, paths in proj.columns.items():
+                rec = db.container(container)
+                if rec is not None:
+                    items.append((rec, list(paths) or None))
+        self.dataset.federation.prefetch(items)
+
     def projection(self, columns: Sequence[str] | None = None) -> Projection:
         """Check ``columns`` against the schema and the stored containers."""
         return resolve_columns(self.dataset.schema, columns, self._available())
@@ -154,6 +170,7 @@ class Selection:
     def read(self, columns: Sequence[str] | None = None) -> ak.Array:
         """The selected events with the given collections/fields/tags (all by default)."""
         proj = self.projection(columns)
+        self._prefetch(proj)
         tables: dict[str, list[pa.Table]] = {c: [] for c in proj.columns}
         for db, sel in self._plan:
             for container, table in read_database(self.dataset, db, proj, sel).items():
@@ -165,6 +182,7 @@ class Selection:
         if step_size <= 0:
             raise DataError("step_size must be positive")
         proj = self.projection(columns)
+        self._prefetch(proj)
         for db, sel in self._plan:
             local = np.arange(db.n_events) if sel is None else sel
             for start in range(0, len(local), step_size):
@@ -172,6 +190,11 @@ class Selection:
                 whole = sel is None and len(part) == db.n_events
                 tables = read_database(self.dataset, db, proj, None if whole else part)
                 yield assemble(self.dataset.schema, proj, tables)
+
+
+def _dense(db: DatabaseRecord, sel: np.ndarray | None) -> bool:
+    # past this share of its events a database is read whole (as read_database does)
+    return sel is None or len(sel) == db.n_events
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table | None:
@@ -195,12 +218,15 @@ def read_database(
         reader = fed.open_container(rec)
         old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
         read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
-        if local is None or len(local) == _events_in(rec):
-            table = reader.read(read_paths)
-        else:
-            # page-level reads: only the pages holding selected events (whole
-            # clusters when the selection is dense)
-            table = reader.read_rows(read_paths, np.asarray(local, dtype=np.int64))
+        try:
+            if local is None or len(local) == _events_in(rec):
+                table = reader.read(read_paths)
+            else:
+                # page-level reads: only the pages holding selected events (whole
+                # clusters when the selection is dense)
+                table = reader.read_rows(read_paths, np.asarray(local, dtype=np.int64))
+        finally:
+            reader.close()
         if old is not None:
             tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
             table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)

@@ -158,6 +158,7 @@ class ContainerReader:
     def __init__(self, site: Site, path: str, *, expected_size: int | None = None):
         self.site = site
         self.path = path
+        self._source: Any = None
         local = site.local_path(path)
         try:
             if expected_size is not None:
@@ -168,6 +169,7 @@ class ContainerReader:
                         f"the catalog recorded {expected_size}: truncated or replaced"
                     )
             source: Any = local if local is not None else site.open(path)
+            self._source = source
             self._file = pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=True)
         except (NotFound, IntegrityError):
             raise
@@ -219,3 +221,5 @@ class ContainerReader:
         reader = getattr(self._file, "reader", None)
         if reader is not None and hasattr(reader, "close"):
             reader.close()
+        if self._source is not None and hasattr(self._source, "close"):
+            self._source.close()  # a remote file hands its prefetched bytes back

@@ -280,8 +280,14 @@ class _Source:
         run_at = np.cumsum(run_stop - run_start) - (run_stop - run_start)
         buf = bytearray(int(run_at[-1] + run_stop[-1] - run_start[-1]))
         view = memoryview(buf)
-        for a, b, at in zip(run_start.tolist(), run_stop.tolist(), run_at.tolist(), strict=True):
-            self.read_into(a, view[at:at + b - a])
+        many = getattr(self.file, "read_many", None) if self._map is None else None
+        if many is not None and len(heads) > 1:  # a remote file: every run in flight at once
+            runs = list(zip(run_start.tolist(), run_stop.tolist(), strict=True))
+            for (a, b), at, data in zip(runs, run_at.tolist(), many(runs), strict=True):
+                view[at:at + b - a] = data
+        else:
+            for a, b, at in zip(run_start.tolist(), run_stop.tolist(), run_at.tolist(), strict=True):
+                self.read_into(a, view[at:at + b - a])
         where = np.empty(len(offset), dtype=np.int64)
         where[order] = run_at[run] + start - run_start[run]
         return buf, where

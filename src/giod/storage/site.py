@@ -296,6 +296,8 @@ def register_site_kind(scheme: str, factory: Callable[[str, str], Site]) -> None
 def open_site(name: str, url: str) -> Site:
     """Open the site ``name`` at ``url`` (a directory, ``file://``, or an fsspec URL)."""
     scheme = url.split("://", 1)[0] if "://" in url else "file"
+    if scheme in ("http", "https") and scheme not in _KINDS:
+        import giod.storage.remote  # noqa: F401 - registers the kinds of giod servers
     if scheme in _KINDS:
         return _KINDS[scheme](name, url)
     if scheme == "file":

@@ -1,0 +1,177 @@
+"""A catalog that speaks to a giod server: the same methods as ``Catalog``, over HTTP.
+
+``giod.open("http://host:port", token=…)`` puts this catalog under a
+``Federation``, so everything above works unchanged on a remote federation.
+Sites come back with URLs under the server (``…/files/<site>``): container
+files are read and written through it. Writes go through the server's
+commit call, which runs the same single catalog transaction as a local
+commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from giod.catalog import wire
+from giod.catalog.records import (
+    CommitResult,
+    ContainerSpec,
+    DatabaseCommit,
+    DatabaseRecord,
+    DatasetRecord,
+    SchemaRecord,
+    SiteRecord,
+    VersionRecord,
+)
+from giod.errors import CatalogError
+from giod.storage.remote import Endpoint, Limits, connect
+
+__all__ = ["RemoteCatalog"]
+
+API = "/api/v1"
+
+
+def _q(version: int | None = None, **more: Any) -> str:
+    params = {k: v for k, v in {"version": version, **more}.items() if v is not None}
+    return "?" + urlencode(params) if params else ""
+
+
+class RemoteCatalog:
+    """The catalog of a federation served by ``giod serve``."""
+
+    dialect = "remote"
+    sqlite = False
+
+    def __init__(self, endpoint: Endpoint):
+        self.endpoint = endpoint
+        self.url = endpoint.base
+        self._schemas: dict[int, SchemaRecord] = {}
+
+    @classmethod
+    def open(cls, url: str, *, token: str | None = None, verify: bool | str = True) -> RemoteCatalog:
+        """Connect to the server at ``url``; AuthError if the token is refused."""
+        cat = cls(connect(url, token, verify=verify))
+        r = cat.endpoint.request("GET", f"{API}/federation", what=f"opening {cat.url}")
+        cat.endpoint.limits = Limits.from_headers(r.headers)
+        return cat
+
+    def close(self) -> None:
+        """Nothing to release: connections belong to the endpoint, shared by its sites."""
+
+    def _get(self, path: str) -> Any:
+        return self.endpoint.json("GET", API + path)
+
+    def _post(self, path: str, payload: Any, *, idempotent: bool = False) -> Any:
+        return self.endpoint.json("POST", API + path, payload, idempotent=idempotent)
+
+    # -- versions and schemas -------------------------------------------------
+
+    def version(self) -> int:
+        return int(self._get("/federation")["version"])
+
+    def versions(self, limit: int = 100) -> list[VersionRecord]:
+        return wire.load_many(VersionRecord, self._get(f"/versions{_q(limit=limit)}"))
+
+    def add_schema(self, name: str, text: str, fingerprint: str) -> int:
+        return int(self._post("/schemas", {"name": name, "text": text, "fingerprint": fingerprint},
+                              idempotent=True)["id"])
+
+    def schema(self, schema_id: int) -> SchemaRecord:
+        if schema_id not in self._schemas:  # schemas never change once registered
+            self._schemas[schema_id] = wire.load(SchemaRecord, self._get(f"/schemas/{int(schema_id)}"))
+        return self._schemas[schema_id]
+
+    # -- datasets --------------------------------------------------------------
+
+    def create_dataset(self, name: str, schema_id: int) -> DatasetRecord:
+        return wire.load(DatasetRecord, self._post("/datasets", {"name": name, "schema_id": schema_id}))
+
+    def dataset(self, name: str, version: int | None = None) -> DatasetRecord:
+        return wire.load(DatasetRecord, self._get(f"/datasets/{quote(name, safe='')}{_q(version)}"))
+
+    def datasets(self, version: int | None = None) -> list[DatasetRecord]:
+        return wire.load_many(DatasetRecord, self._get(f"/datasets{_q(version)}"))
+
+    def set_dataset_schema(self, name: str, schema_id: int) -> int:
+        doc = self.endpoint.json("PUT", f"{API}/datasets/{quote(name, safe='')}/schema",
+                                 {"schema_id": schema_id}, idempotent=True)
+        return int(doc["version"])
+
+    def delete_dataset(self, name: str) -> int:
+        return int(self.endpoint.json("DELETE", f"{API}/datasets/{quote(name, safe='')}", idempotent=True)["version"])
+
+    def dataset_summary(self, name: str, version: int | None = None) -> dict[str, int]:
+        doc = self._get(f"/datasets/{quote(name, safe='')}/summary{_q(version)}")
+        return {k: int(doc[k]) for k in ("n_events", "n_databases", "bytes")}
+
+    # -- sites -----------------------------------------------------------------
+
+    def _through_server(self, rec: SiteRecord) -> SiteRecord:
+        # the client reaches every site of the federation through the server
+        return SiteRecord(rec.id, rec.name, f"{self.url}/files/{quote(rec.name, safe='')}", rec.distance)
+
+    def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        rec = wire.load(SiteRecord, self._post("/sites", {"name": name, "url": url, "distance": distance}))
+        return self._through_server(rec)
+
+    def site(self, name: str) -> SiteRecord:
+        return self._through_server(wire.load(SiteRecord, self._get(f"/sites/{quote(name, safe='')}")))
+
+    def sites(self) -> list[SiteRecord]:
+        return [self._through_server(s) for s in wire.load_many(SiteRecord, self._get("/sites"))]
+
+    def replicas(self, container_id: int) -> list[tuple[SiteRecord, str]]:
+        doc = self._get(f"/containers/{int(container_id)}/replicas")
+        return [(self._through_server(wire.load(SiteRecord, d["site"])), str(d["state"])) for d in doc]
+
+    def set_replica_state(self, container_id: int, site: str, state: str) -> None:
+        self.endpoint.json("PUT", f"{API}/containers/{int(container_id)}/replicas/{quote(site, safe='')}",
+                           {"state": state}, idempotent=True)
+
+    # -- databases -------------------------------------------------------------
+
+    def databases(self, dataset: str, version: int | None = None) -> list[DatabaseRecord]:
+        return wire.load_many(DatabaseRecord, self._get(f"/datasets/{quote(dataset, safe='')}/databases{_q(version)}"))
+
+    def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
+        return wire.load(DatabaseRecord, self._get(f"/databases/{int(database_id)}{_q(version)}"))
+
+    def commit_database(self, commit: DatabaseCommit) -> CommitResult:
+        # an idempotency key makes a retried commit land once; without one a retry could land twice
+        doc = self._post("/commit", wire.dump(commit), idempotent=commit.idempotency_key is not None)
+        return wire.load(CommitResult, doc)
+
+    def add_containers(self, database_id: int, containers: Sequence[ContainerSpec], site: str, *,
+                       tag_stats: Mapping[str, tuple[float, float]] | None = None, replace: bool = False,
+                       idempotency_key: str | None = None) -> int:
+        item = _add_item(database_id, containers, tag_stats)
+        doc = self._post("/containers", {"items": [item], "site": site, "replace": replace,
+                                         "idempotency_key": idempotency_key},
+                         idempotent=idempotency_key is not None)
+        return int(doc["version"])
+
+    def add_containers_bulk(self, items: Sequence[tuple[int, Sequence[ContainerSpec],
+                                                        Mapping[str, tuple[float, float]] | None]],
+                            site: str, *, replace: bool = False) -> int:
+        doc = self._post("/containers", {"items": [_add_item(*item) for item in items], "site": site,
+                                         "replace": replace, "idempotency_key": None})
+        return int(doc["version"])
+
+    def __getattr__(self, name: str) -> Any:
+        # maintenance (fsck, gc, migrations) runs on the server's own catalog, not through it
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise Unavailable(f"{name}: not available through a remote catalog; run it where the catalog is")
+
+
+class Unavailable(CatalogError, AttributeError):
+    """A catalog method that only the server's own catalog has."""
+
+
+def _add_item(database_id: int, containers: Sequence[ContainerSpec],
+              tag_stats: Mapping[str, tuple[float, float]] | None) -> dict[str, Any]:
+    stats = dict(tag_stats or {})
+    return {"database_id": int(database_id), "containers": [wire.dump(c) for c in containers],
+            "tag_stats": wire.dump_stats(stats)}

@@ -1,0 +1,130 @@
+"""The giod server: one ASGI app serving a federation over HTTP.
+
+``create_app(target)`` opens the federation (a directory or a catalog URL)
+and mounts the catalog API, the file byte ranges, the server-side query,
+``/metrics`` and ``/healthz``. Errors are typed: the body names the
+``GiodError`` class and the client raises the same class.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+import giod
+from giod.errors import (
+    AuthError,
+    ConflictError,
+    Forbidden,
+    GiodError,
+    IntegrityError,
+    MissingDependency,
+    NotFound,
+    StorageError,
+)
+from giod.federation import Federation
+from giod.server.auth import Gate
+from giod.server.cache import QueryCache
+from giod.server.routes import catalog as catalog_routes
+from giod.server.routes import files as file_routes
+from giod.server.routes import query as query_routes
+from giod.server.state import ServerState, need
+from giod.storage.remote import Limits
+
+__all__ = ["create_app", "status_of"]
+
+
+def status_of(exc: GiodError) -> int:
+    """The HTTP status a giod error is answered with."""
+    if isinstance(exc, Forbidden):
+        return 403
+    if isinstance(exc, AuthError):
+        return 401
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    if isinstance(exc, IntegrityError):
+        return 422  # what the client sent (or asked for) failed its checksum
+    if isinstance(exc, MissingDependency):
+        return 501
+    if isinstance(exc, StorageError):
+        return 503 if "refused" not in str(exc) else 413
+    return 400
+
+
+def create_app(target: str | Federation, *, anonymous_read: bool = False, limits: Limits | None = None,
+               cache_bytes: int = 256 << 20) -> FastAPI:
+    """The ASGI app serving the federation at ``target``."""
+    fed = target if isinstance(target, Federation) else Federation.open(target, create=False)
+    app = FastAPI(title="giod", version=giod.__version__,
+                  description="A federated object store for particle-physics event data.",
+                  docs_url="/docs", redoc_url=None)
+    st = ServerState(fed, Gate(fed.catalog, anonymous_read=anonymous_read), limits or Limits(),
+                     cache=QueryCache(cache_bytes))
+    app.state.giod = st
+
+    @app.exception_handler(GiodError)
+    async def giod_error(request: Request, exc: GiodError) -> JSONResponse:
+        status = status_of(exc)
+        headers = {"www-authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"error": type(exc).__name__, "message": str(exc)}, status_code=status,
+                            headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return JSONResponse({"error": "DataError", "message": f"{where}: {first.get('msg', 'invalid request')}"},
+                            status_code=422)
+
+    @app.middleware("http")
+    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        name = getattr(route, "path", "unmatched")
+        st.metrics.observe(name, request.method, response.status_code, time.perf_counter() - t0)
+        return response
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, Any]:
+        return {"ok": True, "version": fed.version()}
+
+    @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
+    def metrics(request: Request) -> str:
+        need(request, "read")
+        return st.metrics.render()
+
+    app.include_router(catalog_routes.router)
+    app.include_router(file_routes.router)
+    app.include_router(query_routes.router)
+    return app
+
+
+def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_read: bool = False,
+          certfile: str | None = None, keyfile: str | None = None, log_level: str = "warning",
+          ready: Callable[[int], None] | None = None) -> None:
+    """Run the server until interrupted (``port=0`` picks a free port, reported to ``ready``)."""
+    import socket
+
+    import uvicorn
+
+    app = create_app(target, anonymous_read=anonymous_read)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    config = uvicorn.Config(app, log_level=log_level, ssl_certfile=certfile, ssl_keyfile=keyfile,
+                            timeout_keep_alive=30, limit_concurrency=1024, h11_max_incomplete_event_size=16 << 10,
+                            server_header=False)
+    server = uvicorn.Server(config)
+    if ready is not None:
+        ready(sock.getsockname()[1])
+    server.run(sockets=[sock])

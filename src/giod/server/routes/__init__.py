@@ -1,0 +1,1 @@
+"""Routes of the giod server, one module per concern."""

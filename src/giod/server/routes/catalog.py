@@ -1,0 +1,217 @@
+"""The catalog API: federation, versions, schemas, datasets, databases, sites, replicas, commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from giod.catalog import wire
+from giod.catalog.records import ContainerSpec, DatabaseCommit
+from giod.errors import CatalogError, NotFound
+from giod.server.state import need, state
+
+router = APIRouter(prefix="/api/v1", tags=["catalog"])
+
+Version = Query(None, ge=0, description="Federation version of the snapshot (default: the current one).")
+Name = str
+
+
+class SchemaIn(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    text: str = Field(min_length=1, max_length=1 << 20)
+    fingerprint: str = Field(min_length=1, max_length=200)
+
+
+class DatasetIn(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    schema_id: int = Field(ge=1)
+
+
+class SchemaChange(BaseModel):
+    schema_id: int = Field(ge=1)
+
+
+class SiteIn(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    url: str = Field(min_length=1, max_length=4096)
+    distance: int = Field(0, ge=0, le=1_000_000)
+
+
+class ReplicaState(BaseModel):
+    state: str = Field(min_length=1, max_length=20)
+
+
+class ContainersIn(BaseModel):
+    items: list[dict[str, Any]] = Field(max_length=100_000)
+    site: str = Field(min_length=1, max_length=200)
+    replace: bool = False
+    idempotency_key: str | None = Field(None, max_length=200)
+
+
+def _catalog(request: Request) -> Any:
+    return state(request).federation.catalog
+
+
+def _dataset_of(request: Request, dataset_id: int) -> str:
+    for d in _catalog(request).datasets():
+        if d.id == dataset_id:
+            return str(d.name)
+    raise NotFound(f"dataset {dataset_id} no longer exists")
+
+
+@router.get("/federation", summary="The federation: version, datasets, sites")
+def federation(request: Request) -> dict[str, Any]:
+    need(request, "read")
+    cat = _catalog(request)
+    return {"version": cat.version(), "datasets": [d.name for d in cat.datasets()],
+            "sites": [wire.dump(s) for s in cat.sites()],
+            "limits": vars(state(request).limits)}
+
+
+@router.get("/versions", summary="The latest versions, newest first")
+def versions(request: Request, limit: int = Query(100, ge=1, le=10_000)) -> list[dict[str, Any]]:
+    need(request, "read")
+    return [wire.dump(v) for v in _catalog(request).versions(limit)]
+
+
+@router.post("/schemas", summary="Register a schema (idempotent by fingerprint)")
+def add_schema(request: Request, body: SchemaIn) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)
+    from giod.schema import Schema
+
+    Schema.from_text(body.text)  # refuse a model that does not parse before it is registered
+    return {"id": _catalog(request).add_schema(body.name, body.text, body.fingerprint)}
+
+
+@router.get("/schemas/{schema_id}", summary="One schema: its YAML text and fingerprint")
+def get_schema(request: Request, schema_id: int) -> dict[str, Any]:
+    need(request, "read")
+    return wire.dump(_catalog(request).schema(schema_id))
+
+
+@router.get("/datasets", summary="Datasets at a version")
+def datasets(request: Request, version: int | None = Version) -> list[dict[str, Any]]:
+    need(request, "read")
+    return [wire.dump(d) for d in _catalog(request).datasets(version)]
+
+
+@router.post("/datasets", summary="Create a dataset")
+def create_dataset(request: Request, body: DatasetIn) -> dict[str, Any]:
+    need(request, "write", body.name)
+    return wire.dump(_catalog(request).create_dataset(body.name, body.schema_id))
+
+
+@router.get("/datasets/{name}", summary="One dataset")
+def get_dataset(request: Request, name: Name, version: int | None = Version) -> dict[str, Any]:
+    need(request, "read", name)
+    return wire.dump(_catalog(request).dataset(name, version))
+
+
+@router.put("/datasets/{name}/schema", summary="Evolve a dataset to a new schema")
+def set_schema(request: Request, name: Name, body: SchemaChange) -> dict[str, Any]:
+    need(request, "write", name)
+    return {"version": _catalog(request).set_dataset_schema(name, body.schema_id)}
+
+
+@router.delete("/datasets/{name}", summary="Delete a dataset (its files stay for old snapshots until gc)")
+def delete_dataset(request: Request, name: Name) -> dict[str, Any]:
+    need(request, "admin")
+    return {"version": _catalog(request).delete_dataset(name)}
+
+
+@router.get("/datasets/{name}/summary", summary="Events, databases and bytes of a dataset")
+def summary(request: Request, name: Name, version: int | None = Version) -> dict[str, Any]:
+    need(request, "read", name)
+    return dict(_catalog(request).dataset_summary(name, version))
+
+
+@router.get("/datasets/{name}/databases", summary="The databases of a dataset with their containers")
+def databases(request: Request, name: Name, version: int | None = Version) -> list[dict[str, Any]]:
+    need(request, "read", name)
+    return [wire.dump(d) for d in state(request).federation.snapshot_databases(
+        name, version if version is not None else _catalog(request).version())]
+
+
+@router.get("/databases/{database_id}", summary="One database with its containers")
+def database(request: Request, database_id: int, version: int | None = Version) -> dict[str, Any]:
+    need(request, "read", any_dataset=True)
+    rec = _catalog(request).database(database_id, version)
+    need(request, "read", _dataset_of(request, rec.dataset_id))
+    return wire.dump(rec)
+
+
+@router.get("/sites", summary="Sites, nearest first")
+def sites(request: Request) -> list[dict[str, Any]]:
+    need(request, "read")
+    return [wire.dump(s) for s in _catalog(request).sites()]
+
+
+@router.get("/sites/{name}", summary="One site")
+def site(request: Request, name: Name) -> dict[str, Any]:
+    need(request, "read")
+    return wire.dump(_catalog(request).site(name))
+
+
+@router.post("/sites", summary="Register a site")
+def add_site(request: Request, body: SiteIn) -> dict[str, Any]:
+    need(request, "admin")
+    return wire.dump(state(request).federation.add_site(body.name, body.url, body.distance))
+
+
+@router.get("/sites/{name}/files", summary="Every file on a site (for consistency checks)")
+def site_files(request: Request, name: Name) -> dict[str, Any]:
+    need(request, "admin")
+    s = state(request).federation.site(name)
+    return {"files": [{"path": f.path, "size": f.size, "mtime": f.mtime} for f in s.walk()]}
+
+
+@router.get("/containers/{container_id}/replicas", summary="Copies of a container and their states")
+def replicas(request: Request, container_id: int) -> list[dict[str, Any]]:
+    need(request, "read")
+    return [{"site": wire.dump(s), "state": st} for s, st in _catalog(request).replicas(container_id)]
+
+
+@router.put("/containers/{container_id}/replicas/{site}", summary="Record the state of a copy")
+def set_replica(request: Request, container_id: int, site: Name, body: ReplicaState) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)
+    _catalog(request).set_replica_state(container_id, site, body.state)
+    return {"ok": True}
+
+
+@router.post("/commit", summary="Register a database, its containers and replica in one transaction")
+def commit(request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    c = wire.load(DatabaseCommit, body)
+    need(request, "write", c.dataset)
+    _check_paths(c.dataset, [s.path for s in c.containers])
+    return wire.dump(_catalog(request).commit_database(c))
+
+
+@router.post("/containers", summary="Add containers to databases (a later pass) in one transaction")
+def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
+    cat = _catalog(request)
+    items = []
+    for item in body.items:
+        if not isinstance(item, dict) or "database_id" not in item:
+            raise CatalogError("each item needs a database_id, containers and tag_stats")
+        db = cat.database(int(item["database_id"]))
+        dataset = _dataset_of(request, db.dataset_id)
+        need(request, "write", dataset)
+        specs = [wire.load(ContainerSpec, c) for c in item.get("containers", [])]
+        _check_paths(dataset, [s.path for s in specs])
+        stats = wire.load_stats(item.get("tag_stats") or {})
+        items.append((db.id, specs, stats))
+    if body.idempotency_key is not None and len(items) == 1:
+        v = cat.add_containers(items[0][0], items[0][1], body.site, tag_stats=items[0][2], replace=body.replace,
+                               idempotency_key=body.idempotency_key)
+    else:
+        v = cat.add_containers_bulk(items, body.site, replace=body.replace)
+    return {"version": v}
+
+
+def _check_paths(dataset: str, paths: list[str]) -> None:
+    # files of a dataset live under its name: that is what file permissions go by
+    for p in paths:
+        if not p.startswith(dataset + "/"):
+            raise CatalogError(f"container path {p!r} is not below the dataset's directory {dataset}/")

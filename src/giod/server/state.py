@@ -1,0 +1,36 @@
+"""What every route of one server shares: the federation, the gate, counters, the cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+
+from giod.federation import Federation
+from giod.server.auth import Caller, Gate
+from giod.server.cache import QueryCache
+from giod.server.metrics import Metrics
+from giod.storage.remote import Limits
+
+__all__ = ["ServerState", "state", "need"]
+
+
+@dataclass
+class ServerState:
+    federation: Federation
+    gate: Gate
+    limits: Limits = field(default_factory=Limits)
+    metrics: Metrics = field(default_factory=Metrics)
+    cache: QueryCache = field(default_factory=QueryCache)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def state(request: Request) -> ServerState:
+    return request.app.state.giod  # type: ignore[no-any-return]
+
+
+def need(request: Request, scope: str, dataset: str | None = None, *, any_dataset: bool = False) -> Caller:
+    """The caller, if its token allows ``scope`` on ``dataset``; AuthError/Forbidden otherwise."""
+    return state(request).gate.check(request.headers.get("authorization"), scope, dataset,
+                                     any_dataset=any_dataset)

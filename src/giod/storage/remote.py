@@ -1,0 +1,398 @@
+"""Remote sites: container files read and written through a giod server.
+
+A site served by ``giod serve`` at ``http://host:port`` is reached under
+``http://host:port/files/<site>/<path>``. Reads never wait one round trip per
+page: a selection tells the site what it will read (:meth:`RemoteSite.prefetch`),
+the :class:`~giod.storage.ranges.ReadScheduler` keeps many range requests in
+flight in reading order, and the file objects handed to pyarrow answer from
+what arrived. Anything not announced is fetched on demand, with the server's
+bounds (ranges per request, bytes per request) respected.
+
+One :class:`Endpoint` per server holds the connection pool and the bearer
+token; the remote catalog registers it when a federation is opened, so sites
+of that server share it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+from urllib.parse import quote, urlsplit
+
+from giod import errors
+from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
+from giod.storage.checksum import Checksum
+from giod.storage.ranges import ReadScheduler
+from giod.storage.site import FileInfo, PendingFile, Site, check_relpath, register_site_kind
+
+__all__ = ["Endpoint", "Limits", "RemoteSite", "connect", "endpoint_for"]
+
+TOKEN_ENV = "GIOD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+RETRIES = 3  # attempts for idempotent requests that failed on the way
+TAIL = 64 << 10  # bytes read from the end of a file to find its footer
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a server accepts; it publishes them and the client stays inside."""
+
+    max_ranges: int = 64  # ranges in one multi-range request
+    max_request_bytes: int = 64 << 20  # bytes answered by one request
+    max_upload_bytes: int = 16 << 30  # one uploaded file
+
+    @classmethod
+    def from_headers(cls, headers: Any) -> Limits:
+        d = cls()
+        try:
+            return cls(
+                int(headers.get("x-giod-max-ranges", d.max_ranges)),
+                int(headers.get("x-giod-max-request-bytes", d.max_request_bytes)),
+                int(headers.get("x-giod-max-upload-bytes", d.max_upload_bytes)),
+            )
+        except ValueError:
+            return d
+
+
+def _error_from(status: int, body: bytes, what: str) -> GiodError:
+    """The typed error a server answer stands for (the server names the class)."""
+    kind, message = "", body.decode("utf-8", "replace")[:500]
+    try:
+        doc = json.loads(body)
+        kind, message = str(doc.get("error", "")), str(doc.get("message", message))
+    except (ValueError, AttributeError):
+        pass
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, GiodError):
+        return cls(message)
+    if status == 401:
+        return AuthError(f"{what}: {message or 'authentication required'}")
+    if status == 403:
+        return getattr(errors, "Forbidden", AuthError)(f"{what}: {message or 'forbidden'}")
+    if status == 404:
+        return NotFound(f"{what}: not found")
+    if status in (413, 416):
+        return StorageError(f"{what}: the server refused the request ({status}): {message}")
+    return StorageError(f"{what}: server answered {status}: {message}")
+
+
+class Endpoint:
+    """One giod server: base URL, token, TLS settings and a pool of connections."""
+
+    def __init__(self, base: str, token: str | None = None, *, verify: bool | str = True, streams: int = 16,
+                 timeout: float = 60.0):
+        import urllib3
+
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"{base!r} is not a giod server URL (http://host:port)")
+        self.base = f"{parts.scheme}://{parts.netloc}"
+        self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self.streams = streams
+        kw: dict[str, Any] = {}
+        if parts.scheme == "https":
+            if verify is False:
+                kw["cert_reqs"] = "CERT_NONE"
+            elif isinstance(verify, str):
+                kw["ca_certs"] = verify
+        # connections beyond the streams are for catalog calls made while prefetching
+        self._http = urllib3.PoolManager(num_pools=4, maxsize=streams + 4, block=False, retries=False,
+                                         timeout=urllib3.Timeout(connect=10.0, read=timeout), **kw)
+        self.limits = Limits()
+        self.requests = 0
+        self.received = 0
+        self._lock = threading.Lock()
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        h = {"user-agent": "giod-client"}
+        if self.token:
+            h["authorization"] = f"Bearer {self.token}"
+        if extra:
+            h.update(extra)
+        return h
+
+    def request(self, method: str, path: str, *, body: bytes | BinaryIO | None = None,
+                headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,),
+                idempotent: bool | None = None, what: str | None = None) -> Any:
+        """One request with retries on connection failures and 5xx (idempotent requests only)."""
+        import urllib3
+
+        what = what or f"{method} {path}"
+        retry = idempotent if idempotent is not None else method in ("GET", "HEAD")
+        attempts = RETRIES if retry else 1
+        last: Exception | None = None
+        for attempt in range(attempts):
+            try:
+                r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
+                                       preload_content=True, redirect=False)
+            except urllib3.exceptions.HTTPError as exc:
+                last = exc
+                if attempt + 1 < attempts:
+                    time.sleep(0.05 * 2**attempt)  # back off before trying the server again
+                continue
+            with self._lock:
+                self.requests += 1
+                self.received += len(r.data)
+            if r.status in ok:
+                return r
+            if r.status >= 500 and attempt + 1 < attempts:
+                last = StorageError(f"{what}: server answered {r.status}")
+                time.sleep(0.05 * 2**attempt)
+                continue
+            raise _error_from(r.status, r.data, what)
+        raise StorageError(f"{what}: {self.base} unreachable: {last}")
+
+    def json(self, method: str, path: str, payload: Any = None, **kw: Any) -> Any:
+        body = None if payload is None else json.dumps(payload).encode()
+        headers = {"content-type": "application/json"} if body is not None else None
+        r = self.request(method, path, body=body, headers=headers, **kw)
+        try:
+            return json.loads(r.data)
+        except ValueError as exc:
+            raise StorageError(f"{method} {path}: the server sent malformed JSON") from exc
+
+    def close(self) -> None:
+        self._http.clear()
+
+
+_ENDPOINTS: dict[str, Endpoint] = {}
+_ENDPOINTS_LOCK = threading.Lock()
+
+
+def connect(base: str, token: str | None = None, *, verify: bool | str = True) -> Endpoint:
+    """The endpoint for the server at ``base`` (replaced when a different token is given)."""
+    parts = urlsplit(base)
+    key = f"{parts.scheme}://{parts.netloc}"
+    with _ENDPOINTS_LOCK:
+        ep = _ENDPOINTS.get(key)
+        wanted = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        if ep is None or ep.token != wanted:
+            ep = _ENDPOINTS[key] = Endpoint(key, wanted, verify=verify)
+        return ep
+
+
+def endpoint_for(url: str) -> Endpoint:
+    parts = urlsplit(url)
+    key = f"{parts.scheme}://{parts.netloc}"
+    with _ENDPOINTS_LOCK:
+        ep = _ENDPOINTS.get(key)
+    return ep if ep is not None else connect(key)
+
+
+class RemoteSite(Site):
+    """A site of a giod server, at ``http(s)://host:port/files/<site>``."""
+
+    def __init__(self, name: str, url: str):
+        super().__init__(name, url)
+        parts = urlsplit(url)
+        prefix = parts.path.rstrip("/")
+        if not prefix.startswith("/files/") or prefix.count("/") != 2:
+            raise ConfigError(f"site {name}: {url!r} is not a giod server site (…/files/<site>)")
+        self.endpoint = endpoint_for(url)
+        self.prefix = prefix
+        self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams)
+        self._sizes: dict[str, int] = {}
+
+    def _url(self, path: str) -> str:
+        return f"{self.prefix}/{quote(check_relpath(path))}"
+
+    # ----------------------------------------------------------- reading
+
+    def _fetch(self, path: str, start: int, stop: int) -> bytes:
+        r = self.endpoint.request("GET", self._url(path), headers={"range": f"bytes={start}-{stop - 1}"},
+                                  ok=(206, 200), what=f"reading {path} on site {self.name}")
+        data: bytes = r.data
+        if r.status == 200:  # the server ignored the range (it may for tiny files)
+            data = data[start:stop]
+        if len(data) != stop - start:
+            raise IntegrityError(f"{path} on site {self.name}: {len(data)} bytes received for a range of "
+                                 f"{stop - start} (truncated in flight)")
+        return data
+
+    def read_range(self, path: str, start: int, stop: int) -> bytes:
+        got = self.scheduler.read(path, start, stop)
+        return got if got is not None else self._fetch(path, start, stop)
+
+    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Several ranges of one file, fetched in parallel."""
+        self.scheduler.schedule(path, ranges)
+        return [self.read_range(path, a, b) for a, b in ranges]
+
+    def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:
+        """Announce reads: ``(path, size, columns)`` in reading order; ``columns=None`` is the whole file.
+
+        With columns, footers are fetched first (all at once), then only the
+        column chunks those columns need.
+        """
+        tails: list[tuple[str, int, Sequence[str]]] = []
+        for path, size, columns in items:
+            self._sizes[path] = size
+            if columns is None:
+                self.scheduler.schedule(path, [(0, size)])
+            else:
+                self.scheduler.schedule(path, [(max(0, size - TAIL), size)])
+                tails.append((path, size, columns))
+        if tails:
+            threading.Thread(target=self._plan_columns, args=(tails,), daemon=True,
+                             name="giod-footers").start()
+
+    def _plan_columns(self, tails: list[tuple[str, int, Sequence[str]]]) -> None:
+        for path, size, columns in tails:
+            try:
+                self.scheduler.schedule(path, _column_ranges(self, path, size, columns), only_if_open=True)
+            except GiodError:
+                continue  # the reader fetches on demand and reports the problem itself
+
+    def release(self, path: str) -> None:
+        self.scheduler.release(path)
+
+    def open(self, path: str) -> BinaryIO:
+        return RemoteFile(self, path, self.size(path))  # type: ignore[return-value]
+
+    def size(self, path: str) -> int:
+        if path not in self._sizes:
+            r = self.endpoint.request("HEAD", self._url(path), what=f"{path} on site {self.name}")
+            self.endpoint.limits = Limits.from_headers(r.headers)
+            self._sizes[path] = int(r.headers.get("content-length", 0))
+        return self._sizes[path]
+
+    def expect_size(self, path: str, size: int) -> None:
+        """Record a size the catalog vouches for, sparing a HEAD request."""
+        self._sizes[path] = size
+
+    # ----------------------------------------------------------- writing
+
+    def create(self, path: str) -> PendingFile:
+        return _RemotePending(self, check_relpath(path))
+
+    def remove(self, path: str) -> None:
+        self._sizes.pop(path, None)
+        self.endpoint.request("DELETE", self._url(path), ok=(200, 204, 404), idempotent=True,
+                              what=f"removing {path} on site {self.name}")
+
+    def walk(self) -> Iterator[FileInfo]:
+        doc = self.endpoint.json("GET", f"/api/v1/sites/{quote(self.name)}/files")
+        for f in doc.get("files", []):
+            yield FileInfo(str(f["path"]), int(f["size"]), float(f["mtime"]))
+
+
+def _column_ranges(site: RemoteSite, path: str, size: int, columns: Sequence[str]) -> list[tuple[int, int]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tail = site.read_range(path, max(0, size - TAIL), size)
+    n = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else 0
+    if n + 8 > len(tail):
+        tail = site.read_range(path, max(0, size - n - 8), size)
+    try:
+        md = pq.read_metadata(pa.BufferReader(tail))
+    except (pa.ArrowException, OSError) as exc:
+        raise IntegrityError(f"{path}: unreadable footer: {exc}") from exc
+    wanted = [tuple(c.split(".")) for c in columns]
+    out: list[tuple[int, int]] = [(max(0, size - len(tail)), size)]
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        for j in range(rg.num_columns):
+            cc = rg.column(j)
+            leaf = tuple(p for p in cc.path_in_schema.split(".") if p not in ("list", "element", "item"))
+            if not any(leaf[: len(w)] == w for w in wanted):
+                continue
+            start = cc.data_page_offset
+            if cc.has_dictionary_page and cc.dictionary_page_offset is not None and cc.dictionary_page_offset > 0:
+                start = min(start, cc.dictionary_page_offset)
+            out.append((start, start + cc.total_compressed_size))
+    return out
+
+
+class RemoteFile(io.RawIOBase):
+    """A seekable read-only view of a remote file, served by the site's scheduler."""
+
+    def __init__(self, site: RemoteSite, path: str, size: int):
+        super().__init__()
+        self.site, self.path, self.size, self.name = site, path, size, f"{site.url}/{path}"
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        stop = self.size if n is None or n < 0 else min(self.size, self._pos + n)
+        if stop <= self._pos:
+            return b""
+        data = self.site.read_range(self.path, self._pos, stop)
+        self._pos = stop
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        memoryview(b).cast("B")[: len(data)] = data
+        return len(data)
+
+    def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        return self.site.read_many(self.path, ranges)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.site.release(self.path)
+        super().close()
+
+
+class _RemotePending(PendingFile):
+    """Spooled locally, uploaded with its checksum in ``publish``; the server renames it into place."""
+
+    def __init__(self, site: RemoteSite, path: str):
+        self.path = path
+        self._site = site
+        self._spool: Any = tempfile.TemporaryFile()  # noqa: SIM115 - closed in publish/discard
+        self._sum = Checksum()
+        self._n = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self._spool.write(data)
+        self._sum.update(data)
+        self._n += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._n
+
+    def publish(self) -> None:
+        self._spool.flush()
+        self._spool.seek(0)
+        try:
+            self._site.endpoint.request(
+                "PUT", self._site._url(self.path), body=self._spool,
+                headers={"x-giod-checksum": self._sum.hexdigest(), "content-length": str(self._n),
+                         "content-type": "application/octet-stream"},
+                ok=(200, 201), idempotent=False, what=f"uploading {self.path} to site {self._site.name}")
+            self._site._sizes[self.path] = self._n
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        if not self._spool.closed:
+            self._spool.close()
+
+
+register_site_kind("http", RemoteSite)
+register_site_kind("https", RemoteSite)
