@@ -49,6 +49,11 @@ def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """URL of a fresh, empty catalog: a SQLite file, or a new PostgreSQL schema."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'catalog.db'}"
+    return fresh_postgres_schema(request)
+
+
+def fresh_postgres_schema(request: pytest.FixtureRequest) -> str:
+    """URL of a new, empty schema in the session's PostgreSQL database."""
     import psycopg
 
     base = request.getfixturevalue("postgres_database")

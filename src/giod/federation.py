@@ -294,6 +294,21 @@ class Dataset:
 
     # -------------------------------------------------------------- reading
 
+    def query(self, expression: str | None = None, columns: Sequence[str] | None = None,
+              limit: int | None = None) -> ak.Array:
+        """Selected events with the given columns, computed where the data are.
+
+        On a remote federation the server selects and projects (only the
+        answer crosses the link, and a shared cache answers repeated
+        queries); locally it is ``select(expression).read(columns)[:limit]``.
+        """
+        remote = getattr(type(self.federation.catalog), "query", None)
+        if remote is not None:
+            table = remote(self.federation.catalog, self.name, expression, columns, limit, self.version)
+            return ak.from_arrow(table)
+        arr = self.select(expression).read(columns)
+        return arr if limit is None else arr[:limit]
+
     def select(self, expression: str | None = None) -> Any:
         """The events passing a tag expression (all events when ``None``)."""
         from giod.selection import Selection

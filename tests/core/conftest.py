@@ -8,16 +8,26 @@ import pytest
 
 import giod
 from giod.bench import synthetic
+from tests.conftest import fresh_postgres_schema
 
 
-@pytest.fixture
-def fed(tmp_path: Path, catalog_url: str):
-    """A fresh federation: embedded (SQLite directory) or PostgreSQL catalog + local site."""
-    if catalog_url.startswith("sqlite"):
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres), "remote"])
+def fed(request, tmp_path: Path):
+    """A fresh federation: embedded (SQLite directory), PostgreSQL catalog + local site, or the
+    embedded one through a real giod server on loopback (the remote client)."""
+    if request.param == "sqlite":
         f = giod.open(tmp_path / "fed")
-    else:
-        f = giod.open(catalog_url)
+    elif request.param == "postgresql":
+        f = giod.open(fresh_postgres_schema(request))
         f.add_site("local", str(tmp_path / "site"), 0)
+    else:
+        from tests.server.conftest import serve
+
+        for served in serve(tmp_path / "served"):
+            f = served.remote()
+            yield f
+            f.close()
+        return
     yield f
     f.close()
 
@@ -33,3 +43,4 @@ def local_fed(tmp_path: Path):
 @pytest.fixture(scope="session")
 def model():
     return synthetic.schema()
+

@@ -10,6 +10,7 @@ commit.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -158,6 +159,23 @@ class RemoteCatalog:
         doc = self._post("/containers", {"items": [_add_item(*item) for item in items], "site": site,
                                          "replace": replace, "idempotency_key": None})
         return int(doc["version"])
+
+    # -- server-side query ----------------------------------------------------------
+
+    def query(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
+              limit: int | None = None, version: int | None = None) -> Any:
+        """The server's selection and projection, as a ``pyarrow.Table``."""
+        import pyarrow as pa
+
+        body = {"dataset": dataset, "where": where, "columns": list(columns) if columns is not None else None,
+                "limit": limit, "version": version}
+        r = self.endpoint.request("POST", f"{API}/query", body=json.dumps(body).encode(),
+                                  headers={"content-type": "application/json"}, idempotent=True,
+                                  what=f"query on {dataset}")
+        try:
+            return pa.ipc.open_stream(r.data).read_all()
+        except pa.ArrowException as exc:
+            raise CatalogError(f"query on {dataset}: malformed answer: {exc}") from exc
 
     def __getattr__(self, name: str) -> Any:
         # maintenance (fsck, gc, migrations) runs on the server's own catalog, not through it

@@ -94,7 +94,7 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, Any]:
-        return {"ok": True, "version": fed.version()}
+        return {"ok": True, "version": fed.version}
 
     @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     def metrics(request: Request) -> str:
@@ -128,3 +128,45 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_r
     if ready is not None:
         ready(sock.getsockname()[1])
     server.run(sockets=[sock])
+
+
+class ServerThread:
+    """A real server on a loopback port, run in a thread of this process (tests, benchmarks).
+
+    ``with ServerThread(app) as url: giod.open(url, token=…)``
+    """
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0):
+        import socket
+
+        import uvicorn
+
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self._sock.listen(2048)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", timeout_keep_alive=30, limit_concurrency=1024,
+                                h11_max_incomplete_event_size=16 << 10, server_header=False)
+        self.server = uvicorn.Server(config)
+        self._thread: Any = None
+
+    def __enter__(self) -> str:
+        import threading
+
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True,
+                                        name="giod-server")
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the giod server thread did not start")
+            time.sleep(0.005)  # polling a flag the server sets; no other signal exists
+        return self.url
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._sock.close()

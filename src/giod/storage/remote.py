@@ -318,6 +318,9 @@ class RemoteFile(io.RawIOBase):
         self.site, self.path, self.size, self.name = site, path, size, f"{site.url}/{path}"
         self._pos = 0
 
+    def __repr__(self) -> str:
+        return f"<RemoteFile {self.name}>"
+
     def readable(self) -> bool:
         return True
 

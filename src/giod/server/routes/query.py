@@ -67,9 +67,9 @@ def query(request: Request, body: QueryIn) -> Response:
     need(request, "read", body.dataset)
     st = state(request)
     fed = st.federation
-    version = body.version if body.version is not None else fed.version()
-    if version > fed.version():
-        raise DataError(f"version {version} is in the future (the federation is at {fed.version()})")
+    version = body.version if body.version is not None else fed.version
+    if version > fed.version:
+        raise DataError(f"version {version} is in the future (the federation is at {fed.version})")
     key = (body.dataset, version, body.where or "", tuple(body.columns or ()), body.limit)
     data = st.cache.get(key)
     hit = data is not None

@@ -1,0 +1,114 @@
+"""The read scheduler: merged ranges, bounded pieces, reads equal to the bytes, urgent starts."""
+
+from __future__ import annotations
+
+import threading
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from giod.storage.ranges import ReadScheduler, coalesce, split
+
+DATA = bytes(range(256)) * 4096  # 1 MiB with a recognisable pattern
+
+
+def _fetcher(log: list[tuple[str, int, int]] | None = None):
+    lock = threading.Lock()
+
+    def fetch(path: str, start: int, stop: int) -> bytes:
+        if log is not None:
+            with lock:
+                log.append((path, start, stop))
+        return DATA[start:stop]
+
+    return fetch
+
+
+ranges = st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 500)).map(lambda t: (t[0], t[0] + t[1])),
+                  max_size=40)
+
+
+@given(ranges, st.integers(0, 300))
+def test_coalesce_covers_exactly_the_same_bytes(rs, gap):
+    merged = coalesce(rs, gap)
+    covered = {i for a, b in rs for i in range(a, b)}
+    assert covered <= {i for a, b in merged for i in range(a, b)}
+    for (a1, b1), (a2, b2) in zip(merged, merged[1:]):
+        assert a2 > b1 + gap  # neighbours closer than the gap were merged
+    for a, b in merged:  # nothing invented beyond gaps between asked ranges
+        assert a in covered and b - 1 in covered
+
+
+@given(ranges, st.integers(1, 700))
+def test_split_bounds_pieces(rs, size):
+    merged = coalesce(rs, 0)
+    pieces = split(merged, size)
+    assert all(0 < b - a <= size for a, b in pieces)
+    assert sum(b - a for a, b in pieces) == sum(b - a for a, b in merged)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(DATA) - 1), st.integers(1, 70_000)), min_size=1, max_size=12),
+       st.integers(4096, 1 << 16))
+def test_reads_equal_the_bytes(reads, piece):
+    sched = ReadScheduler(_fetcher(), streams=4, window=1 << 18, piece=piece, gap=4096)
+    try:
+        wanted = [(a, min(len(DATA), a + n)) for a, n in reads]
+        sched.schedule("f", wanted)
+        for a, b in wanted:
+            assert sched.read("f", a, b) == DATA[a:b]
+    finally:
+        sched.close()
+
+
+def test_unscheduled_range_is_not_answered():
+    sched = ReadScheduler(_fetcher(), streams=2)
+    try:
+        sched.schedule("f", [(0, 100)])
+        assert sched.read("f", 50, 200) is None
+        assert sched.read("g", 0, 10) is None
+        assert sched.read("f", 10, 20) == DATA[10:20]
+    finally:
+        sched.close()
+
+
+def test_window_bounds_prefetch_and_reads_start_what_they_need():
+    log: list[tuple[str, int, int]] = []
+    gate = threading.Event()
+    fetch = _fetcher(log)
+
+    def slow(path: str, start: int, stop: int) -> bytes:
+        gate.wait(5)
+        return fetch(path, start, stop)
+
+    sched = ReadScheduler(slow, streams=8, window=100_000, piece=50_000, gap=0)
+    try:
+        for i in range(10):  # ten files of 100 kB: only the first fits the window
+            sched.schedule(f"f{i}", [(0, 100_000)])
+        gate.set()
+        assert sched.read("f0", 0, 100_000) == DATA[:100_000]
+        assert {p for p, _, _ in log} == {"f0"}  # the window held the others back
+        # reading a later file starts its pieces at once (no deadlock behind the window)
+        assert sched.read("f7", 1000, 2000) == DATA[1000:2000]
+        assert sched.stats["urgent"] >= 1
+        sched.release("f0")
+        assert sched.read("f1", 0, 10) == DATA[:10]
+    finally:
+        sched.close()
+
+
+def test_failed_fetch_reaches_the_reader():
+    def broken(path: str, start: int, stop: int) -> bytes:
+        raise OSError("link down")
+
+    sched = ReadScheduler(broken, streams=2)
+    try:
+        sched.schedule("f", [(0, 10)])
+        try:
+            sched.read("f", 0, 10)
+        except OSError as exc:
+            assert "link down" in str(exc)
+        else:
+            raise AssertionError("the failure was swallowed")
+    finally:
+        sched.close()
