@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.conftest import fresh_postgres_schema
 
 import giod
 from giod.bench import synthetic
-from tests.conftest import fresh_postgres_schema
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres), "remote"])
