@@ -54,6 +54,14 @@ def _catalog(request: Request) -> Any:
     return state(request).federation.catalog
 
 
+def _site(rec: Any, caller: Any) -> dict[str, Any]:
+    """A site as a caller may see it: where it lives on the server is for administrators only."""
+    out = wire.dump(rec)
+    if caller.token is None or caller.token.scope != "admin" or caller.token.dataset is not None:
+        out["url"] = f"/files/{rec.name}"
+    return out
+
+
 def _dataset_of(request: Request, dataset_id: int) -> str:
     for d in _catalog(request).datasets():
         if d.id == dataset_id:
@@ -63,10 +71,10 @@ def _dataset_of(request: Request, dataset_id: int) -> str:
 
 @router.get("/federation", summary="The federation: version, datasets, sites")
 def federation(request: Request) -> dict[str, Any]:
-    need(request, "read")
+    caller = need(request, "read")
     cat = _catalog(request)
     return {"version": cat.version(), "datasets": [d.name for d in cat.datasets()],
-            "sites": [wire.dump(s) for s in cat.sites()],
+            "sites": [_site(s, caller) for s in cat.sites()],
             "limits": vars(state(request).limits)}
 
 
@@ -144,20 +152,20 @@ def database(request: Request, database_id: int, version: int | None = Version) 
 
 @router.get("/sites", summary="Sites, nearest first")
 def sites(request: Request) -> list[dict[str, Any]]:
-    need(request, "read")
-    return [wire.dump(s) for s in _catalog(request).sites()]
+    caller = need(request, "read")
+    return [_site(s, caller) for s in _catalog(request).sites()]
 
 
 @router.get("/sites/{name}", summary="One site")
 def site(request: Request, name: Name) -> dict[str, Any]:
-    need(request, "read")
-    return wire.dump(_catalog(request).site(name))
+    caller = need(request, "read")
+    return _site(_catalog(request).site(name), caller)
 
 
 @router.post("/sites", summary="Register a site")
 def add_site(request: Request, body: SiteIn) -> dict[str, Any]:
-    need(request, "admin")
-    return wire.dump(state(request).federation.add_site(body.name, body.url, body.distance))
+    caller = need(request, "admin")
+    return _site(state(request).federation.add_site(body.name, body.url, body.distance), caller)
 
 
 @router.get("/sites/{name}/files", summary="Every file on a site (for consistency checks)")
@@ -169,8 +177,8 @@ def site_files(request: Request, name: Name) -> dict[str, Any]:
 
 @router.get("/containers/{container_id}/replicas", summary="Copies of a container and their states")
 def replicas(request: Request, container_id: int) -> list[dict[str, Any]]:
-    need(request, "read")
-    return [{"site": wire.dump(s), "state": st} for s, st in _catalog(request).replicas(container_id)]
+    caller = need(request, "read")
+    return [{"site": _site(s, caller), "state": st} for s, st in _catalog(request).replicas(container_id)]
 
 
 @router.put("/containers/{container_id}/replicas/{site}", summary="Record the state of a copy")
