@@ -29,6 +29,7 @@ from giod.errors import (
 )
 from giod.federation import Federation
 from giod.server.auth import Gate
+from giod.server.bounds import RequestBounds
 from giod.server.cache import QueryCache
 from giod.server.routes import catalog as catalog_routes
 from giod.server.routes import files as file_routes
@@ -101,6 +102,7 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
         need(request, "read")
         return st.metrics.render()
 
+    app.add_middleware(RequestBounds)
     app.include_router(catalog_routes.router)
     app.include_router(file_routes.router)
     app.include_router(query_routes.router)
@@ -121,9 +123,10 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_r
     sock.bind((host, port))
     sock.listen(2048)
     sock.set_inheritable(True)
-    config = uvicorn.Config(app, log_level=log_level, ssl_certfile=certfile, ssl_keyfile=keyfile,
+    # h11, not httptools: only h11 bounds a request head that arrives in pieces (httptools buffers any size)
+    config = uvicorn.Config(app, log_level=log_level, ssl_certfile=certfile, ssl_keyfile=keyfile, http="h11",
                             timeout_keep_alive=30, limit_concurrency=1024, h11_max_incomplete_event_size=16 << 10,
-                            server_header=False)
+                            server_header=False, timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     if ready is not None:
         ready(sock.getsockname()[1])
@@ -147,7 +150,7 @@ class ServerThread:
         self._sock.listen(2048)
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", timeout_keep_alive=30, limit_concurrency=1024,
+        config = uvicorn.Config(app, log_level="warning", timeout_keep_alive=30, limit_concurrency=1024, http="h11",
                                 h11_max_incomplete_event_size=16 << 10, server_header=False)
         self.server = uvicorn.Server(config)
         self._thread: Any = None

@@ -1,0 +1,45 @@
+"""TLS: the server with a self-signed certificate, the client verifying it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import giod
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+
+
+def _certificate(tmp_path):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+def test_https_with_a_self_signed_certificate(tmp_path):
+    cert, key = _certificate(tmp_path)
+    local = giod.open(tmp_path / "fed")
+    token = local.catalog.create_token("read")[1]
+    proc = subprocess.Popen([sys.executable, "-c", "from giod.cli import main; main()", "serve", "-f",
+                             str(tmp_path / "fed"), "--port", "0", "--certfile", str(cert), "--keyfile", str(key)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(proc.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(60)
+        assert line and "https://" in line[0], f"server did not start: {line}"
+        url = line[0].strip().rsplit(" at ", 1)[1]
+        fed = giod.open(url, token=token, verify=str(cert))
+        assert fed.datasets() == []
+        with pytest.raises(giod.StorageError):  # an unknown certificate is refused
+            giod.open(url.replace("127.0.0.1", "localhost"), token=token, verify=True)
+    finally:
+        proc.terminate()
+        proc.wait(20)
