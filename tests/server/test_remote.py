@@ -171,3 +171,22 @@ def test_multipart_parsing_takes_lengths_from_content_range():
     body = (b"--b\r\nContent-Type: x\r\nContent-Range: bytes 5-14/100\r\n\r\n" + payload +
             b"\r\n--b\r\nContent-Range: bytes 50-52/100\r\n\r\nxyz\r\n--b--\r\n")
     assert _parse_multipart(body, "b") == {5: payload, 50: b"xyz"}
+
+
+def test_client_stays_within_smaller_server_bounds(tmp_path):
+    from giod.storage.remote import Limits
+    from tests.server.conftest import serve
+
+    for served in serve(tmp_path / "small", limits=Limits(max_ranges=3, max_request_bytes=256 << 10)):
+        ds = served.local.create_dataset("qcd", synthetic.schema())
+        events = synthetic.events(600, seed=3)
+        with ds.writer(database_events=300, cluster_events=50) as w:
+            w.append(events)
+        fed = served.remote()
+        site = fed.site("local")
+        assert site.endpoint.limits.max_request_bytes == 256 << 10
+        assert site.scheduler.piece <= 256 << 10
+        assert ak.to_list(fed.dataset("qcd").read(["hits"])) == ak.to_list(ds.read(["hits"]))
+        cut = float(np.quantile(ak.to_numpy(events.ht), 0.95))
+        assert ak.to_list(fed.dataset("qcd").select(f"ht > {cut}").read(["hits"])) == ak.to_list(
+            ds.select(f"ht > {cut}").read(["hits"]))

@@ -112,3 +112,22 @@ def test_failed_fetch_reaches_the_reader():
             raise AssertionError("the failure was swallowed")
     finally:
         sched.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200_000), st.integers(1, 100_000)), min_size=1, max_size=8),
+       st.integers(0, 200_000), st.integers(1, 300_000))
+def test_overlapping_schedules_answer_each_byte_once(batches, start, n):
+    """Ranges scheduled in several calls overlap partly; a read across them is still exact."""
+    sched = ReadScheduler(_fetcher(), streams=4, piece=1 << 15, gap=0)
+    try:
+        for a, m in batches:
+            sched.schedule("f", [(a, min(len(DATA), a + m))])
+        stop = min(len(DATA), start + n)
+        got = sched.read("f", start, stop)
+        assert got is None or got == DATA[start:stop]
+        covered = coalesce([(a, min(len(DATA), a + m)) for a, m in batches], 0)
+        if any(a <= start and stop <= b for a, b in covered):
+            assert got == DATA[start:stop]
+    finally:
+        sched.close()

@@ -54,8 +54,10 @@ class RemoteCatalog:
     def open(cls, url: str, *, token: str | None = None, verify: bool | str = True) -> RemoteCatalog:
         """Connect to the server at ``url``; AuthError if the token is refused."""
         cat = cls(connect(url, token, verify=verify))
-        r = cat.endpoint.request("GET", f"{API}/federation", what=f"opening {cat.url}")
-        cat.endpoint.limits = Limits.from_headers(r.headers)
+        doc = cat.endpoint.json("GET", f"{API}/federation", what=f"opening {cat.url}")
+        bounds = doc.get("limits") if isinstance(doc, dict) else None
+        if isinstance(bounds, dict):
+            cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})
         return cat
 
     def close(self) -> None:

@@ -157,25 +157,25 @@ class ReadScheduler:
             return b""
         with self._lock:
             have = sorted(self._pieces.get(path, ()), key=lambda p: p.start)
-            needed: list[Piece] = []
+            needed: list[tuple[Piece, int]] = []  # each piece with where its new bytes begin
             at = start
             for p in have:
                 if p.stop <= at or p.start > at:
                     continue
-                needed.append(p)
+                needed.append((p, at))
                 at = p.stop
                 if at >= stop:
                     break
             if at < stop:
                 return None
-            for p in needed:
+            for p, _ in needed:
                 if not p.started:  # the reader is here: no more waiting behind prefetches
                     self.stats["urgent"] += 1
                     self._start(p)
         parts = []
-        for p in needed:
+        for p, begin in needed:
             data = p.future.result()
-            parts.append(memoryview(data)[max(start, p.start) - p.start:min(stop, p.stop) - p.start])
+            parts.append(memoryview(data)[begin - p.start:min(stop, p.stop) - p.start])
         return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
 
     def release(self, path: str) -> None:

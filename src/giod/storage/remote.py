@@ -198,7 +198,9 @@ class RemoteSite(Site):
             raise ConfigError(f"site {name}: {url!r} is not a giod server site (…/files/<site>)")
         self.endpoint = endpoint_for(url)
         self.prefix = prefix
-        self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams)
+        # pieces stay within what the server answers in one request
+        self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams,
+                                       piece=max(64 << 10, min(4 << 20, self.endpoint.limits.max_request_bytes)))
         self._sizes: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
 
@@ -219,6 +221,13 @@ class RemoteSite(Site):
         return data
 
     def read_range(self, path: str, start: int, stop: int) -> bytes:
+        got = self.scheduler.read(path, start, stop)
+        if got is not None:
+            return got
+        if stop - start <= self.scheduler.piece:
+            return self._fetch(path, start, stop)
+        # larger than one request may be: in pieces, in parallel
+        self.scheduler.schedule(path, [(start, stop)])
         got = self.scheduler.read(path, start, stop)
         return got if got is not None else self._fetch(path, start, stop)
 
