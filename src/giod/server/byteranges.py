@@ -46,8 +46,8 @@ def parse_range(header: str, size: int, *, max_ranges: int, max_bytes: int) -> l
             raise RangeRefused(400, f"byte range {part.strip()!r} out of bounds")
         if not a:  # suffix: the last b bytes
             n = int(b)
-            if n == 0:
-                continue
+            if n == 0 or size == 0:
+                continue  # unsatisfiable: no last bytes to send (an empty range would be "bytes 0--1/0")
             out.append((max(0, size - n), size))
             continue
         start = int(a)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from giod.catalog import wire
 from giod.catalog.records import ContainerSpec, DatabaseCommit
-from giod.errors import CatalogError, NotFound
+from giod.errors import CatalogError, Forbidden, NotFound
 from giod.server.state import need, state
 
 router = APIRouter(prefix="/api/v1", tags=["catalog"])
@@ -183,13 +183,18 @@ def replicas(request: Request, container_id: int) -> list[dict[str, Any]]:
 
 @router.put("/containers/{container_id}/replicas/{site}", summary="Record the state of a copy")
 def set_replica(request: Request, container_id: int, site: Name, body: ReplicaState) -> dict[str, Any]:
-    need(request, "write", any_dataset=True)
+    who = need(request, "write", any_dataset=True)
+    mine = who.token.dataset if who.token is not None else None
+    # a token for one dataset may mark only that dataset's copies: readers use only "good" ones
+    if mine is not None and not _holds(request, mine, container_id):
+        raise Forbidden(f"{who.name} (dataset {mine!r}) may not write on container {container_id} of another dataset")
     _catalog(request).set_replica_state(container_id, site, body.state)
     return {"ok": True}
 
 
 @router.post("/commit", summary="Register a database, its containers and replica in one transaction")
 def commit(request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)  # who may write at all, before the body is looked at
     c = wire.load(DatabaseCommit, body)
     need(request, "write", c.dataset)
     _check_paths(c.dataset, [s.path for s in c.containers])
@@ -198,6 +203,7 @@ def commit(request: Request, body: dict[str, Any]) -> dict[str, Any]:
 
 @router.post("/containers", summary="Add containers to databases (a later pass) in one transaction")
 def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)  # also when no item names a database
     cat = _catalog(request)
     items = []
     for item in body.items:
@@ -216,6 +222,13 @@ def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
     else:
         v = cat.add_containers_bulk(items, body.site, replace=body.replace)
     return {"version": v}
+
+
+def _holds(request: Request, dataset: str, container_id: int) -> bool:
+    try:
+        return any(c.id == container_id for db in _catalog(request).databases(dataset) for c in db.containers)
+    except NotFound:
+        return False
 
 
 def _check_paths(dataset: str, paths: list[str]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from giod.errors import ConflictError, IntegrityError, NotFound, StorageError
+from giod.errors import ConflictError, DataError, IntegrityError, NotFound, StorageError
 from giod.server.byteranges import RangeRefused, file_chunks, multipart, parse_range
 from giod.server.state import ServerState, need, state
 from giod.storage.checksum import Checksum
@@ -41,7 +41,10 @@ def _root(st: ServerState, site: str) -> Path:
 
 
 def _confined(st: ServerState, site: str, path: str) -> tuple[Path, Path]:
-    check_relpath(path)
+    try:
+        check_relpath(path)
+    except StorageError as exc:  # what the client asked for is malformed: 400, not a server fault (503)
+        raise DataError(str(exc)) from exc
     root = _root(st, site)
     full = (root / path).resolve()
     if not full.is_relative_to(root):
