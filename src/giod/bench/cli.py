@@ -458,6 +458,80 @@ def proxy(
     netlab.serve(settings, lambda line: click.echo(line, nl=True) or sys.stdout.flush())
 
 
+# -------------------------------------------------------------------- wan
+
+
+def _numbers(text: str, option: str, kind: type = float, minimum: float = 0) -> tuple[Any, ...]:
+    try:
+        values = tuple(kind(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < minimum for v in values):
+        raise ConfigError(f"{option} wants comma-separated numbers of at least {minimum:g}, got {text!r}")
+    return values
+
+
+@bench.command()
+@_options(160_000, 4_000)
+@click.option(
+    "--rtts",
+    default=None,
+    help="Comma-separated round-trip times in ms [default: 0,10,50,150,250; 0,50 with --quick].",
+)
+@click.option(
+    "--bandwidth-mbit",
+    type=click.FloatRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Bandwidth cap of the link in Mbit/s (0: no cap).",
+)
+@click.option(
+    "--clients",
+    default=None,
+    help="Comma-separated numbers of concurrent clients at 0 ms [default: 1,8,64; 1,8 with --quick].",
+)
+def wan(
+    events: int | None,
+    repeat: int | None,
+    quick: bool,
+    output: str,
+    workdir: str | None,
+    rtts: str | None,
+    bandwidth_mbit: float,
+    clients: str | None,
+) -> None:
+    """One collection read through giod serve as the round-trip time grows, beside AMS pages, fsspec, XRootD.
+
+    Also the server-side query, the local read and the cap as limits, and
+    1..N concurrent clients at 0 ms (aggregate MB/s, errors, p50/p99 latency).
+
+    Example: giod bench wan --rtts 0,50,250 --bandwidth-mbit 1000
+    """
+    from giod.bench import wan as module
+
+    n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
+    if rtts is None:
+        rtt_values = module.QUICK_RTTS_MS if quick else module.RTTS_MS
+    else:
+        rtt_values = _numbers(rtts, "--rtts")
+    if clients is None:
+        counts = module.QUICK_CLIENTS if quick else module.CLIENTS
+    else:
+        counts = _numbers(clients, "--clients", int, 1)
+    with Bars() as bars:
+        outcome = module.run(
+            events=n,
+            rtts_ms=rtt_values,
+            bandwidth=bandwidth_mbit * 1e6 / 8 if bandwidth_mbit else None,
+            repeat=r,
+            clients=counts,
+            quick=quick,
+            workdir=_workdir_path(workdir),
+            bars=bars,
+        )
+    _publish(outcome, output, module.plot)
+
+
 # ---------------------------------------------------------------- physics
 
 
@@ -498,6 +572,23 @@ def simulate(events: int | None, repeat: int | None, quick: bool, output: str, w
     Example: giod bench simulate --events 10000
     """
     from giod.bench import simulate as module
+
+    n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
+    with Bars() as bars:
+        outcome = module.run(events=n, repeat=r, workdir=_workdir_path(workdir), bars=bars)
+    _publish(outcome, output, module.plot)
+
+
+@bench.command()
+@_options(4_000, 200)
+def scale(events: int | None, repeat: int | None, quick: bool, output: str, workdir: str | None) -> None:
+    """Events/s serially, on a local pool of 1 and 2 workers and on a LocalCluster; a model up to 1,000 workers.
+
+    --events is the reconstruction's; the di-jet analysis and the scan use 20 times more synthetic events.
+
+    Example: giod bench scale --events 2000
+    """
+    from giod.bench import scale as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     with Bars() as bars:
