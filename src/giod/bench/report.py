@@ -236,7 +236,7 @@ def print_tables(outcome: Outcome, console: Any = None) -> None:
             rt.add_row(*[c.format(row.get(c.key)) for c in t.columns])
         console.print(rt)
     for note in outcome.notes:
-        console.print(f"note: {note}", highlight=False)
+        console.print(f"note: {note}", highlight=False, markup=False)
 
 
 def _json_default(value: Any) -> Any:
