@@ -350,17 +350,27 @@ def gc(grace: float, dry_run: bool, federation: str) -> None:
 @click.option("-o", "--output", default="dijet.png", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--jets", default=None, help="Jet collection (default: jets/Jet, or any with pt, eta, phi, mass).")
 @click.option("--max-mass", default=2000.0, show_default=True, help="Upper edge of the mass axis (GeV).")
+@click.option("--scheduler", default="sync", show_default=True,
+              help="Where to run: sync (here), processes[:N] (local pool), localcluster[:N] or tcp://HOST:PORT (Dask).")
 @federation_option
 def analyze(analysis: str, dataset: str, expression: str | None, output: str, jets: str | None,
-            max_mass: float, federation: str) -> None:
+            max_mass: float, scheduler: str, federation: str) -> None:
     """Run an analysis over a dataset and plot it (di-jet mass).
 
-    Example: giod analyze dijet qcd --where "njets >= 2" -o dijet.png
+    Example: giod analyze dijet qcd --where "njets >= 2" -o dijet.png --scheduler processes
     """
+    from rich.progress import Progress
+
     from giod.analysis import dijet
+    from giod.distributed import connect
 
     ds = _open(federation).dataset(dataset)
-    h = dijet.run(ds, expression, collection=jets, histogram=dijet.mass_histogram(60, 0, max_mass))
+    with connect(scheduler) as executor, Progress(transient=True) as bar:
+        if executor.dashboard:
+            click.echo(f"Dask dashboard: {executor.dashboard}")
+        task = bar.add_task(f"{analysis} on {executor.name}", total=None)
+        h = dijet.run(ds, expression, collection=jets, histogram=dijet.mass_histogram(60, 0, max_mass),
+                      scheduler=executor, progress=lambda done, total: bar.update(task, completed=done, total=total))
     dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset)
     click.echo(f"{int(h.sum()):,} events in the histogram; plot: {output}")
 

@@ -13,10 +13,11 @@ Reading a selection goes, per database:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import importlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import awkward as ak
 import numpy as np
@@ -176,6 +177,14 @@ class Selection:
             for container, table in read_database(self.dataset, db, proj, sel).items():
                 tables[container].append(table)
         return assemble(self.dataset.schema, proj, {c: _concat(t) for c, t in tables.items()})
+
+    def map(self, fn: Callable[[ak.Array], Any], *, columns: Sequence[str] | None, reduce: Any = None,
+            scheduler: Any = None, partition_events: int | None = None, **options: Any) -> Any:
+        """Apply ``fn`` to chunks of selected events in parallel and reduce (see ``giod.distributed``)."""
+        # the distributed layer sits above this one: the method only hands over, at call time
+        engine = importlib.import_module("giod.distributed")
+        return engine.map_selection(self, fn, columns=columns, reduce=reduce, scheduler=scheduler,
+                             partition_events=partition_events, **options)
 
     def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
         """The selection in chunks of at most ``step_size`` events (never across databases)."""

@@ -8,6 +8,7 @@ mass — giod's own reconstruction, or NanoAOD's ``Jet`` brought in by import.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ import hist
 import numpy as np
 import vector
 
+from giod.distributed import add
 from giod.errors import DataError
 
 vector.register_awkward()
@@ -63,16 +65,28 @@ def fill(h: hist.Hist, chunk: ak.Array, collection: str, cuts: DijetCuts = Dijet
     return h
 
 
+def _fill_empty(template: hist.Hist, collection: str, cuts: DijetCuts, chunk: ak.Array) -> hist.Hist:
+    return fill(template.copy(), chunk, collection, cuts)
+
+
 def run(dataset: Any, expression: str | None = None, *, cuts: DijetCuts = DijetCuts(),
         collection: str | None = None, step_size: int = 200_000,
-        histogram: hist.Hist | None = None) -> hist.Hist:
-    """Fill the di-jet mass histogram over a dataset (optionally pre-selected by tags)."""
+        histogram: hist.Hist | None = None, scheduler: Any = "sync", progress: Any = None) -> hist.Hist:
+    """Fill the di-jet mass histogram over a dataset (optionally pre-selected by tags).
+
+    ``scheduler`` is where the partitions (at most ``step_size`` entries
+    each) run, as for ``Selection.map``: ``"sync"`` here, ``None`` a local
+    pool, a Dask address or client a cluster; the histogram is the same.
+    """
     coll = collection or find_jets(dataset.schema)
     h = histogram or mass_histogram()
     columns: Sequence[str] = [f"{coll}.{f}" for f in JET_FIELDS]
-    for chunk in dataset.select(expression).iterate(columns, step_size=step_size):
-        fill(h, chunk, coll, cuts)
-    return h
+    part = dataset.select(expression).map(functools.partial(_fill_empty, h.copy().reset(), coll, cuts),
+                                          columns=columns, scheduler=scheduler, partition_events=step_size,
+                                          progress=progress)
+    if part is None:
+        return h
+    return part if histogram is None else add(histogram, part, inplace=True)
 
 
 def plot(h: hist.Hist, path: str, *, title: str = "", label: str = "giod") -> str:

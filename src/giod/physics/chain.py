@@ -112,6 +112,7 @@ def reconstruct_dataset(
     workers: int = 1,
     force: bool = False,
     progress: Progress | None = None,
+    scheduler: Any = None,
 ) -> int:
     """Reconstruct every database of ``dataset`` as one pass; returns the new federation version.
 
@@ -121,6 +122,8 @@ def reconstruct_dataset(
     database is reconstructed again and its ``reco`` and ``tag`` replaced in
     the new version (snapshots taken before still read the old ones).
     ``progress`` is called with the number of events of each finished piece.
+    ``scheduler`` (a Dask address or client, ``"localcluster:N"``, … as for
+    ``Selection.map``) runs the databases there instead of in ``workers`` processes.
     """
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
@@ -129,7 +132,9 @@ def reconstruct_dataset(
     target = _target(ds.federation) if workers > 1 else ""
     passes = ds.extend(replace=force, program=RECONSTRUCT_PROGRAM, program_version=giod.__version__)
     try:
-        if workers == 1:
+        if scheduler is not None:
+            _on_scheduler(passes, ds, todo, force, progress, scheduler)
+        elif workers == 1:
             for db in todo:
                 passes.add(reconstruct_database(ds, db, replace=force, progress=progress))
         else:
@@ -217,6 +222,20 @@ def _reconstruct_task(target: str, dataset: str, version: int, database_id: int,
         ds = fed.dataset(dataset, version)
         db = fed.catalog.database(database_id, version)
         return reconstruct_database(ds, db, replace=replace)
+
+
+def _on_scheduler(passes: Any, ds: Dataset, todo: list[DatabaseRecord], force: bool, progress: Progress | None,
+                  scheduler: Any) -> None:
+    from giod.distributed import run_tasks
+    from giod.physics.reconstruct import warm_up
+
+    warm_up()  # compile once here; workers on this machine load the compiled code from numba's cache
+    sites = [[s.name for s in ds.federation.sites() if all(s.id in c.site_ids for c in db.containers)] for db in todo]
+    calls = [(_target(ds.federation), ds.name, int(ds.version), db.id, force) for db in todo]  # type: ignore[arg-type]
+    for i, output in run_tasks(scheduler, _reconstruct_task, calls, sites=sites):
+        passes.add(output)
+        if progress is not None:
+            progress(todo[i].n_events)
 
 
 def _in_workers(passes: Any, target: str, ds: Dataset, todo: list[DatabaseRecord], workers: int,
