@@ -1,0 +1,92 @@
+"""``giod bench wan --quick`` end to end: a real server, real latency proxies, real peers.
+
+Checks the run completes and writes sane JSON and a PNG; the one comparison
+asserted is the one no machine can miss: at 50 ms the giod client, which
+keeps many requests in flight, beats one synchronous page per round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from giod.bench import wan, xrootd
+from giod.cli import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, Path]:
+    out = tmp_path_factory.mktemp("wan")
+    # no --workdir: the system's temporary directory lets the XRootD server's user read the export
+    run = CliRunner().invoke(
+        main, ["bench", "wan", "--quick", "--rtts", "0,50", "--output", str(out)], catch_exceptions=False
+    )
+    assert run.exit_code == 0, run.output
+    return json.loads((out / "bench-wan.json").read_text()), run.output, out
+
+
+def test_every_client_at_every_rtt(result):
+    data, output, out = result
+    assert data["benchmark"] == "wan"
+    assert data["parameters"]["rtts_ms"] == [0.0, 50.0]
+    assert data["parameters"]["bandwidth_mbit"] == pytest.approx(1000)
+    rows = {(r["client"], r["rtt_ms"]): r for r in data["results"]}
+    peers = [wan.AMS, wan.GIOD, wan.FSSPEC, wan.QUERY]
+    xrootd_here = xrootd.missing() is None
+    if xrootd_here or os.environ.get("CI") == "true":
+        peers.append(wan.XROOTD)
+    else:
+        assert all(rows[(wan.XROOTD, rtt)]["absent"] for rtt in (0.0, 50.0))
+        assert any("XRootD left out" in n for n in data["notes"])
+    for rtt in (0.0, 50.0):
+        for client in peers:
+            r = rows[(client, rtt)]
+            assert _positive(r["mb_per_s"]) and _positive(r["median_s"]), r
+            assert _positive(r["vs_cap"]) and _positive(r["vs_ams"]), r
+        giod = rows[(wan.GIOD, rtt)]
+        assert 0 < giod["open_s"] < giod["median_s"]
+        assert giod["wire_mb"] >= data["parameters"]["collection_mb"] * 0.99  # it read every byte
+        assert giod["detail"]["requests"] > 0
+    assert rows[(wan.AMS, 0.0)]["vs_ams"] == pytest.approx(1.0)
+    # far away, many requests in flight beat one page per round trip
+    assert rows[(wan.GIOD, 50.0)]["mb_per_s"] > rows[(wan.AMS, 50.0)]["mb_per_s"]
+    assert rows[(wan.AMS, 50.0)]["detail"]["ms_per_page"] >= 50  # the proxy really added the round trip
+    assert "reading" in output and "targets of the issue" in output
+
+
+def test_limits_aggregate_targets_and_plot(result):
+    data, _, out = result
+    limits = {r["what"]: r for r in data["limits"]}
+    assert limits["link cap"]["mb_per_s"] == pytest.approx(125.0)
+    for r in data["limits"]:
+        assert _positive(r["mb_per_s"]) and _positive(r["vs_local"]), r
+    crowd = data["aggregate"]
+    assert [c["clients"] for c in crowd] == list(wan.QUICK_CLIENTS)
+    for c in crowd:
+        assert c["errors"] == 0, c
+        assert c["requests"] >= c["clients"]
+        assert _positive(c["mb_per_s"]) and 0 < c["p50_ms"] <= c["p99_ms"] <= c["max_ms"], c
+        assert c["total_mb"] == pytest.approx(c["clients"] * c["mb_each"], rel=1e-6)
+    assert {t["verdict"] for t in data["targets"]} <= {"met", "missed", "–"}
+    assert len(data["targets"]) == 5
+    png = (out / "bench-wan.png").read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 10_000
+
+
+def test_bad_options_are_one_clear_line(tmp_path: Path):
+    for args in (["--rtts", "0,-5"], ["--rtts", "fast"], ["--clients", "0"]):
+        run = CliRunner().invoke(main, ["bench", "wan", "--quick", *args, "--output", str(tmp_path)])
+        assert run.exit_code == 2, run.output
+        assert "Traceback" not in run.output and ("--rtts" in run.output or "--clients" in run.output)
