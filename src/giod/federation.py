@@ -9,10 +9,10 @@ registered in it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import awkward as ak
 
@@ -20,6 +20,7 @@ from giod.catalog import Catalog
 from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.objects import OID
+from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import Schema
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site, open_site
@@ -28,6 +29,8 @@ CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
 LOCAL_SITE_DIR = "data"
 SNAPSHOT_CACHE = 16  # dataset snapshots whose database lists are kept
+
+T = TypeVar("T")
 
 
 class Federation:
@@ -40,6 +43,7 @@ class Federation:
         self._schemas: dict[int, Schema] = {}
         self._snapshots: dict[tuple[str, int], list[DatabaseRecord]] = {}
         self._site_ids: dict[int, SiteRecord] | None = None
+        self.reads = ReadBalancer()  # reads in flight per site, sites found down
 
     # -------------------------------------------------------------- opening
 
@@ -163,15 +167,26 @@ class Federation:
             raise ConfigError(f"site URL {url!r} is relative but the catalog is not in a directory")
         return str(self.root / url)
 
-    def open_container(self, container: ContainerRecord) -> ContainerReader:
-        """Open a container from the nearest site holding a good replica."""
+    def _holders(self, container: ContainerRecord) -> list[SiteRecord]:
         # sites are listed once per federation object, not once per file; a site
         # registered meanwhile by another process triggers one fresh listing
         if self._site_ids is None or not set(container.site_ids) <= set(self._site_ids):
             self._site_ids = {s.id: s for s in self.sites()}
-        by_id = self._site_ids
-        candidates = sorted((by_id[i] for i in container.site_ids if i in by_id),
-                            key=lambda s: s.distance)
+        return [self._site_ids[i] for i in container.site_ids if i in self._site_ids]
+
+    def read_container(self, container: ContainerRecord, read: Callable[[ContainerReader], T]) -> T:
+        """``read(reader)`` on the best good replica (nearest healthy site, then least loaded).
+
+        Fails over to the next replica when a site is down or a file is
+        missing or corrupt, also when the damage shows only while reading; a
+        damaged replica is marked (see ``giod.replication.reads``).
+        """
+        return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
+
+    def open_container(self, container: ContainerRecord) -> ContainerReader:
+        """Open a container from the best site holding a good replica (``read_container`` also fails over
+        while reading)."""
+        candidates = self.reads.order(self._holders(container))
         if not candidates:
             raise NotFound(f"container {container.path} has no good replica on any site")
         failures: list[GiodError] = []
@@ -199,7 +214,7 @@ class Federation:
         for container, columns in items:
             held = [self._site_ids[i] for i in container.site_ids if i in self._site_ids]
             if held:
-                nearest = min(held, key=lambda s: s.distance)
+                nearest = self.reads.order(held)[0]  # where read_container will read it
                 plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
         for name, plan in plans.items():
             site = self.site(name)

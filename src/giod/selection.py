@@ -32,6 +32,7 @@ from giod.schema import TAG_CONTAINER, Schema
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
+    from giod.storage.container import ContainerReader
 
 
 @dataclass(frozen=True)
@@ -224,18 +225,18 @@ def read_database(
         rec = db.container(container)
         if rec is None:
             raise NotFound(f"database {db.id} has no container {container}")
-        reader = fed.open_container(rec)
         old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
         read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
-        try:
-            if local is None or len(local) == _events_in(rec):
-                table = reader.read(read_paths)
-            else:
-                # page-level reads: only the pages holding selected events (whole
-                # clusters when the selection is dense)
-                table = reader.read_rows(read_paths, np.asarray(local, dtype=np.int64))
-        finally:
-            reader.close()
+        rows = None if local is None or len(local) == _events_in(rec) else np.asarray(local, dtype=np.int64)
+
+        def read(reader: ContainerReader, read_paths: list[str] = read_paths, rows: np.ndarray | None = rows
+                 ) -> pa.Table:
+            # page-level reads: only the pages holding selected events (whole
+            # clusters when the selection is dense)
+            return reader.read(read_paths) if rows is None else reader.read_rows(read_paths, rows)
+
+        # another replica is read when this one fails, while opening or while reading
+        table = fed.read_container(rec, read)
         if old is not None:
             tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
             table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)

@@ -40,7 +40,7 @@ def test_a_level_2_catalog_gains_tokens(catalog_url: str) -> None:
 
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:
-            assert migrations.read_level(conn) == 3
+            assert migrations.read_level(conn) == migrations.latest_level() >= 3
             assert inspect(conn).has_table("tokens")
         assert catalog.version() == 3  # a migration is not a federation commit
         assert [d.name for d in catalog.datasets()] == ["qcd"]

@@ -9,7 +9,8 @@ at that version (see ``tables.visible``).
 
 The module holds the read methods and the small writes; the commit path
 (``commit_database``, ``add_containers``) lives in ``giod.catalog.commits``,
-the bearer tokens in ``giod.catalog.tokens``, transactions and engines in
+the bearer tokens in ``giod.catalog.tokens``, replication rules and bulk
+replica queries in ``giod.catalog.rules``, transactions and engines in
 ``giod.catalog.engine``.
 """
 
@@ -44,6 +45,7 @@ from giod.catalog.records import (
     SiteRecord,
     VersionRecord,
 )
+from giod.catalog.rules import RuleMethods
 from giod.catalog.tables import (
     REPLICA_STATES,
     containers,
@@ -67,7 +69,7 @@ __all__ = ["Catalog"]
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
 
 
-class Catalog(CommitMethods, TokenMethods):
+class Catalog(CommitMethods, TokenMethods, RuleMethods):
     """The catalog of one federation. Open with ``Catalog.open(url)``.
 
     Safe to share between threads; a child process started by fork drops the

@@ -183,3 +183,29 @@ class TokenRecord:
         if self.expires is not None and self.expires <= (time.time() if now is None else now):
             return "expired"
         return "active"
+
+
+@dataclass(frozen=True)
+class RuleRecord:
+    """A replication rule: every matching container of ``dataset`` keeps ``copies`` good replicas.
+
+    ``sites`` None: any site counts (and may receive copies); otherwise only
+    those sites. ``containers`` None: every container of the dataset.
+    """
+
+    id: int
+    dataset: str
+    copies: int
+    sites: tuple[str, ...] | None
+    containers: tuple[str, ...] | None
+    created: float  # unix time
+
+
+@dataclass(frozen=True)
+class ReplicaRecord:
+    """One copy of a live container: where it is, in which state, when it was last checked."""
+
+    container_id: int
+    site: str
+    state: str  # one of tables.REPLICA_STATES
+    checked: float | None  # unix time

@@ -44,6 +44,7 @@ __all__ = [
     "meta",
     "metadata",
     "replicas",
+    "rules",
     "schemas",
     "sites",
     "tag_stats",
@@ -235,6 +236,22 @@ tokens = Table(
     CheckConstraint(
         "scope IN (" + ", ".join(f"'{s}'" for s in TOKEN_SCOPES) + ")", name="tokens_scope"
     ),
+    sqlite_autoincrement=True,
+)
+
+# Replication rules (level 4). Not versioned, like tokens: a rule is policy about
+# where copies live, not federation content. ``sites`` and ``containers`` are
+# JSON lists of names; NULL means any site / every container.
+rules = Table(
+    "rules",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("dataset", Text, nullable=False),
+    Column("copies", Integer, nullable=False),
+    Column("sites", Text),
+    Column("containers", Text),
+    Column("created", Double, nullable=False),  # unix time
+    CheckConstraint("copies >= 1", name="rules_copies"),
     sqlite_autoincrement=True,
 )
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from giod import errors
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
@@ -33,11 +33,12 @@ from giod.storage.checksum import Checksum
 from giod.storage.ranges import ReadScheduler
 from giod.storage.site import FileInfo, PendingFile, Site, check_relpath, register_site_kind
 
-__all__ = ["Endpoint", "Limits", "RemoteSite", "connect", "endpoint_for"]
+__all__ = ["Endpoint", "Limits", "RemoteSite", "connect", "endpoint_for", "site_token_env"]
 
 TOKEN_ENV = "GIOD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 RETRIES = 3  # attempts for idempotent requests that failed on the way
 TAIL = 64 << 10  # bytes read from the end of a file to find its footer
+PLAN_WAIT = 120.0  # seconds a read waits for its file's column plan (its footer's round trip)
 SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range requests
 
 
@@ -179,6 +180,11 @@ def connect(base: str, token: str | None = None, *, verify: bool | str = True) -
         return ep
 
 
+def site_token_env(site: str) -> str:
+    """The variable holding the token for one site: ``GIOD_TOKEN_<NAME>`` (upper case, ``_`` for others)."""
+    return TOKEN_ENV + "_" + "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in site.upper())
+
+
 def endpoint_for(url: str) -> Endpoint:
     parts = urlsplit(url)
     key = f"{parts.scheme}://{parts.netloc}"
@@ -196,13 +202,17 @@ class RemoteSite(Site):
         prefix = parts.path.rstrip("/")
         if not prefix.startswith("/files/") or prefix.count("/") != 2:
             raise ConfigError(f"site {name}: {url!r} is not a giod server site (…/files/<site>)")
-        self.endpoint = endpoint_for(url)
+        # a token for this site alone (GIOD_TOKEN_<NAME>) gets its own connections
+        token = os.environ.get(site_token_env(name))
+        self.endpoint = Endpoint(url, token) if token else endpoint_for(url)
         self.prefix = prefix
+        self.remote_name = unquote(prefix.rsplit("/", 1)[1])  # the site's name on its server
         # pieces stay within what the server answers in one request
         self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams,
                                        piece=max(64 << 10, min(4 << 20, self.endpoint.limits.max_request_bytes)))
         self._sizes: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._planning: dict[str, threading.Event] = {}  # files whose column chunks are being planned
 
     def _url(self, path: str) -> str:
         return f"{self.prefix}/{quote(check_relpath(path))}"
@@ -220,10 +230,16 @@ class RemoteSite(Site):
                                  f"{stop - start} (truncated in flight)")
         return data
 
-    def read_range(self, path: str, start: int, stop: int) -> bytes:
+    def read_range(self, path: str, start: int, stop: int, *, wait_plan: bool = True) -> bytes:
         got = self.scheduler.read(path, start, stop)
         if got is not None:
             return got
+        planning = self._planning.get(path) if wait_plan else None
+        if planning is not None:  # its column chunks are about to be scheduled: fetch them once, not twice
+            planning.wait(PLAN_WAIT)
+            got = self.scheduler.read(path, start, stop)
+            if got is not None:
+                return got
         if stop - start <= self.scheduler.piece:
             return self._fetch(path, start, stop)
         # larger than one request may be: in pieces, in parallel
@@ -288,6 +304,7 @@ class RemoteSite(Site):
                 self.scheduler.schedule(path, [(0, size)])
             else:
                 self.scheduler.schedule(path, [(max(0, size - TAIL), size)])
+                self._planning[path] = threading.Event()
                 tails.append((path, size, columns))
         if tails:
             threading.Thread(target=self._plan_columns, args=(tails,), daemon=True,
@@ -298,7 +315,11 @@ class RemoteSite(Site):
             try:
                 self.scheduler.schedule(path, _column_ranges(self, path, size, columns), only_if_open=True)
             except GiodError:
-                continue  # the reader fetches on demand and reports the problem itself
+                pass  # the reader fetches on demand and reports the problem itself
+            finally:
+                done = self._planning.pop(path, None)
+                if done is not None:
+                    done.set()
 
     def release(self, path: str) -> None:
         self.scheduler.release(path)
@@ -317,6 +338,10 @@ class RemoteSite(Site):
         """Record a size the catalog vouches for, sparing a HEAD request."""
         self._sizes[path] = size
 
+    def forget(self, path: str) -> None:
+        """Drop the size known for ``path``: the next ``size`` asks the server (the file may have changed)."""
+        self._sizes.pop(path, None)
+
     # ----------------------------------------------------------- writing
 
     def create(self, path: str) -> PendingFile:
@@ -328,7 +353,7 @@ class RemoteSite(Site):
                               what=f"removing {path} on site {self.name}")
 
     def walk(self) -> Iterator[FileInfo]:
-        doc = self.endpoint.json("GET", f"/api/v1/sites/{quote(self.name)}/files")
+        doc = self.endpoint.json("GET", f"/api/v1/sites/{quote(self.remote_name, safe='')}/files")
         for f in doc.get("files", []):
             yield FileInfo(str(f["path"]), int(f["size"]), float(f["mtime"]))
 
@@ -369,10 +394,10 @@ def _column_ranges(site: RemoteSite, path: str, size: int, columns: Sequence[str
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tail = site.read_range(path, max(0, size - TAIL), size)
+    tail = site.read_range(path, max(0, size - TAIL), size, wait_plan=False)
     n = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else 0
     if n + 8 > len(tail):
-        tail = site.read_range(path, max(0, size - n - 8), size)
+        tail = site.read_range(path, max(0, size - n - 8), size, wait_plan=False)
     try:
         md = pq.read_metadata(pa.BufferReader(tail))
     except (pa.ArrowException, OSError) as exc:

@@ -1,0 +1,301 @@
+"""Replication benchmark: copies between two ``giod serve`` sites, as the round-trip time grows.
+
+Two servers run in processes of their own, each over a federation of its
+own: site *a* holds the dataset (written to it through the server), site *b*
+receives the copies. A home catalog registers both. For every round-trip
+time a :class:`~giod.bench.netlab.LatencyProxy` (a child process) stands
+between the copying process and site *a*: the replicator runs at the
+destination and pulls from far away. ``giod.replication.replicate`` copies
+every container to *b* with 1, 4 and 16 streams (files at once); each copy is
+checked by its CRC-32C as it arrives and again by *b* before it is
+published. Before each run *b*'s copies are deleted and its replicas marked
+bad, so every run copies everything.
+
+Beside it, the limits and peers of the same files:
+
+- ``cp -r`` of site *a*'s directory to another directory of the same disk
+  (the files in the page cache): the physical limit of a copy on this machine;
+- ``curl`` downloading the files one after the other on one connection
+  (one stream, through the same proxy): what a plain HTTP copy gets.
+
+Rates are the containers' bytes over the wall time of the whole copy
+(planning and catalog registrations included); peers take turns round
+after round and medians are quoted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from giod.bench.report import MB, Bars, Column, Outcome, Table, figure, grouped_bars, ratio, round_robin, save
+from giod.errors import ConfigError, GiodError
+
+__all__ = ["DEFAULT_EVENTS", "QUICK_EVENTS", "QUICK_RTTS_MS", "QUICK_STREAMS", "RTTS_MS", "STREAMS", "command", "plot",
+           "run"]
+
+DEFAULT_EVENTS = 40_000  # about 95 MB in 32 container files
+QUICK_EVENTS = 2_000
+STREAMS = (1, 4, 16)
+QUICK_STREAMS = (1, 4)
+RTTS_MS = (0.0, 50.0, 250.0)
+QUICK_RTTS_MS = (0.0, 50.0)
+DATASET = "repl"
+FILES_PER_CONTAINER = 8  # databases, so that there are files to copy in parallel
+GIOD = "giod replicate"
+CURL = "curl, one stream"
+CP = "cp -r (local disk)"
+
+
+def _site(rtt: float) -> str:
+    return f"a{rtt:g}".replace(".", "_")
+
+
+@contextmanager
+def _env(values: dict[str, str]) -> Iterator[None]:
+    """Tokens for the sites, as an operator exports them (and the environment as it was, after)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run(events: int = DEFAULT_EVENTS, streams: Sequence[int] = STREAMS, rtts_ms: Sequence[float] = RTTS_MS,
+        repeat: int = 3, bandwidth: float | None = None, workdir: str | os.PathLike[str] | None = None,
+        bars: Bars | None = None) -> Outcome:
+    """Measure replication between two giod servers at each RTT, beside ``cp`` and ``curl``."""
+    import giod
+    from giod.bench import synthetic
+    from giod.bench.netlab import LatencyProxy
+    from giod.bench.wan import serve_federation
+    from giod.catalog import Catalog
+    from giod.replication import replicate
+    from giod.storage.remote import site_token_env
+
+    if events < FILES_PER_CONTAINER or repeat < 1 or not streams or any(s < 1 for s in streams) \
+            or not rtts_ms or any(r < 0 for r in rtts_ms):
+        raise ConfigError(f"events (≥ {FILES_PER_CONTAINER}), repeat and streams must be positive, "
+                          "RTTs not negative")
+    if shutil.which("curl") is None:
+        raise ConfigError("the benchmark compares with curl: install curl")
+    bars = bars or Bars(enabled=False)
+    with tempfile.TemporaryDirectory(prefix="giod-bench-replicate-", dir=workdir) as tmp, ExitStack() as stack:
+        work = Path(tmp)
+        tokens = {}
+        for name in ("a", "b"):
+            fed = giod.open(work / f"site-{name}")
+            tokens[name] = fed.catalog.create_token("admin", note="giod bench replicate")[1]
+            fed.close()
+        a_addr = stack.enter_context(serve_federation(work / "site-a"))
+        b_addr = stack.enter_context(serve_federation(work / "site-b"))
+        proxies = {rtt: stack.enter_context(LatencyProxy(a_addr, rtt=rtt / 1000, bandwidth=bandwidth, isolate=True))
+                   for rtt in rtts_ms if rtt > 0 or bandwidth is not None}
+        a_url = {rtt: "http://{}:{}".format(*(proxies[rtt].address if rtt in proxies else a_addr))
+                 for rtt in rtts_ms}
+        env = {site_token_env(_site(rtt)): tokens["a"] for rtt in rtts_ms}
+        env[site_token_env("b")] = tokens["b"]
+        env[site_token_env("origin")] = tokens["a"]
+        stack.enter_context(_env(env))
+
+        home = giod.Federation(Catalog.open(f"sqlite:///{work / 'home.sqlite'}"))
+        stack.callback(home.close)
+        home.add_site("origin", f"http://{a_addr[0]}:{a_addr[1]}/files/local", 0)
+        home.add_site("b", f"http://{b_addr[0]}:{b_addr[1]}/files/local", 1)
+        for rtt in rtts_ms:
+            home.add_site(_site(rtt), f"{a_url[rtt]}/files/local", 2)
+        ds = home.create_dataset(DATASET, synthetic.schema())
+        per_db = max(1, events // FILES_PER_CONTAINER)
+        with bars.task("writing the dataset to site a (uploads)", events) as advance:
+            with ds.writer(database_events=per_db, site="origin") as w:
+                for start in range(0, events, per_db):
+                    n = min(per_db, events - start)
+                    w.append(synthetic.events(n, seed=start, first_event=start))
+                    advance(n)
+        containers = [c for db in home.catalog.databases(DATASET) for c in db.containers]
+        size = sum(c.size for c in containers)
+        a_dir = work / "site-a" / "data"
+        b_dir = work / "site-b" / "data"
+        sources = ["origin", *(_site(r) for r in rtts_ms)]
+
+        def copy_with(rtt: float, n: int) -> Callable[[int], float]:
+            def clock(_: int) -> float:
+                shutil.rmtree(b_dir / DATASET, ignore_errors=True)
+                home.catalog.set_replica_states(
+                    [(c.id, s, "good" if s == _site(rtt) else "bad") for c in containers for s in sources]
+                    + [(c.id, "b", "bad") for c in containers])
+                t0 = time.perf_counter()
+                report = replicate(home.catalog, home.site, DATASET, "b", streams=n)
+                seconds = time.perf_counter() - t0
+                if not report.ok or report.copied != len(containers):
+                    raise GiodError(f"replication at {rtt:g} ms with {n} streams failed: {report.failed[:3]}")
+                return seconds
+            return clock
+
+        def curl(rtt: float) -> Callable[[int], float]:
+            argv = ["curl", "--silent", "--show-error", "--fail", "-H", f"Authorization: Bearer {tokens['a']}"]
+            for c in containers:
+                argv += ["-o", os.devnull, f"{a_url[rtt]}/files/local/{c.path}"]
+
+            def clock(_: int) -> float:
+                t0 = time.perf_counter()
+                subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+                return time.perf_counter() - t0
+            return clock
+
+        def cp(_: int) -> float:
+            target = work / "cp-copy"
+            shutil.rmtree(target, ignore_errors=True)
+            t0 = time.perf_counter()
+            subprocess.run(["cp", "-r", str(a_dir), str(target)], check=True)
+            return time.perf_counter() - t0
+
+        clocks: dict[tuple[str, float, int], Callable[[int], float]] = {(CP, 0.0, 1): cp}
+        for rtt in rtts_ms:
+            clocks[(CURL, rtt, 1)] = curl(rtt)
+            for n in streams:
+                clocks[(GIOD, rtt, n)] = copy_with(rtt, n)
+        with bars.task("copying, peers in turn", len(clocks) * (repeat + 1)) as advance:
+            round_robin(clocks, 1, advance=advance)  # untimed: page cache, connections, imports
+            timings = round_robin(clocks, repeat, advance=advance)
+    return _outcome(events, len(containers), size, streams, rtts_ms, repeat, bandwidth,
+                    {k: t.median for k, t in timings.items()})
+
+
+COLUMNS = [
+    Column("rtt_ms", "RTT ms", "{:g}"), Column("client", "client"), Column("streams", "streams"),
+    Column("mb_per_s", "MB/s", "{:,.1f}"), Column("vs_curl", "× curl", "{:.2f}"),
+    Column("vs_0ms", "× 0 ms", "{:.2f}"), Column("vs_cp", "× cp", "{:.2f}"),
+]  # fmt: skip
+TARGET_COLUMNS = [
+    Column("target", "target"), Column("measured", "measured", "{:.2f}"), Column("wanted", "wanted", "{:.2f}"),
+    Column("verdict", "verdict"),
+]  # fmt: skip
+
+
+def _outcome(events: int, files: int, size: int, streams: Sequence[int], rtts_ms: Sequence[float], repeat: int,
+             bandwidth: float | None, median: dict[tuple[str, float, int], float]) -> Outcome:
+    cp_rate = size / MB / median[(CP, 0.0, 1)]
+    rows: list[dict[str, Any]] = [{"rtt_ms": 0.0, "client": CP, "streams": 1, "mb_per_s": cp_rate,
+                                   "seconds": median[(CP, 0.0, 1)], "vs_cp": 1.0}]
+    rate = {k: size / MB / s for k, s in median.items()}
+    for rtt in rtts_ms:
+        curl = rate[(CURL, rtt, 1)]
+        rows.append({"rtt_ms": rtt, "client": CURL, "streams": 1, "mb_per_s": curl, "seconds": median[(CURL, rtt, 1)],
+                     "vs_curl": 1.0, "vs_0ms": ratio(curl, rate.get((CURL, rtts_ms[0], 1))),
+                     "vs_cp": ratio(curl, cp_rate)})
+        for n in streams:
+            r = rate[(GIOD, rtt, n)]
+            rows.append({"rtt_ms": rtt, "client": GIOD, "streams": n, "mb_per_s": r, "seconds": median[(GIOD, rtt, n)],
+                         "vs_curl": ratio(r, curl), "vs_0ms": ratio(r, rate.get((GIOD, rtts_ms[0], n))),
+                         "vs_cp": ratio(r, cp_rate)})
+    best = {rtt: max(rate[(GIOD, rtt, n)] for n in streams) for rtt in rtts_ms}
+    targets = []
+    far = max(rtts_ms)
+    if far > rtts_ms[0]:
+        got = ratio(best[far], best[rtts_ms[0]])
+        targets.append({"target": f"{far:g} ms with enough streams vs {rtts_ms[0]:g} ms", "measured": got,
+                        "wanted": 0.8, "verdict": "meets" if got is not None and got >= 0.8 else "misses"})
+    got = ratio(best[rtts_ms[0]], cp_rate)
+    targets.append({"target": f"{rtts_ms[0]:g} ms vs local copy (cp)", "measured": got, "wanted": 0.7,
+                    "verdict": "meets" if got is not None and got >= 0.7 else "misses"})
+    cap = "no bandwidth cap" if bandwidth is None else f"a {bandwidth * 8 / 1e6:g} Mbit/s cap"
+    notes = [
+        f"{files} container files, {size / MB:.1f} MB ({events:,} synthetic events); MB/s = those bytes over the "
+        f"wall time of the whole copy; median of {repeat} rounds, peers in turn",
+        f"{GIOD}: site a → site b, two giod serve processes on loopback; the copying process pulls from a "
+        f"through a latency proxy (a child process, {cap}) and pushes to b directly; every file checked "
+        "by CRC-32C on arrival and by b before it is published, then registered in the catalog",
+        f"{CURL}: the same files downloaded one after the other on one connection, through the same proxy",
+        f"{CP}: cp -r of site a's directory to another directory on the same disk, files in the page cache",
+    ]
+    return Outcome(
+        name="replicate",
+        parameters={"events": events, "files": files, "mb": size / MB, "streams": list(streams),
+                    "rtts_ms": list(rtts_ms), "repeat": repeat,
+                    "bandwidth_mbit": None if bandwidth is None else bandwidth * 8 / 1e6},
+        tables=[Table("results", f"replicating {size / MB:.0f} MB between two giod servers", COLUMNS, rows),
+                Table("targets", "targets of the replication issue", TARGET_COLUMNS, targets)],
+        notes=notes,
+    )
+
+
+def plot(outcome: Outcome, path: Path) -> None:
+    rows = outcome.table("results").rows
+    rtts = sorted({r["rtt_ms"] for r in rows if r["client"] != CP})
+    streams = sorted({r["streams"] for r in rows if r["client"] == GIOD})
+    series: dict[str, list[float | None]] = {
+        CURL: [next((r["mb_per_s"] for r in rows if r["client"] == CURL and r["rtt_ms"] == t), None) for t in rtts]}
+    for n in streams:
+        series[f"giod, {n} stream{'s' if n > 1 else ''}"] = [
+            next((r["mb_per_s"] for r in rows if r["client"] == GIOD and r["rtt_ms"] == t and r["streams"] == n),
+                 None) for t in rtts]
+    fig, (ax,) = figure("giod replicate between two giod servers")
+    grouped_bars(ax, [f"{t:g} ms" for t in rtts], series, "MB/s")
+    cp_rate = next(r["mb_per_s"] for r in rows if r["client"] == CP)
+    ax.axhline(cp_rate, color="k", linestyle="--", linewidth=1, label=f"cp: {cp_rate:,.0f} MB/s")
+    ax.legend(fontsize="small")
+    save(fig, path)
+
+
+def _numbers(text: str | None, default: Sequence[float], option: str, minimum: float) -> tuple[float, ...]:
+    if text is None:
+        return tuple(default)
+    try:
+        values = tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < minimum for v in values):
+        raise ConfigError(f"{option} wants comma-separated numbers of at least {minimum:g}, got {text!r}")
+    return values
+
+
+@click.command("replicate")
+@click.option("--events", type=click.IntRange(min=FILES_PER_CONTAINER), default=None,
+              help=f"Events [default: {DEFAULT_EVENTS:,}; {QUICK_EVENTS:,} with --quick].")
+@click.option("--repeat", type=click.IntRange(min=1), default=None,
+              help="Timed repeats; medians are quoted [default: 3; 1 with --quick].")
+@click.option("--quick", is_flag=True, help="Tiny sizes: a smoke test of the whole benchmark.")
+@click.option("-o", "--output", type=click.Path(file_okay=False), default="benchmarks/results", show_default=True,
+              help="Directory for bench-<name>.json and .png.")
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Directory (on the disk to measure) for the benchmark's temporary data "
+                   "[default: the system's temporary directory].")
+@click.option("--streams", "streams_text", default=None,
+              help="Comma-separated numbers of streams [default: 1,4,16; 1,4 with --quick].")
+@click.option("--rtts", "rtts_text", default=None,
+              help="Comma-separated round-trip times in ms [default: 0,50,250; 0,50 with --quick].")
+@click.option("--bandwidth-mbit", type=click.FloatRange(min=0), default=0, show_default=True,
+              help="Bandwidth cap of the link in Mbit/s (0: no cap).")
+def command(events: int | None, repeat: int | None, quick: bool, output: str, workdir: str | None,
+            streams_text: str | None, rtts_text: str | None, bandwidth_mbit: float) -> None:
+    """Replication between two giod serve sites at 0, 50, 250 ms, 1/4/16 streams, beside cp and curl.
+
+    Example: giod bench replicate --quick
+    """
+    from giod.bench.report import publish
+
+    streams = tuple(int(n) for n in _numbers(streams_text, QUICK_STREAMS if quick else STREAMS, "--streams", 1))
+    rtts = _numbers(rtts_text, QUICK_RTTS_MS if quick else RTTS_MS, "--rtts", 0)
+    if workdir is not None:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+    with Bars() as bars:
+        outcome = run(events or (QUICK_EVENTS if quick else DEFAULT_EVENTS), streams, rtts,
+                      repeat or (1 if quick else 3), bandwidth_mbit * 1e6 / 8 if bandwidth_mbit else None,
+                      workdir, bars)
+    json_path, png_path = publish(outcome, output, plot)
+    click.echo(f"wrote {json_path} and {png_path}")

@@ -1,0 +1,35 @@
+"""giod bench replicate: a tiny run of the whole benchmark between two real giod serve processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from giod.bench import replicate as bench
+from giod.cli import main
+
+
+def test_a_tiny_run_measures_every_peer_and_the_targets(tmp_path: Path):
+    outcome = bench.run(events=64, streams=(2,), rtts_ms=(0.0, 20.0), repeat=1, workdir=tmp_path)
+    rows = outcome.table("results").rows
+    measured = {(r["client"], r["rtt_ms"], r["streams"]) for r in rows}
+    assert measured == {(bench.CP, 0.0, 1), (bench.CURL, 0.0, 1), (bench.CURL, 20.0, 1), (bench.GIOD, 0.0, 2),
+                        (bench.GIOD, 20.0, 2)}
+    assert all(r["mb_per_s"] > 0 for r in rows)
+    giod_20 = next(r for r in rows if r["client"] == bench.GIOD and r["rtt_ms"] == 20.0)
+    assert giod_20["vs_0ms"] == pytest.approx(giod_20["mb_per_s"] / next(
+        r["mb_per_s"] for r in rows if r["client"] == bench.GIOD and r["rtt_ms"] == 0.0))
+    assert [t["target"] for t in outcome.table("targets").rows] == [
+        "20 ms with enough streams vs 0 ms", "0 ms vs local copy (cp)"]
+    assert outcome.parameters["files"] == 32 and not list(tmp_path.iterdir())  # its temporary data are gone
+    bench.plot(outcome, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 0
+
+
+def test_bad_options_are_one_line():
+    for args, message in ((["--streams", "0"], "--streams wants"), (["--rtts", "-5"], "--rtts wants"),
+                          (["--streams", "x"], "--streams wants")):
+        r = CliRunner().invoke(main, ["bench", "replicate", *args])
+        assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output
