@@ -156,13 +156,17 @@ class Selection:
     def _prefetch(self, proj: Projection) -> None:
         """Tell remote sites every container read ahead, in reading order."""
         items = []
+        schema = self.dataset.schema
+        whole = {c: set(paths) >= set(schema.arrow_schema(c).names) for c, paths in proj.columns.items()}
         for db, sel in self._plan:
             if not _dense(db, sel):
                 continue  # page-level reads fetch just their pages, in parallel
             for container, paths in proj.columns.items():
                 rec = db.container(container)
                 if rec is not None:
-                    items.append((rec, list(paths) or None))
+                    # every column of a file: no need to read its footer first to plan the fetch
+                    every = whole[container] and rec.schema_id == self.dataset.schema_id
+                    items.append((rec, None if every else list(paths) or None))
         self.dataset.federation.prefetch(items)
 
     def projection(self, columns: Sequence[str] | None = None) -> Projection:

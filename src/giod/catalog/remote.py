@@ -11,6 +11,7 @@ commit.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -32,6 +33,7 @@ from giod.storage.remote import Endpoint, Limits, connect
 __all__ = ["RemoteCatalog"]
 
 API = "/api/v1"
+SITES_SECONDS = 5.0  # a site list is reused this long (sites are rarely added; a new one is seen after it)
 
 
 def _q(version: int | None = None, **more: Any) -> str:
@@ -48,13 +50,19 @@ class RemoteCatalog:
     def __init__(self, endpoint: Endpoint):
         self.endpoint = endpoint
         self.url = endpoint.base
+        # versions never change once committed: what was seen at a version is kept
         self._schemas: dict[int, SchemaRecord] = {}
+        self._datasets: dict[tuple[str, int], DatasetRecord] = {}
+        self._databases: dict[tuple[str, int], list[DatabaseRecord]] = {}
+        self._sites: tuple[float, list[SiteRecord]] | None = None  # (when listed, sites): briefly kept
 
     @classmethod
     def open(cls, url: str, *, token: str | None = None, verify: bool | str = True) -> RemoteCatalog:
         """Connect to the server at ``url``; AuthError if the token is refused."""
         cat = cls(connect(url, token, verify=verify))
         doc = cat.endpoint.json("GET", f"{API}/federation", what=f"opening {cat.url}")
+        if isinstance(doc, dict) and isinstance(doc.get("sites"), list):
+            cat._keep_sites(doc["sites"])
         bounds = doc.get("limits") if isinstance(doc, dict) else None
         if isinstance(bounds, dict):
             cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})
@@ -92,7 +100,25 @@ class RemoteCatalog:
         return wire.load(DatasetRecord, self._post("/datasets", {"name": name, "schema_id": schema_id}))
 
     def dataset(self, name: str, version: int | None = None) -> DatasetRecord:
-        return wire.load(DatasetRecord, self._get(f"/datasets/{quote(name, safe='')}{_q(version)}"))
+        if version is not None and (name, version) in self._datasets:
+            return self._datasets[(name, version)]
+        return self._snapshot(name, version)
+
+    def _snapshot(self, name: str, version: int | None) -> DatasetRecord:
+        """Record, schema, databases and sites of a dataset at a version, in one round trip."""
+        doc = self._get(f"/datasets/{quote(name, safe='')}/snapshot{_q(version)}")
+        try:
+            v = int(doc["version"])
+            rec = wire.load(DatasetRecord, doc["dataset"])
+            schema = wire.load(SchemaRecord, doc["schema"])
+            dbs = wire.load_many(DatabaseRecord, doc["databases"])
+            self._keep_sites(doc["sites"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"malformed snapshot of {name} from {self.url}: {exc}") from exc
+        self._schemas[schema.id] = schema
+        self._datasets[(name, v)] = rec
+        self._databases[(name, v)] = dbs
+        return rec
 
     def datasets(self, version: int | None = None) -> list[DatasetRecord]:
         return wire.load_many(DatasetRecord, self._get(f"/datasets{_q(version)}"))
@@ -115,15 +141,26 @@ class RemoteCatalog:
         # the client reaches every site of the federation through the server
         return SiteRecord(rec.id, rec.name, f"{self.url}/files/{quote(rec.name, safe='')}", rec.distance)
 
+    def _keep_sites(self, docs: Any) -> list[SiteRecord]:
+        found = [self._through_server(s) for s in wire.load_many(SiteRecord, docs)]
+        self._sites = (time.monotonic(), found)
+        return found
+
     def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        self._sites = None
         rec = wire.load(SiteRecord, self._post("/sites", {"name": name, "url": url, "distance": distance}))
         return self._through_server(rec)
 
     def site(self, name: str) -> SiteRecord:
+        for s in self.sites():
+            if s.name == name:
+                return s
         return self._through_server(wire.load(SiteRecord, self._get(f"/sites/{quote(name, safe='')}")))
 
     def sites(self) -> list[SiteRecord]:
-        return [self._through_server(s) for s in wire.load_many(SiteRecord, self._get("/sites"))]
+        if self._sites is not None and time.monotonic() - self._sites[0] < SITES_SECONDS:
+            return list(self._sites[1])
+        return list(self._keep_sites(self._get("/sites")))
 
     def replicas(self, container_id: int) -> list[tuple[SiteRecord, str]]:
         doc = self._get(f"/containers/{int(container_id)}/replicas")
@@ -136,6 +173,8 @@ class RemoteCatalog:
     # -- databases -------------------------------------------------------------
 
     def databases(self, dataset: str, version: int | None = None) -> list[DatabaseRecord]:
+        if version is not None and (dataset, version) in self._databases:
+            return list(self._databases[(dataset, version)])
         return wire.load_many(DatabaseRecord, self._get(f"/datasets/{quote(dataset, safe='')}/databases{_q(version)}"))
 
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:

@@ -142,6 +142,18 @@ def databases(request: Request, name: Name, version: int | None = Version) -> li
         name, version if version is not None else _catalog(request).version())]
 
 
+@router.get("/datasets/{name}/snapshot", summary="A dataset at a version in one answer")
+def snapshot(request: Request, name: Name, version: int | None = Version) -> dict[str, Any]:
+    """What a reader needs to start, in one round trip (the remote client opens with it)."""
+    caller = need(request, "read", name)
+    cat = _catalog(request)
+    v = version if version is not None else cat.version()
+    rec = cat.dataset(name, v)
+    return {"version": v, "dataset": wire.dump(rec), "schema": wire.dump(cat.schema(rec.schema_id)),
+            "databases": [wire.dump(d) for d in state(request).federation.snapshot_databases(name, v)],
+            "sites": [_site(s, caller) for s in cat.sites()]}
+
+
 @router.get("/databases/{database_id}", summary="One database with its containers")
 def database(request: Request, database_id: int, version: int | None = Version) -> dict[str, Any]:
     need(request, "read", any_dataset=True)
