@@ -264,6 +264,7 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
                                                          js({"schema_id": 1})),
         ("GET", "/api/v1/datasets/{name}/summary"): Route("read", "qcd", "/api/v1/datasets/qcd/summary"),
         ("GET", "/api/v1/datasets/{name}/databases"): Route("read", "qcd", "/api/v1/datasets/qcd/databases"),
+        ("GET", "/api/v1/datasets/{name}/snapshot"): Route("read", "qcd", "/api/v1/datasets/qcd/snapshot"),
         ("GET", "/api/v1/databases/{database_id}"): Route("read", "qcd", f"/api/v1/databases/{w.db_id}"),
         ("GET", "/api/v1/sites"): Route("read", None, "/api/v1/sites"),
         ("POST", "/api/v1/sites"): Route("admin", None, "/api/v1/sites", js(
