@@ -33,6 +33,7 @@ from giod.storage.remote import Endpoint, Limits, connect
 __all__ = ["RemoteCatalog"]
 
 API = "/api/v1"
+VERSION_SECONDS = 1.0  # a current version the server reported is reused this long (others' commits lag by it)
 SITES_SECONDS = 5.0  # a site list is reused this long (sites are rarely added; a new one is seen after it)
 
 
@@ -55,6 +56,7 @@ class RemoteCatalog:
         self._datasets: dict[tuple[str, int], DatasetRecord] = {}
         self._databases: dict[tuple[str, int], list[DatabaseRecord]] = {}
         self._sites: tuple[float, list[SiteRecord]] | None = None  # (when listed, sites): briefly kept
+        self._seen: tuple[float, int] | None = None  # (when, version) last reported by the server
 
     @classmethod
     def open(cls, url: str, *, token: str | None = None, verify: bool | str = True) -> RemoteCatalog:
@@ -63,6 +65,8 @@ class RemoteCatalog:
         doc = cat.endpoint.json("GET", f"{API}/federation", what=f"opening {cat.url}")
         if isinstance(doc, dict) and isinstance(doc.get("sites"), list):
             cat._keep_sites(doc["sites"])
+            cat._saw(int(doc.get("version", 0)))
+        cat.endpoint.warm()  # connections for the data open while the catalog is asked
         bounds = doc.get("limits") if isinstance(doc, dict) else None
         if isinstance(bounds, dict):
             cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})
@@ -75,12 +79,28 @@ class RemoteCatalog:
         return self.endpoint.json("GET", API + path)
 
     def _post(self, path: str, payload: Any, *, idempotent: bool = False) -> Any:
-        return self.endpoint.json("POST", API + path, payload, idempotent=idempotent)
+        return self._write("POST", path, payload, idempotent=idempotent)
+
+    def _write(self, method: str, path: str, payload: Any = None, *, idempotent: bool = False) -> Any:
+        self._seen = None  # the write makes a new version: the next version() asks
+        return self.endpoint.json(method, API + path, payload, idempotent=idempotent)
 
     # -- versions and schemas -------------------------------------------------
 
     def version(self) -> int:
-        return int(self._get("/federation")["version"])
+        """The current version; one the server reported less than ``VERSION_SECONDS`` ago is reused.
+
+        So a dataset opened and selected at once costs one round trip, not
+        two. Writes made through this catalog are always seen: they forget the
+        reused version.
+        """
+        if self._seen is not None and time.monotonic() - self._seen[0] < VERSION_SECONDS:
+            return self._seen[1]
+        return self._saw(int(self._get("/federation")["version"]))
+
+    def _saw(self, version: int) -> int:
+        self._seen = (time.monotonic(), version)
+        return version
 
     def versions(self, limit: int = 100) -> list[VersionRecord]:
         return wire.load_many(VersionRecord, self._get(f"/versions{_q(limit=limit)}"))
@@ -109,6 +129,8 @@ class RemoteCatalog:
         doc = self._get(f"/datasets/{quote(name, safe='')}/snapshot{_q(version)}")
         try:
             v = int(doc["version"])
+            if version is None:
+                self._saw(v)
             rec = wire.load(DatasetRecord, doc["dataset"])
             schema = wire.load(SchemaRecord, doc["schema"])
             dbs = wire.load_many(DatabaseRecord, doc["databases"])
@@ -124,12 +146,12 @@ class RemoteCatalog:
         return wire.load_many(DatasetRecord, self._get(f"/datasets{_q(version)}"))
 
     def set_dataset_schema(self, name: str, schema_id: int) -> int:
-        doc = self.endpoint.json("PUT", f"{API}/datasets/{quote(name, safe='')}/schema",
-                                 {"schema_id": schema_id}, idempotent=True)
+        doc = self._write("PUT", f"/datasets/{quote(name, safe='')}/schema", {"schema_id": schema_id},
+                          idempotent=True)
         return int(doc["version"])
 
     def delete_dataset(self, name: str) -> int:
-        return int(self.endpoint.json("DELETE", f"{API}/datasets/{quote(name, safe='')}", idempotent=True)["version"])
+        return int(self._write("DELETE", f"/datasets/{quote(name, safe='')}", idempotent=True)["version"])
 
     def dataset_summary(self, name: str, version: int | None = None) -> dict[str, int]:
         doc = self._get(f"/datasets/{quote(name, safe='')}/summary{_q(version)}")
@@ -167,8 +189,8 @@ class RemoteCatalog:
         return [(self._through_server(wire.load(SiteRecord, d["site"])), str(d["state"])) for d in doc]
 
     def set_replica_state(self, container_id: int, site: str, state: str) -> None:
-        self.endpoint.json("PUT", f"{API}/containers/{int(container_id)}/replicas/{quote(site, safe='')}",
-                           {"state": state}, idempotent=True)
+        self._write("PUT", f"/containers/{int(container_id)}/replicas/{quote(site, safe='')}", {"state": state},
+                    idempotent=True)
 
     # -- databases -------------------------------------------------------------
 

@@ -93,7 +93,7 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
         st.metrics.observe(name, request.method, response.status_code, time.perf_counter() - t0)
         return response
 
-    @app.get("/healthz", include_in_schema=False)
+    @app.api_route("/healthz", methods=["GET", "HEAD"], include_in_schema=False)
     def healthz() -> dict[str, Any]:
         return {"ok": True, "version": fed.version}
 
