@@ -594,3 +594,37 @@ def scale(events: int | None, repeat: int | None, quick: bool, output: str, work
     with Bars() as bars:
         outcome = module.run(events=n, repeat=r, workdir=_workdir_path(workdir), bars=bars)
     _publish(outcome, output, module.plot)
+
+
+# ---------------------------------------------------------------- display
+
+
+@bench.command("display")
+@click.option(
+    "--cells",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Calorimeter cells of the busy event [default: 50,000; 5,000 with --quick].",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Timed page loads per event; medians are quoted [default: 3; 1 with --quick].",
+)
+@_quick
+@_output
+@_workdir
+def display_(cells: int | None, repeat: int | None, quick: bool, output: str, workdir: str | None) -> None:
+    """Event display: page load to first drawn event in Chromium, 50,000 cells beside a small event.
+
+    Needs Chromium (apt-get install chromium) and playwright (the test extra).
+
+    Example: giod bench display --cells 50000 --repeat 5
+    """
+    from giod.bench import display as module
+
+    n = cells or (module.QUICK_CELLS if quick else module.DEFAULT_CELLS)
+    with Bars() as bars:
+        outcome = module.run(cells=n, repeat=repeat or (1 if quick else 3), workdir=_workdir_path(workdir), bars=bars)
+    _publish(outcome, output, module.plot)

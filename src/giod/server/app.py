@@ -32,6 +32,7 @@ from giod.server.auth import Gate
 from giod.server.bounds import RequestBounds
 from giod.server.cache import QueryCache
 from giod.server.routes import catalog as catalog_routes
+from giod.server.routes import display as display_routes
 from giod.server.routes import files as file_routes
 from giod.server.routes import query as query_routes
 from giod.server.state import ServerState, need
@@ -106,6 +107,8 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     app.include_router(catalog_routes.router)
     app.include_router(file_routes.router)
     app.include_router(query_routes.router)
+    app.include_router(display_routes.router)
+    app.mount("/static", display_routes.static_files(), name="static")
     return app
 
 

@@ -1,0 +1,158 @@
+"""One event in the HSF Phoenix event-data format, so that it opens in Phoenix as it is.
+
+The answer is ``{"<event key>": event}`` where the event holds ``event
+number``, ``run number`` and one entry per Phoenix object type, each a dict
+of collections named as in giod:
+
+* ``Tracks``: ``pos`` (points along the helix), ``dparams`` (d0, z0, phi,
+  theta, q/p), ``pT``, ``eta``, ``phi``, ``d0``, ``z0``, ``charge``, ``chi2``,
+  ``dof``, and ``hits`` (indices into the event's hit collection);
+* ``Hits``: ``[x, y, z]`` points;
+* ``CaloCells``: ``energy``, ``eta``, ``phi``, and ``radius``/``z`` of the
+  cell's front face, so that each box sits where the detector has it;
+* ``CaloClusters``: ``energy``, ``eta``, ``phi``, ``cells`` (indices);
+* ``Jets``: ``eta``, ``phi``, ``energy``, ``coneR``, ``pt``, ``mass``, and
+  the indices of their ``tracks`` and ``clusters``;
+* ``Muons``, ``Electrons``, ``Photons`` (and taus as ``Jets``): ``pt``,
+  ``eta``, ``phi``, ``energy``, ``charge``/``pdgId`` when stored, which
+  Phoenix draws without linked tracks by extrapolating from the origin;
+* ``MissingEnergy``: ``etx``, ``ety``.
+
+Units follow Phoenix's own defaults, which are scaled for millimetres and
+MeV (a jet of energy E is drawn 0.2·E long, calorimeter boxes sit at radii
+of 1700–1800): lengths in mm, energies and momenta in MeV. ``units`` in the
+event says so for other readers; every other key Phoenix does not know is
+shown as decoration.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from giod.display.content import EventContent, load_event
+from giod.display.scene import JET_CONE, column, default_detector, energy_of, helix_points
+from giod.physics.detector import Detector
+
+__all__ = ["MEV", "MM", "event_key", "phoenix_event", "phoenix_of"]
+
+MM = 10.0  # per cm
+MEV = 1000.0  # per GeV
+_COMPOUND = {"muons": "Muons", "electrons": "Electrons", "photons": "Photons"}
+
+
+def event_key(content: EventContent) -> str:
+    """The key naming the event in a Phoenix file: dataset, run and event number (or entry)."""
+    if content.run is not None and content.event is not None:
+        return f"{content.dataset} run {content.run} event {content.event}"
+    return f"{content.dataset} entry {content.entry}"
+
+
+def _records(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    names = list(columns)
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
+def phoenix_of(content: EventContent, detector: Detector | None = None) -> dict[str, Any]:
+    """The Phoenix event-data dict of an event already read."""
+    det = detector or default_detector()
+    event: dict[str, Any] = {
+        "event number": content.event if content.event is not None else content.entry,
+        "run number": content.run if content.run is not None else 0,
+        "dataset": content.dataset,
+        "entry": content.entry,
+        "giod version": content.version,
+        "units": {"length": "mm", "energy": "MeV"},
+    }
+    colls = content.collections
+    hits = colls.get("hits")
+    if hits is not None:
+        xyz = np.stack([hits.fields[k].astype(np.float64) * MM for k in ("x", "y", "z")], axis=1)
+        event["Hits"] = {hits.name: column(xyz)}
+    tracks = colls.get("tracks")
+    if tracks is not None:
+        event["Tracks"] = {tracks.name: _tracks(tracks, det)}
+    cells = colls.get("cells")
+    if cells is not None:
+        event["CaloCells"] = {cells.name: _cells(cells, det)}
+    clusters = colls.get("clusters")
+    if clusters is not None:
+        f = clusters.fields
+        cols = {"energy": column(f["energy"] * MEV), "eta": column(f["eta"]), "phi": column(f["phi"])}
+        if "cells" in clusters.relations:
+            cols["cells"] = clusters.relations["cells"].lists()
+        event["CaloClusters"] = {clusters.name: _records(cols)}
+    jets: dict[str, Any] = {}
+    for role in ("jets", "taus"):
+        coll = colls.get(role)
+        if coll is None:
+            continue
+        f = coll.fields
+        cols = {"eta": column(f["eta"]), "phi": column(f["phi"]), "energy": column(energy_of(f) * MEV),
+                "coneR": [JET_CONE if role == "jets" else 0.1] * len(coll), "pt": column(f["pt"] * MEV)}
+        if "mass" in f:
+            cols["mass"] = column(f["mass"] * MEV)
+        for rname in ("tracks", "clusters"):
+            if rname in coll.relations:
+                cols[rname] = coll.relations[rname].lists()
+        jets[coll.name] = _records(cols)
+    if jets:
+        event["Jets"] = jets
+    for role, kind in _COMPOUND.items():
+        coll = colls.get(role)
+        if coll is None:
+            continue
+        f = coll.fields
+        cols = {"pt": column(f["pt"] * MEV), "eta": column(f["eta"]), "phi": column(f["phi"]),
+                "energy": column(energy_of(f) * MEV)}
+        for extra in ("charge", "pdgId"):
+            if extra in f:
+                cols[extra] = column(f[extra])
+        event[kind] = {coll.name: _records(cols)}
+    if content.met is not None:
+        pt, phi = content.met["pt"], content.met["phi"]
+        if math.isfinite(pt) and math.isfinite(phi):
+            event["MissingEnergy"] = {"met": [{"etx": round(pt * math.cos(phi) * MEV, 1),
+                                               "ety": round(pt * math.sin(phi) * MEV, 1)}]}
+    return {event_key(content): event}
+
+
+def _tracks(tracks: Any, det: Detector) -> list[dict[str, Any]]:
+    f = tracks.fields
+    if not len(tracks):
+        return []
+    x, y, z = helix_points(tracks, det)
+    pos = np.round(np.stack([x, y, z], axis=2) * MM, 2).tolist()
+    theta = 2 * np.arctan(np.exp(-f["eta"].astype(np.float64)))
+    p = f["pt"].astype(np.float64) * np.cosh(f["eta"].astype(np.float64)) * MEV
+    q_over_p = np.where(p > 0, f["charge"].astype(np.float64) / np.where(p > 0, p, 1), 0.0)
+    dparams = np.stack([f["d0"] * MM, f["z0"] * MM, f["phi"], theta, q_over_p], axis=1)
+    cols: dict[str, list[Any]] = {
+        "pos": pos,
+        "dparams": [[float(f"{v:.6g}") for v in row] for row in dparams.tolist()],
+        "pT": column(f["pt"] * MEV), "eta": column(f["eta"]), "phi": column(f["phi"]),
+        "d0": column(f["d0"] * MM), "z0": column(f["z0"] * MM), "charge": column(f["charge"]),
+    }
+    if "chi2" in f:
+        cols["chi2"] = column(f["chi2"])
+    if "ndf" in f:
+        cols["dof"] = column(f["ndf"])
+    if "hits" in tracks.relations:
+        cols["hits"] = tracks.relations["hits"].lists()
+    return _records(cols)
+
+
+def _cells(cells: Any, det: Detector) -> list[dict[str, Any]]:
+    f = cells.fields
+    x, y, z = det.cell_position(f["subdetector"], f["eta"], f["phi"])
+    cols = {"energy": column(f["energy"] * MEV), "eta": column(f["eta"]), "phi": column(f["phi"]),
+            "radius": column(np.hypot(x, y) * MM), "z": column(np.abs(z) * MM),
+            "subdetector": column(f["subdetector"])}
+    return _records(cols)
+
+
+def phoenix_event(dataset: Any, entry: int, *, detector: Detector | None = None) -> dict[str, Any]:
+    """Event ``entry`` of ``dataset`` as Phoenix event data (NotFound, DataError for bad input)."""
+    return phoenix_of(load_event(dataset, entry), detector)

@@ -1,0 +1,285 @@
+"""The pages in a real Chromium: what is drawn is checked from the pixels, not only from the DOM.
+
+Each view is screenshotted and its pixels are counted by colour: tracker
+hits are gold, related objects magenta, jets orange. Toggling a layer or
+clicking a jet must change those counts the way a physicist would see it.
+The full page of the main test is saved as a PNG (the test's temporary
+directory, and ``$GIOD_TEST_ARTIFACTS`` when set).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from giod.server.app import ServerThread, create_app
+
+pytestmark = pytest.mark.slow
+
+BACKGROUND = (17, 19, 24)
+HITS = (255, 215, 0)
+JETS = (255, 165, 0)
+
+
+def pixels(page, selector: str) -> np.ndarray:
+    from PIL import Image
+
+    png = page.locator(selector).screenshot()
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(np.int16)
+
+
+def near(img: np.ndarray, rgb: tuple[int, int, int], tol: int = 30) -> int:
+    """Pixels within ``tol`` of a colour in every channel."""
+    return int((np.abs(img - np.array(rgb)).max(axis=2) <= tol).sum())
+
+
+def magenta_ish(img: np.ndarray) -> int:
+    """Pixels of the highlight colour, also where it shows through a translucent jet cone."""
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    return int(((r > 170) & (b > 100) & (g < 120) & (b - g > 60)).sum())
+
+
+def changed(a: np.ndarray, b: np.ndarray, tol: int = 30) -> int:
+    return int((np.abs(a - b).max(axis=2) > tol).sum())
+
+
+def settle(p) -> None:
+    p.page.evaluate("() => window.giodDisplay.settled()")
+
+
+def open_display(p, url: str, query: str) -> dict:
+    p.page.goto(f"{url}/display?{query}")
+    return p.ready()
+
+
+def save_artefact(page, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    extra = os.environ.get("GIOD_TEST_ARTIFACTS")
+    if extra:
+        Path(extra).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(extra) / name)
+    return path
+
+
+def toggle(p, layer: str) -> None:
+    p.page.locator(f'#layers input[data-layer="{layer}"]').click()
+    settle(p)
+
+
+def test_display_draws_the_detector_and_the_event(page, open_server, sim, tmp_path):
+    state = open_display(page, open_server.url, "dataset=sim&entry=2")
+    assert state["ready"] and state["error"] is None
+    event = sim["sim"].event(2)
+    assert state["counts"]["hits"] == len(event.tracker_hits)
+    assert state["counts"]["tracks"] == len(event.tracks)
+    assert state["counts"]["ecal"] + state["counts"]["hcal"] == len(event.calo_cells)
+    assert state["counts"]["jets"] == len(event.jets)
+    shot = save_artefact(page.page, tmp_path, "display-sim-2.png")
+    assert shot.stat().st_size > 20_000
+
+    views = {v: pixels(page.page, f"#{v}") for v in ("view3d", "viewRphi", "viewRz")}
+    for name, img in views.items():
+        drawn = (np.abs(img - np.array(BACKGROUND)).max(axis=2) > 12).mean()
+        assert drawn > 0.03, f"{name}: only {drawn:.1%} of the view differs from the background"
+        assert near(img, HITS) > 40, f"{name}: no tracker hits to be seen"
+
+    # hits off: their colour goes; back on: it comes back
+    toggle(page, "hits")
+    assert page.state()["layers"]["hits"] is False
+    off = {v: pixels(page.page, f"#{v}") for v in views}
+    for v in views:
+        assert near(off[v], HITS) < 0.2 * near(views[v], HITS), v
+    toggle(page, "hits")
+    back = pixels(page.page, "#viewRphi")
+    assert near(back, HITS) > 0.8 * near(views["viewRphi"], HITS)
+
+    # the detector is drawn: without it many pixels change in every view
+    toggle(page, "detector")
+    for v in views:
+        assert changed(views[v], pixels(page.page, f"#{v}")) > 2000, v
+    toggle(page, "detector")
+
+    # calorimeter cells: the ECAL towers are visible in 3-D and in both projections
+    toggle(page, "ecal")
+    for v in views:
+        assert changed(views[v], pixels(page.page, f"#{v}")) > 100, v
+    toggle(page, "ecal")
+    assert not page.errors, page.errors
+
+
+def test_clicking_a_jet_highlights_its_tracks_and_clusters(page, open_server, sim):
+    ds = sim["sim"]
+    entry, jet = next((e, j) for e in range(6) for j, x in enumerate(ds.event(e, ["jets"]).jets)
+                      if len(x.tracks_index) >= 3 and abs(x.eta) < 1.5)
+    record = ds.event(entry, ["jets"]).jets[jet]
+    open_display(page, open_server.url, f"dataset=sim&entry={entry}")
+    before = {v: pixels(page.page, f"#{v}") for v in ("view3d", "viewRphi")}
+    assert magenta_ish(before["viewRphi"]) < 30
+
+    tip = page.page.evaluate(f"() => window.giodDisplay.jetTip({jet})")
+    # plotly clicks what the pointer hovers: move there, let the hover land on the jet, then click
+    page.page.mouse.move(tip["x"], tip["y"])
+    page.page.wait_for_function("() => (document.getElementById('viewRphi')._hoverdata || []).length > 0",
+                                timeout=30_000)
+    page.page.mouse.click(tip["x"], tip["y"])
+    page.page.wait_for_function("() => window.giodDisplay.selected !== null", timeout=30_000)
+    settle(page)
+    state = page.state()
+    assert state["selected"] == {"role": "jets", "index": jet}
+    assert state["highlight"]["tracks"] == sorted(record.tracks_index.to_list())
+    assert state["highlight"]["clusters"] == sorted(record.clusters_index.to_list())
+    assert len(state["highlight"]["hits"]) > 3 * len(record.tracks_index)  # the tracks bring their hits
+    after = {v: pixels(page.page, f"#{v}") for v in before}
+    assert magenta_ish(after["viewRphi"]) > magenta_ish(before["viewRphi"]) + 150
+    assert magenta_ish(after["view3d"]) > magenta_ish(before["view3d"]) + 150
+    oid = page.page.locator("#selected-oid").inner_text()
+    assert oid.endswith(f"/jets/{entry}#{jet}")
+
+    # a track from the object list: its hits light up, and only them
+    track = record.tracks_index.to_list()[0]
+    hits = ds.event(entry, ["tracks"]).tracks[track].hits_index.to_list()
+    page.page.locator("#objects summary", has_text="tracks").click()
+    page.page.locator(f'#objects tr[data-role="tracks"][data-index="{track}"]').click()
+    settle(page)
+    state = page.state()
+    assert state["selected"] == {"role": "tracks", "index": track}
+    assert state["highlight"]["hits"] == sorted(hits)
+    assert jet in state["highlight"]["jets"]  # and the jet that holds the track
+    assert not page.errors, page.errors
+
+
+def test_controls_change_the_event(page, open_server, sim):
+    ds = sim["sim"]
+    open_display(page, open_server.url, "dataset=sim&entry=0")
+    first = pixels(page.page, "#viewRphi")
+    page.page.locator("#next").click()
+    page.page.wait_for_function("() => window.giodDisplay.entry === 1 && window.giodDisplay.ready", timeout=120_000)
+    assert changed(first, pixels(page.page, "#viewRphi")) > 500
+    assert "entry=1" in page.page.url
+
+    passing = ds.select("njets >= 2").entries().tolist()
+    expected = next(e for e in passing if e > 1)
+    page.page.locator("#where").fill("njets >= 2")
+    page.page.locator("#where-next").click()
+    page.page.wait_for_function(f"() => window.giodDisplay.entry === {expected} && window.giodDisplay.ready",
+                                timeout=120_000)
+    assert f"of {len(passing)} passing njets >= 2" in page.page.locator("#message").inner_text()
+
+    event = ds.event(4, ["run", "event"])
+    page.page.locator("#run").fill(str(event.run))
+    page.page.locator("#event").fill(str(event.event))
+    page.page.locator("#find").click()
+    page.page.wait_for_function("() => window.giodDisplay.entry === 4 && window.giodDisplay.ready", timeout=120_000)
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize(("query", "status", "words"), [
+    ("dataset=nope&entry=0", 404, "nope"),
+    ("dataset=sim&entry=99", 404, "no entry 99"),
+    ("dataset=weights&entry=0", 400, "nothing the display draws"),
+    ("dataset=sim&entry=abc", 0, "not a whole number"),
+])
+def test_bad_input_is_a_clear_message(page, open_server, query, status, words):
+    state = open_display(page, open_server.url, query)
+    assert not state["ready"]
+    assert state["error"]["status"] == status
+    message = page.page.locator("#message")
+    assert message.is_visible() and words in message.inner_text()
+    assert page.page.locator("#bar").is_visible()  # the controls stay: never a blank page
+    # the browser reports the refused request itself; nothing else may fail
+    assert [e for e in page.errors if "Failed to load resource" not in e] == []
+
+
+def test_tokens_on_the_page(page, locked_server):
+    state = open_display(page, locked_server.url, "dataset=sim&entry=1")
+    assert state["error"]["status"] == 401
+    assert "needs a token" in page.page.locator("#message").inner_text()
+    page.page.locator("#token").fill(locked_server.token("read", "raw"))
+    page.page.locator("#token-use").click()
+    page.page.wait_for_function("() => window.giodDisplay.error && window.giodDisplay.error.status === 403",
+                                timeout=60_000)
+    assert "may not read" in page.page.locator("#message").inner_text()
+    page.page.locator("#token").fill(locked_server.token("read", "sim"))
+    page.page.locator("#token-use").click()
+    page.page.wait_for_function("() => window.giodDisplay.ready && window.giodDisplay.dataset === 'sim'",
+                                timeout=120_000)
+    assert page.page.locator("#message").is_hidden()
+
+
+@pytest.mark.rootdata
+def test_nanoaod_event_shows_jets_leptons_and_met(page, nano_root):
+    import giod
+
+    fed = giod.open(nano_root, create=False)
+    entry = next(e for e in range(50) if len(fed["ttbar"].event(e, ["Muon"]).Muon) > 0)
+    event = fed["ttbar"].event(entry, ["Jet", "Muon", "Electron"])
+    with ServerThread(create_app(fed, anonymous_read=True)) as url:
+        state = open_display(page, url, f"dataset=ttbar&entry={entry}")
+        assert state["ready"], state["error"]
+        c = state["counts"]
+        assert (c["jets"], c["muons"], c["electrons"]) == (len(event.Jet), len(event.Muon), len(event.Electron))
+        assert c["hits"] == c["tracks"] == c["ecal"] == 0 and c["met"] == 1
+        rphi = pixels(page.page, "#viewRphi")
+        assert near(rphi, (255, 42, 109)) > 20  # the muon line
+        assert near(rphi, (199, 125, 255), tol=40) > 20  # the missing-energy arrow
+        toggle(page, "muons")
+        assert near(pixels(page.page, "#viewRphi"), (255, 42, 109)) < 5
+    fed.close()
+    assert not page.errors, page.errors
+
+
+# ------------------------------------------------------------------ federation browser
+
+
+def test_federation_browser(page, open_server, sim):
+    p = page.page
+    p.goto(open_server.url + "/")
+    p.wait_for_function("() => window.giodBrowser && window.giodBrowser.ready", timeout=60_000)
+    rows = p.locator("#datasets tr[data-dataset]")
+    assert sorted(rows.evaluate_all("rs => rs.map(r => r.dataset.dataset)")) == ["raw", "sim", "weights"]
+    assert "6" in p.locator('#datasets tr[data-dataset="sim"]').inner_text()
+    p.locator('#datasets tr[data-dataset="sim"]').click()
+    p.wait_for_selector("#model-graph g.node[data-collection='jets']")
+    nodes = p.locator("#model-graph g.node").evaluate_all("gs => gs.map(g => g.dataset.collection)")
+    assert sorted(nodes) == sorted(sim["sim"].schema.collections)
+    edges = p.locator("#model-graph path.edge").evaluate_all("ps => ps.map(p => p.dataset.relation)")
+    assert {"jets.tracks", "jets.clusters", "tracks.hits", "clusters.cells"} <= set(edges)
+
+    # replicas and their states, per database
+    p.wait_for_selector("#databases tr[data-database]")
+    p.locator("#databases tr[data-database]").first.click()
+    p.wait_for_selector(".replica-state")
+    states = p.locator(".replica-state").all_inner_texts()
+    assert states and set(states) == {"good"}
+
+    # search: a field name finds the datasets whose model has it
+    p.locator("#search").fill("subdetector")
+    visible = p.locator("#datasets tr[data-dataset]:not(.hidden-by-search)").evaluate_all(
+        "rs => rs.map(r => r.dataset.dataset)")
+    assert sorted(visible) == ["raw", "sim"]
+    p.locator("#search").fill("")
+
+    # live rates from /metrics: two samples make a rate, and the page's own requests count
+    p.wait_for_function("() => window.giodBrowser.rates && window.giodBrowser.rates.samples >= 2", timeout=30_000)
+    rates = p.evaluate("() => window.giodBrowser.rates")
+    assert rates["requests_total"] > 5 and rates["requests_per_s"] > 0
+    assert "/api/v1/datasets" in p.locator("#routes").inner_text()
+    assert not page.errors, page.errors
+
+
+def test_federation_browser_with_tokens(page, locked_server):
+    p = page.page
+    p.goto(locked_server.url + "/")
+    p.wait_for_function("() => window.giodBrowser && window.giodBrowser.error", timeout=60_000)
+    assert "needs a token" in p.locator("#message").inner_text()
+    p.locator("#token").fill(locked_server.token("read"))
+    p.locator("#token-use").click()
+    p.wait_for_function("() => window.giodBrowser.ready", timeout=60_000)
+    assert p.locator("#datasets tr[data-dataset]").count() == 3
+    assert p.locator("#message").is_hidden()

@@ -1,0 +1,168 @@
+"""The scene and the Phoenix export, computed from stored events (no server, no browser)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import giod
+from giod.display import event_scene, find_roles, load_event, phoenix_event
+from giod.display.scene import helix_points
+from giod.errors import DataError, NotFound
+from giod.physics.detector import Detector
+
+
+def _related(rel: dict, k: int) -> list[int]:
+    if "offsets" in rel:
+        return rel["indices"][rel["offsets"][k]:rel["offsets"][k + 1]]
+    i = rel["indices"][k]
+    return [] if i < 0 else [i]
+
+
+def test_roles_of_the_simulation_model(sim):
+    roles = find_roles(sim["sim"].schema)
+    assert roles == {"hits": "tracker_hits", "tracks": "tracks", "cells": "calo_cells", "clusters": "clusters",
+                     "jets": "jets"}
+
+
+def test_scene_holds_every_object_with_its_relations(sim):
+    ds = sim["sim"]
+    scene = event_scene(ds, 2)
+    json.dumps(scene, allow_nan=False)  # what the server sends must be strict JSON
+    event = ds.event(2)
+    objects = scene["objects"]
+    assert objects["hits"]["n"] == len(event.tracker_hits)
+    assert objects["cells"]["n"] == len(event.calo_cells)
+    assert objects["jets"]["n"] == len(event.jets) > 0
+    assert scene["run"] == event.run and scene["event"] == event.event
+    assert scene["met"]["pt"] == pytest.approx(float(event.met))
+    np.testing.assert_allclose(objects["hits"]["fields"]["x"], np.asarray(event.tracker_hits.x), atol=1e-3)
+    jets = objects["jets"]
+    assert jets["relations"]["tracks"]["role"] == "tracks"
+    assert jets["relations"]["clusters"]["role"] == "clusters"
+    for j in range(jets["n"]):
+        assert _related(jets["relations"]["tracks"], j) == event.jets[j].tracks_index.to_list()
+        assert _related(jets["relations"]["clusters"], j) == event.jets[j].clusters_index.to_list()
+    tracks = objects["tracks"]
+    assert tracks["relations"]["hits"]["role"] == "hits"
+    assert len(tracks["path"]["x"]) == tracks["n"] * tracks["path"]["points"]
+    # one-to-one relations to a collection not drawn keep their indices, -1 where there is none
+    particle = objects["cells"]["relations"]["particle"]
+    assert particle["role"] is None and not particle["many"]
+    assert particle["indices"] == np.asarray(event.calo_cells.particle_index).tolist()
+
+
+def test_detector_geometry_follows_the_description(sim):
+    det = Detector.load()
+    geo = event_scene(sim["sim"], 0)["detector"]
+    assert [layer["r"] for layer in geo["tracker"]["barrel"]] == [layer.radius for layer in det.tracker.barrel]
+    assert [d["z"] for d in geo["tracker"]["endcap"]] == [d.z for d in det.tracker.endcap]
+    ecal_barrel = next(c for c in geo["calorimeters"] if c["name"] == "ECAL barrel")
+    assert ecal_barrel["r_min"] == det.calorimeter.ecal.barrel.radius
+    assert geo["cells"]["1"]["dphi"] == pytest.approx(2 * math.pi / det.calorimeter.ecal.barrel.n_phi)
+    hcal_endcap = next(c for c in geo["calorimeters"] if c["name"] == "HCAL endcap")
+    # the endcap spans the rings from eta_min to eta_max of its description
+    assert hcal_endcap["r_max"] == pytest.approx(det.calorimeter.hcal.endcap.z / math.sinh(1.392), abs=0.01)
+
+
+def test_helices_pass_through_their_hits(sim):
+    """Each track's drawn helix comes within a millimetre or two of every hit the fit used."""
+    content = load_event(sim["sim"], 1)
+    tracks, hits = content.collections["tracks"], content.collections["hits"]
+    assert len(tracks) > 5
+    x, y, z = helix_points(tracks, n_points=4000)
+    worst = []
+    for k in range(len(tracks)):
+        idx = tracks.relations["hits"].of(k)
+        h = np.stack([hits.fields[c][idx] for c in "xyz"], axis=1)
+        p = np.stack([x[k], y[k], z[k]], axis=1)
+        d = np.sqrt(((h[:, None, :] - p[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
+        worst.append(d.max())
+    assert np.median(worst) < 0.15  # cm
+    assert max(worst) < 0.5
+    # a helix starts at the point of closest approach and ends at the tracker's boundary
+    r_end = np.hypot(x[:, -1], y[:, -1])
+    det = Detector.load()
+    at_boundary = ((np.abs(r_end - det.tracker.outer_radius) < 0.5)
+                   | (np.abs(np.abs(z[:, -1]) - det.tracker.outer_z) < 0.5))
+    assert at_boundary.mean() > 0.8  # the rest curl up inside
+
+
+def test_phoenix_event_data(sim):
+    ds = sim["sim"]
+    scene = event_scene(ds, 3)
+    data = phoenix_event(ds, 3)
+    json.dumps(data, allow_nan=False)
+    (key, event), = data.items()
+    assert key == f"sim run {scene['run']} event {scene['event']}"
+    assert event["event number"] == scene["event"] and event["run number"] == scene["run"]
+    assert event["units"] == {"length": "mm", "energy": "MeV"}
+    tracks = event["Tracks"]["tracks"]
+    assert len(tracks) == scene["objects"]["tracks"]["n"]
+    points = scene["objects"]["tracks"]["path"]["points"]
+    first = tracks[0]
+    assert len(first["pos"]) == points and all(len(p) == 3 for p in first["pos"])
+    assert first["pos"][-1][0] == pytest.approx(scene["objects"]["tracks"]["path"]["x"][points - 1] * 10, abs=0.01)
+    d0, z0, phi, theta, qop = first["dparams"]
+    f = scene["objects"]["tracks"]["fields"]
+    assert phi == pytest.approx(f["phi"][0], abs=1e-4)
+    assert theta == pytest.approx(2 * math.atan(math.exp(-f["eta"][0])), abs=1e-4)
+    assert qop == pytest.approx(f["charge"][0] / (f["pt"][0] * math.cosh(f["eta"][0]) * 1000), rel=1e-3)
+    assert first["hits"] == _related(scene["objects"]["tracks"]["relations"]["hits"], 0)
+    hits = event["Hits"]["tracker_hits"]
+    assert len(hits) == scene["objects"]["hits"]["n"]
+    assert hits[5][2] == pytest.approx(scene["objects"]["hits"]["fields"]["z"][5] * 10, abs=1e-2)
+    cells = event["CaloCells"]["calo_cells"]
+    assert len(cells) == scene["objects"]["cells"]["n"]
+    assert {"energy", "eta", "phi", "radius", "z"} <= set(cells[0])
+    jets = event["Jets"]["jets"]
+    assert all(j["coneR"] == 0.4 for j in jets)
+    assert jets[0]["energy"] >= jets[0]["pt"]  # E >= pT
+    met = event["MissingEnergy"]["met"][0]
+    assert math.hypot(met["etx"], met["ety"]) == pytest.approx(scene["met"]["pt"] * 1000, rel=1e-3)
+    assert math.atan2(met["ety"], met["etx"]) == pytest.approx(scene["met"]["phi"], abs=1e-3)
+
+
+def test_raw_events_draw_what_they_have(sim):
+    """Before reconstruction there are hits and cells, and the scene says what is missing."""
+    scene = event_scene(sim["raw"], 0)
+    assert set(scene["objects"]) == {"hits", "cells"}
+    assert scene["met"] is None
+    assert any("tracks" in note and "reco" in note for note in scene["notes"])
+
+
+def test_bad_input(sim):
+    with pytest.raises(NotFound, match="no entry 6"):
+        event_scene(sim["sim"], 6)
+    with pytest.raises(NotFound, match="negative"):
+        phoenix_event(sim["sim"], -1)
+    with pytest.raises(NotFound):
+        sim.dataset("nope")
+    with pytest.raises(DataError, match="nothing the display draws"):
+        event_scene(sim["weights"], 0)
+
+
+@pytest.mark.rootdata
+def test_nanoaod_shows_jets_leptons_and_met(nano_root):
+    fed = giod.open(nano_root, create=False)
+    ds = fed["ttbar"]
+    scene = event_scene(ds, 3)
+    assert "hits" not in scene["objects"] and "cells" not in scene["objects"]
+    assert {"jets", "muons", "electrons"} <= set(scene["objects"])
+    event = ds.event(3, ["Jet", "Muon", "MET_pt", "MET_phi"])
+    assert scene["objects"]["jets"]["collection"] == "Jet"
+    assert scene["objects"]["jets"]["n"] == len(event.Jet)
+    np.testing.assert_allclose(scene["objects"]["jets"]["fields"]["pt"], np.asarray(event.Jet.pt), rtol=1e-5)
+    assert scene["objects"]["muons"]["n"] == len(event.Muon)
+    assert scene["met"] == {"pt": pytest.approx(float(event.MET_pt)), "phi": pytest.approx(float(event.MET_phi)),
+                            "source": "tags MET_pt, MET_phi"}
+    assert any("more tags are not shown" in n for n in scene["notes"])
+    data = phoenix_event(ds, 3)
+    (event_data,) = data.values()
+    assert len(event_data["Jets"]["Jet"]) == len(event.Jet)
+    assert len(event_data["Muons"]["Muon"]) == len(event.Muon)
+    assert "MissingEnergy" in event_data and "Tracks" not in event_data
+    fed.close()
