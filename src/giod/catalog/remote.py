@@ -119,9 +119,16 @@ class RemoteCatalog:
     def create_dataset(self, name: str, schema_id: int) -> DatasetRecord:
         return wire.load(DatasetRecord, self._post("/datasets", {"name": name, "schema_id": schema_id}))
 
+    def _recent(self, version: int | None) -> int | None:
+        """``version``, or for None the current version when one was reported just now."""
+        if version is None and self._seen is not None and time.monotonic() - self._seen[0] < VERSION_SECONDS:
+            return self._seen[1]
+        return version
+
     def dataset(self, name: str, version: int | None = None) -> DatasetRecord:
-        if version is not None and (name, version) in self._datasets:
-            return self._datasets[(name, version)]
+        v = self._recent(version)
+        if v is not None and (name, v) in self._datasets:
+            return self._datasets[(name, v)]
         return self._snapshot(name, version)
 
     def _snapshot(self, name: str, version: int | None) -> DatasetRecord:
@@ -195,8 +202,9 @@ class RemoteCatalog:
     # -- databases -------------------------------------------------------------
 
     def databases(self, dataset: str, version: int | None = None) -> list[DatabaseRecord]:
-        if version is not None and (dataset, version) in self._databases:
-            return list(self._databases[(dataset, version)])
+        v = self._recent(version)
+        if v is not None and (dataset, v) in self._databases:
+            return list(self._databases[(dataset, v)])
         return wire.load_many(DatabaseRecord, self._get(f"/datasets/{quote(dataset, safe='')}/databases{_q(version)}"))
 
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
