@@ -45,6 +45,13 @@ def _open(target: str, create: bool = False) -> Any:
     return giod.open(target, create=create)
 
 
+def _number_id(text: str, what: str, listing: str) -> int:
+    """An id typed on the command line, or one clear error naming where ids are listed."""
+    if not text.isascii() or not text.isdigit():
+        raise ConfigError(f"{what} id {text!r} is not a number (see {listing})")
+    return int(text)
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
@@ -627,10 +634,9 @@ def rule_rm(rule_id: str, federation: str) -> None:
 
     Example: giod rule rm 3
     """
-    if not rule_id.isascii() or not rule_id.isdigit():
-        raise ConfigError(f"rule id {rule_id!r} is not a number (see giod rule ls)")
-    _open(federation).catalog.remove_rule(int(rule_id))
-    click.echo(f"rule {int(rule_id)} removed")
+    number = _number_id(rule_id, "rule", "giod rule ls")
+    _open(federation).catalog.remove_rule(number)
+    click.echo(f"rule {number} removed")
 
 
 @main.command()
@@ -804,10 +810,9 @@ def token_revoke(token_id: str, federation: str) -> None:
 
     Example: giod token revoke 3
     """
-    if not token_id.isascii() or not token_id.isdigit():
-        raise ConfigError(f"token id {token_id!r} is not a number (see giod token list)")
-    _open(federation).catalog.revoke_token(int(token_id))
-    click.echo(f"token {int(token_id)} revoked")
+    number = _number_id(token_id, "token", "giod token list")
+    _open(federation).catalog.revoke_token(number)
+    click.echo(f"token {number} revoked")
 
 
 from giod.bench.cli import bench  # noqa: E402 - the commands live beside their code
