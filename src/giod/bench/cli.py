@@ -472,7 +472,7 @@ def _numbers(text: str, option: str, kind: type = float, minimum: float = 0) -> 
 
 
 @bench.command()
-@_options(160_000, 4_000)
+@_options(400_000, 4_000)
 @click.option(
     "--rtts",
     default=None,
