@@ -73,6 +73,12 @@ def _typed_from_dicts(events: list[Mapping[str, Any]], schema: Schema) -> ak.Arr
 # ---------------------------------------------------------------- write side
 
 
+def field_width(fdef: FieldDef) -> int:
+    """Bytes per object of a field in memory."""
+    itemsize = np.dtype(_NUMPY[fdef.dtype]).itemsize if fdef.dtype in _NUMPY else 8
+    return itemsize * int(np.prod(fdef.shape or (1,)))
+
+
 def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
     target = np.dtype(_NUMPY[fdef.dtype])
     src = values.dtype
@@ -138,16 +144,90 @@ def _offsets(counts: np.ndarray) -> np.ndarray:
     return out.astype(np.int32)
 
 
+def _leaf(content: ak.contents.Content) -> np.ndarray | None:
+    """The values of a plain numeric buffer (no option, no nesting, no parameters); None for other layouts."""
+    if isinstance(content, ak.contents.NumpyArray) and not content.parameters:
+        data = np.asarray(content.data)
+        if data.ndim == 1 and data.dtype.kind in "biuf":
+            return data
+    return None
+
+
+class _Objects:
+    """The objects of one collection, all events flattened.
+
+    Fields stored as plain buffers are taken from the layout directly, as
+    numpy views; any other layout goes through awkward's generic (slower)
+    operations, which also say what is wrong with malformed input.
+    """
+
+    def __init__(self, coll: ak.Array):
+        self.coll = coll
+        self._flat: ak.Array | None = None
+        self.rec: ak.contents.RecordArray | None = None
+        layout = coll.layout
+        if isinstance(layout, ak.contents.ListOffsetArray) and isinstance(layout.content, ak.contents.RecordArray) \
+                and not layout.parameters and not layout.content.parameters.get("__array__"):
+            offsets = np.asarray(layout.offsets).astype(np.int64, copy=False)
+            self.start, self.stop = int(offsets[0]), int(offsets[-1])
+            self.offsets = offsets - self.start  # objects of each event
+            self.rec = layout.content
+
+    @property
+    def flat(self) -> ak.Array:
+        if self._flat is None:
+            self._flat = ak.flatten(self.coll, axis=1)
+        return self._flat
+
+    def fields(self) -> list[str]:
+        return list(self.rec.fields) if self.rec is not None else list(ak.fields(self.flat))
+
+    def __len__(self) -> int:
+        return self.stop - self.start if self.rec is not None else len(self.flat)
+
+    def values(self, field: str) -> np.ndarray | None:
+        """One number per object, when the layout stores them plainly."""
+        if self.rec is None:
+            return None
+        data = _leaf(self.rec.content(field))
+        return None if data is None else data[self.start : self.stop]
+
+    def lists(self, field: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(offsets from 0, values) of a list of numbers per object, when the layout stores them plainly."""
+        if self.rec is None:
+            return None
+        content = self.rec.content(field)
+        if not isinstance(content, ak.contents.ListOffsetArray) or content.parameters:
+            return None
+        data = _leaf(content.content)
+        if data is None:
+            return None
+        inner = np.asarray(content.offsets)[self.start : self.stop + 1].astype(np.int64, copy=False)
+        return inner - inner[0], data[inner[0] : inner[-1]]
+
+
+def _in_range(idx: np.ndarray, bounds: np.ndarray, limit: np.ndarray, lowest: int) -> bool:
+    """Whether every ``idx[bounds[i]:bounds[i + 1]]`` lies in ``[lowest, limit[i])``: one pass, no temporaries
+    the size of ``idx``."""
+    if idx.size == 0:
+        return True
+    if idx.min() < lowest:
+        return False
+    filled = bounds[1:] > bounds[:-1]
+    # segments are contiguous and cover idx: each reduction runs from one filled segment's start to the next's
+    top = np.maximum.reduceat(idx, bounds[:-1][filled])
+    return bool((top < limit[filled]).all())
+
+
 def _collection_column(
     events: ak.Array, schema: Schema, name: str, counts: Mapping[str, np.ndarray]
 ) -> pa.Array:
     tdef = schema.collection_type(name)
-    coll = events[name]
     if int(counts[name].sum()) == 0:  # no object at all: the type may be unknown (list of dicts)
         empty = pa.array([], type=schema.arrow_type(name).value_type)
         return pa.ListArray.from_arrays(pa.array(_offsets(counts[name])), empty, type=schema.arrow_type(name))
-    objs = ak.flatten(coll, axis=1)
-    have = set(ak.fields(objs))
+    objs = _Objects(events[name])
+    have = set(objs.fields())
     known = set(tdef.fields) | set(tdef.relations)
     unknown = sorted(have - known)
     if unknown:
@@ -158,57 +238,75 @@ def _collection_column(
     n_objects = len(objs)
     item_type = schema.arrow_type(name).value_type
     types = {f.name: f.type for f in item_type}
-    event_of_object: np.ndarray | None = None
     arrays: list[pa.Array] = []
     for fname, fdef in tdef.fields.items():
         where = f"{name}.{fname}"
         if fname not in have:
             if fdef.default is None:
                 raise DataError(f"collection {name}: field {fname!r} is missing and has no default")
-            value = np.full(n_objects * int(np.prod(fdef.shape or (1,))), fdef.default, dtype=_NUMPY[fdef.dtype])
+            size = n_objects * int(np.prod(fdef.shape or (1,)))
+            value: np.ndarray = np.full(size, fdef.default, dtype=_NUMPY[fdef.dtype])
             arrays.append(_fixed(value, types[fname]))
             continue
-        arrays.append(_field_array(objs[fname], fdef, where, types[fname]))
+        flat = None if fdef.shape else objs.values(fname)
+        if flat is not None:
+            arrays.append(pa.array(_cast(flat, fdef, where), type=types[fname]))
+        else:
+            arrays.append(_field_array(objs.flat[fname], fdef, where, types[fname]))
     for rname, rdef in tdef.relations.items():
         where = f"{name}.{rname}"
         if rname not in have:
             raise DataError(f"collection {name}: relation {rname!r} is missing")
         if rdef.target not in counts:
             raise DataError(f"{where}: relation target collection {rdef.target!r} is not in the events")
-        if event_of_object is None:
-            event_of_object = np.repeat(np.arange(len(coll)), counts[name])
-        limit = counts[rdef.target][event_of_object]
-        values = objs[rname]
+        limit = counts[rdef.target]
+        column: pa.Array | None = None
         if rdef.many:
-            inner = np.asarray(ak.num(values, axis=1), dtype=np.int64)
-            idx = _flat_numpy(ak.flatten(values, axis=1), where)
-            if idx.size == 0:
-                idx = idx.astype(np.int32)  # an empty list has no type to speak of
-            if idx.dtype.kind not in "iu":
-                raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
-            lim = np.repeat(limit, inner)
-            bad = (idx < 0) | (idx >= lim)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise DataError(
-                    f"{where}: index {int(idx[i])} out of range (the event has {int(lim[i])} {rdef.target})"
-                )
-            arrays.append(pa.ListArray.from_arrays(pa.array(_offsets(inner)), pa.array(idx.astype(np.int32)),
-                                                   type=types[rname]))
+            lists = objs.lists(rname)
+            if lists is not None and lists[1].dtype.kind in "iu":
+                inner, idx = lists
+                if inner[-1] <= np.iinfo(np.int32).max and _in_range(idx, inner[objs.offsets], limit, 0):
+                    column = pa.ListArray.from_arrays(pa.array(inner.astype(np.int32)),
+                                                      pa.array(idx.astype(np.int32, copy=False)), type=types[rname])
         else:
-            idx = _flat_numpy(values, where)
-            if idx.dtype.kind not in "iu":
-                raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
-            bad = (idx < -1) | (idx >= limit)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise DataError(
-                    f"{where}: index {int(idx[i])} out of range (the event has {int(limit[i])} "
-                    f"{rdef.target}; -1 means none)"
-                )
-            arrays.append(pa.array(idx.astype(np.int32)))
+            one = objs.values(rname)
+            if one is not None and one.dtype.kind in "iu" and _in_range(one, objs.offsets, limit, -1):
+                column = pa.array(one.astype(np.int32, copy=False))
+        if column is None:  # another layout, or an index out of range: checked object by object
+            event_of_object = np.repeat(np.arange(len(objs.coll)), counts[name])
+            column = _relation_column(objs.flat[rname], rdef.many, rdef.target, limit[event_of_object], where,
+                                      types[rname])
+        arrays.append(column)
     struct = pa.StructArray.from_arrays(arrays, fields=list(item_type))
     return pa.ListArray.from_arrays(pa.array(_offsets(counts[name])), struct, type=schema.arrow_type(name))
+
+
+def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarray, where: str,
+                     arrow_type: pa.DataType) -> pa.Array:
+    """A relation's indices, checked against ``limit`` (objects of ``target`` in each object's event)."""
+    if many:
+        inner = np.asarray(ak.num(values, axis=1), dtype=np.int64)
+        idx = _flat_numpy(ak.flatten(values, axis=1), where)
+        if idx.size == 0:
+            idx = idx.astype(np.int32)  # an empty list has no type to speak of
+        if idx.dtype.kind not in "iu":
+            raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
+        lim = np.repeat(limit, inner)
+        bad = (idx < 0) | (idx >= lim)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{where}: index {int(idx[i])} out of range (the event has {int(lim[i])} {target})")
+        return pa.ListArray.from_arrays(pa.array(_offsets(inner)), pa.array(idx.astype(np.int32)), type=arrow_type)
+    idx = _flat_numpy(values, where)
+    if idx.dtype.kind not in "iu":
+        raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
+    bad = (idx < -1) | (idx >= limit)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DataError(
+            f"{where}: index {int(idx[i])} out of range (the event has {int(limit[i])} {target}; -1 means none)"
+        )
+    return pa.array(idx.astype(np.int32))
 
 
 def containers_in(events: ak.Array, schema: Schema) -> list[str]:
@@ -244,9 +342,15 @@ def to_tables(
     if events.ndim != 1 or not ak.fields(events):
         raise DataError(f"events must be an array of records, got {events.type}")
     present = set(ak.fields(events))
+    layout = events.layout
+    top = layout if isinstance(layout, ak.contents.RecordArray) else None
     counts: dict[str, np.ndarray] = dict(target_counts or {})
     for name in schema.collections:
         if name in present:
+            content = top.content(name) if top is not None else None
+            if isinstance(content, ak.contents.ListOffsetArray):
+                counts[name] = np.diff(np.asarray(content.offsets).astype(np.int64, copy=False))
+                continue
             try:
                 counts[name] = np.asarray(ak.num(events[name], axis=1), dtype=np.int64)
             except Exception as exc:  # noqa: BLE001
@@ -265,7 +369,11 @@ def to_tables(
                     columns.append(pa.array(np.full(len(events), fdef.default, dtype=_NUMPY[fdef.dtype]),
                                             type=fld.type))
                 else:
-                    columns.append(_field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
+                    flat = _leaf(top.content(fld.name)) if top is not None and not fdef.shape else None
+                    if flat is not None:
+                        columns.append(pa.array(_cast(flat, fdef, f"tag {fld.name}"), type=fld.type))
+                    else:
+                        columns.append(_field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
             else:
                 if fld.name not in present:
                     raise DataError(f"container {container}: collection {fld.name!r} is missing")

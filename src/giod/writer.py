@@ -31,10 +31,10 @@ import pyarrow.compute as pc
 
 from giod import config
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit, DatabaseRecord
-from giod.columns import as_events, containers_in, to_tables
+from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
 from giod.schema import TAG_CONTAINER, Schema
-from giod.storage.container import ContainerWriter, WriteOptions
+from giod.storage.container import ContainerWriter, WriteOptions, object_counts
 from giod.storage.site import Site
 
 if TYPE_CHECKING:
@@ -382,7 +382,7 @@ def write_pass(
     target = dataset.federation.site(site)
     if options is None:
         options = write_options(config.load(dataset.federation.root))
-    specs = []
+    specs: list[ContainerSpec] = []
     stats: dict[str, tuple[float, float]] = {}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}.parquet",
@@ -412,19 +412,37 @@ def _stored_counts(dataset: Dataset, database: DatabaseRecord, events: ak.Array,
 
     schema = dataset.schema
     have = set(ak.fields(events))
-    targets = {r.target for c in containers if c != TAG_CONTAINER for coll in schema.containers[c]
-               for r in schema.collection_type(coll).relations.values()} - have
+    targets: set[str] = {r.target for c in containers if c != TAG_CONTAINER for coll in schema.containers[c]
+                         for r in schema.collection_type(coll).relations.values()} - have
+    out: dict[str, np.ndarray] = {}
+    for t in sorted(targets):
+        # the pass has usually just read these containers (a reconstruction reads the raw hits): their counts
+        # come from that read
+        rec = database.container(schema.container_of(t))
+        if rec is not None and rec.schema_id == dataset.schema_id:
+            known = object_counts(rec.path, rec.size, t)
+            if known is not None and len(known) == database.n_events:
+                out[t] = known
+    targets -= set(out)
     if not targets:
-        return {}
-    first_fields = {t: next(iter(schema.collection_type(t).fields)) for t in targets}
-    proj = resolve_columns(schema, [f"{t}.{f}" for t, f in first_fields.items()],
+        return out
+    # otherwise one leaf per collection is decoded, only for its list lengths: the narrowest is the cheapest
+    cheapest = {t: _narrowest(schema, t) for t in targets}
+    proj = resolve_columns(schema, [f"{t}.{f}" for t, f in cheapest.items()],
                            {c.name for c in database.containers})
     tables = read_database(dataset, database, proj, None)
-    out = {}
     for t in targets:
         col = tables[schema.container_of(t)].column(t)
-        out[t] = pc.list_value_length(col).to_numpy(zero_copy_only=False).astype(np.int64)
+        out[t] = pc.list_value_length(col).to_numpy(zero_copy_only=False)
     return out
+
+
+def _narrowest(schema: Schema, collection: str) -> str:
+    """The field (or relation) of ``collection`` with the fewest bytes per object."""
+    tdef = schema.collection_type(collection)
+    if not tdef.fields:
+        return next(iter(tdef.relations))
+    return min(tdef.fields, key=lambda f: field_width(tdef.fields[f]))
 
 
 class PassWriter:

@@ -10,6 +10,9 @@ appears under its final name once it is durable.
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +69,11 @@ def _float_columns(schema: pa.Schema) -> list[str]:
     return out
 
 
+#: pyarrow hands the sink one write per page header and per page (~8 kB): a buffer in Arrow gathers them,
+#: so that Python is called once per this many bytes, not thousands of times per container.
+_SINK_BUFFER = 1 << 20
+
+
 class _ChecksummingSink:
     """File-like object for pyarrow: checksums and forwards every write."""
 
@@ -112,8 +120,9 @@ class ContainerWriter:
         self.schema = schema
         self._pending = site.create(path)
         self._sink = _ChecksummingSink(self._pending)
+        self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), buffer_size=_SINK_BUFFER)
         try:
-            self._writer = pq.ParquetWriter(self._sink, schema, **options.parquet_kwargs(schema))
+            self._writer = pq.ParquetWriter(self._stream, schema, **options.parquet_kwargs(schema))
         except (pa.ArrowException, OSError) as exc:
             self._pending.discard()
             raise StorageError(f"cannot start container {path}: {exc}") from exc
@@ -137,6 +146,7 @@ class ContainerWriter:
         """Finish the file, make it durable and publish it under its final name."""
         try:
             self._writer.close()
+            self._stream.close()  # the buffered tail goes through the checksum to the file
         except (pa.ArrowException, OSError) as exc:
             self.abort()
             raise StorageError(f"cannot finish container {self.path}: {exc}") from exc
@@ -149,7 +159,85 @@ class ContainerWriter:
         # already failing: whatever close() says, the temporary file goes
         with contextlib.suppress(Exception):
             self._writer.close()
+        with contextlib.suppress(Exception):
+            self._stream.close()
         self._pending.discard()
+
+
+class _ObjectCounts:
+    """Objects per event of the collections of container files read in this process.
+
+    A later pass checks its relation indices against the number of objects of
+    the target collections in each event (``giod.writer``). When those
+    collections live in containers that the pass has just read — the raw hits
+    of a reconstruction — their list lengths are taken from that read instead
+    of reading the containers again. Files never change once published, so a
+    file is known by its path and size; a read of some events (a pass reads
+    large runs of them) fills those events in. Bounded: least recently used
+    files are forgotten first.
+    """
+
+    def __init__(self, max_events: int = 1 << 21):
+        self.max_events = max_events
+        self.clear()
+
+    def remember(self, key: tuple[str, int], n_rows: int, table: pa.Table, rows: np.ndarray | None) -> None:
+        """Note the list lengths of ``table``, whose rows are the file's ``rows`` (all of them if None)."""
+        if table.num_rows == 0 or n_rows > self.max_events // 4:
+            return
+        if rows is not None and len(rows) * 64 < n_rows:
+            return  # a sparse selection, not a pass over the file: not worth the bookkeeping
+        lengths = {}
+        for name, column in zip(table.column_names, table.columns, strict=True):
+            if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+                parts = [np.diff(chunk.offsets.to_numpy()) for chunk in column.chunks]
+                lengths[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if not lengths:
+            return
+        with self._lock:
+            if key not in self._files:
+                self._files[key] = (n_rows, {})
+                self._events += n_rows
+                while self._events > self.max_events and len(self._files) > 1:
+                    self._events -= self._files.popitem(last=False)[1][0]
+            self._files.move_to_end(key)
+            entry = self._files[key][1]
+            for name, n in lengths.items():
+                if rows is None:
+                    entry[name] = (n.astype(np.int32), None)
+                    continue
+                counts, known = entry.get(name, (np.zeros(n_rows, dtype=np.int32), np.zeros(n_rows, dtype=bool)))
+                if known is not None:  # else every event is known already
+                    counts[rows] = n
+                    known[rows] = True
+                    entry[name] = (counts, None if known.all() else known)
+
+    def get(self, key: tuple[str, int], collection: str) -> np.ndarray | None:
+        """The counts of every event, or None when some are unknown."""
+        with self._lock:
+            counts, known = self._files.get(key, (0, {}))[1].get(collection, (None, None))
+        return counts if counts is not None and known is None else None
+
+    def clear(self) -> None:
+        # also after a fork: another thread of the parent may have held the lock
+        self._lock = threading.Lock()
+        # (path, size) -> (events in the file, collection -> (counts, which events are known; None: all))
+        self._files: OrderedDict[tuple[str, int], tuple[int, dict[str, tuple[np.ndarray, np.ndarray | None]]]] = (
+            OrderedDict())
+        self._events = 0
+
+
+_COUNTS = _ObjectCounts()
+os.register_at_fork(after_in_child=_COUNTS.clear)
+
+
+def object_counts(path: str, size: int, collection: str) -> np.ndarray | None:
+    """Objects per event (int32) of ``collection`` in the container file ``path`` of ``size`` bytes.
+
+    Known when reads in this process have returned every event of it
+    (see :class:`_ObjectCounts`); None otherwise.
+    """
+    return _COUNTS.get((path, size), collection)
 
 
 class ContainerReader:
@@ -159,6 +247,8 @@ class ContainerReader:
         self.site = site
         self.path = path
         self._source: Any = None
+        # the file's identity for the object counts: only a size the catalog vouches for
+        self._key = (path, expected_size) if expected_size is not None else None
         local = site.local_path(path)
         try:
             if expected_size is not None:
@@ -192,12 +282,24 @@ class ContainerReader:
         """Read ``columns`` (Parquet paths) of the given clusters (all by default)."""
         try:
             if row_groups is None:
-                return self._file.read(columns=list(columns) if columns is not None else None)
-            return self._file.read_row_groups(
-                list(row_groups), columns=list(columns) if columns is not None else None
-            )
+                table = self._file.read(columns=list(columns) if columns is not None else None)
+            else:
+                table = self._file.read_row_groups(
+                    list(row_groups), columns=list(columns) if columns is not None else None
+                )
         except (pa.ArrowException, OSError) as exc:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
+        self._remember(table, None if row_groups is None else self._group_rows(row_groups))
+        return table
+
+    def _group_rows(self, row_groups: Sequence[int]) -> np.ndarray:
+        meta = self._file.metadata
+        first = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+        return np.concatenate([np.arange(first[g], first[g + 1]) for g in row_groups] or [np.zeros(0, np.int64)])
+
+    def _remember(self, table: pa.Table, rows: np.ndarray | None) -> None:
+        if self._key is not None:
+            _COUNTS.remember(self._key, self._file.metadata.num_rows, table, rows)
 
     def read_rows(self, columns: Sequence[str] | None, rows: np.ndarray) -> pa.Table:
         """Only the given rows, reading only the Parquet pages that hold them.
@@ -209,13 +311,16 @@ class ContainerReader:
         local = self.site.local_path(self.path)
         try:
             if local is not None:
-                return read_rows(local, columns, rows, metadata=self._file.metadata)
-            with self.site.open(self.path) as fh:
-                return read_rows(fh, columns, rows, metadata=self._file.metadata)
+                table = read_rows(local, columns, rows, metadata=self._file.metadata)
+            else:
+                with self.site.open(self.path) as fh:
+                    table = read_rows(fh, columns, rows, metadata=self._file.metadata)
         except IntegrityError:
             raise
         except StorageError:  # no page index: whole clusters
             return self.read(columns).take(pa.array(rows))
+        self._remember(table, np.asarray(rows))
+        return table
 
     def close(self) -> None:
         reader = getattr(self._file, "reader", None)
