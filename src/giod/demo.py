@@ -157,3 +157,5 @@ def demo(n_events: int | None, synthetic: bool, workers: int, output: str) -> No
     Console().print(t)
     click.echo(f"plot: {s['png']}")
     click.echo(f"look around: giod -f {s['federation']} ls   |   giod -f {s['federation']} show {s['dataset']}")
+    click.echo(f"event display: giod -f {s['federation']} serve --anonymous-read, then open "
+               f"http://127.0.0.1:8470/display?dataset={s['dataset']}&entry=0")
