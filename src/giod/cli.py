@@ -8,6 +8,7 @@ failures print one line and exit with code 2; there are no tracebacks.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -74,8 +75,13 @@ def _table(title: str, header: list[str], rows: list[list[Any]]) -> None:
 
 @click.group(cls=_Group)
 @click.version_option(package_name="giod")
-def main() -> None:
+@click.option("-f", "--federation", "federation", default=None, metavar="PATH_OR_URL",
+              help="Federation for every command that follows (same as GIOD_FEDERATION).")
+def main(federation: str | None) -> None:
     """giod: a federated object store for particle-physics event data."""
+    if federation is not None:
+        # the commands read their --federation default from the environment, after this runs
+        os.environ["GIOD_FEDERATION"] = federation
 
 
 @main.command()

@@ -155,3 +155,19 @@ def test_import_and_dijet_on_real_nanoaod(tmp_path: Path):
     masses = dijet.dijet_masses(ds.read(["Jet"]).Jet)
     assert n == len(masses) and n > 0
     assert png.stat().st_size > 10_000
+
+
+def test_federation_option_before_the_command(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from giod.cli import main
+
+    monkeypatch.setenv("GIOD_FEDERATION", str(tmp_path / "unused"))  # restored after the test: -f sets it
+    target = str(tmp_path / "fed")
+    runner = CliRunner()
+    assert runner.invoke(main, ["init", target]).exit_code == 0
+    got = runner.invoke(main, ["-f", target, "ls"])
+    assert got.exit_code == 0, got.output
+    assert "federation version" in got.output
+    missing = runner.invoke(main, ["-f", str(tmp_path / "nowhere"), "ls"])
+    assert missing.exit_code == 2
