@@ -22,7 +22,7 @@ import awkward as ak
 
 from giod.distributed import Job, Partition, plan, read_partition
 from giod.errors import MissingDependency
-from giod.objects import INDEX_SUFFIX
+from giod.objects import INDEX_SUFFIX, without_views
 from giod.schema import Schema
 
 if TYPE_CHECKING:
@@ -37,27 +37,6 @@ try:
 except ImportError:  # the class below still needs a base; from_selection says what to install
     dak = None
     ColumnProjectionMixin = object  # type: ignore[assignment,misc]
-
-
-def without_views(events: ak.Array, schema: Schema) -> ak.Array:
-    """Linked events without the relation views (the ``<relation>_index`` fields stay)."""
-    layout = events.layout
-    if not isinstance(layout, ak.contents.RecordArray):
-        return events
-    out = []
-    for name in layout.fields:
-        content = layout.content(name)
-        if name in schema.collections and isinstance(content, ak.contents.ListOffsetArray) \
-                and isinstance(content.content, ak.contents.RecordArray):
-            rec = content.content
-            views = set(schema.collection_type(name).relations)
-            keep = [f for f in rec.fields if f not in views]
-            if len(keep) != len(rec.fields):
-                rec = ak.contents.RecordArray([rec.content(f) for f in keep], keep, length=rec.length,
-                                              parameters=rec.parameters)
-                content = ak.contents.ListOffsetArray(content.offsets, rec)
-        out.append(content)
-    return ak.Array(ak.contents.RecordArray(out, layout.fields, length=layout.length))
 
 
 def _giod_column(path: str, schema: Schema) -> str:

@@ -146,6 +146,15 @@ def _link_order(schema: Schema, names: list[str]) -> list[str]:
 
 def unlink(events: ak.Array, schema: Schema) -> ak.Array:
     """The stored form of linked events: views dropped, ``rel_index`` back to ``rel``."""
+    return _drop_views(events, schema, restore_names=True)
+
+
+def without_views(events: ak.Array, schema: Schema) -> ak.Array:
+    """Linked events without the relation views (the ``<relation>_index`` fields stay)."""
+    return _drop_views(events, schema, restore_names=False)
+
+
+def _drop_views(events: ak.Array, schema: Schema, *, restore_names: bool) -> ak.Array:
     layout = events.layout
     if not isinstance(layout, ak.contents.RecordArray):
         return events
@@ -156,11 +165,14 @@ def unlink(events: ak.Array, schema: Schema) -> ak.Array:
                 and isinstance(content.content, ak.contents.RecordArray):
             rec = content.content
             rels = set(schema.collection_type(name).relations)
-            keep = [(f, rec.content(f)) for f in rec.fields if f not in rels]
-            fields = [f[: -len(INDEX_SUFFIX)] if f.endswith(INDEX_SUFFIX) and f[: -len(INDEX_SUFFIX)] in rels
-                      else f for f, _ in keep]
-            rec = ak.contents.RecordArray([c for _, c in keep], fields, length=rec.length,
-                                          parameters=rec.parameters)
-            content = ak.contents.ListOffsetArray(content.offsets, rec)
+            keep = [f for f in rec.fields if f not in rels]
+            fields = keep
+            if restore_names:
+                fields = [f[: -len(INDEX_SUFFIX)] if f.endswith(INDEX_SUFFIX) and f[: -len(INDEX_SUFFIX)] in rels
+                          else f for f in keep]
+            if fields != rec.fields:
+                rec = ak.contents.RecordArray([rec.content(f) for f in keep], fields, length=rec.length,
+                                              parameters=rec.parameters)
+                content = ak.contents.ListOffsetArray(content.offsets, rec)
         out.append(content)
     return ak.Array(ak.contents.RecordArray(out, layout.fields, length=layout.length), behavior=events.behavior)
