@@ -28,7 +28,7 @@ from giod.catalog.records import (
     VersionRecord,
 )
 from giod.errors import CatalogError
-from giod.storage.remote import Endpoint, Limits, connect
+from giod.storage.http import Endpoint, Limits, connect
 
 __all__ = ["RemoteCatalog"]
 

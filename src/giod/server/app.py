@@ -36,7 +36,7 @@ from giod.server.routes import display as display_routes
 from giod.server.routes import files as file_routes
 from giod.server.routes import query as query_routes
 from giod.server.state import ServerState, need
-from giod.storage.remote import Limits
+from giod.storage.http import Limits
 
 __all__ = ["create_app", "status_of"]
 

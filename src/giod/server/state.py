@@ -11,7 +11,7 @@ from giod.federation import Federation
 from giod.server.auth import Caller, Gate
 from giod.server.cache import QueryCache
 from giod.server.metrics import Metrics
-from giod.storage.remote import Limits
+from giod.storage.http import Limits
 
 __all__ = ["ServerState", "state", "need"]
 

@@ -8,200 +8,34 @@ flight in reading order, and the file objects handed to pyarrow answer from
 what arrived. Anything not announced is fetched on demand, with the server's
 bounds (ranges per request, bytes per request) respected.
 
-One :class:`Endpoint` per server holds the connection pool and the bearer
-token; the remote catalog registers it when a federation is opened, so sites
-of that server share it.
+The connection to the server (pool, token, bounds, typed errors) is the
+server's :class:`~giod.storage.http.Endpoint`, shared with the remote catalog.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
-from giod import errors
-from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
+from giod.errors import ConfigError, GiodError, IntegrityError
 from giod.storage.checksum import Checksum
+from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, site_token_env
 from giod.storage.ranges import ReadScheduler
 from giod.storage.site import FileInfo, PendingFile, Site, check_relpath, register_site_kind
 
-__all__ = ["Endpoint", "Limits", "RemoteSite", "connect", "endpoint_for", "site_token_env"]
+# the endpoint's names stay importable from here, where the remote site uses them
+__all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "connect", "endpoint_for",
+           "site_token_env"]
 
-TOKEN_ENV = "GIOD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
-RETRIES = 3  # attempts for idempotent requests that failed on the way
 TAIL = 64 << 10  # bytes read from the end of a file to find its footer
 PLAN_WAIT = 120.0  # seconds a read waits for its file's column plan (its footer's round trip)
 SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range requests
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What a server accepts; it publishes them and the client stays inside."""
-
-    max_ranges: int = 64  # ranges in one multi-range request
-    max_request_bytes: int = 64 << 20  # bytes answered by one request
-    max_upload_bytes: int = 16 << 30  # one uploaded file
-
-    @classmethod
-    def from_headers(cls, headers: Any) -> Limits:
-        d = cls()
-        try:
-            return cls(
-                int(headers.get("x-giod-max-ranges", d.max_ranges)),
-                int(headers.get("x-giod-max-request-bytes", d.max_request_bytes)),
-                int(headers.get("x-giod-max-upload-bytes", d.max_upload_bytes)),
-            )
-        except ValueError:
-            return d
-
-
-def _error_from(status: int, body: bytes, what: str) -> GiodError:
-    """The typed error a server answer stands for (the server names the class)."""
-    kind, message = "", body.decode("utf-8", "replace")[:500]
-    try:
-        doc = json.loads(body)
-        kind, message = str(doc.get("error", "")), str(doc.get("message", message))
-    except (ValueError, AttributeError):
-        pass
-    cls = getattr(errors, kind, None)
-    if isinstance(cls, type) and issubclass(cls, GiodError):
-        return cls(message)
-    if status == 401:
-        return AuthError(f"{what}: {message or 'authentication required'}")
-    if status == 403:
-        return getattr(errors, "Forbidden", AuthError)(f"{what}: {message or 'forbidden'}")
-    if status == 404:
-        return NotFound(f"{what}: not found")
-    if status in (413, 416):
-        return StorageError(f"{what}: the server refused the request ({status}): {message}")
-    return StorageError(f"{what}: server answered {status}: {message}")
-
-
-class Endpoint:
-    """One giod server: base URL, token, TLS settings and a pool of connections."""
-
-    def __init__(self, base: str, token: str | None = None, *, verify: bool | str = True, streams: int = 16,
-                 timeout: float = 60.0):
-        import urllib3
-
-        parts = urlsplit(base)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"{base!r} is not a giod server URL (http://host:port)")
-        self.base = f"{parts.scheme}://{parts.netloc}"
-        self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
-        self.streams = streams
-        kw: dict[str, Any] = {}
-        if parts.scheme == "https":
-            if verify is False:
-                kw["cert_reqs"] = "CERT_NONE"
-            elif isinstance(verify, str):
-                kw["ca_certs"] = verify
-        # connections beyond the streams are for catalog calls made while prefetching
-        self._http = urllib3.PoolManager(num_pools=4, maxsize=streams + 4, block=False, retries=False,
-                                         timeout=urllib3.Timeout(connect=10.0, read=timeout), **kw)
-        self.limits = Limits()
-        self.requests = 0
-        self.received = 0
-        self._lock = threading.Lock()
-
-    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        h = {"user-agent": "giod-client"}
-        if self.token:
-            h["authorization"] = f"Bearer {self.token}"
-        if extra:
-            h.update(extra)
-        return h
-
-    def request(self, method: str, path: str, *, body: bytes | BinaryIO | None = None,
-                headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,),
-                idempotent: bool | None = None, what: str | None = None) -> Any:
-        """One request with retries on connection failures and 5xx (idempotent requests only)."""
-        import urllib3
-
-        what = what or f"{method} {path}"
-        retry = idempotent if idempotent is not None else method in ("GET", "HEAD")
-        attempts = RETRIES if retry else 1
-        last: Exception | None = None
-        for attempt in range(attempts):
-            try:
-                r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
-                                       preload_content=True, redirect=False)
-            except urllib3.exceptions.HTTPError as exc:
-                last = exc
-                if attempt + 1 < attempts:
-                    time.sleep(0.05 * 2**attempt)  # back off before trying the server again
-                continue
-            with self._lock:
-                self.requests += 1
-                self.received += len(r.data)
-            if r.status in ok:
-                return r
-            if r.status >= 500 and attempt + 1 < attempts:
-                last = StorageError(f"{what}: server answered {r.status}")
-                time.sleep(0.05 * 2**attempt)
-                continue
-            raise _error_from(r.status, r.data, what)
-        raise StorageError(f"{what}: {self.base} unreachable: {last}")
-
-    def warm(self) -> None:
-        """Open the data connections in the background (a far server costs a round trip per connection)."""
-        def one() -> None:
-            try:
-                self.request("HEAD", "/healthz", ok=(200,), idempotent=False, what="warming up")
-            except GiodError:
-                pass  # only a head start: the reads open their connections themselves
-
-        for _ in range(self.streams):
-            threading.Thread(target=one, daemon=True, name="giod-warm").start()
-
-    def json(self, method: str, path: str, payload: Any = None, **kw: Any) -> Any:
-        body = None if payload is None else json.dumps(payload).encode()
-        headers = {"content-type": "application/json"} if body is not None else None
-        r = self.request(method, path, body=body, headers=headers, **kw)
-        try:
-            return json.loads(r.data)
-        except ValueError as exc:
-            raise StorageError(f"{method} {path}: the server sent malformed JSON") from exc
-
-    def close(self) -> None:
-        self._http.clear()
-
-
-_ENDPOINTS: dict[str, Endpoint] = {}
-_ENDPOINTS_LOCK = threading.Lock()
-
-
-def connect(base: str, token: str | None = None, *, verify: bool | str = True) -> Endpoint:
-    """The endpoint for the server at ``base`` (replaced when a different token is given)."""
-    parts = urlsplit(base)
-    key = f"{parts.scheme}://{parts.netloc}"
-    with _ENDPOINTS_LOCK:
-        ep = _ENDPOINTS.get(key)
-        wanted = token if token is not None else os.environ.get(TOKEN_ENV) or None
-        if ep is None or ep.token != wanted:
-            ep = _ENDPOINTS[key] = Endpoint(key, wanted, verify=verify)
-        return ep
-
-
-def site_token_env(site: str) -> str:
-    """The variable holding the token for one site: ``GIOD_TOKEN_<NAME>`` (upper case, ``_`` for others)."""
-    return TOKEN_ENV + "_" + "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in site.upper())
-
-
-def endpoint_for(url: str) -> Endpoint:
-    parts = urlsplit(url)
-    key = f"{parts.scheme}://{parts.netloc}"
-    with _ENDPOINTS_LOCK:
-        ep = _ENDPOINTS.get(key)
-    return ep if ep is not None else connect(key)
 
 
 class RemoteSite(Site):
