@@ -1,0 +1,290 @@
+"""``giod site``, ``replicate``, ``rule``, ``replicator`` and ``verify``: sites and their copies."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from giod.cli import _number_id, _open, _size, _table, federation_option, main
+from giod.errors import ConfigError, GiodError
+
+
+@main.group()
+def site() -> None:
+    """Sites that hold files: local directories, other giod servers, fsspec URLs."""
+
+
+@site.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.option("--distance", default=10, show_default=True, help="Preference order: lower is nearer.")
+@federation_option
+def site_add(name: str, url: str, distance: int, federation: str) -> None:
+    """Register a site: a directory, a giod server, or an fsspec URL.
+
+    URL is a directory (created if needed), http(s)://HOST:PORT/files/SITE (a site
+    of another giod server; HOST:PORT alone takes its nearest site, ?site=SITE
+    another), or an fsspec URL (memory://…, s3://…). The token of a remote site
+    comes from GIOD_TOKEN_<NAME>, else GIOD_TOKEN; it is never stored.
+
+    Example: giod site add caltech http://data.caltech.edu:8470 --distance 20
+    """
+    from giod.replication.sites import normalize_site_url, probe
+
+    fed = _open(federation)
+    rec = fed.add_site(name, normalize_site_url(name, url), distance)
+    click.echo(f"site {rec.name} at {rec.url} (distance {rec.distance})")
+    health = probe(fed.site(rec.name))
+    if not health.reachable:
+        click.echo(f"warning: site {rec.name} does not answer now: {health.detail}", err=True)
+
+
+@site.command("ls")
+@federation_option
+def site_ls(federation: str) -> None:
+    """List sites with their health: reachable, free space, replicas held, damaged replicas."""
+    from giod.replication.sites import probe
+
+    fed = _open(federation)
+    summary_of = getattr(fed.catalog, "replica_summary", None)
+    summary = summary_of() if summary_of is not None else {}
+    rows = []
+    for s in fed.sites():
+        try:
+            health = probe(fed.site(s.name))
+        except GiodError as exc:  # a site that cannot even be opened is shown, not fatal
+            reachable, detail, free = "no", str(exc), "?"
+        else:
+            reachable = "yes" if health.reachable else "no"
+            detail = health.detail
+            free = "?" if health.free_bytes is None else _size(health.free_bytes)
+        held = summary.get(s.name, {})
+        good_n, good_bytes = held.get("good", (0, 0))
+        rows.append([s.name, s.url, s.distance, reachable, free, f"{good_n} ({_size(good_bytes)})",
+                     held.get("bad", (0, 0))[0], held.get("lost", (0, 0))[0], held.get("copying", (0, 0))[0],
+                     detail])
+    _table("sites", ["name", "url", "distance", "reachable", "free", "replicas", "bad", "lost", "copying",
+                     "remark"], rows)
+
+
+def _names(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ConfigError(f"{text!r} names nothing: give comma-separated names")
+    return names
+
+
+def _containers(fed: Any, dataset: str, text: str | None) -> list[str] | None:
+    """Container names checked against the dataset's model."""
+    names = _names(text)
+    if names is None:
+        return None
+    known = list(fed.dataset(dataset).schema.containers)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"dataset {dataset} has no container {', '.join(unknown)} (it has {', '.join(known)})")
+    return names
+
+
+class _TransferBar:
+    """A rich progress bar for copies and checks: files, bytes, rate, time left."""
+
+    def __init__(self, label: str):
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self.label = label
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[files]}"),
+                            DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), transient=True)
+        self.task: Any = None
+        self.files = 0
+        self.total = 0
+
+    def __enter__(self) -> _TransferBar:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def start(self, files: int, size: int) -> None:
+        self.total, self.files = files, 0
+        self.task = self.bar.add_task(self.label, total=size, files=f"0/{files} files")
+
+    def advance(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+    def file_done(self) -> None:
+        self.files += 1
+        self.bar.update(self.task, files=f"{self.files}/{self.total} files")
+
+
+def _transfers_summary(r: Any) -> str:
+    rate = f" at {_size(r.rate)}/s" if r.copied else ""
+    return (f"{r.copied} copied ({_size(r.bytes)} in {r.seconds:.1f} s{rate}), {r.adopted} found in place and "
+            f"registered, {r.already} already there, {len(r.failed)} failed")
+
+
+@main.command()
+@click.argument("dataset")
+@click.option("--to", "to", required=True, help="The site that gets the replicas.")
+@click.option("--containers", default=None, help="Comma-separated containers (default: all), e.g. tag,reco.")
+@click.option("--streams", default=4, show_default=True, type=click.IntRange(1, 256), help="Files copied at once.")
+@federation_option
+def replicate(dataset: str, to: str, containers: str | None, streams: int, federation: str) -> None:
+    """Copy a dataset's containers to a site, verified before they are registered.
+
+    Copies come from the nearest good replica; a file already at the site is
+    checked and registered instead of copied again, so an interrupted run
+    resumes where it stopped. Exits 1 when a container could not be placed.
+
+    Example: giod replicate qcd --to caltech --containers tag,reco --streams 8
+    """
+    from giod.replication import replicate as run
+
+    fed = _open(federation)
+    names = _containers(fed, dataset, containers)
+    with _TransferBar(f"{dataset} → {to}") as bar:
+        report = run(fed.catalog, fed.site, dataset, to, containers=names, streams=streams, progress=bar)
+    click.echo(f"{dataset} → {to}: {_transfers_summary(report)}")
+    for path, where, why in report.failed:
+        click.echo(f"failed: {path} → {where}: {why}")
+    for path in report.unavailable:
+        click.echo(f"no good copy to copy from: {path} (giod verify; giod rule ls)")
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.group()
+def rule() -> None:
+    """Replication rules: how many good copies of a dataset, where (see giod replicator)."""
+
+
+@rule.command("add")
+@click.argument("dataset")
+@click.option("--copies", required=True, type=int, help="Good replicas every matching container keeps.")
+@click.option("--sites", default=None, help="Comma-separated sites that count and receive copies (default: any).")
+@click.option("--containers", default=None, help="Comma-separated containers (default: all).")
+@federation_option
+def rule_add(dataset: str, copies: int, sites: str | None, containers: str | None, federation: str) -> None:
+    """Add a rule; `giod replicator` makes the federation satisfy it, new databases included.
+
+    Example: giod rule add qcd --copies 2 --sites cern,caltech --containers tag,reco
+    """
+    fed = _open(federation)
+    rec = fed.catalog.add_rule(dataset, copies, _names(sites), _containers(fed, dataset, containers))
+    click.echo(f"rule {rec.id}: {_rule_text(rec)}")
+
+
+def _rule_text(rec: Any) -> str:
+    where = "any sites" if rec.sites is None else "sites " + ",".join(rec.sites)
+    what = "every container" if rec.containers is None else "containers " + ",".join(rec.containers)
+    return f"{rec.copies} copies of {rec.dataset} ({what}) on {where}"
+
+
+@rule.command("ls")
+@federation_option
+def rule_ls(federation: str) -> None:
+    """List rules with their state: satisfied, or how many replicas are missing."""
+    from giod.replication import rule_states
+
+    fed = _open(federation)
+    rows = [[s.rule.id, s.rule.dataset, s.rule.copies, ",".join(s.rule.sites or ("any",)),
+             ",".join(s.rule.containers or ("all",)), s.containers, s.describe()] for s in rule_states(fed.catalog)]
+    _table("rules", ["id", "dataset", "copies", "sites", "containers", "covers", "state"], rows)
+
+
+@rule.command("rm")
+@click.argument("rule_id", metavar="ID")
+@federation_option
+def rule_rm(rule_id: str, federation: str) -> None:
+    """Remove a rule (its replicas stay).
+
+    Example: giod rule rm 3
+    """
+    number = _number_id(rule_id, "rule", "giod rule ls")
+    _open(federation).catalog.remove_rule(number)
+    click.echo(f"rule {number} removed")
+
+
+@main.command()
+@click.option("--once", is_flag=True, help="One pass, then exit (1 if a rule is still unsatisfied).")
+@click.option("--interval", default=60.0, show_default=True, type=click.FloatRange(0.1), help="Seconds between passes.")
+@click.option("--streams", default=4, show_default=True, type=click.IntRange(1, 256), help="Files copied at once.")
+@federation_option
+def replicator(once: bool, interval: float, streams: int, federation: str) -> None:
+    """Make the federation satisfy its rules and repair damaged replicas, in passes.
+
+    Runs until interrupted (SIGINT/SIGTERM end it after the current pass).
+
+    Example: giod replicator --interval 300
+    """
+    import signal
+    import time
+
+    from giod.replication import replicator as run
+
+    fed = _open(federation)
+    stopping: list[bool] = []
+    results: list[Any] = []
+
+    def report(p: Any) -> None:
+        results.append(p)
+        states = ", ".join(f"rule {s.rule.id} {s.describe()}" for s in p.rules) or "no rules"
+        away = f"; away: {', '.join(p.away)}" if p.away else ""
+        click.echo(f"{time.strftime('%H:%M:%S')} {states}; {p.repairs} repairs; "
+                   f"{_transfers_summary(p.transfers)}{away}")
+        for path, where, why in p.transfers.failed:
+            click.echo(f"  failed: {path} → {where}: {why}")
+        for path in p.newly_lost:
+            click.echo(f"  LOST: {path} has no good copy left")
+
+    if not once:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stopping.append(True))
+    run(fed.catalog, fed.site, interval=interval, streams=streams, passes=1 if once else None, on_pass=report,
+        stop=lambda: bool(stopping))
+    if once and (not results or not results[-1].ok):
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--site", "site_name", default=None, help="Check only this site (default: every site).")
+@click.option("--sample", default=None, type=float, help="Check a random fraction of the replicas, e.g. 0.05.")
+@click.option("--seed", default=None, type=int, help="Seed of the sample (default: a new one each time).")
+@click.option("--streams", default=4, show_default=True, type=click.IntRange(1, 256), help="Files read at once.")
+@federation_option
+def verify(site_name: str | None, sample: float | None, seed: int | None, streams: int, federation: str) -> None:
+    """Re-read replicas and check their checksums; mark damaged ones bad (or lost).
+
+    Exits 1 when a replica is missing or corrupt, or a site does not answer.
+
+    Example: giod verify --site caltech --sample 0.1
+    """
+    from giod.replication import verify as run
+
+    fed = _open(federation)
+    with _TransferBar("verifying") as bar:
+        report = run(fed.catalog, fed.site, site=site_name, sample=sample, seed=seed, streams=streams,
+                     progress=bar)
+    for f in report.damaged:
+        click.echo(f"{f.kind}: {f.site}:{f.path}: {f.detail} → marked {f.state or '(not recorded)'}")
+    for where, path in report.restored:
+        click.echo(f"restored: {where}:{path} reads right again → marked good")
+    for where, why in report.unreachable.items():
+        click.echo(f"unreachable: {where}: {why}")
+    click.echo(f"checked {report.checked} replicas ({_size(report.bytes)}), skipped {report.skipped}: "
+               f"{len(report.damaged)} damaged ({len(report.lost)} lost), {len(report.restored)} restored, "
+               f"{len(report.unreachable)} sites unreachable")
+    if not report.ok:
+        sys.exit(1)
