@@ -208,11 +208,9 @@ class Federation:
         Remote sites start fetching at once, many requests in flight; local
         sites ignore it.
         """
-        if self._site_ids is None:
-            self._site_ids = {s.id: s for s in self.sites()}
         plans: dict[str, list[tuple[str, int, Sequence[str] | None]]] = {}
         for container, columns in items:
-            held = [self._site_ids[i] for i in container.site_ids if i in self._site_ids]
+            held = self._holders(container)
             if held:
                 nearest = self.reads.order(held)[0]  # where read_container will read it
                 plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
