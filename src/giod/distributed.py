@@ -215,8 +215,8 @@ _DATASETS: weakref.WeakKeyDictionary[Federation, dict[tuple[str, int], Dataset]]
 _NEAREST: weakref.WeakKeyDictionary[Federation, str | None] = weakref.WeakKeyDictionary()
 
 
-def _federation(target: Target) -> Federation:
-    """The federation ``target``, opened once per process and thread."""
+def worker_federation(target: Target) -> Federation:
+    """The federation ``target``, opened once per worker process and thread and kept for later tasks."""
     import giod
 
     opened: dict[Target, Federation] = getattr(_cache, "feds", None) or {}
@@ -228,7 +228,8 @@ def _federation(target: Target) -> Federation:
     return fed
 
 
-def _dataset(fed: Federation, name: str, version: int) -> Dataset:
+def worker_dataset(fed: Federation, name: str, version: int) -> Dataset:
+    """Dataset ``name`` at ``version`` of a worker's federation, its schema parsed once per federation."""
     found = _DATASETS.setdefault(fed, {})
     ds = found.get((name, version))
     if ds is None:
@@ -264,8 +265,8 @@ def read_partition(job: Job, part: Partition, fed: Federation | None = None,
                    columns: Sequence[str] | None = None) -> tuple[ak.Array, dict[str, Any]]:
     """The selected events of one partition with the job's columns (or ``columns``), and timings."""
     t0 = time.perf_counter()
-    fed = fed if fed is not None else _federation(job.target)
-    ds = _dataset(fed, job.dataset, job.version)
+    fed = fed if fed is not None else worker_federation(job.target)
+    ds = worker_dataset(fed, job.dataset, job.version)
     t1 = time.perf_counter()
     db = part.database
     local: np.ndarray | None = None if (part.start == 0 and part.stop == db.n_events) else \

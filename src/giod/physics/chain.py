@@ -36,6 +36,7 @@ from giod.writer import PassOutput, write_pass
 
 if TYPE_CHECKING:
     from giod.catalog.records import DatabaseRecord
+    from giod.distributed import Target
     from giod.federation import Dataset, Federation
 
 __all__ = ["RAW_COLLECTIONS", "reconstruct_dataset", "simulate_into"]
@@ -128,8 +129,8 @@ def reconstruct_dataset(
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
     ds = dataset.pinned()
-    todo = _databases_to_do(ds, force)
-    target = _target(ds.federation) if workers > 1 else ""
+    # largest first, so that no worker is left with a big database when the others are done
+    todo = sorted(_databases_to_do(ds, force), key=lambda db: -db.bytes)
     passes = ds.extend(replace=force, program=RECONSTRUCT_PROGRAM, program_version=giod.__version__)
     try:
         if scheduler is not None:
@@ -139,7 +140,7 @@ def reconstruct_dataset(
                 passes.add(reconstruct_database(ds, db, replace=force, progress=progress))
         else:
             try:
-                _in_workers(passes, target, ds, todo, workers, force, progress)
+                _in_workers(passes, ds, todo, workers, force, progress)
             except BrokenProcessPool as exc:
                 raise GiodError(
                     "a reconstruction worker process died (out of memory, killed, or a script that "
@@ -177,11 +178,6 @@ def _databases_to_do(ds: Dataset, force: bool) -> list[DatabaseRecord]:
     return todo
 
 
-def _target(fed: Federation) -> str:
-    """What a worker process passes to ``giod.open`` to reach the same federation."""
-    return str(fed.root) if fed.root is not None else fed.catalog.url
-
-
 def reconstruct_database(
     ds: Dataset, db: DatabaseRecord, *, replace: bool = False, progress: Progress | None = None,
 ) -> PassOutput:
@@ -216,33 +212,40 @@ def _packaged() -> tuple[Any, Any]:
     return Detector.load(), Calibration.load()
 
 
-def _reconstruct_task(target: str, dataset: str, version: int, database_id: int, replace: bool) -> PassOutput:
-    """A worker's task: open the federation, reconstruct one database at the pinned version."""
-    with giod.open(target, create=False) as fed:
-        ds = fed.dataset(dataset, version)
-        db = fed.catalog.database(database_id, version)
-        return reconstruct_database(ds, db, replace=replace)
+def _reconstruct_task(target: Target, dataset: str, version: int, database_id: int, replace: bool) -> PassOutput:
+    """A worker's task: reconstruct one database at the pinned version.
+
+    The worker keeps its federation open between tasks (opening one costs
+    tens of milliseconds of catalog work, a few percent of a task).
+    """
+    from giod.distributed import worker_dataset, worker_federation
+
+    fed = worker_federation(target)
+    ds = worker_dataset(fed, dataset, version)
+    return reconstruct_database(ds, fed.catalog.database(database_id, version), replace=replace)
 
 
 def _on_scheduler(passes: Any, ds: Dataset, todo: list[DatabaseRecord], force: bool, progress: Progress | None,
                   scheduler: Any) -> None:
-    from giod.distributed import run_tasks
+    from giod.distributed import Target, run_tasks
     from giod.physics.reconstruct import warm_up
 
     warm_up()  # compile once here; workers on this machine load the compiled code from numba's cache
     sites = [[s.name for s in ds.federation.sites() if all(s.id in c.site_ids for c in db.containers)] for db in todo]
-    calls = [(_target(ds.federation), ds.name, int(ds.version), db.id, force) for db in todo]  # type: ignore[arg-type]
+    calls = [(Target.of(ds.federation), ds.name, int(ds.version), db.id, force) for db in todo]  # type: ignore[arg-type]
     for i, output in run_tasks(scheduler, _reconstruct_task, calls, sites=sites):
         passes.add(output)
         if progress is not None:
             progress(todo[i].n_events)
 
 
-def _in_workers(passes: Any, target: str, ds: Dataset, todo: list[DatabaseRecord], workers: int,
+def _in_workers(passes: Any, ds: Dataset, todo: list[DatabaseRecord], workers: int,
                 force: bool, progress: Progress | None) -> None:
+    from giod.distributed import Target
     from giod.physics.reconstruct import warm_up
 
     version = int(ds.version)  # type: ignore[arg-type]  # pinned by the caller
+    target = Target.of(ds.federation)
     warm_up()  # compile once here; the workers load the compiled code from numba's cache
     # spawn, not fork: the parent holds catalog connections and library thread pools
     context = multiprocessing.get_context("spawn")
