@@ -202,6 +202,7 @@ class TaskStats:
     site: str | None  # where the worker is
     declared: bool  # the worker declared its site (else: assumed the nearest site)
     local: bool  # the worker's site holds a replica of what the task read
+    read_sites: tuple[str, ...] = ()  # the sites whose replicas answered the task's reads
 
     @property
     def wall_s(self) -> float:
@@ -224,6 +225,7 @@ def worker_federation(target: Target) -> Federation:
     fed = opened.get(target)
     if fed is None:
         fed = giod.open(target.url, create=False, token=target.token, verify=target.verify)
+        fed.reads.here = _declared()[1]
         opened[target] = fed
     return fed
 
@@ -238,8 +240,8 @@ def worker_dataset(fed: Federation, name: str, version: int) -> Dataset:
     return ds
 
 
-def _where_am_i(fed: Federation) -> tuple[str, str | None, bool]:
-    """(worker name, site, whether the site was declared)."""
+def _declared() -> tuple[str, str | None]:
+    """(worker name, the site the worker declared: a Dask resource, else ``GIOD_SITE``, else None)."""
     name, site = f"pid {os.getpid()}", None
     try:
         from distributed import get_worker
@@ -252,7 +254,13 @@ def _where_am_i(fed: Federation) -> tuple[str, str | None, bool]:
         site = declared[0] if declared else None
     except (ImportError, ValueError):
         pass  # not in a Dask worker
-    site = site or os.environ.get(SITE_ENV) or None
+    return name, site or os.environ.get(SITE_ENV) or None
+
+
+def _where_am_i(fed: Federation) -> tuple[str, str | None, bool]:
+    """(worker name, site, whether the site was declared)."""
+    name, site = _declared()
+    fed.reads.here = site  # sent to its data, a task reads the replica beside it
     if site is not None:
         return name, site, True
     if fed not in _NEAREST:  # asked once per open federation, not once per task
@@ -295,14 +303,19 @@ def _map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
               here: Federation | None = None) -> tuple[Any, TaskStats]:
     """A worker's task: read one partition, apply ``fn``; the value and what it cost."""
     start, cpu = time.time(), time.process_time()
-    chunk, t = read_partition(job, part, here)
+    t0 = time.perf_counter()
+    fed = here if here is not None else worker_federation(job.target)
+    opened = time.perf_counter() - t0
+    worker, site, declared = _where_am_i(fed)
+    served = fed.reads.served.copy()
+    chunk, t = read_partition(job, part, fed)
+    read_sites = tuple(sorted(fed.reads.served - served))
     u0 = time.perf_counter()
     value = fn(chunk) if len(chunk) else _EMPTY
     user_s = time.perf_counter() - u0
-    worker, site, declared = _where_am_i(t["fed"])
-    stats = TaskStats(part.index, part.database.id, part.entries, len(chunk), part.bytes, t["catalog_s"],
+    stats = TaskStats(part.index, part.database.id, part.entries, len(chunk), part.bytes, opened + t["catalog_s"],
                       t["read_s"], user_s, time.process_time() - cpu, start, time.time(), worker, site, declared,
-                      site is not None and site in part.sites)
+                      site is not None and site in part.sites, read_sites)
     return value, stats
 
 

@@ -50,3 +50,23 @@ def test_a_worker_declares_its_site_with_an_environment_variable(fed: giod.Feder
     monkeypatch.delenv("GIOD_SITE")
     _, report = sel.map(len, columns=["njets"], scheduler="sync", report=True)
     assert all(not t.declared and t.site == "local" and not t.local for t in report.tasks)  # assumed nearest
+
+
+def test_a_worker_reads_the_replica_at_its_own_site(tmp_path, monkeypatch) -> None:
+    from giod.bench import synthetic
+    from giod.replication import replicate
+
+    with giod.open(tmp_path / "fed") as fed:
+        fed.add_site("near", str(tmp_path / "near"), 1)
+        fed.add_site("far", str(tmp_path / "far"), 50)
+        ds = fed.create_dataset("syn", synthetic.schema())
+        with ds.writer(site="near") as w:
+            w.append(synthetic.events(120, seed=3))
+        replicate(fed.catalog, fed.site, "syn", "far", streams=1)
+        sel = fed.dataset("syn").select()
+        _, report = sel.map(len, columns=["njets", "jets.pt"], scheduler="sync", report=True)
+        assert [t.read_sites for t in report.tasks] == [("near",)]  # nobody declared a site: the nearest
+        monkeypatch.setenv("GIOD_SITE", "far")
+        n, report = sel.map(len, columns=["njets", "jets.pt"], scheduler="sync", report=True)
+        assert n == 120
+        assert [(t.site, t.local, t.read_sites) for t in report.tasks] == [("far", True, ("far",))]

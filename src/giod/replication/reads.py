@@ -44,20 +44,28 @@ DOWN_SECONDS = 30.0  # a site that did not answer is tried last for this long
 
 
 class ReadBalancer:
-    """Per federation: reads in flight per site, and sites recently found down. Thread-safe."""
+    """Per federation: reads in flight per site, and sites recently found down. Thread-safe.
 
-    def __init__(self) -> None:
+    ``here`` names the site this process runs at (a Dask worker that declared
+    its site): its replicas come first, as a job sent to the data reads the
+    copy beside it. ``served`` counts the reads each site answered.
+    """
+
+    def __init__(self, here: str | None = None) -> None:
         self._lock = threading.Lock()
         self.in_flight: Counter[str] = Counter()
+        self.served: Counter[str] = Counter()
         self._down: dict[str, float] = {}
+        self.here = here
 
     def order(self, sites: Sequence[SiteRecord]) -> list[SiteRecord]:
-        """Healthy before recently down, then nearest, then least loaded."""
+        """Healthy before recently down, then this process's own site, then nearest, then least loaded."""
         now = time.monotonic()
         with self._lock:
             down = {name for name, until in self._down.items() if until > now}
             load = dict(self.in_flight)
-        return sorted(sites, key=lambda s: (s.name in down, s.distance, load.get(s.name, 0), s.name))
+        return sorted(sites, key=lambda s: (s.name in down, s.name != self.here, s.distance,
+                                            load.get(s.name, 0), s.name))
 
     def begin(self, site: str) -> None:
         with self._lock:
@@ -74,8 +82,10 @@ class ReadBalancer:
             self._down[site] = time.monotonic() + DOWN_SECONDS
 
     def up(self, site: str) -> None:
+        """``site`` answered a read."""
         with self._lock:
             self._down.pop(site, None)
+            self.served[site] += 1
 
     def is_down(self, site: str) -> bool:
         with self._lock:
