@@ -32,9 +32,9 @@ site that holds it:
 
 (D: the local-disk rate of one reader, measured here), the bound set by the
 busiest resource, which the table names; ``k`` is the number of tasks per
-catalog visit: a map task re-uses its worker's open federation (one
-visit per worker; a job of 100 tasks per worker: k = 100), a reconstruction
-task opens the federation itself (k = 1). The limiting term is named. A
+catalog visit: a task re-uses its worker's open federation and carries
+its database's record, so a worker visits the catalog once (a job of 100
+tasks per worker: k = 100). The limiting term is named. A
 discrete-event simulation of the same system (FIFO scheduler, FIFO catalog,
 each site's link a FIFO server of bandwidth B, W workers taking tasks in
 turn) runs the job and checks the closed form, including the queueing when
@@ -212,7 +212,7 @@ def _projected_bytes(fed: Any, ds: Any, columns: Sequence[str] | None) -> dict[i
 
 
 def _catalog_visit(target: str, dataset: str) -> tuple[float, float]:
-    """Seconds of one catalog visit as a reconstruction task makes it: opening, then the queries (medians of 20)."""
+    """Seconds of one catalog visit as a worker makes it: opening, then the queries (medians of 20)."""
     opening, queries = [], []
     for _ in range(20):
         start = time.perf_counter()
@@ -476,7 +476,7 @@ def _costs(measured: dict[tuple[str, str], Measured], rows: list[dict[str, Any]]
             compute = statistics.mean(t.wall_s for t in timings)
             size = recon_bytes
             disk = math.inf  # its reading is inside the compute time measured
-            visit_tasks = 1.0
+            visit_tasks = float(TASKS_PER_WORKER)
         out[workload] = Costs(events=per_events, compute_s=compute, bytes=size, overhead_s=row["overhead_ms"] / 1e3,
                               open_s=open_s, catalog_s=catalog_s, tasks_per_visit=visit_tasks,
                               scheduler_rate=sched_rate, disk_rate=disk)

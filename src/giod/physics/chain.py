@@ -212,17 +212,16 @@ def _packaged() -> tuple[Any, Any]:
     return Detector.load(), Calibration.load()
 
 
-def _reconstruct_task(target: Target, dataset: str, version: int, database_id: int, replace: bool) -> PassOutput:
-    """A worker's task: reconstruct one database at the pinned version.
+def _reconstruct_task(target: Target, dataset: str, version: int, db: DatabaseRecord, replace: bool) -> PassOutput:
+    """A worker's task: reconstruct one database of the pinned version.
 
-    The worker keeps its federation open between tasks (opening one costs
-    tens of milliseconds of catalog work, a few percent of a task).
+    The task carries the database's record and the worker keeps its
+    federation open between tasks: after a worker's first task, a task asks
+    the catalog nothing (opening a federation costs tens of milliseconds).
     """
     from giod.distributed import worker_dataset, worker_federation
 
-    fed = worker_federation(target)
-    ds = worker_dataset(fed, dataset, version)
-    return reconstruct_database(ds, fed.catalog.database(database_id, version), replace=replace)
+    return reconstruct_database(worker_dataset(worker_federation(target), dataset, version), db, replace=replace)
 
 
 def _on_scheduler(passes: Any, ds: Dataset, todo: list[DatabaseRecord], force: bool, progress: Progress | None,
@@ -232,7 +231,7 @@ def _on_scheduler(passes: Any, ds: Dataset, todo: list[DatabaseRecord], force: b
 
     warm_up()  # compile once here; workers on this machine load the compiled code from numba's cache
     sites = [[s.name for s in ds.federation.sites() if all(s.id in c.site_ids for c in db.containers)] for db in todo]
-    calls = [(Target.of(ds.federation), ds.name, int(ds.version), db.id, force) for db in todo]  # type: ignore[arg-type]
+    calls = [(Target.of(ds.federation), ds.name, int(ds.version), db, force) for db in todo]  # type: ignore[arg-type]
     for i, output in run_tasks(scheduler, _reconstruct_task, calls, sites=sites):
         passes.add(output)
         if progress is not None:
@@ -251,7 +250,7 @@ def _in_workers(passes: Any, ds: Dataset, todo: list[DatabaseRecord], workers: i
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=context) as pool:
         futures: dict[Future[PassOutput], DatabaseRecord] = {
-            pool.submit(_reconstruct_task, target, ds.name, version, db.id, force): db for db in todo
+            pool.submit(_reconstruct_task, target, ds.name, version, db, force): db for db in todo
         }
         pending = set(futures)
         try:
