@@ -16,9 +16,8 @@ itself; the main process registers their outputs in the one commit.
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
@@ -178,38 +177,33 @@ def _databases_to_do(ds: Dataset, force: bool) -> list[DatabaseRecord]:
     return todo
 
 
+def raw_events(ds: Dataset, db: DatabaseRecord) -> Iterator[ak.Array]:
+    """The raw hits and cells of one database as the reconstruction reads them, ``CHUNK_EVENTS`` at a time."""
+    schema = ds.schema
+    columns = [f"tracker_hits.{f}" for f in HIT_FIELDS] + [f"calo_cells.{f}" for f in CELL_FIELDS]
+    proj = resolve_columns(schema, columns, {c.name for c in db.containers})
+    run = int(db.parameters.get("run", 0)) if isinstance(db.parameters, dict) else 0
+    for start in range(0, db.n_events, CHUNK_EVENTS):
+        local = np.arange(start, min(start + CHUNK_EVENTS, db.n_events))
+        raw = assemble(schema, proj, read_database(ds, db, proj, local))
+        raw = ak.with_field(raw, np.full(len(local), run, dtype=np.uint32), "run")
+        yield ak.with_field(raw, (db.first_entry + local).astype(np.uint64), "event")
+
+
 def reconstruct_database(
     ds: Dataset, db: DatabaseRecord, *, replace: bool = False, progress: Progress | None = None,
 ) -> PassOutput:
     """Reconstruct one database and write its ``reco`` and ``tag`` containers (not yet registered)."""
     from giod.physics.reconstruct import reconstruct
 
-    detector, calibration = _packaged()
-    schema = ds.schema
-    columns = [f"tracker_hits.{f}" for f in HIT_FIELDS] + [f"calo_cells.{f}" for f in CELL_FIELDS]
-    proj = resolve_columns(schema, columns, {c.name for c in db.containers})
-    run = int(db.parameters.get("run", 0)) if isinstance(db.parameters, dict) else 0
     pieces = []
-    for start in range(0, db.n_events, CHUNK_EVENTS):
-        local = np.arange(start, min(start + CHUNK_EVENTS, db.n_events))
-        raw = assemble(schema, proj, read_database(ds, db, proj, local))
-        raw = ak.with_field(raw, np.full(len(local), run, dtype=np.uint32), "run")
-        raw = ak.with_field(raw, (db.first_entry + local).astype(np.uint64), "event")
-        pieces.append(reconstruct(raw, detector, calibration=calibration))
+    for raw in raw_events(ds, db):
+        pieces.append(reconstruct(raw))  # the packaged detector and calibration
         if progress is not None:
-            progress(len(local))
+            progress(len(raw))
     events = pieces[0] if len(pieces) == 1 else ak.concatenate(pieces)
-    return write_pass(ds, db, events, containers=[schema.container_of("tracks"), TAG_CONTAINER],
+    return write_pass(ds, db, events, containers=[ds.schema.container_of("tracks"), TAG_CONTAINER],
                       replace=replace)
-
-
-@functools.cache
-def _packaged() -> tuple[Any, Any]:
-    """The packaged detector and calibration, read once per process."""
-    from giod.physics.calibration import Calibration
-    from giod.physics.detector import Detector
-
-    return Detector.load(), Calibration.load()
 
 
 def _reconstruct_task(target: Target, dataset: str, version: int, db: DatabaseRecord, replace: bool) -> PassOutput:
