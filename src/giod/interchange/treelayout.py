@@ -1,0 +1,339 @@
+"""What the branches of a ROOT event tree become in giod, decided from branch metadata alone."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import awkward as ak
+import numpy as np
+
+from giod.errors import DataError, GiodError
+from giod.interchange.encoding import SCHEMA_KEY, encode, identifier, is_name, relation_from_index
+from giod.interchange.rootfile import _find_tree, _open, _reading
+from giod.schema import Schema
+
+_IDX = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)Idx(.*)$")
+
+Mapped = tuple[str, str] | str  # (collection, field or relation) or a tag name
+
+
+@dataclass(frozen=True)
+class Member:
+    """Where one field, relation or tag comes from and what it becomes."""
+
+    keys: tuple[str, ...]  # one branch; the elements of a split array; or (per object, indices)
+    dtype: str = "int32"
+    shape: tuple[int, ...] = ()
+    target: str | None = None  # the collection a relation points into
+    many: bool = False
+
+
+@dataclass(frozen=True)
+class CollectionPlan:
+    type_name: str
+    counter: str | None  # None: sizes come from the first member's lists
+    members: dict[str, Member]  # fields, then relations
+
+
+@dataclass(frozen=True)
+class TreeLayout:
+    """What the branches of one event tree become in giod.
+
+    ``mapping`` sends each branch read to ``(collection, member)`` or to a tag
+    name; ``skipped`` names every branch left out and why. ``collections``
+    and ``tags`` are the read plan :func:`iterate_events` follows.
+    """
+
+    tree_name: str
+    n_entries: int
+    schema_dict: dict[str, Any]
+    mapping: dict[str, Mapped]
+    skipped: dict[str, str]
+    kind: str = "TTree"
+    embedded: bool = False  # True when the layout follows a giod_schema stored in the file
+    collections: dict[str, CollectionPlan] = field(default_factory=dict, repr=False)
+    tags: dict[str, Member] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def schema(self) -> Schema:
+        """The giod schema built from :attr:`schema_dict`."""
+        return Schema.from_dict(self.schema_dict, source=f"tree {self.tree_name}")
+
+    @property
+    def branches(self) -> list[str]:
+        """Every branch (or RNTuple field) that :func:`iterate_events` reads."""
+        keys = [c.counter for c in self.collections.values() if c.counter is not None]
+        for plan in self.collections.values():
+            for member in plan.members.values():
+                keys.extend(member.keys)
+        for tag in self.tags.values():
+            keys.extend(tag.keys)
+        return list(dict.fromkeys(keys))
+
+
+# ------------------------------------------------------------ branch types
+
+
+def _dtype_name(dtype: np.dtype) -> str | None:
+    base = dtype.base
+    if base.kind == "b":
+        return "bool"
+    if base.kind in "iu" and base.itemsize in (1, 2, 4, 8):
+        return f"{'int' if base.kind == 'i' else 'uint'}{8 * base.itemsize}"
+    if base.kind == "f" and base.itemsize in (4, 8):
+        return f"float{8 * base.itemsize}"
+    return None
+
+
+def _describe(interp: Any, typename: str) -> tuple[str, str | None, tuple[int, ...], str]:
+    """(kind, dtype, inner shape, reason) of a branch: kind is scalar, jagged or skip."""
+    from uproot.interpretation.jagged import AsJagged
+    from uproot.interpretation.numerical import AsDtype
+
+    if isinstance(interp, AsDtype):
+        name = _dtype_name(interp.to_dtype)
+        if name is None:
+            return "skip", None, (), f"unsupported type {typename}"
+        return "scalar", name, tuple(interp.to_dtype.shape), ""
+    if isinstance(interp, AsJagged) and isinstance(interp.content, AsDtype):
+        name = _dtype_name(interp.content.to_dtype)
+        if name is None:
+            return "skip", None, (), f"unsupported type {typename}"
+        if interp.content.to_dtype.shape:
+            return "skip", None, (), f"jagged fixed-size arrays ({typename}) are not supported"
+        return "jagged", name, (), ""
+    if type(interp).__name__ == "AsStrings":
+        return "skip", None, (), "strings are not supported"
+    if isinstance(interp, AsJagged):
+        return "skip", None, (), f"doubly-jagged type {typename} is not supported"
+    return "skip", None, (), f"unsupported type {typename}"
+
+
+@dataclass
+class _Draft:
+    """Collections and tags found so far, before relations are linked."""
+
+    counters: dict[str, str | None] = field(default_factory=dict)  # None: sizes from the lists
+    fields: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # -> (key, dtype)
+    tags: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (key, dtype)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def add_field(self, coll: str, member: str, key: str, dtype: str) -> None:
+        if not is_name(member) or member.endswith("_index"):
+            self.skipped[key] = f"{member!r} is not a usable field name"
+        elif member in self.fields.setdefault(coll, {}):
+            self.skipped[key] = f"field {member!r} of {coll} already comes from another branch"
+        else:
+            self.fields[coll][member] = (key, dtype)
+
+
+def _collection_of(counter: str, members: list[str]) -> str:
+    """Collection name for a counter branch (``nJet``/``NJet`` -> ``Jet``)."""
+    guess = counter[1:] if counter[:1] in "nN" and len(counter) > 1 else counter
+    guess = guess.rstrip("_") or guess  # giod writes nJet_ when a tag is called nJet
+    for m in members:  # prefer the spelling the counted branches use
+        if m.lower().startswith(guess.lower() + "_") or m.lower() == guess.lower():
+            return m[: len(guess)]
+    return guess
+
+
+def _member_of(coll: str, branch: str) -> str:
+    if branch.lower() == coll.lower():
+        return "value"
+    if branch.lower().startswith(coll.lower() + "_"):
+        return branch[len(coll) + 1 :]
+    return branch
+
+
+def _draft_ttree(tree: Any) -> _Draft:
+    draft = _Draft()
+    jagged: dict[str, list[tuple[str, str]]] = {}  # counter -> (branch, dtype)
+    scalars: list[tuple[str, str, tuple[int, ...]]] = []
+    for b in tree.branches:
+        if b.branches:
+            draft.skipped[b.name] = f"object branch {b.typename} with sub-branches is not supported"
+            continue
+        kind, dtype, shape, reason = _describe(b.interpretation, b.typename)
+        if kind == "skip" or dtype is None:
+            draft.skipped[b.name] = reason
+        elif kind == "jagged" and b.count_branch is None:
+            draft.skipped[b.name] = "jagged branch without a counter (std::vector) is not supported"
+        elif kind == "jagged":
+            jagged.setdefault(b.count_branch.name, []).append((b.name, dtype))
+        else:
+            scalars.append((b.name, dtype, shape))
+
+    for counter, members in jagged.items():
+        coll = _collection_of(counter, [m for m, _ in members])
+        if not is_name(coll) or coll in draft.counters:
+            for m, _ in members:
+                draft.skipped[m] = f"counter {counter!r} does not name a usable collection"
+            continue
+        draft.counters[coll] = counter
+        for m, dtype in members:
+            draft.add_field(coll, _member_of(coll, m), m, dtype)
+    empty = [c for c in draft.counters if not draft.fields.get(c)]
+    used = {draft.counters[c] for c in draft.counters if draft.fields.get(c)}
+    for c in empty:  # a counter with nothing left to count is just a number
+        del draft.counters[c]
+        draft.fields.pop(c, None)
+    for name, dtype, shape in scalars:
+        if name in used:
+            continue
+        if shape:
+            draft.skipped[name] = "fixed-size arrays cannot be tags (tags are scalars)"
+        elif not is_name(name):
+            draft.skipped[name] = f"{name!r} is not a usable tag name"
+        elif name in draft.counters:
+            draft.skipped[name] = f"tag name {name!r} clashes with a collection"
+        else:
+            draft.tags[name] = (name, dtype)
+    return draft
+
+
+def _form_dtype(form: Any) -> str | None:
+    """The giod dtype of a plain numeric RNTuple field, else None."""
+    if isinstance(form, ak.forms.NumpyForm) and not form.inner_shape:
+        return _dtype_name(np.dtype(form.primitive))
+    return None
+
+
+def _draft_rntuple(ntuple: Any) -> _Draft:
+    form = ntuple.to_akform()[0]
+    draft = _Draft()
+    for name, content in zip(form.fields, form.contents, strict=True):
+        inner = content.content if isinstance(content, ak.forms.ListOffsetForm) else None
+        if not is_name(name):
+            draft.skipped[name] = f"{name!r} is not a usable name"
+        elif (dtype := _form_dtype(content)) is not None:
+            draft.tags[name] = (name, dtype)
+        elif (dtype := _form_dtype(inner)) is not None:  # a list of numbers
+            draft.counters[name] = None
+            draft.add_field(name, "value", name, dtype)
+        elif isinstance(inner, ak.forms.RecordForm):
+            draft.counters[name] = None
+            for fname, fcontent in zip(inner.fields, inner.contents, strict=True):
+                key = f"{name}.{fname}"
+                if (dtype := _form_dtype(fcontent)) is None:
+                    draft.skipped[key] = f"unsupported field type {fcontent.type}"
+                else:
+                    draft.add_field(name, _member_of(name, fname), key, dtype)
+            if not draft.fields.get(name):
+                del draft.counters[name]
+                draft.skipped[name] = "no field of a supported type"
+        else:
+            draft.skipped[name] = f"unsupported type {content.type}"
+    return draft
+
+
+def _target(written: str, collections: list[str]) -> str | None:
+    """The collection an index field points to, case- and plural-tolerant."""
+    exact = [c for c in collections if c.lower() == written.lower()]
+    if len(exact) == 1:
+        return exact[0]
+    stem = written.lower().removesuffix("s")
+    loose = [c for c in collections if c.lower().removesuffix("s") == stem]
+    return loose[0] if len(loose) == 1 else None
+
+
+def _layout_from_draft(draft: _Draft, tree_name: str, n: int, kind: str) -> TreeLayout:
+    names = sorted(draft.fields)  # the order giod's schema gives collections
+    plans: dict[str, CollectionPlan] = {}
+    types: dict[str, Any] = {}
+    mapping: dict[str, Mapped] = {}
+    for coll in names:
+        found = draft.fields[coll]
+        fields: dict[str, Member] = {}
+        relations: dict[str, Member] = {}
+        for name, (key, dtype) in found.items():
+            m = _IDX.match(name) if dtype.startswith(("int", "uint")) else None
+            target = _target(m.group(1), names) if m else None
+            rel = relation_from_index(m.group(1), m.group(2)) if m and target else ""
+            if target and is_name(rel) and rel not in found and rel not in relations:
+                relations[rel] = Member((key,), target=target)
+                mapping[key] = (coll, rel)
+            else:
+                fields[name] = Member((key,), dtype)
+                mapping[key] = (coll, name)
+        plans[coll] = CollectionPlan(coll, draft.counters[coll], {**fields, **relations})
+        types[coll] = {"fields": {f: m.dtype for f, m in fields.items()}}
+        if relations:
+            types[coll]["relations"] = {r: {"to": m.target} for r, m in relations.items()}
+    schema_dict: dict[str, Any] = {
+        "schema_version": 1,
+        "name": identifier(tree_name.lower()),
+        "types": types,
+        "collections": {c: c for c in names},
+    }
+    if draft.tags:
+        schema_dict["tags"] = {t: dtype for t, (_, dtype) in draft.tags.items()}
+    mapping.update({key: t for t, (key, _) in draft.tags.items()})
+    return TreeLayout(
+        tree_name=tree_name,
+        n_entries=n,
+        schema_dict=schema_dict,
+        mapping=mapping,
+        skipped=dict(draft.skipped),
+        kind=kind,
+        collections=plans,
+        tags={t: Member((key,), dtype) for t, (key, dtype) in draft.tags.items()},
+    )
+
+
+def _layout_from_embedded(tree: Any, tree_name: str, text: str) -> TreeLayout | None:
+    """Follow the schema giod wrote into the file, if every branch it names is there."""
+    try:
+        schema = Schema.from_text(text, source=SCHEMA_KEY)
+        enc = encode(schema)
+    except GiodError:
+        return None
+    have = set(tree.keys())
+    if not set(enc.branches()) <= have:
+        return None
+    plans: dict[str, CollectionPlan] = {}
+    mapping: dict[str, Mapped] = {}
+    for coll, sources in enc.sources.items():
+        tdef = schema.collection_type(coll)
+        members = {n: Member(sources[n], f.dtype, f.shape) for n, f in tdef.fields.items()} | {
+            n: Member(sources[n], target=r.target, many=r.many) for n, r in tdef.relations.items()
+        }
+        plans[coll] = CollectionPlan(tdef.name, enc.counters[coll], members)
+        mapping.update({k: (coll, n) for n, m in members.items() for k in m.keys})
+    mapping.update({key: t for t, key in enc.tags.items()})
+    unread = have - set(enc.branches())
+    return TreeLayout(
+        tree_name=tree_name,
+        n_entries=int(tree.num_entries),
+        schema_dict=schema.to_dict(),
+        mapping=mapping,
+        skipped={b: "not in the giod schema stored in the file" for b in unread},
+        embedded=True,
+        collections=plans,
+        tags={t: Member((enc.tags[t],), f.dtype) for t, f in schema.tags.items()},
+    )
+
+
+def inspect_tree(path: str | os.PathLike[str], tree: str | None = None) -> TreeLayout:
+    """Decide how the event tree in ``path`` maps onto collections, relations and tags.
+
+    The tree is ``tree``, else ``Events``, else the file's only TTree or RNTuple.
+    Raises NotFound (no file, no tree), StorageError (not a readable ROOT file)
+    or ConfigError (several trees and none chosen).
+    """
+    with _open(path) as file:
+        name, obj = _find_tree(file, path, tree)
+        with _reading(path):
+            kind = "RNTuple" if "RNTuple" in type(obj).__name__ else "TTree"
+            if kind == "TTree" and SCHEMA_KEY in file:
+                layout = _layout_from_embedded(obj, name, str(file[SCHEMA_KEY]))
+                if layout is not None:
+                    return layout
+            draft = _draft_rntuple(obj) if kind == "RNTuple" else _draft_ttree(obj)
+            n = int(obj.num_entries)
+    if not draft.fields and not draft.tags:
+        raise DataError(f"tree {name!r} in {os.fspath(path)} has no branch giod can read")
+    return _layout_from_draft(draft, name, n, kind)
