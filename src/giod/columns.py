@@ -15,13 +15,18 @@ import numpy as np
 import pyarrow as pa
 
 from giod.errors import DataError
-from giod.schema import TAG_CONTAINER, FieldDef, Schema
-
-_NUMPY = {
-    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
-    "float32": np.float32, "float64": np.float64, "bool": np.bool_,
-}  # fmt: skip
+from giod.fieldvalues import (
+    _NUMPY,
+    _cast,
+    _field_array,
+    _fixed,
+    _flat_numpy,
+    _leaf,
+    _Objects,
+    _offsets,
+    field_width,  # noqa: F401 - re-exported
+)
+from giod.schema import TAG_CONTAINER, Schema
 
 
 def as_events(events: Any, schema: Schema | None = None) -> ak.Array:
@@ -71,139 +76,6 @@ def _typed_from_dicts(events: list[Mapping[str, Any]], schema: Schema) -> ak.Arr
 
 
 # ---------------------------------------------------------------- write side
-
-
-def field_width(fdef: FieldDef) -> int:
-    """Bytes per object of a field in memory."""
-    itemsize = np.dtype(_NUMPY[fdef.dtype]).itemsize if fdef.dtype in _NUMPY else 8
-    return itemsize * int(np.prod(fdef.shape or (1,)))
-
-
-def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
-    target = np.dtype(_NUMPY[fdef.dtype])
-    src = values.dtype
-    if src == target:
-        return values
-    if target.kind == "b":
-        if src.kind != "b":
-            raise DataError(f"{where}: expected bool values, got {src}")
-        return values
-    if target.kind in "iu" and src.kind not in "iub":
-        raise DataError(f"{where}: expected {fdef.dtype}, got {src} (would lose the fraction)")
-    if src.kind not in "iubf":
-        raise DataError(f"{where}: expected {fdef.dtype}, got {src}")
-    if target.kind in "iu" and values.size:
-        info = np.iinfo(target)
-        lo, hi = values.min(), values.max()
-        if lo < info.min or hi > info.max:
-            raise DataError(f"{where}: values {lo}..{hi} do not fit in {fdef.dtype}")
-    return values.astype(target)
-
-
-def _flat_numpy(arr: ak.Array, where: str) -> np.ndarray:
-    try:
-        out = ak.to_numpy(arr, allow_missing=False)
-    except Exception as exc:  # noqa: BLE001 - awkward's errors vary by layout
-        raise DataError(f"{where}: values are missing or not numeric ({exc})") from exc
-    if out.dtype.kind not in "biuf":
-        raise DataError(f"{where}: expected numbers, got {arr.type}")
-    return out
-
-
-def _fixed(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
-    """Nest flat values into (possibly multi-dimensional) fixed-size lists of ``arrow_type``."""
-    if not pa.types.is_fixed_size_list(arrow_type):
-        return pa.array(flat, type=arrow_type)
-    inner = _fixed(flat, arrow_type.value_type)
-    return pa.FixedSizeListArray.from_arrays(inner, type=arrow_type)
-
-
-def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.DataType) -> pa.Array:
-    """Flat values of one field (all objects of all events) as an Arrow array."""
-    if fdef.shape:
-        size = int(np.prod(fdef.shape))
-        try:
-            regular = ak.to_regular(values, axis=-1) if values.ndim > 1 else values
-        except Exception as exc:  # noqa: BLE001 - ragged inner lists
-            raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}") from exc
-        flat = _flat_numpy(regular, where)
-        if flat.ndim < 2 or int(np.prod(flat.shape[1:])) != size:
-            raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}")
-        return _fixed(_cast(flat.reshape(-1), fdef, where), arrow_type)
-    flat = _flat_numpy(values, where)
-    if flat.ndim != 1:
-        raise DataError(f"{where}: expected scalars, got {values.type}")
-    return pa.array(_cast(flat, fdef, where), type=arrow_type)
-
-
-def _offsets(counts: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=out[1:])
-    if out[-1] > np.iinfo(np.int32).max:
-        raise DataError("too many objects in one cluster for 32-bit offsets; write smaller batches")
-    return out.astype(np.int32)
-
-
-def _leaf(content: ak.contents.Content) -> np.ndarray | None:
-    """The values of a plain numeric buffer (no option, no nesting, no parameters); None for other layouts."""
-    if isinstance(content, ak.contents.NumpyArray) and not content.parameters:
-        data = np.asarray(content.data)
-        if data.ndim == 1 and data.dtype.kind in "biuf":
-            return data
-    return None
-
-
-class _Objects:
-    """The objects of one collection, all events flattened.
-
-    Fields stored as plain buffers are taken from the layout directly, as
-    numpy views; any other layout goes through awkward's generic (slower)
-    operations, which also say what is wrong with malformed input.
-    """
-
-    def __init__(self, coll: ak.Array):
-        self.coll = coll
-        self._flat: ak.Array | None = None
-        self.rec: ak.contents.RecordArray | None = None
-        layout = coll.layout
-        if isinstance(layout, ak.contents.ListOffsetArray) and isinstance(layout.content, ak.contents.RecordArray) \
-                and not layout.parameters and not layout.content.parameters.get("__array__"):
-            offsets = np.asarray(layout.offsets).astype(np.int64, copy=False)
-            self.start, self.stop = int(offsets[0]), int(offsets[-1])
-            self.offsets = offsets - self.start  # objects of each event
-            self.rec = layout.content
-
-    @property
-    def flat(self) -> ak.Array:
-        if self._flat is None:
-            self._flat = ak.flatten(self.coll, axis=1)
-        return self._flat
-
-    def fields(self) -> list[str]:
-        return list(self.rec.fields) if self.rec is not None else list(ak.fields(self.flat))
-
-    def __len__(self) -> int:
-        return self.stop - self.start if self.rec is not None else len(self.flat)
-
-    def values(self, field: str) -> np.ndarray | None:
-        """One number per object, when the layout stores them plainly."""
-        if self.rec is None:
-            return None
-        data = _leaf(self.rec.content(field))
-        return None if data is None else data[self.start : self.stop]
-
-    def lists(self, field: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(offsets from 0, values) of a list of numbers per object, when the layout stores them plainly."""
-        if self.rec is None:
-            return None
-        content = self.rec.content(field)
-        if not isinstance(content, ak.contents.ListOffsetArray) or content.parameters:
-            return None
-        data = _leaf(content.content)
-        if data is None:
-            return None
-        inner = np.asarray(content.offsets)[self.start : self.stop + 1].astype(np.int64, copy=False)
-        return inner - inner[0], data[inner[0] : inner[-1]]
 
 
 def _in_range(idx: np.ndarray, bounds: np.ndarray, limit: np.ndarray, lowest: int) -> bool:

@@ -1,0 +1,208 @@
+"""Later passes: new containers for databases already committed, entries aligned with theirs."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import awkward as ak
+import numpy as np
+import pyarrow.compute as pc
+
+from giod import config
+from giod.catalog.records import ContainerSpec, DatabaseRecord
+from giod.clusters import DEFAULT_CLUSTER_BYTES, _ContainerBuffer, _options_for, merge_stats, write_options
+from giod.columns import as_events, containers_in, to_tables
+from giod.errors import ConflictError, DataError
+from giod.fieldvalues import field_width
+from giod.schema import TAG_CONTAINER, Schema
+from giod.storage.container import ContainerWriter, WriteOptions, object_counts
+
+if TYPE_CHECKING:
+    from giod.federation import Dataset
+
+
+@dataclass(frozen=True)
+class PassOutput:
+    """Containers written for one database by a later pass, ready to register."""
+
+    database_id: int
+    containers: tuple[ContainerSpec, ...]
+    tag_stats: dict[str, tuple[float, float]]
+
+
+def write_pass(
+    dataset: Dataset,
+    database: DatabaseRecord,
+    events: Any,
+    *,
+    containers: Sequence[str] | None = None,
+    replace: bool = False,
+    site: str | None = None,
+    options: WriteOptions | None = None,
+    cluster_bytes: int = DEFAULT_CLUSTER_BYTES,
+    program: str = "",
+    program_version: str = "",
+    parameters: Mapping[str, Any] | None = None,
+) -> PassOutput:
+    """Write new containers for an existing database (entries aligned), not yet registered."""
+    schema = dataset.schema
+    arr = as_events(events, schema)
+    if len(arr) != database.n_events:
+        raise DataError(
+            f"database {database.id} has {database.n_events} events, the pass gave {len(arr)}"
+        )
+    present = containers_in(arr, schema)
+    if containers is None:
+        existing = {c.name for c in database.containers}
+        wanted = [c for c in present if replace or c not in existing]
+    else:
+        wanted = list(containers)
+        missing = sorted(set(wanted) - set(present))
+        if missing:
+            raise DataError(f"the events carry no data for container {missing[0]}")
+    if not replace:
+        clash = sorted({c.name for c in database.containers} & set(wanted))
+        if clash:
+            raise ConflictError(
+                f"database {database.id} already has container {clash[0]}; use replace=True (--force)"
+            )
+    if not wanted and present:
+        raise ConflictError(f"database {database.id} already has container {present[0]}; "
+                            "use replace=True (--force)")
+    if not wanted:
+        raise DataError("the pass writes no new container")
+    tables = to_tables(arr, schema, wanted, _stored_counts(dataset, database, arr, wanted))
+    first = database.containers[0].path if database.containers else f"{dataset.name}/{uuid.uuid4().hex}/x"
+    directory = first.rsplit("/", 1)[0]
+    target = dataset.federation.site(site)
+    if options is None:
+        options = write_options(config.load(dataset.federation.root))
+    specs: list[ContainerSpec] = []
+    stats: dict[str, tuple[float, float]] = {}
+    for c, table in tables.items():
+        w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}.parquet",
+                            schema.arrow_schema(c), _options_for(c, options))
+        try:
+            buf = _ContainerBuffer(w, None, cluster_bytes)
+            buf.add(table)
+            buf.finish()
+            out = w.close()
+        except BaseException:
+            w.abort()
+            for s in specs:
+                target.remove(s.path)
+            raise
+        specs.append(ContainerSpec(c, out.path, out.checksum, out.size, out.cluster_entries, dataset.schema_id,
+                                   program=program, program_version=program_version,
+                                   parameters=dict(parameters or {})))
+        if c == TAG_CONTAINER:
+            merge_stats(stats, table)
+    return PassOutput(database.id, tuple(specs), stats)
+
+
+def _stored_counts(dataset: Dataset, database: DatabaseRecord, events: ak.Array,
+                   containers: Sequence[str]) -> dict[str, np.ndarray]:
+    """Objects per event of relation targets that the pass does not carry itself."""
+    from giod.selection import read_database, resolve_columns
+
+    schema = dataset.schema
+    have = set(ak.fields(events))
+    targets: set[str] = {r.target for c in containers if c != TAG_CONTAINER for coll in schema.containers[c]
+                         for r in schema.collection_type(coll).relations.values()} - have
+    out: dict[str, np.ndarray] = {}
+    for t in sorted(targets):
+        # the pass has usually just read these containers (a reconstruction reads the raw hits): their counts
+        # come from that read
+        rec = database.container(schema.container_of(t))
+        if rec is not None and rec.schema_id == dataset.schema_id:
+            known = object_counts(rec.path, rec.size, t)
+            if known is not None and len(known) == database.n_events:
+                out[t] = known
+    targets -= set(out)
+    if not targets:
+        return out
+    # otherwise one leaf per collection is decoded, only for its list lengths: the narrowest is the cheapest
+    cheapest = {t: _narrowest(schema, t) for t in targets}
+    proj = resolve_columns(schema, [f"{t}.{f}" for t, f in cheapest.items()],
+                           {c.name for c in database.containers})
+    tables = read_database(dataset, database, proj, None)
+    for t in targets:
+        col = tables[schema.container_of(t)].column(t)
+        out[t] = pc.list_value_length(col).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _narrowest(schema: Schema, collection: str) -> str:
+    """The field (or relation) of ``collection`` with the fewest bytes per object."""
+    tdef = schema.collection_type(collection)
+    if not tdef.fields:
+        return next(iter(tdef.relations))
+    return min(tdef.fields, key=lambda f: field_width(tdef.fields[f]))
+
+
+class PassWriter:
+    """Adds containers to existing databases; everything lands in one commit.
+
+    ``with ds.extend(program="reco") as p: p.write(db, events)`` — or write in
+    worker processes with :func:`write_pass` and hand the outputs to :meth:`add`.
+    """
+
+    def __init__(self, dataset: Dataset, *, replace: bool = False, site: str | None = None,
+                 options: WriteOptions | None = None, program: str = "", program_version: str = "",
+                 parameters: Mapping[str, Any] | None = None):
+        self.dataset = dataset
+        self.program = program
+        self.program_version = program_version
+        self.parameters = dict(parameters or {})
+        self.replace = replace
+        self.site = dataset.federation.site(site)
+        self.options = options
+        self.outputs: list[PassOutput] = []
+        self.version: int | None = None
+
+    def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
+        out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,
+                         site=self.site.name, options=self.options, program=self.program,
+                         program_version=self.program_version, parameters=self.parameters)
+        self.outputs.append(out)
+        return out
+
+    def add(self, output: PassOutput) -> None:
+        self.outputs.append(output)
+
+    def commit(self) -> int | None:
+        if not self.outputs:
+            return None
+        items = [(o.database_id, tuple(self._provenance(c) for c in o.containers), o.tag_stats or None)
+                 for o in self.outputs]
+        self.version = self.dataset.federation.catalog.add_containers_bulk(
+            items, self.site.name, replace=self.replace
+        )
+        self.outputs = []
+        return self.version
+
+    def _provenance(self, spec: ContainerSpec) -> ContainerSpec:
+        """Containers written elsewhere (worker processes) get this pass's provenance."""
+        if spec.program or not self.program:
+            return spec
+        return dataclasses.replace(spec, program=self.program, program_version=self.program_version,
+                                   parameters=dict(self.parameters))
+
+    def discard(self) -> None:
+        for o in self.outputs:
+            for spec in o.containers:
+                self.site.remove(spec.path)
+        self.outputs = []
+
+    def __enter__(self) -> PassWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
