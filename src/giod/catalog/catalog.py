@@ -10,7 +10,8 @@ at that version (see ``tables.visible``).
 The module holds the read methods and the small writes; the commit path
 (``commit_database``, ``add_containers``) lives in ``giod.catalog.commits``,
 the bearer tokens in ``giod.catalog.tokens``, replication rules and bulk
-replica queries in ``giod.catalog.rules``, transactions and engines in
+replica queries in ``giod.catalog.rules``, container paths, replica states and
+purging in ``giod.catalog.bookkeeping``, transactions and engines in
 ``giod.catalog.engine``.
 """
 
@@ -18,13 +19,13 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import ColumnElement, Connection, Table, func, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from giod.catalog import migrations
+from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import Unchanged, create_catalog_engine, parse_url
 from giod.catalog.queries import (
-    chunks,
     dataset_record,
     dataset_row,
     dataset_select,
@@ -35,7 +36,6 @@ from giod.catalog.queries import (
     missing_dataset,
     require_databases,
     require_schemas,
-    site_id,
     site_record,
 )
 from giod.catalog.records import (
@@ -47,14 +47,11 @@ from giod.catalog.records import (
 )
 from giod.catalog.rules import RuleMethods
 from giod.catalog.tables import (
-    REPLICA_STATES,
     containers,
-    database_parents,
     databases,
     dataset_schemas,
     datasets,
     federation,
-    replicas,
     schemas,
     sites,
     tag_stats,
@@ -69,7 +66,7 @@ __all__ = ["Catalog"]
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
 
 
-class Catalog(CommitMethods, TokenMethods, RuleMethods):
+class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods):
     """The catalog of one federation. Open with ``Catalog.open(url)``.
 
     Safe to share between threads; a child process started by fork drops the
@@ -345,123 +342,3 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods):
             return v
 
         return self._write(work)
-
-    # -- storage bookkeeping -------------------------------------------------
-
-    def container_paths(self, site: str | None = None) -> set[str]:
-        """Every container path any row references (deleted ones too, until purged).
-
-        With ``site``: only paths with a replica row (in any state) at that site.
-        """
-
-        def work(conn: Connection) -> set[str]:
-            q = select(containers.c.path).distinct()
-            if site is not None:
-                at = site_id(conn, site)
-                q = q.join(replicas, replicas.c.container_id == containers.c.id).where(
-                    replicas.c.site_id == at
-                )
-            return set(conn.execute(q).scalars())
-
-        return self._read(work)
-
-    def checksum_of(self, path: str) -> str | None:
-        """The checksum recorded for the container file at ``path`` (None if unknown)."""
-        q = select(containers.c.checksum).where(containers.c.path == path).limit(1)
-        return self._read(lambda conn: conn.execute(q).scalar())
-
-    def set_replica_state(self, container_id: int, site: str, state: str) -> None:
-        """Record the state of a container's copy at ``site`` (adding the replica if new)."""
-        if state not in REPLICA_STATES:
-            raise ConfigError(f"replica state {state!r} is not one of {', '.join(REPLICA_STATES)}")
-
-        def work(conn: Connection, v: int) -> None:
-            at = site_id(conn, site)
-            if (
-                conn.execute(select(containers.c.id).where(containers.c.id == container_id)).first()
-                is None
-            ):
-                raise NotFound(f"no container {container_id}")
-            now = time.time()
-            key = (replicas.c.container_id == container_id) & (replicas.c.site_id == at)
-            done = conn.execute(update(replicas).where(key).values(state=state, checked=now))
-            if done.rowcount == 0:
-                conn.execute(
-                    insert(replicas).values(
-                        container_id=container_id, site_id=at, state=state, checked=now
-                    )
-                )
-            log(conn, v, f"replica of container {container_id} at {site}: {state}")
-
-        self._write(work)
-
-    def replicas(self, container_id: int) -> list[tuple[SiteRecord, str]]:
-        """The sites holding a copy of the container and its state there, nearest first."""
-        q = (
-            select(sites, replicas.c.state)
-            .join(replicas, replicas.c.site_id == sites.c.id)
-            .where(replicas.c.container_id == container_id)
-            .order_by(sites.c.distance, sites.c.name)
-        )
-
-        def work(conn: Connection) -> list[tuple[SiteRecord, str]]:
-            rows = conn.execute(q).all()
-            if (
-                not rows
-                and conn.execute(
-                    select(containers.c.id).where(containers.c.id == container_id)
-                ).first()
-                is None
-            ):
-                raise NotFound(f"no container {container_id}")
-            return [(site_record(r), r.state) for r in rows]
-
-        return self._read(work)
-
-    def purge_deleted(self, before_version: int) -> list[str]:
-        """Remove the rows deleted at a version below ``before_version``.
-
-        Snapshots at ``before_version`` and later are untouched. Returns the
-        paths no row references any more (gc deletes those files). Bumps the
-        version only when something was removed.
-        """
-        c, d, ds = containers, databases, datasets
-
-        def gone(table: Table) -> ColumnElement[bool]:
-            deleted: ColumnElement[int] = table.c.deleted_version
-            return deleted < before_version
-
-        def work(conn: Connection, v: int) -> list[str]:
-            paths = set(conn.execute(select(c.c.path).where(gone(c))).scalars())
-            counts = [
-                conn.execute(select(func.count()).select_from(t).where(gone(t))).scalar_one()
-                for t in (c, tag_stats, d, ds)
-            ]
-            if not any(counts):
-                raise Unchanged([])
-            conn.execute(
-                replicas.delete().where(replicas.c.container_id.in_(select(c.c.id).where(gone(c))))
-            )
-            conn.execute(c.delete().where(gone(c)))
-            conn.execute(tag_stats.delete().where(gone(tag_stats)))
-            conn.execute(
-                database_parents.delete().where(
-                    database_parents.c.database_id.in_(select(d.c.id).where(gone(d)))
-                )
-            )
-            conn.execute(d.delete().where(gone(d)))
-            conn.execute(
-                dataset_schemas.delete().where(
-                    dataset_schemas.c.dataset_id.in_(select(ds.c.id).where(gone(ds)))
-                )
-            )
-            conn.execute(ds.delete().where(gone(ds)))
-            still: set[str] = set()
-            for chunk in chunks(sorted(paths)):
-                still.update(conn.execute(select(c.c.path).where(c.c.path.in_(chunk))).scalars())
-            log(conn, v, f"purge rows deleted before version {before_version}")
-            return sorted(paths - still)
-
-        return self._write(work)
-
-
