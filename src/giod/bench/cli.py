@@ -7,83 +7,29 @@ quotes medians of ``--repeat`` runs. ``--quick`` runs at smoke-test sizes.
 
 from __future__ import annotations
 
-import sys
-import tempfile
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
-
 import click
 
-from giod.bench.report import Bars, Column, Outcome, Table, figure, publish, ratio, save
+from giod.bench.catalogoutcome import (  # noqa: F401 - CATALOG_COLUMNS, _throwaway_postgres: re-exported
+    CATALOG_COLUMNS,
+    POSTGRES_URL,
+    _throwaway_postgres,
+    catalog_outcome,
+    plot_catalog,
+)
+from giod.bench.options import (  # noqa: F401 - re-exported
+    DEFAULT_OUTPUT,
+    _numbers,
+    _options,
+    _output,
+    _publish,
+    _quick,
+    _sizes,
+    _workdir,
+    _workdir_path,
+)
+from giod.bench.proxycli import proxy
+from giod.bench.report import Bars
 from giod.errors import ConfigError
-
-DEFAULT_OUTPUT = "benchmarks/results"
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def _options(default_events: int, quick_events: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options every benchmark shares (declared once)."""
-
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(
-            [
-                click.option(
-                    "--events",
-                    type=click.IntRange(min=1),
-                    default=None,
-                    help=f"Events [default: {default_events:,}; {quick_events:,} with --quick].",
-                ),
-                click.option(
-                    "--repeat",
-                    type=click.IntRange(min=1),
-                    default=None,
-                    help="Timed repeats; medians are quoted [default: 3; 1 with --quick].",
-                ),
-                _quick,
-                _output,
-                _workdir,
-            ]
-        ):
-            fn = option(fn)
-        return fn
-
-    return decorate
-
-
-_quick = click.option("--quick", is_flag=True, help="Tiny sizes: a smoke test of the whole benchmark.")
-_output = click.option(
-    "-o",
-    "--output",
-    type=click.Path(file_okay=False),
-    default=DEFAULT_OUTPUT,
-    show_default=True,
-    help="Directory for bench-<name>.json and .png.",
-)
-_workdir = click.option(
-    "--workdir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Directory (on the disk to measure) for the benchmark's temporary data "
-    "[default: the system's temporary directory].",
-)
-
-
-def _sizes(events: int | None, repeat: int | None, quick: bool, default: int, small: int) -> tuple[int, int]:
-    return events or (small if quick else default), repeat or (1 if quick else 3)
-
-
-def _workdir_path(workdir: str | None) -> str | None:
-    if workdir is not None:
-        Path(workdir).mkdir(parents=True, exist_ok=True)
-    return workdir
-
-
-def _publish(outcome: Outcome, output: str, plot: Callable[[Outcome, Path], None]) -> None:
-    json_path, png_path = publish(outcome, output, plot)
-    click.echo(f"wrote {json_path} and {png_path}")
 
 
 @click.group()
@@ -242,233 +188,13 @@ def catalog_(
     _publish(outcome, output, plot_catalog)
 
 
-def catalog_outcome(n: int, step: int, postgres: str | None, workdir: str | None) -> Outcome:
-    """Run the catalog benchmark on SQLite (always) and PostgreSQL (when reachable)."""
-    from giod.bench import catalog
-
-    results: dict[str, list[dict[str, float]]] = {}
-    notes: list[str] = []
-    with (
-        Bars() as bars,
-        tempfile.TemporaryDirectory(prefix="giod-bench-catalog-", dir=workdir) as tmp,
-    ):
-        with bars.task("SQLite", n) as advance:
-            done = [0]
-
-            def progress(d: int, total: int) -> None:
-                advance(d - done[0])
-                done[0] = d
-
-            results["SQLite"] = catalog.run(
-                f"sqlite:///{Path(tmp) / 'catalog.sqlite'}",
-                n_databases=n,
-                step=step,
-                progress=progress,
-            )
-        if postgres is not None:
-            with _throwaway_postgres(postgres, notes) as url:
-                if url is not None:
-                    with bars.task("PostgreSQL", n) as advance:
-                        done = [0]
-                        results["PostgreSQL"] = catalog.run(url, n_databases=n, step=step, progress=progress)
-    rows = [{"backend": b, **r} for b, rs in results.items() for r in rs]
-    for b, rs in results.items():
-        notes.append(
-            f"{b}: {rs[0]['rate']:,.0f}/s in the first step, {rs[-1]['rate']:,.0f}/s in the "
-            f"last ({ratio(rs[-1]['rate'], rs[0]['rate']):.2f}× of the first) at "
-            f"{rs[-1]['databases']:,.0f} databases"
-        )
-    notes.append(
-        "each registration: one database with 4 containers of 10 clusters, 8 tag statistics, one "
-        "replica, in one transaction; 'list s' lists every database of the dataset after the step"
-    )
-    return Outcome(
-        name="catalog",
-        parameters={
-            "databases": n,
-            "step": step,
-            "postgres": postgres is not None and "PostgreSQL" in results,
-        },
-        tables=[
-            Table(
-                "results",
-                f"catalog: registrations per second up to {n:,} databases",
-                CATALOG_COLUMNS,
-                rows,
-            )
-        ],
-        notes=notes,
-    )
-
-
-@contextmanager
-def _throwaway_postgres(server: str, notes: list[str]) -> Iterator[str | None]:
-    """URL of a fresh database on PostgreSQL ``server``, dropped afterwards; None if unreachable."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    name = f"giod_bench_{uuid.uuid4().hex[:12]}"
-    try:
-        url = make_url(server)
-        admin = psycopg.connect(
-            url.set(drivername="postgresql").render_as_string(hide_password=False),
-            autocommit=True,
-            connect_timeout=3,
-        )
-    except (ArgumentError, psycopg.Error) as exc:
-        notes.append(f"PostgreSQL left out: {server} is not reachable ({type(exc).__name__})")
-        yield None
-        return
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield url.set(database=name).render_as_string(hide_password=False)
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-CATALOG_COLUMNS = [
-    Column("backend", "catalog"), Column("databases", "databases", "{:,.0f}"),
-    Column("rate", "registrations/s", "{:,.0f}"), Column("seconds", "step s", "{:.2f}"),
-    Column("list_seconds", "list s", "{:.3f}"),
-]  # fmt: skip
-
-
-def plot_catalog(outcome: Outcome, path: Path) -> None:
-    """Registration rate against catalog size, one line per backend."""
-    rows = outcome.table("results").rows
-    fig, (ax, ax2) = figure("giod catalog: registrations as the federation grows", ncols=2)
-    for backend in dict.fromkeys(r["backend"] for r in rows):
-        pts = [(r["databases"], r["rate"], r["list_seconds"]) for r in rows if r["backend"] == backend]
-        x, rate, listed = zip(*pts, strict=True)
-        ax.plot(x, rate, marker="o", label=backend)
-        ax2.plot(x, listed, marker="o", label=backend)
-    ax.axhline(500, linestyle="--", color="grey", label="target: 500/s")
-    ax.set_xlabel("databases in the catalog")
-    ax.set_ylabel("registrations per second")
-    ax2.set_xlabel("databases in the catalog")
-    ax2.set_ylabel("seconds to list the dataset")
-    for a in (ax, ax2):
-        a.grid(alpha=0.3)
-        a.legend(fontsize="small")
-    save(fig, path)
-
-
 # ------------------------------------------------------------------ proxy
 
 
-@bench.command("proxy")
-@click.option("--target", default=None, help="HOST:PORT to forward to (required unless --check).")
-@click.option(
-    "--listen",
-    type=click.IntRange(0, 65535),
-    default=0,
-    show_default=True,
-    help="Port to listen on (0: a free one, printed).",
-)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--rtt",
-    type=click.FloatRange(min=0),
-    default=0.0,
-    show_default=True,
-    help="Round-trip time to add, in milliseconds.",
-)
-@click.option(
-    "--bandwidth",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Bandwidth cap per direction, in Mbit/s, shared by all connections [default: none].",
-)
-@click.option(
-    "--window",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Bytes in flight per connection and direction [default: 32 MiB].",
-)
-@click.option("--no-handshake", is_flag=True, help="New connections do not cost a round trip.")
-@click.option(
-    "--drop-after",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Fault: cut each connection after this many bytes from the target.",
-)
-@click.option(
-    "--flip-at",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Fault: invert the byte at this offset of the target's stream.",
-)
-@click.option(
-    "--connections",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Faults apply to this many connections only, the first ones [default: all].",
-)
-@click.option(
-    "--check",
-    is_flag=True,
-    help="Instead of serving, measure the proxy on loopback at RTTs 0, 10, 50, 150, 250 ms "
-    "(or --rtt) and print the table.",
-)
-@_quick
-def proxy(
-    target: str | None,
-    listen: int,
-    host: str,
-    rtt: float,
-    bandwidth: float | None,
-    window: int | None,
-    no_handshake: bool,
-    drop_after: int | None,
-    flip_at: int | None,
-    connections: int | None,
-    check: bool,
-    quick: bool,
-) -> None:
-    """A TCP proxy that adds a round-trip time and a bandwidth cap, to test reads from far away.
-
-    Runs until interrupted. Model and measured limits: docs/latency.md.
-
-    Example: giod bench proxy --target 127.0.0.1:8000 --listen 9000 --rtt 50 --bandwidth 1000
-    """
-    from giod.bench import netlab
-    from giod.bench.report import print_tables
-
-    rate = None if bandwidth is None else bandwidth * 1e6 / 8
-    if check:
-        rtts = (rtt / 1000,) if rtt else (0.0, 0.010, 0.050, 0.150, 0.250)
-        size = 20_000_000 if quick else 200_000_000
-        print_tables(
-            netlab.calibrate(rtts, bandwidth=rate, size=size, pings=5 if quick else 20, repeat=1 if quick else 3)
-        )
-        return
-    if target is None:
-        raise ConfigError("--target HOST:PORT is required (or --check)")
-    settings = netlab.Settings(
-        target=netlab.parse_target(target),
-        rtt=rtt / 1000,
-        bandwidth=rate,
-        window=window or netlab.DEFAULT_WINDOW,
-        handshake=not no_handshake,
-        listen=(host, listen),
-        faults=netlab.Faults(drop_after=drop_after, flip_at=flip_at, connections=connections),
-    )
-    netlab.serve(settings, lambda line: click.echo(line, nl=True) or sys.stdout.flush())
+bench.add_command(proxy)
 
 
 # -------------------------------------------------------------------- wan
-
-
-def _numbers(text: str, option: str, kind: type = float, minimum: float = 0) -> tuple[Any, ...]:
-    try:
-        values = tuple(kind(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        values = ()
-    if not values or any(v < minimum for v in values):
-        raise ConfigError(f"{option} wants comma-separated numbers of at least {minimum:g}, got {text!r}")
-    return values
 
 
 @bench.command()
