@@ -9,8 +9,8 @@ uproot TTree and uproot RNTuple (zstd level 1). Rates are payload MB/s, the
 payload being the uncompressed Arrow bytes of the events; every file is
 fsync'ed before the clock stops, as giod's are.
 
-The peer writers live here and :mod:`giod.bench.read` reuses them to write
-its peer files.
+The peer writers live in :mod:`giod.bench.peerwriters`;
+:mod:`giod.bench.read` reuses them to write its peer files.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -28,12 +27,22 @@ from typing import Any
 
 import awkward as ak
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
 import giod
 from giod.bench import synthetic
+from giod.bench.peerwriters import (  # noqa: F401 - ZSTD_LEVEL, _fsync, _slice: re-exported
+    ZSTD_LEVEL,
+    _fsync,
+    _slice,
+    peer_chunk,
+    raw_disk_seconds,
+    rntuple_supported,
+    ttree_arrays,
+    write_parquet,
+    write_rntuple,
+    write_ttree,
+)
 from giod.bench.report import (
     MB,
     Bars,
@@ -49,8 +58,6 @@ from giod.bench.report import (
 from giod.columns import containers_in, to_tables
 from giod.errors import ConfigError, StorageError
 from giod.schema import Schema
-from giod.storage.container import WriteOptions
-from giod.writer import DEFAULT_CLUSTER_BYTES
 
 __all__ = [
     "DEFAULT_EVENTS",
@@ -74,7 +81,6 @@ DEFAULT_EVENTS = 200_000
 QUICK_EVENTS = 2_000
 WRITERS = (1, 2, 4, 8)
 BATCH_EVENTS = 10_000  # events per append: what an event builder hands a writer at once
-ZSTD_LEVEL = 1
 DD = "dd (raw disk)"
 MULTI = "giod multi-container"
 ONE = "giod one-container"
@@ -97,132 +103,6 @@ def payload_bytes(events: ak.Array, schema: Schema) -> int:
     """Uncompressed Arrow bytes of ``events`` as giod stores them."""
     tables = to_tables(events, schema, containers_in(events, schema))
     return sum(t.nbytes for t in tables.values())
-
-
-def peer_chunk(n_events: int, payload: int) -> int:
-    """Events per peer row group / basket / cluster: about giod's cluster size."""
-    per_event = max(payload / max(n_events, 1), 1.0)
-    return max(1, min(n_events, int(DEFAULT_CLUSTER_BYTES / per_event)))
-
-
-# ------------------------------------------------------------------- peers
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_parquet(path: Path, events: ak.Array, chunk: int) -> None:
-    """``events`` as one Parquet file by plain pyarrow: giod's settings, a row group per chunk."""
-    writer = None
-    try:
-        for start in range(0, len(events), chunk):
-            table = ak.to_arrow_table(events[start : start + chunk], extensionarray=False)
-            if writer is None:
-                kwargs = WriteOptions().parquet_kwargs(table.schema)
-                writer = pq.ParquetWriter(path, table.schema, **kwargs)
-            writer.write_table(table, row_group_size=table.num_rows)
-    except (pa.ArrowException, OSError) as exc:
-        raise StorageError(f"cannot write the Parquet peer file {path.name}: {exc}") from exc
-    finally:
-        if writer is not None:
-            writer.close()
-    _fsync(path)
-
-
-def ttree_arrays(events: ak.Array, schema: Schema) -> dict[str, ak.Array]:
-    """``events`` as uproot can write them to a TTree: NanoAOD-style flat collections.
-
-    A fixed-size field ``f[3]`` becomes ``f_0..f_2`` (uproot cannot read jagged
-    fixed-size branches back); a one-to-many relation ``r`` of ``X`` becomes a
-    count ``r_n`` per object and a collection ``X_r`` of indices per event.
-    """
-    out: dict[str, ak.Array] = {}
-    for coll in schema.collections:
-        tdef = schema.collection_type(coll)
-        objects = events[coll]
-        counts = ak.num(objects, axis=1)
-        fields: dict[str, ak.Array] = {}
-        for name, fdef in tdef.fields.items():
-            if not fdef.shape:
-                fields[name] = objects[name]
-                continue
-            size = int(np.prod(fdef.shape))
-            flat = ak.to_numpy(ak.flatten(objects[name], axis=1)).reshape(-1, size)
-            for i in range(size):
-                fields[f"{name}_{i}"] = ak.unflatten(flat[:, i], counts)
-        for name, rdef in tdef.relations.items():
-            if rdef.many:
-                fields[f"{name}_n"] = ak.values_astype(ak.num(objects[name], axis=2), np.int32)
-                out[f"{coll}_{name}"] = ak.zip({"idx": ak.flatten(objects[name], axis=2)})
-            else:
-                fields[name] = objects[name]
-        out[coll] = ak.zip(fields)
-    for tag in schema.tags:
-        out[tag] = events[tag]
-    return out
-
-
-def _slice(arrays: dict[str, ak.Array], start: int, stop: int) -> dict[str, ak.Array]:
-    return {k: v[start:stop] for k, v in arrays.items()}
-
-
-def write_ttree(path: Path, arrays: dict[str, ak.Array], chunk: int) -> None:
-    """Flat arrays (:func:`ttree_arrays`) as TTree ``t`` by uproot: zstd 1, a basket per chunk."""
-    import uproot
-
-    n = len(next(iter(arrays.values())))
-    try:
-        with uproot.recreate(path, compression=uproot.ZSTD(ZSTD_LEVEL)) as f:
-            # counters "n_<name>": the default "n<name>" would clash with tag ntracks
-            tree = f.mktree("t", _slice(arrays, 0, chunk), counter_name=lambda c: f"n_{c}")
-            for start in range(chunk, n, chunk):
-                tree.extend(_slice(arrays, start, start + chunk))
-    except (OSError, ValueError, TypeError) as exc:
-        raise StorageError(f"cannot write the TTree peer file {path.name}: {exc}") from exc
-    _fsync(path)
-
-
-def write_rntuple(path: Path, events: ak.Array, chunk: int) -> None:
-    """``events`` as an RNTuple ``n`` with uproot, zstd level 1, one cluster per chunk."""
-    import uproot
-
-    try:
-        with uproot.recreate(path, compression=uproot.ZSTD(ZSTD_LEVEL)) as f:
-            ntuple = f.mkrntuple("n", events[:chunk])
-            for start in range(chunk, len(events), chunk):
-                ntuple.extend(events[start : start + chunk])
-    except (OSError, ValueError, TypeError, NotImplementedError) as exc:
-        raise StorageError(f"cannot write the RNTuple peer file {path.name}: {exc}") from exc
-    _fsync(path)
-
-
-def rntuple_supported() -> bool:
-    import uproot
-
-    return hasattr(uproot.WritableDirectory, "mkrntuple")
-
-
-def raw_disk_seconds(path: Path, megabytes: int) -> float | None:
-    """Seconds for ``dd`` to write ``megabytes`` MiB of zeros to ``path`` and fdatasync.
-
-    None when there is no ``dd``.
-    """
-    dd = shutil.which("dd")
-    if dd is None:
-        return None
-    cmd = [dd, "if=/dev/zero", f"of={path}", "bs=1M", f"count={megabytes}", "conv=fdatasync"]
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - start
-    path.unlink(missing_ok=True)
-    if done.returncode != 0:
-        raise StorageError(f"dd failed: {done.stderr.strip().splitlines()[-1] if done.stderr else done.returncode}")
-    return seconds
 
 
 # ---------------------------------------------------------- giod writers
