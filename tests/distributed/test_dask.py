@@ -8,7 +8,7 @@ import dask_awkward as dak
 import pytest
 
 import giod
-import giod.distributed
+import giod.distributed.tasks
 from giod.dask import from_selection
 
 from .conftest import DATABASES, DATASET
@@ -34,13 +34,13 @@ def test_only_the_columns_a_computation_touches_are_read(fed: giod.Federation, m
     assert set(dak.report_necessary_columns(doubled).values()) == {frozenset({"jets.pt"})}
 
     read: list[dict[str, list[str]]] = []
-    real = giod.distributed.read_database
+    real = giod.distributed.tasks.read_database
 
     def recording(dataset, db, proj, local):  # the real reader, noting what it was asked for
         read.append({c: list(p) for c, p in proj.columns.items()})
         return real(dataset, db, proj, local)
 
-    monkeypatch.setattr(giod.distributed, "read_database", recording)
+    monkeypatch.setattr(giod.distributed.tasks, "read_database", recording)
     got = doubled.compute(scheduler="sync")
     assert ak.array_equal(got, sel.read(["jets.pt"]).jets.pt * 2)
     # per partition: the tags of the expression, then jets.pt alone (no tracks, no other jet field)

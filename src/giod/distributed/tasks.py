@@ -1,0 +1,279 @@
+"""What a job's tasks are and what a worker does with one: the plan, the read, the timings.
+
+A task carries how to reach the federation, the dataset, the pinned
+version, its database's record and entry range; a worker keeps its
+federation open between tasks and reads the replica at its own site first.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import awkward as ak
+import numpy as np
+
+from giod.catalog.records import DatabaseRecord
+from giod.errors import ConfigError
+from giod.schema import TAG_CONTAINER
+from giod.selection import Projection, assemble, read_database, resolve_columns
+
+if TYPE_CHECKING:
+    from giod.federation import Dataset, Federation
+    from giod.selection import Selection
+
+
+#: Environment variable a worker sets to declare the site it runs at.
+SITE_ENV = "GIOD_SITE"
+#: Dask worker resources named ``site-<name>`` declare the site too.
+SITE_RESOURCE = "site-"
+#: A database is split into partitions of about this many bytes (of the containers read).
+DEFAULT_PARTITION_BYTES = 256_000_000
+
+Progress = Callable[[int, int], None]  # (partitions done, partitions in all)
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a worker passes to ``giod.open`` to reach the client's federation."""
+
+    url: str
+    token: str | None = None
+    verify: bool | str = True
+
+    @classmethod
+    def of(cls, fed: Federation) -> Target:
+        endpoint = getattr(fed.catalog, "endpoint", None)  # a giod server: its token and TLS setting
+        if fed.root is not None:
+            return cls(str(fed.root))
+        return cls(fed.catalog.url, getattr(endpoint, "token", None), getattr(endpoint, "verify", True))
+
+    def __repr__(self) -> str:  # never print the token
+        return f"Target({self.url!r})"
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every task of one job shares."""
+
+    target: Target
+    dataset: str
+    version: int
+    expression: str  # tag expression text ("true": every event)
+    columns: tuple[str, ...]  # collections, ``collection.field`` and tags to read
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One task: the local entries ``[start, stop)`` of one database of the snapshot."""
+
+    index: int  # position in the reduction order
+    database: DatabaseRecord
+    start: int
+    stop: int
+    bytes: int  # of the containers read, pro rata of the entries
+    sites: tuple[str, ...]  # sites holding a good replica of every container read
+
+    @property
+    def entries(self) -> int:
+        return self.stop - self.start
+
+
+def _containers_read(proj: Projection, expression_fields: Iterable[str]) -> list[str]:
+    names = list(proj.columns)
+    if set(expression_fields) and TAG_CONTAINER not in names:
+        names.append(TAG_CONTAINER)
+    return names
+
+
+def plan(sel: Selection, columns: Sequence[str] | None, *, partition_events: int | None = None,
+         partition_bytes: int = DEFAULT_PARTITION_BYTES) -> tuple[Job, list[Partition]]:
+    """Split a selection into partitions, using the catalog only (no file is opened).
+
+    Databases whose tag statistics exclude every event are left out. A
+    database is split into ranges of ``partition_events`` entries, or, by
+    default, into as many equal ranges as make each read at most about
+    ``partition_bytes``.
+    """
+    if partition_events is not None and partition_events <= 0:
+        raise ConfigError(f"partition_events must be positive, got {partition_events}")
+    ds = sel.dataset
+    fed = ds.federation
+    databases = sel.databases()
+    every = databases or ds.databases()[:1]
+    available = set.intersection(*({c.name for c in db.containers} for db in every)) if every else set()
+    proj = resolve_columns(ds.schema, columns, available)
+    if columns is None:  # the workers read exactly what the client resolved
+        columns = list(proj.names)
+    elif isinstance(columns, str):
+        columns = [columns]
+    job = Job(Target.of(fed), ds.name, int(sel.version), sel.expression.text, tuple(columns))
+    names = _containers_read(proj, sel.expression.fields)
+    site_names = {s.id: s.name for s in fed.sites()}
+    parts: list[Partition] = []
+    for db in databases:
+        recs = [db.container(c) for c in names]
+        held = [set(r.site_ids) for r in recs if r is not None]
+        common = set.intersection(*held) if held else set()
+        sites = tuple(sorted(site_names[i] for i in common if i in site_names))
+        size = sum(r.size for r in recs if r is not None)
+        if partition_events is not None:
+            n = math.ceil(db.n_events / partition_events)
+        else:
+            n = max(1, math.ceil(size / partition_bytes))
+        n = max(1, min(n, db.n_events))
+        bounds = np.linspace(0, db.n_events, n + 1).round().astype(np.int64)
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            if b > a:
+                share = (b - a) / db.n_events if db.n_events else 0.0
+                parts.append(Partition(len(parts), db, int(a), int(b), int(size * share), sites))
+    return job, parts
+
+
+# ---------------------------------------------------------------- the task
+
+
+@dataclass
+class TaskStats:
+    """What one task measured, in the worker."""
+
+    partition: int
+    database: int
+    entries: int  # entries of the range
+    events: int  # selected events passed to the function
+    bytes: int  # of the containers read (estimate, pro rata)
+    catalog_s: float  # opening the federation and looking up the dataset (cached per worker)
+    read_s: float  # selecting and reading
+    user_s: float  # the user's function
+    cpu_s: float  # CPU time of the worker process during the task (its library threads too)
+    start: float  # wall clock (time.time) at start and end
+    stop: float
+    worker: str
+    site: str | None  # where the worker is
+    declared: bool  # the worker declared its site (else: assumed the nearest site)
+    local: bool  # the worker's site holds a replica of what the task read
+    read_sites: tuple[str, ...] = ()  # the sites whose replicas answered the task's reads
+
+    @property
+    def wall_s(self) -> float:
+        return self.stop - self.start
+
+
+_EMPTY = object()  # a partition with no selected event: it adds nothing
+_cache = threading.local()
+# per open federation, forgotten with it
+_DATASETS: weakref.WeakKeyDictionary[Federation, dict[tuple[str, int], Dataset]] = weakref.WeakKeyDictionary()
+_NEAREST: weakref.WeakKeyDictionary[Federation, str | None] = weakref.WeakKeyDictionary()
+
+
+def worker_federation(target: Target) -> Federation:
+    """The federation ``target``, opened once per worker process and thread and kept for later tasks."""
+    import giod
+
+    opened: dict[Target, Federation] = getattr(_cache, "feds", None) or {}
+    _cache.feds = opened
+    fed = opened.get(target)
+    if fed is None:
+        fed = giod.open(target.url, create=False, token=target.token, verify=target.verify)
+        fed.reads.here = _declared()[1]
+        opened[target] = fed
+    return fed
+
+
+def worker_dataset(fed: Federation, name: str, version: int) -> Dataset:
+    """Dataset ``name`` at ``version`` of a worker's federation, its schema parsed once per federation."""
+    found = _DATASETS.setdefault(fed, {})
+    ds = found.get((name, version))
+    if ds is None:
+        ds = found[(name, version)] = fed.dataset(name, version)
+        ds.schema  # noqa: B018 - parsed once here, counted as catalog time
+    return ds
+
+
+def _declared() -> tuple[str, str | None]:
+    """(worker name, the site the worker declared: a Dask resource, else ``GIOD_SITE``, else None)."""
+    name, site = f"pid {os.getpid()}", None
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        name = worker.address
+        state = getattr(worker, "state", worker)
+        resources = getattr(state, "total_resources", None) or {}
+        declared = [k[len(SITE_RESOURCE):] for k in resources if k.startswith(SITE_RESOURCE)]
+        site = declared[0] if declared else None
+    except (ImportError, ValueError):
+        pass  # not in a Dask worker
+    return name, site or os.environ.get(SITE_ENV) or None
+
+
+def _where_am_i(fed: Federation) -> tuple[str, str | None, bool]:
+    """(worker name, site, whether the site was declared)."""
+    name, site = _declared()
+    fed.reads.here = site  # sent to its data, a task reads the replica beside it
+    if site is not None:
+        return name, site, True
+    if fed not in _NEAREST:  # asked once per open federation, not once per task
+        sites = fed.sites()
+        _NEAREST[fed] = sites[0].name if sites else None
+    return name, _NEAREST[fed], False
+
+
+def read_partition(job: Job, part: Partition, fed: Federation | None = None,
+                   columns: Sequence[str] | None = None) -> tuple[ak.Array, dict[str, Any]]:
+    """The selected events of one partition with the job's columns (or ``columns``), and timings."""
+    t0 = time.perf_counter()
+    fed = fed if fed is not None else worker_federation(job.target)
+    ds = worker_dataset(fed, job.dataset, job.version)
+    t1 = time.perf_counter()
+    db = part.database
+    local: np.ndarray | None = None if (part.start == 0 and part.stop == db.n_events) else \
+        np.arange(part.start, part.stop, dtype=np.int64)
+    from giod.expression import parse
+
+    fields = {name: f.dtype for name, f in ds.schema.tags.items()}
+    expression = parse(job.expression, fields)
+    if expression.fields:
+        names = sorted(expression.fields)
+        tags = read_database(ds, db, Projection({TAG_CONTAINER: names}, tuple(names)), local)[TAG_CONTAINER]
+        mask = np.asarray(expression.evaluate({n: tags.column(n).to_numpy() for n in tags.column_names}),
+                          dtype=bool)
+        base = np.arange(part.start, part.stop, dtype=np.int64)
+        local = base[mask]
+        if len(local) == db.n_events:
+            local = None
+    proj = resolve_columns(ds.schema, list(columns if columns is not None else job.columns),
+                           {c.name for c in db.containers})
+    chunk = assemble(ds.schema, proj, read_database(ds, db, proj, local))
+    t2 = time.perf_counter()
+    return chunk, {"catalog_s": t1 - t0, "read_s": t2 - t1, "fed": fed}
+
+
+def _map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
+              here: Federation | None = None) -> tuple[Any, TaskStats]:
+    """A worker's task: read one partition, apply ``fn``; the value and what it cost."""
+    start, cpu = time.time(), time.process_time()
+    t0 = time.perf_counter()
+    fed = here if here is not None else worker_federation(job.target)
+    opened = time.perf_counter() - t0
+    worker, site, declared = _where_am_i(fed)
+    served = fed.reads.served.copy()
+    chunk, t = read_partition(job, part, fed)
+    read_sites = tuple(sorted(fed.reads.served - served))
+    u0 = time.perf_counter()
+    value = fn(chunk) if len(chunk) else _EMPTY
+    user_s = time.perf_counter() - u0
+    stats = TaskStats(part.index, part.database.id, part.entries, len(chunk), part.bytes, opened + t["catalog_s"],
+                      t["read_s"], user_s, time.process_time() - cpu, start, time.time(), worker, site, declared,
+                      site is not None and site in part.sites, read_sites)
+    return value, stats
+
