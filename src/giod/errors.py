@@ -11,7 +11,8 @@ pyarrow, sqlite3, psycopg, SQLAlchemy or the file system are wrapped with
      ├── CatalogError         the catalog cannot be reached, migrated or updated
      │    └── ConflictError   a name that already exists, a commit that lost a race
      ├── StorageError         a site or container file cannot be read or written
-     │    └── IntegrityError  a checksum or size mismatch, a truncated or corrupt file
+     │    ├── IntegrityError  a checksum or size mismatch, a truncated or corrupt file
+     │    └── TooLarge        a request or upload over a server's published bounds
      ├── NotFound             an unknown dataset, database, entry, object or site
      ├── ConfigError          a bad setting or option
      ├── AuthError            a missing, invalid, revoked or expired token
@@ -35,6 +36,7 @@ __all__ = [
     "NotFound",
     "SchemaError",
     "StorageError",
+    "TooLarge",
 ]
 
 
@@ -89,6 +91,10 @@ class StorageError(GiodError):
 
 class IntegrityError(StorageError):
     """A file's checksum or size differs from what the catalog recorded."""
+
+
+class TooLarge(StorageError):
+    """A request or upload over a bound the server publishes (HTTP 413)."""
 
 
 class NotFound(GiodError, KeyError):

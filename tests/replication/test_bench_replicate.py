@@ -15,14 +15,14 @@ def test_a_tiny_run_measures_every_peer_and_the_targets(tmp_path: Path):
     outcome = bench.run(events=64, streams=(2,), rtts_ms=(0.0, 20.0), repeat=1, workdir=tmp_path)
     rows = outcome.table("results").rows
     measured = {(r["client"], r["rtt_ms"], r["streams"]) for r in rows}
-    assert measured == {(bench.CP, 0.0, 1), (bench.CURL, 0.0, 1), (bench.CURL, 20.0, 1), (bench.GIOD, 0.0, 2),
-                        (bench.GIOD, 20.0, 2)}
+    assert measured == {(bench.CP, 0.0, 1), (bench.CP_SYNC, 0.0, 1), (bench.CURL, 0.0, 1), (bench.CURL, 20.0, 1),
+                        (bench.GIOD, 0.0, 2), (bench.GIOD, 20.0, 2)}
     assert all(r["mb_per_s"] > 0 for r in rows)
     giod_20 = next(r for r in rows if r["client"] == bench.GIOD and r["rtt_ms"] == 20.0)
     assert giod_20["vs_0ms"] == pytest.approx(giod_20["mb_per_s"] / next(
         r["mb_per_s"] for r in rows if r["client"] == bench.GIOD and r["rtt_ms"] == 0.0))
     assert [t["target"] for t in outcome.table("targets").rows] == [
-        "20 ms with enough streams vs 0 ms", "0 ms vs local copy (cp)"]
+        "20 ms with enough streams vs 0 ms", "0 ms vs local copy (cp)", "0 ms vs durable local copy (cp + fsync)"]
     assert outcome.parameters["files"] == 32 and not list(tmp_path.iterdir())  # its temporary data are gone
     bench.plot(outcome, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").stat().st_size > 0

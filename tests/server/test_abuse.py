@@ -354,3 +354,13 @@ def test_commit_interrupted_after_upload_leaves_no_database(daq_fed: tuple[Path,
         report = fsck(local, checksums=False)
         assert not report.damaged
         assert {p.path for p in report.by_kind("orphan")} == uploaded  # found as orphans, for gc
+
+
+def test_status_codes_follow_the_error_type_not_its_wording() -> None:
+    from giod.errors import IntegrityError, StorageError, TooLarge
+    from giod.server.app import status_of
+
+    assert status_of(TooLarge("upload of 9 bytes refused: at most 8")) == 413
+    # a site that refused a connection is unavailable, whatever the message says
+    assert status_of(StorageError("site b: connection refused")) == 503
+    assert status_of(IntegrityError("checksum mismatch: upload refused")) == 422

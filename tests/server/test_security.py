@@ -290,6 +290,10 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
         ("PUT", "/files/{site}/{path}"): Route("write", "qcd", "/files/local/qcd/sweep/upload.parquet", upload,
                                                tuple(_upload_headers(upload).items())),
         ("DELETE", "/files/{site}/{path}"): Route("write", "qcd", "/files/local/qcd/orphan.parquet"),
+        # a third-party copy of a file already there: read and kept, nothing fetched
+        ("POST", "/files/{site}/{path}"): Route("write", "qcd", f"/files/local/{w.file}", headers=(
+            ("X-Giod-Source", f"{w.served.url}/files/local"), ("X-Giod-Size", str((w.root / w.file).stat().st_size)),
+            ("X-Giod-Checksum", cat.checksum_of(w.file)))),
     }
 
 

@@ -4,7 +4,8 @@ For each container to place at a site the replica goes ``copying`` (so a
 file published there but not yet registered is kept by gc), the file is
 copied from the nearest good replica (the least loaded among equally near
 ones, another one on the next attempt), checked at the destination (see
-``giod.replication.transfer``), and only then registered ``good``. A run
+``giod.replication.transfer``), and only then registered ``good`` (copies
+finished together are registered in one catalog transaction). A run
 that is interrupted resumes by running again: containers already good there
 are skipped, a file found at the destination is read and registered if it
 is right (not copied again), and replaced by a verified copy if it is not.
@@ -199,17 +200,64 @@ def run_transfers(catalog: Any, open_site: SiteOpener, transfers: Sequence[Trans
             if how is None:
                 report.failed.append((t.container.path, t.site, str(why)))
                 return
+        registrations.add(t, how, moved)
+
+    def registered(t: Transfer, how: str, moved: int, error: GiodError | None) -> None:
+        with lock:
+            if error is not None:  # the file is there and right: the next run adopts it
+                report.failed.append((t.container.path, t.site, f"copied but not registered: {error}"))
+                return
             report.bytes += moved
             if how == "copied":
                 report.copied += 1
             else:
                 report.adopted += 1
+        progress.file_done()
 
+    registrations = _Registrations(catalog, registered)
     with ThreadPoolExecutor(max_workers=max(1, streams), thread_name_prefix="giod-replicate") as pool:
         for f in as_completed([pool.submit(one, t) for t in transfers]):
             f.result()
+    registrations.flush(wait=True)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+class _Registrations:
+    """Verified copies waiting to be registered ``good``: all that wait go in one catalog transaction.
+
+    A copy finished while another thread registers is picked up by that
+    thread's next round (or by the final ``flush``), so registering costs a
+    transaction per batch, not per file, and never holds up the copies long.
+    """
+
+    def __init__(self, catalog: Any, done: Callable[[Transfer, str, int, GiodError | None], None]):
+        self.catalog, self.done = catalog, done
+        self.waiting: list[tuple[Transfer, str, int]] = []
+        self.lock = threading.Lock()  # guards ``waiting``
+        self.turn = threading.Lock()  # one registering thread at a time
+
+    def add(self, t: Transfer, how: str, moved: int) -> None:
+        with self.lock:
+            self.waiting.append((t, how, moved))
+        self.flush(wait=False)
+
+    def flush(self, *, wait: bool) -> None:
+        while self.turn.acquire(blocking=wait):
+            try:
+                with self.lock:
+                    batch, self.waiting = self.waiting, []
+                if not batch:
+                    return
+                error: GiodError | None = None
+                try:
+                    self.catalog.set_replica_states([(t.container.id, t.site, "good") for t, _, _ in batch])
+                except GiodError as exc:
+                    error = exc
+                for t, how, moved in batch:
+                    self.done(t, how, moved, error)
+            finally:
+                self.turn.release()
 
 
 def _carry_out(catalog: Any, open_site: SiteOpener, t: Transfer, sources: _Sources, attempts: int,
@@ -246,13 +294,8 @@ def _carry_out(catalog: Any, open_site: SiteOpener, t: Transfer, sources: _Sourc
             continue
         finally:
             sources.release(source)
-        try:
-            catalog.set_replica_states([(c.id, t.site, "good")])
-        except GiodError as exc:  # the file is there and right: the next run adopts it
-            return None, 0, tries, f"copied but not registered: {exc}"
         if how == "adopted":
             progress.advance(c.size)  # placed without a copy: the bar still reaches its end
-        progress.file_done()
         return how, moved if how == "copied" else 0, tries, ""
     _abandon(catalog, t)
     return None, 0, tries, why

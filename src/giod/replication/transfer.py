@@ -6,6 +6,11 @@ cut short on the way never becomes a file under the container's name, let
 alone a replica. A local (or fsspec) destination is then read back and
 checked again; a giod server checks the upload itself before publishing it
 (``X-Giod-Checksum``), which is the same check made where the file lands.
+
+Between two giod servers the bytes do not pass through the copying process:
+the destination's server fetches the file from the source's server itself
+(a third-party copy, see ``RemoteSite.pull``), checks it, and publishes it;
+the copying process only asks, and hands over its token for the source.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from giod.errors import IntegrityError, NotFound
+from giod.errors import ConflictError, IntegrityError, NotFound
 from giod.storage.checksum import Checksum
 from giod.storage.remote import RemoteSite
 from giod.storage.site import Site
@@ -139,8 +144,22 @@ def place(src: Site, dst: Site, path: str, size: int, checksum: str, *,
     but did not register it resumes without copying again), a wrong one is
     replaced by a verified copy.
     """
+    if isinstance(src, RemoteSite) and isinstance(dst, RemoteSite):
+        how = _pull(src, dst, path, size, checksum, advance)
+        if how is not None:
+            return how
     found = file_state(dst, path, size, checksum)
     if found.intact:
         return "adopted"
     copy_file(src, dst, path, size, checksum, replace=found.present, advance=advance)
     return "copied"
+
+
+def _pull(src: RemoteSite, dst: RemoteSite, path: str, size: int, checksum: str,
+          advance: Advance | None) -> str | None:
+    """A third-party copy between two giod servers; None when the destination's server cannot make one."""
+    try:
+        return dst.pull(src, path, size, checksum, advance)
+    except ConflictError:  # another file is there: it goes, then the verified copy comes
+        dst.remove(path)
+        return dst.pull(src, path, size, checksum, advance)

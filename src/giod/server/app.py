@@ -26,6 +26,7 @@ from giod.errors import (
     MissingDependency,
     NotFound,
     StorageError,
+    TooLarge,
 )
 from giod.federation import Federation
 from giod.server.auth import Gate
@@ -55,8 +56,10 @@ def status_of(exc: GiodError) -> int:
         return 422  # what the client sent (or asked for) failed its checksum
     if isinstance(exc, MissingDependency):
         return 501
+    if isinstance(exc, TooLarge):
+        return 413
     if isinstance(exc, StorageError):
-        return 503 if "refused" not in str(exc) else 413
+        return 503
     return 400
 
 

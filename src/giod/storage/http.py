@@ -18,9 +18,9 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from giod import errors
-from giod.errors import AuthError, ConfigError, GiodError, NotFound, StorageError
+from giod.errors import AuthError, ConfigError, GiodError, NotFound, StorageError, TooLarge
 
-__all__ = ["TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "site_token_env"]
+__all__ = ["TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "error_from", "site_token_env"]
 
 TOKEN_ENV = "GIOD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 RETRIES = 3  # attempts for idempotent requests that failed on the way
@@ -47,7 +47,7 @@ class Limits:
             return d
 
 
-def _error_from(status: int, body: bytes, what: str) -> GiodError:
+def error_from(status: int, body: bytes, what: str) -> GiodError:
     """The typed error a server answer stands for (the server names the class)."""
     kind, message = "", body.decode("utf-8", "replace")[:500]
     try:
@@ -64,7 +64,9 @@ def _error_from(status: int, body: bytes, what: str) -> GiodError:
         return getattr(errors, "Forbidden", AuthError)(f"{what}: {message or 'forbidden'}")
     if status == 404:
         return NotFound(f"{what}: not found")
-    if status in (413, 416):
+    if status == 413:
+        return TooLarge(f"{what}: the server refused the request ({status}): {message}")
+    if status == 416:
         return StorageError(f"{what}: the server refused the request ({status}): {message}")
     return StorageError(f"{what}: server answered {status}: {message}")
 
@@ -132,7 +134,41 @@ class Endpoint:
                 last = StorageError(f"{what}: server answered {r.status}")
                 time.sleep(0.05 * 2**attempt)
                 continue
-            raise _error_from(r.status, r.data, what)
+            raise error_from(r.status, r.data, what)
+        raise StorageError(f"{what}: {self.base} unreachable: {last}")
+
+    def stream(self, method: str, path: str, *, headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,),
+               what: str | None = None) -> Any:
+        """A request whose body is read as it arrives: ``readinto``/``read``, then ``release_conn``.
+
+        GET and HEAD are retried like :meth:`request` until an answer arrives;
+        a body cut short later raises from the reads (urllib3's errors).
+        """
+        import urllib3
+
+        what = what or f"{method} {path}"
+        attempts = RETRIES if method in ("GET", "HEAD") else 1
+        last: Exception | None = None
+        for attempt in range(attempts):
+            try:
+                r = self._http.request(method, self.base + path, headers=self.headers(headers),
+                                       preload_content=False, redirect=False)
+            except urllib3.exceptions.HTTPError as exc:
+                last = exc
+                if attempt + 1 < attempts:
+                    time.sleep(0.05 * 2**attempt)
+                continue
+            with self._lock:
+                self.requests += 1
+            if r.status in ok:
+                return r
+            body = r.read()
+            r.release_conn()
+            if r.status >= 500 and attempt + 1 < attempts:
+                last = StorageError(f"{what}: server answered {r.status}")
+                time.sleep(0.05 * 2**attempt)
+                continue
+            raise error_from(r.status, body, what)
         raise StorageError(f"{what}: {self.base} unreachable: {last}")
 
     def warm(self) -> None:

@@ -15,17 +15,18 @@ server's :class:`~giod.storage.http.Endpoint`, shared with the remote catalog.
 from __future__ import annotations
 
 import io
+import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
-from giod.errors import ConfigError, GiodError, IntegrityError
+from giod.errors import ConfigError, GiodError, IntegrityError, StorageError
 from giod.storage.checksum import Checksum
-from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, site_token_env
+from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
 from giod.storage.ranges import ReadScheduler
 from giod.storage.site import FileInfo, PendingFile, Site, check_relpath, register_site_kind
 
@@ -191,6 +192,51 @@ class RemoteSite(Site):
 
     def create(self, path: str) -> PendingFile:
         return _RemotePending(self, check_relpath(path))
+
+    def pull(self, source: RemoteSite, path: str, size: int, checksum: str,
+             advance: Callable[[int], None] | None = None) -> str | None:
+        """Have this site's server fetch ``path`` from ``source``'s server itself (a third-party copy).
+
+        The server publishes the file only when it has ``size`` bytes with
+        ``checksum``; it reads a file already there and keeps it when it is
+        the right one. ``"copied"`` or ``"adopted"``; None when the server
+        cannot copy (an older one): the bytes must then pass through here.
+        ConflictError when another file is at ``path`` (never overwritten).
+        """
+        import urllib3
+
+        what = f"copying {path} from site {source.name} to site {self.name}"
+        headers = {"x-giod-source": source.url, "x-giod-size": str(size), "x-giod-checksum": checksum}
+        if source.endpoint.token:
+            headers["x-giod-source-authorization"] = f"Bearer {source.endpoint.token}"
+        r = self.endpoint.stream("POST", self._url(path), headers=headers, ok=(200, 405), what=what)
+        if r.status == 405:
+            r.drain_conn()
+            r.release_conn()
+            return None
+        done = 0
+        outcome: dict[str, Any] = {}
+        try:
+            for line in r:
+                doc = json.loads(line)
+                if "bytes" in doc:
+                    if advance is not None:
+                        advance(int(doc["bytes"]) - done)
+                    done = int(doc["bytes"])
+                else:
+                    outcome = doc
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            raise StorageError(f"{what}: the answer broke off after {done} bytes: {exc}") from exc
+        finally:
+            r.release_conn()
+        if "error" in outcome:
+            raise error_from(400, json.dumps(outcome).encode(), what)
+        if outcome.get("how") not in ("copied", "adopted"):
+            raise StorageError(f"{what}: the server's answer ended without an outcome")
+        if advance is not None and outcome["how"] == "copied":
+            advance(size - done)
+        self._sizes[path] = size
+        return str(outcome["how"])
 
     def remove(self, path: str) -> None:
         self._sizes.pop(path, None)

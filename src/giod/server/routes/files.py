@@ -18,8 +18,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from giod.errors import ConflictError, DataError, IntegrityError, NotFound, StorageError
+from giod.errors import ConflictError, DataError, IntegrityError, NotFound, StorageError, TooLarge
 from giod.server.byteranges import RangeRefused, file_chunks, multipart, parse_range
+from giod.server.routes import pull
 from giod.server.state import ServerState, need, state
 from giod.storage.checksum import Checksum
 from giod.storage.site import LocalSite, check_relpath
@@ -159,7 +160,7 @@ async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
         raise IntegrityError("an upload needs its checksum in the X-Giod-Checksum header")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > st.limits.max_upload_bytes:
-        raise StorageError(f"upload of {declared} bytes refused: at most {st.limits.max_upload_bytes}")
+        raise TooLarge(f"upload of {declared} bytes refused: at most {st.limits.max_upload_bytes}")
     if full.exists():
         # files are immutable once published: a retried upload of the same bytes is fine
         return _same_file(full, expected, path)
@@ -170,7 +171,7 @@ async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
         async for chunk in request.stream():
             summer.update(chunk)
             if summer.size > st.limits.max_upload_bytes:
-                raise StorageError(f"upload larger than {st.limits.max_upload_bytes} bytes refused")
+                raise TooLarge(f"upload larger than {st.limits.max_upload_bytes} bytes refused")
             pending.write(chunk)
         st.metrics.add("bytes_received", summer.size)
         if summer.hexdigest() != expected:
@@ -181,6 +182,35 @@ async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
         pending.discard()
         raise
     return {"path": path, "size": summer.size, "checksum": expected}
+
+
+@router.post("/files/{site}/{path:path}", summary="Copy a container file here from another giod server",
+             responses={200: {"description": "NDJSON: progress lines, then the outcome", "content": {
+                 "application/x-ndjson": {}}}})
+async def pull_file(request: Request, site: str, path: str) -> Response:
+    """Third-party copy (see ``giod.server.routes.pull``): headers ``X-Giod-Source`` (the source site's URL),
+    ``X-Giod-Size``, ``X-Giod-Checksum`` and, for the source, ``X-Giod-Source-Authorization``."""
+    need(request, "write", _dataset(path))
+    st = state(request)
+    _, full = _confined(st, site, path)
+    expected = request.headers.get("x-giod-checksum")
+    if not expected:
+        raise IntegrityError("a copy needs the file's checksum in the X-Giod-Checksum header")
+    size = pull.check_size(request.headers.get("x-giod-size"), st.limits.max_upload_bytes)
+    source = request.headers.get("x-giod-source", "")
+    auth = request.headers.get("x-giod-source-authorization", "")
+    scheme, _, token = auth.partition(" ")
+    if auth and (scheme.lower() != "bearer" or not token.strip()):
+        raise DataError("X-Giod-Source-Authorization takes 'Bearer <token>'")
+    req = pull.PullRequest(st.federation.site(site), site, path, full, source, token.strip() or None, size,
+                           expected)
+    if "pull_slots" not in st.extra:
+        import anyio
+
+        st.extra["pull_slots"] = anyio.Semaphore(pull.SLOTS)
+    slots = st.extra["pull_slots"]
+    return StreamingResponse(pull.pull_lines(req, slots, lambda n: st.metrics.add("bytes_received", n)),
+                             media_type="application/x-ndjson", headers={"cache-control": "no-store"})
 
 
 def _same_file(full: Path, expected: str, path: str) -> dict[str, Any]:
