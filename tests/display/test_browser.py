@@ -113,6 +113,26 @@ def test_display_draws_the_detector_and_the_event(page, open_server, sim, tmp_pa
     assert not page.errors, page.errors
 
 
+def test_the_event_is_requested_from_the_head_once_and_drawn_in_3d_first(page, open_server):
+    requests: list[str] = []
+    page.page.on("request", lambda r: requests.append(r.url))
+    state = open_display(page, open_server.url, "dataset=sim&entry=3")
+    assert state["ready"]
+    scene = [i for i, u in enumerate(requests) if u.endswith("/api/v1/events/sim/3")]
+    assert len(scene) == 1, requests  # the page's head asked, and display.js took the answer over
+    # asked before display.js had even imported its first module: beside plotly.js's download, not after it
+    common = next(i for i, u in enumerate(requests) if u.endswith("/static/common.js"))
+    assert scene[0] < common
+    t = state["timings"]
+    assert t["plotly_ready_ms"] <= t["first_draw_at_ms"] <= t["since_navigation_ms"]
+    assert page.page.evaluate("() => window.giodDisplay.drawn3d") is True
+    # stepping on goes through the API as usual, once
+    page.page.evaluate("() => window.giodDisplay.load('sim', 4)")
+    assert sum(u.endswith("/api/v1/events/sim/4") for u in requests) == 1
+    assert page.state()["entry"] == 4
+    assert not page.errors, page.errors
+
+
 def test_clicking_a_jet_highlights_its_tracks_and_clusters(page, open_server, sim):
     ds = sim["sim"]
     entry, jet = next((e, j) for e in range(6) for j, x in enumerate(ds.event(e, ["jets"]).jets)

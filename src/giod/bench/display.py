@@ -9,17 +9,27 @@ its calorimeter (some 50,000 hits and 2,000 tracks). A ``giod serve`` app runs o
 loopback; each round opens ``/display?dataset=…&entry=…`` in a fresh browser
 context (nothing cached, as on a first visit) and times, for each event:
 
-* ``first draw``: from navigation start to the event drawn in all three
-  views (the page's own clock; the issue's target is 2 s for 50,000 cells);
-* its parts as the page sees them: fetching the scene, and building and
-  drawing the plots; ``plotly.js`` is when the library finished loading
-  (the floor of any page drawn with it);
+* ``first draw``: from navigation start to the event on screen in the 3-D
+  view (the page's own clock, after the frame holding it: two animation
+  frames once plotly.js has drawn it): every hit, track, cell above the 3-D
+  threshold, cluster, lepton and the missing-E_T arrow, jets as their axes,
+  and the tracker's wire rings. The issue's target is 2 s for 50,000 cells.
+  The page then draws the r-φ and r-z projections, and last what is
+  semi-transparent in 3-D (calorimeter surfaces, jet cones); ``all views``
+  is when all of it is on screen;
+* its parts as the page sees them, also from navigation start: ``plotly.js``
+  is when the library has loaded (downloaded, compiled and run: the floor of
+  any page drawn with it), ``scene`` when the event's JSON has arrived and been
+  parsed (its request starts in the page's head, beside plotly.js's), and
+  ``3-D draw`` the time plotly takes from both being there to the 3-D view on
+  screen;
 * ``main thread``: the renderer's busy time (Chrome's TaskDuration), which
   tells CPU work from waiting on a shared machine;
 * ``second visit``: the page loaded again in the same browser (plotly.js
   from its cache), to first drawn event;
-* ``redraw``: the same event loaded again in the open page, which is what
-  stepping to the next event costs once plotly.js is loaded;
+* ``redraw``: the same event loaded again in the open page, to all three
+  views, which is what stepping to the next event costs once plotly.js is
+  loaded;
 * ``server``: reading the event and building its scene JSON in Python.
 
 Chromium is Debian's ``chromium`` package (or ``$GIOD_CHROMIUM``), driven by
@@ -214,12 +224,18 @@ def _page(browser: Any, url: str, entry: int) -> dict[str, float]:
                                timeout=120_000)
         revisit = json.loads(page.evaluate("JSON.stringify(giodDisplay.timings)"))
         t = first["t"]
-        return {"first_draw_s": t["since_navigation_ms"] / 1000, "fetch_s": t["fetch_ms"] / 1000,
-                "draw_s": t["draw_ms"] / 1000, "plotly_s": (t.get("plotly_ready_ms") or 0) / 1000,
+        plotly_s, scene_s = (t.get("plotly_ready_ms") or 0) / 1000, t["scene_ms"] / 1000
+        first_s = t["first_draw_at_ms"] / 1000
+        return {"first_draw_s": first_s, "all_views_s": t["since_navigation_ms"] / 1000, "plotly_s": plotly_s,
+                "scene_s": scene_s, "draw3d_s": first_s - max(plotly_s, scene_s),
                 "main_thread_s": metrics.get("TaskDuration", float("nan")), "redraw_s": again["total_ms"] / 1000,
-                "revisit_s": revisit["since_navigation_ms"] / 1000}
+                "revisit_s": revisit["first_draw_at_ms"] / 1000}
     finally:
         context.close()
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
 def run(cells: int = DEFAULT_CELLS, repeat: int = 3, workdir: str | os.PathLike[str] | None = None,
@@ -232,7 +248,7 @@ def run(cells: int = DEFAULT_CELLS, repeat: int = 3, workdir: str | os.PathLike[
     sync_playwright = _playwright()
     chromium()
     bars = bars or Bars(enabled=False)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = _load()
     with tempfile.TemporaryDirectory(prefix="giod-bench-display-", dir=workdir) as tmp:
         with bars.task("simulating and reconstructing the events", 1) as advance:
             fed, rows = _build(Path(tmp) / "fed", cells)
@@ -261,12 +277,14 @@ def run(cells: int = DEFAULT_CELLS, repeat: int = 3, workdir: str | os.PathLike[
         row["vs_target"] = ratio(row["first_draw_s"], TARGET_S)
     busy = rows[1]
     notes = [
-        f"{busy['cells']:,}-cell event: first draw {busy['first_draw_s']:.2f} s (median of {repeat}) against the "
-        f"{TARGET_S:g} s target ({busy['vs_target']:.2f}× the target), {busy['redraw_s']:.2f} s to draw it again "
-        f"in the open page and {busy['revisit_s']:.2f} s on a second visit; the small event takes "
-        f"{rows[0]['first_draw_s']:.2f} s, and plotly.js alone is ready {busy['plotly_s']:.2f} s after navigation",
+        f"{busy['cells']:,}-cell event: first draw (the event on screen in the 3-D view) "
+        f"{busy['first_draw_s']:.2f} s after navigation (median of {repeat}) against the {TARGET_S:g} s target "
+        f"({busy['vs_target']:.2f}× the target), all three views {busy['all_views_s']:.2f} s; plotly.js alone is "
+        f"ready {busy['plotly_s']:.2f} s after navigation; {busy['redraw_s']:.2f} s to draw it again in the open "
+        f"page and {busy['revisit_s']:.2f} s to first draw on a second visit; the small event: first draw "
+        f"{rows[0]['first_draw_s']:.2f} s",
         "each load in a fresh browser context (cold cache); WebGL in software where there is no GPU; "
-        f"load average at the start {load:.1f} on {os.cpu_count()} CPUs",
+        f"load average at the start {load:.1f}, at the end {_load():.1f}, on {os.cpu_count()} CPUs",
     ]
     return Outcome(
         name="display",
@@ -283,30 +301,31 @@ COLUMNS = [
     Column("tracks", "tracks", "{:,}"), Column("scene_mb", "scene MB", "{:.2f}"),
     Column("gzip_mb", "gzip MB", "{:.2f}"),
     Column("server_s", "server s", "{:.2f}"), Column("plotly_s", "plotly.js ready s", "{:.2f}"),
-    Column("fetch_s", "fetch s", "{:.2f}"), Column("draw_s", "draw s", "{:.2f}"),
-    Column("first_draw_s", "first draw s", "{:.2f}"), Column("main_thread_s", "main thread s", "{:.2f}"),
+    Column("scene_s", "scene ready s", "{:.2f}"), Column("draw3d_s", "3-D draw s", "{:.2f}"),
+    Column("first_draw_s", "first draw s", "{:.2f}"), Column("all_views_s", "all views s", "{:.2f}"),
+    Column("main_thread_s", "main thread s", "{:.2f}"),
     Column("revisit_s", "second visit s", "{:.2f}"), Column("redraw_s", "redraw s", "{:.2f}"),
     Column("vs_target", f"× {TARGET_S:g} s target", "{:.2f}"),
 ]  # fmt: skip
 
 
 def plot(outcome: Outcome, path: Path) -> None:
-    """First draw of each event split into its parts, and the redraw in an open page, against the target."""
+    """Load of each event split into its parts, and the redraw in an open page, against the target."""
     rows = outcome.table("results").rows
     fig, (ax, ax2) = figure("giod event display in Chromium (median)", ncols=2)
     labels = [f"{r['event']}\n{r['cells']:,} cells" for r in rows]
-    before = [max(0.0, r["first_draw_s"] - r["fetch_s"] - r["draw_s"]) for r in rows]
-    fetch = [r["fetch_s"] for r in rows]
-    draw = [r["draw_s"] for r in rows]
-    ax.bar(labels, before, label="page and scripts")
-    ax.bar(labels, fetch, bottom=before, label="scene request (and plotly.js)")
-    ax.bar(labels, draw, bottom=[a + b for a, b in zip(before, fetch, strict=True)], label="build + draw")
+    before = [max(r["plotly_s"], r["scene_s"]) for r in rows]
+    draw3d = [max(0.0, r["first_draw_s"] - b) for r, b in zip(rows, before, strict=True)]
+    rest = [max(0.0, r["all_views_s"] - r["first_draw_s"]) for r in rows]
+    ax.bar(labels, before, label="plotly.js loaded and scene fetched (side by side)")
+    ax.bar(labels, draw3d, bottom=before, label="3-D view drawn: first draw")
+    ax.bar(labels, rest, bottom=[a + b for a, b in zip(before, draw3d, strict=True)], label="projections drawn")
     width = 0.38
     x = np.arange(len(rows))
     ax2.bar(x - width / 2, [r["revisit_s"] for r in rows], width, color="tab:purple", label="second visit, first draw")
     ax2.bar(x + width / 2, [r["redraw_s"] for r in rows], width, color="tab:green", label="next event, page open")
     ax2.set_xticks(x, labels)
-    for a, ylabel in ((ax, "seconds from navigation start to first drawn event"), (ax2, "seconds to draw")):
+    for a, ylabel in ((ax, "seconds from navigation start"), (ax2, "seconds to draw")):
         a.axhline(TARGET_S, linestyle="--", color="grey", label=f"target: {TARGET_S:g} s")
         a.set_ylabel(ylabel)
         a.legend(fontsize="small")

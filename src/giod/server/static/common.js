@@ -25,9 +25,14 @@ export async function api(path, { text = false, blob = false } = {}) {
   const headers = { Accept: text ? "text/plain" : "application/json" };
   const t = token();
   if (t) headers.Authorization = "Bearer " + t;
+  return answer(fetch(path, { headers }), { text, blob });
+}
+
+/** The body of a response (a promise of one, from fetch), or an ApiError saying why there is none. */
+export async function answer(request, { text = false, blob = false } = {}) {
   let response;
   try {
-    response = await fetch(path, { headers });
+    response = await request;
   } catch (err) {
     throw new ApiError(0, "NetworkError", `the server did not answer (${err.message})`);
   }

@@ -8,13 +8,14 @@
 // window.giodDisplay exposes the page's state (ready, error, layers, selected, highlight, timings)
 // and a few actions (load, select, setLayer) for scripts and tests.
 
-import { api, explain, el, formatNumber, showMessage, tokenBox } from "./common.js";
+import { answer, api, explain, el, formatNumber, showMessage, token, tokenBox } from "./common.js";
 
 const COLORS = {
   background: "#111318",
   grid: "#232833",
   axis: "#8a93a3",
   tracker: "#8fa3bf",
+  trackerRings: "#3d4552", // the tracker's colour at 35% over the background
   ecalGeo: "#2e8b57",
   hcalGeo: "#4169e1",
   solenoid: "#9a9a9a",
@@ -51,11 +52,8 @@ const LEPTONS = ["muons", "electrons", "photons", "taus"];
 const VIEW_R = 450; // cm: the 3-D view's box, the calorimeters and a little beyond
 const VIEW_Z = 650;
 const VIEWS = ["view3d", "viewRphi", "viewRz"];
-// a 3-D box costs 8 vertices and 12 triangles: past this many cells per calorimeter, the
-// least energetic (mostly noise, a few hundred MeV) are drawn as points on the calorimeter face
-const MAX_TOWERS = 4000;
-// without a GPU every triangle is drawn in software: by default the 3-D view shows the most energetic
-// cells of a busy event down to the energy of the MAX_3D_CELLS-th (the projections sum them all)
+// every cell in the 3-D view costs plotly a line segment to convert and draw: by default a busy event
+// shows its most energetic cells down to the energy of the MAX_3D_CELLS-th (the projections sum them all)
 const MAX_3D_CELLS = 12000;
 
 const S = {
@@ -106,15 +104,22 @@ if (S.gl.software && new URLSearchParams(location.search).get("antialias") !== "
   };
 }
 
-// plotly.js comes from the installed plotly Python package; its download starts at once,
-// beside the first scene request
+// plotly.js comes from the installed plotly Python package, loaded by the page's head (async, beside
+// the first scene request); the event's geometry is built while it compiles
 const plotlyReady = new Promise((resolve, reject) => {
-  const script = document.createElement("script");
-  script.src = "/vendor/plotly.min.js";
-  script.onload = () => { S.plotlyReadyMs = performance.now(); resolve(window.Plotly); };
-  script.onerror = () => reject(new Error("plotly.js could not be loaded from /vendor/plotly.min.js " +
+  const done = () => { S.plotlyReadyMs = window.giodPlotlyLoadedMs ?? performance.now(); resolve(window.Plotly); };
+  const fail = () => reject(new Error("plotly.js could not be loaded from /vendor/plotly.min.js " +
     "(the server needs the 'plotly' Python package)"));
-  document.head.append(script);
+  if (window.Plotly) { done(); return; }
+  if (window.giodPlotlyFailed) { fail(); return; }
+  let script = document.getElementById("plotly-js");
+  if (!script) {
+    script = document.createElement("script");
+    script.src = "/vendor/plotly.min.js";
+    document.head.append(script);
+  }
+  script.addEventListener("load", done);
+  script.addEventListener("error", fail);
 });
 
 // ------------------------------------------------------------------ scene access
@@ -169,39 +174,6 @@ function highlightOf(role, k) {
 }
 
 // ------------------------------------------------------------------ geometry
-
-function towerGeometry(cells, which, det, scale) {
-  // projective boxes: front face on the calorimeter surface, length proportional to the energy
-  const f = cells.fields;
-  const n = which.length;
-  const x = new Float32Array(8 * n), y = new Float32Array(8 * n), z = new Float32Array(8 * n);
-  const i = new Int32Array(12 * n), j = new Int32Array(12 * n), k = new Int32Array(12 * n);
-  const faces = [[0, 1, 2], [0, 2, 3], [4, 6, 5], [4, 7, 6], [0, 4, 5], [0, 5, 1], [1, 5, 6], [1, 6, 2],
-    [2, 6, 7], [2, 7, 3], [3, 7, 4], [3, 4, 0]];
-  for (let a = 0; a < n; a++) {
-    const c = which[a];
-    const g = det.cells[f.subdetector[c]];
-    const eta = f.eta[c], phi = f.phi[c];
-    const len = Math.max(1, Math.min(200, f.energy[c] * scale));
-    const corners = [[eta - g.deta / 2, phi - g.dphi / 2], [eta + g.deta / 2, phi - g.dphi / 2],
-      [eta + g.deta / 2, phi + g.dphi / 2], [eta - g.deta / 2, phi + g.dphi / 2]];
-    for (let q = 0; q < 4; q++) {
-      const [e, p] = corners[q];
-      let r, zz;
-      if (g.part === "barrel") { r = g.r; zz = g.r * Math.sinh(e); }
-      else { zz = Math.sign(eta) * g.z; r = g.z / Math.abs(Math.sinh(e)); }
-      const xx = r * Math.cos(p), yy = r * Math.sin(p);
-      const grow = 1 + len / Math.hypot(xx, yy, zz);
-      const v = 8 * a + q;
-      x[v] = xx; y[v] = yy; z[v] = zz;
-      x[v + 4] = xx * grow; y[v + 4] = yy * grow; z[v + 4] = zz * grow;
-    }
-    for (let t = 0; t < 12; t++) {
-      i[12 * a + t] = 8 * a + faces[t][0]; j[12 * a + t] = 8 * a + faces[t][1]; k[12 * a + t] = 8 * a + faces[t][2];
-    }
-  }
-  return { x, y, z, i, j, k };
-}
 
 function cylinders(list, nseg = 48) {
   const x = [], y = [], z = [], i = [], j = [], k = [];
@@ -287,14 +259,6 @@ function defaultCellThreshold(scene) {
   return Math.ceil(e[MAX_3D_CELLS - 1] * 1000) / 1000;
 }
 
-/** Cells drawn as towers (the most energetic MAX_TOWERS) and as points (the rest, mostly noise). */
-function splitCells(which) {
-  if (which.length <= MAX_TOWERS) return [which, []];
-  const e = objectsOf("cells").fields.energy;
-  const sorted = [...which].sort((a, b) => e[b] - e[a]);
-  return [sorted.slice(0, MAX_TOWERS).sort((a, b) => a - b), sorted.slice(MAX_TOWERS).sort((a, b) => a - b)];
-}
-
 function cellsOf(calo, barrelOnly = false) {
   const cells = objectsOf("cells");
   if (!cells) return [];
@@ -358,6 +322,21 @@ function helixArrays(tracks, which, proj) {
     a.push(null); b.push(null); if (c) c.push(null); owner.push(t);
   }
   return c ? [a, b, c, owner] : [a, b, owner];
+}
+
+/** Cells as towers in 3-D: a segment from the front face's centre outwards, its length proportional
+ * to the energy (a segment is 2 points to plotly, a box 8 vertices and 12 triangles). */
+function towerSegments(which, scale) {
+  const n = which.length, x = new Array(3 * n), y = new Array(3 * n), z = new Array(3 * n);
+  const e = objectsOf("cells").fields.energy;
+  for (let a = 0, o = 0; a < n; a++, o += 3) {
+    const c = which[a], [fx, fy, fz, ux, uy, uz] = cellAxis(c);
+    const len = Math.max(1, Math.min(200, e[c] * scale));
+    x[o] = fx; y[o] = fy; z[o] = fz;
+    x[o + 1] = fx + ux * len; y[o + 1] = fy + uy * len; z[o + 1] = fz + uz * len;
+    x[o + 2] = null; y[o + 2] = null; z[o + 2] = null;
+  }
+  return [x, y, z];
 }
 
 function cellSegments(which, proj, scale) {
@@ -443,8 +422,9 @@ function detectorTraces3d(det) {
     }
   }
   for (const d of t.endcap) for (const zz of [d.z, -d.z]) { ring(d.r_min, zz); ring(d.r_max, zz); }
+  // opaque, in the colour the rings had at 35% over the background: nothing semi-transparent in the first frame
   out.push(register("view3d", "tracker", { layer: "detector" }, { type: "scatter3d", mode: "lines", x, y, z,
-    line: { width: 1, color: COLORS.tracker }, opacity: 0.35, hoverinfo: "skip", name: "tracker" }));
+    line: { width: 1, color: COLORS.trackerRings }, hoverinfo: "skip", name: "tracker" }));
   const common = { type: "mesh3d", hoverinfo: "skip", flatshading: true, showscale: false,
     lighting: { ambient: 0.9, diffuse: 0.2, specular: 0, fresnel: 0 } };
   for (const c of det.calorimeters) {
@@ -452,7 +432,7 @@ function detectorTraces3d(det) {
     const g = c.part === "barrel"
       ? cylinders([{ r: c.r_min, z0: -c.z_max, z1: c.z_max }], 64)
       : annuli([{ z: c.z_min, r0: c.r_min, r1: c.r_max }, { z: -c.z_min, r0: c.r_min, r1: c.r_max }], 64);
-    out.push(register("view3d", `calo-${c.code}`, { layer: "detector" }, { ...common, ...g, color,
+    out.push(register("view3d", `calo-${c.code}`, { layer: "detector", late: true }, { ...common, ...g, color,
       opacity: c.calo === "ecal" ? 0.1 : 0.07, name: c.name }));
   }
   return out;
@@ -475,39 +455,38 @@ function build3d(scene) {
       hoverinfo: "name" }));
   }
   if (o.cells) {
+    const e = o.cells.fields.energy;
     for (const calo of ["ecal", "hcal"]) {
-      const [boxes, points] = splitCells(cellsOf(calo).filter((c) => o.cells.fields.energy[c] >= S.minCellEnergy));
-      const g = towerGeometry(o.cells, boxes, det, scale());
-      traces.push(register("view3d", `cells-${calo}`, { layer: calo, role: "cells", map: "box", indices: boxes }, {
-        type: "mesh3d", ...g, color: COLORS[calo], flatshading: true, name: `${calo.toUpperCase()} cells`,
-        lighting: { ambient: 0.6, diffuse: 0.5, specular: 0.05, fresnel: 0 }, hoverinfo: "name", showscale: false }));
-      if (points.length) {
-        const x = new Float32Array(points.length), y = new Float32Array(points.length), z = new Float32Array(points.length);
-        points.forEach((c, a) => { const p = cellAxis(c); x[a] = p[0]; y[a] = p[1]; z[a] = p[2]; });
-        traces.push(register("view3d", `cells-${calo}-low`, { layer: calo, role: "cells", map: "point", indices: points }, {
-          type: "scatter3d", mode: "markers", x, y, z, marker: { size: 1.5, color: COLORS[calo], symbol: "square" },
-          name: `${calo.toUpperCase()} cells`, hoverinfo: "name" }));
-      }
+      const which = cellsOf(calo).filter((c) => e[c] >= S.minCellEnergy);
+      const [x, y, z] = towerSegments(which, scale());
+      traces.push(register("view3d", `cells-${calo}`, { layer: calo, role: "cells", map: "segment", indices: which }, {
+        type: "scatter3d", mode: "lines", x, y, z, line: { width: 4, color: COLORS[calo] },
+        name: `${calo.toUpperCase()} cells`, hoverinfo: "name" }));
     }
   }
   if (o.clusters) {
     const e = o.clusters.fields.energy, emax = Math.max(1, ...e);
     traces.push(register("view3d", "clusters", { layer: "clusters", role: "clusters", map: "point" }, {
       type: "scatter3d", mode: "markers", x: o.clusters.position.x, y: o.clusters.position.y, z: o.clusters.position.z,
-      marker: { size: e.map((v) => 3 + 7 * Math.sqrt(Math.max(v, 0) / emax)), color: COLORS.clusters, symbol: "diamond" },
+      // squares like the hits: plotly makes each 3-D marker symbol's triangles from text, once per symbol
+      marker: { size: e.map((v) => 3 + 7 * Math.sqrt(Math.max(v, 0) / emax)), color: COLORS.clusters, symbol: "square" },
       name: "clusters", hoverinfo: "name" }));
   }
   if (o.jets && o.jets.n) {
     // every cone in one mesh: plotly pays per trace, and busy events have a hundred jets
-    const f = o.jets.fields, x = [], y = [], z = [], i = [], j = [], k = [];
+    const f = o.jets.fields, x = [], y = [], z = [], i = [], j = [], k = [], jetAxes = [[], [], []];
     for (let a = 0; a < o.jets.n; a++) {
-      const theta = 2 * Math.atan(Math.exp(-f.eta[a]));
+      const theta = 2 * Math.atan(Math.exp(-f.eta[a])), d = direction(f.eta[a], f.phi[a]), L = jetLength(f.pt[a]);
+      [0, 1, 2].forEach((q) => jetAxes[q].push(0, d[q] * L, null));
       const g = coneGeometry(f.eta[a], f.phi[a], jetLength(f.pt[a]), (o.jets.cone_r || 0.4) * Math.sin(theta));
       const base = x.length;
       x.push(...g.x); y.push(...g.y); z.push(...g.z);
       i.push(...g.i.map((v) => v + base)); j.push(...g.j.map((v) => v + base)); k.push(...g.k.map((v) => v + base));
     }
-    traces.push(register("view3d", "jets", { layer: "jets", role: "jets", map: "stride", stride: CONE_VERTICES }, {
+    traces.push(register("view3d", "jet-axes", { layer: "jets", role: "jets", map: "segment" }, {
+      type: "scatter3d", mode: "lines", x: jetAxes[0], y: jetAxes[1], z: jetAxes[2], line: { width: 3, color: COLORS.jets },
+      name: "jets", hoverinfo: "name" }));
+    traces.push(register("view3d", "jets", { layer: "jets", role: "jets", map: "stride", stride: CONE_VERTICES, late: true }, {
       type: "mesh3d", x, y, z, i, j, k, color: COLORS.jets, opacity: 0.35, flatshading: true, name: "jets",
       hoverinfo: "name", showscale: false, lighting: { ambient: 0.8, diffuse: 0.3, specular: 0, fresnel: 0 } }));
   }
@@ -541,13 +520,13 @@ function build3d(scene) {
     z: [], line: { width: 7, color: COLORS.highlight }, hoverinfo: "skip", name: "related" }));
   traces.push(register("view3d", "hl-points", { layer: "highlight" }, { type: "scatter3d", mode: "markers", x: [],
     y: [], z: [], marker: { size: 4, color: COLORS.highlight, symbol: "square" }, hoverinfo: "skip", name: "related" }));
-  traces.push(register("view3d", "hl-cells", { layer: "highlight" }, { type: "mesh3d", x: [], y: [], z: [], i: [],
-    j: [], k: [], color: COLORS.highlight, flatshading: true, hoverinfo: "skip", name: "related cells",
-    lighting: { ambient: 0.8, diffuse: 0.3, specular: 0, fresnel: 0 } }));
   traces.push(register("view3d", "sel", { layer: "highlight" }, { type: "scatter3d", mode: "lines+markers", x: [],
     y: [], z: [], line: { width: 8, color: COLORS.selected }, marker: { size: 5, color: COLORS.selected, symbol: "square" },
     hoverinfo: "skip", name: "selected" }));
-  const axis = { visible: false, showbackground: false, showgrid: false, zeroline: false };
+  // axes that draw nothing and have no tick labels or titles: plotly turns the labels of a 3-D axis into
+  // triangles (vectorized text) even when the axis is hidden, which costs a cold page a fifth of a second
+  const axis = { visible: true, showbackground: false, showgrid: false, zeroline: false, showline: false,
+    showticklabels: false, ticks: "", showspikes: false, tickmode: "array", tickvals: [], title: { text: "" } };
   const layout = {
     paper_bgcolor: COLORS.background, plot_bgcolor: COLORS.background, margin: { l: 0, r: 0, t: 24, b: 0 },
     showlegend: false, uirevision: "keep",
@@ -717,26 +696,59 @@ function build2d(scene, proj) {
 
 // ------------------------------------------------------------------ drawing
 
+function frames() { return new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); }
+
+/** Draw the event. The first in a page: the 3-D view first (on screen when this sets S.drawn3d), then the
+ * two projections; its 3-D traces are built before waiting for plotly.js, which is still compiling. */
 async function draw(scene) {
-  const Plotly = await plotlyReady;
   info.clear();
+  S.drawn3d = false;
+  const t0 = performance.now();
+  const built = { view3d: build3d(scene) };
+  const t1 = performance.now();
+  const Plotly = await plotlyReady;
+  const t2 = performance.now();
   // plotly renders WebGL at twice the screen's pixels by default: four times the fill work, which a
   // software renderer (no GPU) feels on every frame; the screen's own density is sharp enough
   const config = { displaylogo: false, responsive: true, scrollZoom: true,
     plotGlPixelRatio: Math.max(1, Math.min(2, window.devicePixelRatio || 1)),
     modeBarButtonsToRemove: ["toImage", "sendDataToCloud", "select2d", "lasso2d"] };
-  const t0 = performance.now();
-  const built = { view3d: build3d(scene), viewRphi: build2d(scene, "rphi"), viewRz: build2d(scene, "rz") };
-  S.timings.build_ms = performance.now() - t0;
-  for (const view of VIEWS) {
+  const show = (view) => {
     const gd = $(view);
-    gd.textContent = "";
+    if (!gd.data) gd.textContent = ""; // a message left by a failed load
     for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
+    return Plotly.react(gd, built[view].traces, built[view].layout, config);
+  };
+  let t3, t4;
+  if (S.loads === 0) {
+    // a cold page: the 3-D view alone first, then the projections (their SVG work would hold its frame back).
+    // The first 3-D frame leaves out what is semi-transparent (calorimeter surfaces, jet cones; jets show as
+    // their axes): plotly's WebGL scene draws everything once more for depth when anything is, which
+    // in software costs a fifth to a third of the frame. They follow once the projections are drawn.
+    const all = built.view3d.traces;
+    built.view3d.traces = all.filter((t) => !info.get(t.uid).late);
+    await show("view3d");
+    await frames();
+    S.drawn3d = true;
+    t3 = performance.now();
+    built.viewRphi = build2d(scene, "rphi");
+    built.viewRz = build2d(scene, "rz");
+    t4 = performance.now();
+    await Promise.all([show("viewRphi"), show("viewRz")]);
+    built.view3d.traces = all;
+    await show("view3d");
+  } else {
+    // the next event in an open page: all three at once, the GPU's frame beside the projections' SVG
+    built.viewRphi = build2d(scene, "rphi");
+    built.viewRz = build2d(scene, "rz");
+    t4 = performance.now();
+    await Promise.all(VIEWS.map(show));
+    await frames();
+    S.drawn3d = true;
+    t3 = performance.now();
   }
-  await Promise.all(VIEWS.map(async (view) => {
-    await Plotly.react($(view), built[view].traces, built[view].layout, config);
-    S.timings[`${view}_ms`] = performance.now() - t0;
-  }));
+  Object.assign(S.timings, { build3d_ms: t1 - t0, plotly_wait_ms: t2 - t1, view3d_ms: t3 - t2, first_draw_at_ms: t3,
+    projections_ms: performance.now() - Math.min(t3, t4) });
   for (const view of VIEWS) {
     const gd = $(view);
     if (!gd._giodClick) {
@@ -797,7 +809,6 @@ function onPlotClick(ev) {
   switch (meta.map) {
     case "point": k = meta.indices ? meta.indices[n] : n; break;
     case "segment": k = Math.floor(n / 3); if (meta.indices) k = meta.indices[k]; break;
-    case "box": k = meta.indices[Math.floor(n / 8)]; break;
     case "one": k = meta.index; break;
     case "stride": k = Math.floor(n / meta.stride); break;
     case "met": track(select("met", 0)); return;
@@ -819,7 +830,7 @@ function geometryOf(role, indices, proj) {
     return { kind: "points", xyz: [z, x.map((v, a) => (y[a] >= 0 ? 1 : -1) * Math.hypot(v, y[a]))] };
   }
   if (role === "cells") {
-    if (proj === "3d") return { kind: "mesh", mesh: towerGeometry(o, indices, det, scale()) };
+    if (proj === "3d") return { kind: "lines", xyz: towerSegments(indices, scale()) };
     const which = proj === "rphi" ? indices.filter((c) => det.cells[o.fields.subdetector[c]].part === "barrel") : indices;
     return { kind: "lines", xyz: cellSegments(which, proj, scale()) };
   }
@@ -874,10 +885,9 @@ async function redrawHighlight() {
       const g = geometryOf(role, h[role] || [], proj);
       if (g) pointParts.push(g);
     }
-    let cellMesh = null;
     if (h.cells && h.cells.length) {
       const g = geometryOf("cells", h.cells, proj);
-      if (g && g.kind === "mesh") cellMesh = g.mesh; else if (g) lineParts.push(g);
+      if (g) lineParts.push(g);
     }
     const selGeo = sel ? geometryOf(sel.role, [sel.index], proj) : null;
     const uid = (name) => uidFor(view, name);
@@ -892,22 +902,7 @@ async function redrawHighlight() {
     };
     update("hl-lines", merge(lineParts, dims));
     update("hl-points", merge(pointParts, dims));
-    if (selGeo && selGeo.kind === "mesh") update("sel", [[], [], []]);
-    else update("sel", selGeo ? merge([selGeo], dims) : Array.from({ length: dims }, () => []));
-    if (proj === "3d") {
-      const i = find("hl-cells");
-      const m = cellMesh || { x: [], y: [], z: [], i: [], j: [], k: [] };
-      if (selGeo && selGeo.kind === "mesh") {
-        // a selected cell shows as a related box too: it is one box among few
-        m.x = Float32Array.from([...m.x, ...selGeo.mesh.x]); m.y = Float32Array.from([...m.y, ...selGeo.mesh.y]);
-        m.z = Float32Array.from([...m.z, ...selGeo.mesh.z]);
-        const off = m.i.length ? m.x.length - selGeo.mesh.x.length : 0;
-        m.i = Int32Array.from([...m.i, ...selGeo.mesh.i.map((v) => v + off)]);
-        m.j = Int32Array.from([...m.j, ...selGeo.mesh.j.map((v) => v + off)]);
-        m.k = Int32Array.from([...m.k, ...selGeo.mesh.k.map((v) => v + off)]);
-      }
-      if (i >= 0) jobs.push(Plotly.restyle(gd, { x: [m.x], y: [m.y], z: [m.z], i: [m.i], j: [m.j], k: [m.k] }, [i]));
-    }
+    update("sel", selGeo ? merge([selGeo], dims) : Array.from({ length: dims }, () => []));
   }
   await Promise.all(jobs);
 }
@@ -1070,7 +1065,13 @@ async function load(dataset, entry) {
   try {
     let scene;
     try {
-      scene = await api(`/api/v1/events/${enc(dataset)}/${entry}`);
+      const path = `/api/v1/events/${enc(dataset)}/${entry}`, early = window.giodEarly;
+      if (early && !early.used && early.path === path && early.token === token()) {
+        early.used = true; // the request the page's head started for the event in its address
+        scene = await answer(early.response);
+      } else {
+        scene = await api(path);
+      }
       S.sceneMs = performance.now();
     } catch (err) {
       failed(err, `cannot show ${dataset} entry ${entry}`);
@@ -1091,8 +1092,9 @@ async function load(dataset, entry) {
     const t2 = performance.now();
     S.loads += 1;
     S.ready = true;
+    // first draw: the event on screen in the 3-D view; total: in all three views
     Object.assign(S.timings, { since_navigation_ms: t2, fetch_ms: t1 - t0, draw_ms: t2 - t1, total_ms: t2 - t0,
-      plotly_ready_ms: S.plotlyReadyMs, scene_ms: S.sceneMs });
+      first_draw_ms: S.timings.first_draw_at_ms - t0, plotly_ready_ms: S.plotlyReadyMs, scene_ms: S.sceneMs });
     $("entry").value = String(entry);
     $("entries").textContent = scene.entries !== undefined ? `of ${scene.entries.toLocaleString("en-US")}` : "";
     if (scene.run !== null) $("run").value = String(scene.run);
