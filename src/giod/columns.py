@@ -16,7 +16,6 @@ import pyarrow as pa
 
 from giod.errors import DataError
 from giod.fieldvalues import (
-    _NUMPY,
     _cast,
     _field_array,
     _fixed,
@@ -117,7 +116,7 @@ def _collection_column(
             if fdef.default is None:
                 raise DataError(f"collection {name}: field {fname!r} is missing and has no default")
             size = n_objects * int(np.prod(fdef.shape or (1,)))
-            value: np.ndarray = np.full(size, fdef.default, dtype=_NUMPY[fdef.dtype])
+            value: np.ndarray = np.full(size, fdef.default, dtype=fdef.dtype)
             arrays.append(_fixed(value, types[fname]))
             continue
         flat = None if fdef.shape else objs.values(fname)
@@ -238,7 +237,7 @@ def to_tables(
                 if fld.name not in present:
                     if fdef.default is None:
                         raise DataError(f"tag {fld.name!r} is missing and has no default")
-                    columns.append(pa.array(np.full(len(events), fdef.default, dtype=_NUMPY[fdef.dtype]),
+                    columns.append(pa.array(np.full(len(events), fdef.default, dtype=fdef.dtype),
                                             type=fld.type))
                 else:
                     flat = _leaf(top.content(fld.name)) if top is not None and not fdef.shape else None

@@ -10,23 +10,17 @@ import numpy as np
 import pyarrow as pa
 
 from giod.errors import DataError
-from giod.schema import FieldDef
-
-_NUMPY = {
-    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
-    "float32": np.float32, "float64": np.float64, "bool": np.bool_,
-}  # fmt: skip
+from giod.schema import DTYPES, FieldDef
 
 
 def field_width(fdef: FieldDef) -> int:
     """Bytes per object of a field in memory."""
-    itemsize = np.dtype(_NUMPY[fdef.dtype]).itemsize if fdef.dtype in _NUMPY else 8
+    itemsize = np.dtype(fdef.dtype).itemsize if fdef.dtype in DTYPES else 8  # numpy knows the names
     return itemsize * int(np.prod(fdef.shape or (1,)))
 
 
 def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
-    target = np.dtype(_NUMPY[fdef.dtype])
+    target = np.dtype(fdef.dtype)
     src = values.dtype
     if src == target:
         return values

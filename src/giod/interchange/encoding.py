@@ -31,11 +31,6 @@ from giod.schema import Schema
 
 SCHEMA_KEY = "giod_schema"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_NUMPY = {
-    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
-    "float32": np.float32, "float64": np.float64, "bool": np.bool_,
-}  # fmt: skip
 
 
 # ------------------------------------------------------------- the naming
@@ -53,7 +48,7 @@ def identifier(text: str) -> str:
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
-    return np.dtype(_NUMPY[dtype])
+    return np.dtype(dtype)  # the schema's dtype names are numpy's
 
 
 def index_field(relation: str, target: str) -> str:
