@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from giod.errors import SchemaError
+from giod.schema import changes
 from giod.schema.changes import (
     Change,
     CollectionAdded,
@@ -50,33 +51,7 @@ from giod.schema.definitions import FieldDef, RelationDef, TypeDef, widens
 if TYPE_CHECKING:
     from giod.schema.model import Schema
 
-__all__ = [
-    "Change",
-    "CollectionAdded",
-    "CollectionMoved",
-    "CollectionRemoved",
-    "CollectionRetyped",
-    "ContainerAdded",
-    "ContainerRemoved",
-    "DocChanged",
-    "DtypeChanged",
-    "FieldAdded",
-    "FieldRemoved",
-    "FieldRenamed",
-    "FieldWidened",
-    "FieldWithoutDefault",
-    "ModelRenamed",
-    "RelationAdded",
-    "RelationChanged",
-    "RelationRemoved",
-    "RenameAmbiguous",
-    "ShapeChanged",
-    "TypeAdded",
-    "TypeRemoved",
-    "check",
-    "diff",
-    "source_field",
-]
+__all__ = [*changes.__all__, "check", "diff", "source_field"]  # the kinds of change are re-exported
 
 
 # -- comparing ----------------------------------------------------------------
