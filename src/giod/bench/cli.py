@@ -18,7 +18,6 @@ from giod.bench.catalogoutcome import (  # noqa: F401 - CATALOG_COLUMNS, _throwa
 )
 from giod.bench.options import (  # noqa: F401 - re-exported
     DEFAULT_OUTPUT,
-    _numbers,
     _options,
     _output,
     _publish,
@@ -26,6 +25,7 @@ from giod.bench.options import (  # noqa: F401 - re-exported
     _sizes,
     _workdir,
     _workdir_path,
+    numbers,
 )
 from giod.bench.proxycli import proxy
 from giod.bench.report import Bars
@@ -239,11 +239,11 @@ def wan(
     if rtts is None:
         rtt_values = module.QUICK_RTTS_MS if quick else module.RTTS_MS
     else:
-        rtt_values = _numbers(rtts, "--rtts")
+        rtt_values = numbers(rtts, "--rtts")
     if clients is None:
         counts = module.QUICK_CLIENTS if quick else module.CLIENTS
     else:
-        counts = _numbers(clients, "--clients", int, 1)
+        counts = numbers(clients, "--clients", int, 1)
     with Bars() as bars:
         outcome = module.run(
             events=n,

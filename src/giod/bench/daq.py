@@ -31,9 +31,8 @@ import yaml
 
 import giod
 from giod.bench import synthetic
-from giod.bench.peerwriters import (  # noqa: F401 - ZSTD_LEVEL, _fsync, _slice: re-exported
+from giod.bench.peerwriters import (  # noqa: F401 - ZSTD_LEVEL, _slice: re-exported
     ZSTD_LEVEL,
-    _fsync,
     _slice,
     peer_chunk,
     raw_disk_seconds,

@@ -76,7 +76,8 @@ def _publish(outcome: Outcome, output: str, plot: Callable[[Outcome, Path], None
     click.echo(f"wrote {json_path} and {png_path}")
 
 
-def _numbers(text: str, option: str, kind: type = float, minimum: float = 0) -> tuple[Any, ...]:
+def numbers(text: str, option: str, kind: type = float, minimum: float = 0) -> tuple[Any, ...]:
+    """The comma-separated numbers of an option (ConfigError unless all are >= ``minimum``)."""
     try:
         values = tuple(kind(p) for p in text.split(",") if p.strip())
     except ValueError:

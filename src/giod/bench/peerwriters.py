@@ -7,7 +7,6 @@ the read benchmark (:mod:`giod.bench.read`) writes its peer files with them.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -21,6 +20,7 @@ import pyarrow.parquet as pq
 from giod.errors import StorageError
 from giod.schema import Schema
 from giod.storage.container import WriteOptions
+from giod.storage.site import fsync_path
 from giod.writer import DEFAULT_CLUSTER_BYTES
 
 ZSTD_LEVEL = 1
@@ -30,14 +30,6 @@ def peer_chunk(n_events: int, payload: int) -> int:
     """Events per peer row group / basket / cluster: about giod's cluster size."""
     per_event = max(payload / max(n_events, 1), 1.0)
     return max(1, min(n_events, int(DEFAULT_CLUSTER_BYTES / per_event)))
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_parquet(path: Path, events: ak.Array, chunk: int) -> None:
@@ -55,7 +47,7 @@ def write_parquet(path: Path, events: ak.Array, chunk: int) -> None:
     finally:
         if writer is not None:
             writer.close()
-    _fsync(path)
+    fsync_path(path)
 
 
 def ttree_arrays(events: ak.Array, schema: Schema) -> dict[str, ak.Array]:
@@ -108,7 +100,7 @@ def write_ttree(path: Path, arrays: dict[str, ak.Array], chunk: int) -> None:
                 tree.extend(_slice(arrays, start, start + chunk))
     except (OSError, ValueError, TypeError) as exc:
         raise StorageError(f"cannot write the TTree peer file {path.name}: {exc}") from exc
-    _fsync(path)
+    fsync_path(path)
 
 
 def write_rntuple(path: Path, events: ak.Array, chunk: int) -> None:
@@ -122,7 +114,7 @@ def write_rntuple(path: Path, events: ak.Array, chunk: int) -> None:
                 ntuple.extend(events[start : start + chunk])
     except (OSError, ValueError, TypeError, NotImplementedError) as exc:
         raise StorageError(f"cannot write the RNTuple peer file {path.name}: {exc}") from exc
-    _fsync(path)
+    fsync_path(path)
 
 
 def rntuple_supported() -> bool:

@@ -46,8 +46,10 @@ from typing import Any
 
 import click
 
+from giod.bench.options import numbers
 from giod.bench.report import MB, Bars, Column, Outcome, Table, figure, grouped_bars, ratio, round_robin, save
 from giod.errors import ConfigError, GiodError
+from giod.storage.site import fsync_path
 
 __all__ = ["DEFAULT_EVENTS", "QUICK_EVENTS", "QUICK_RTTS_MS", "QUICK_STREAMS", "RTTS_MS", "STREAMS", "command", "plot",
            "run"]
@@ -265,11 +267,7 @@ def _fsync_tree(root: Path) -> None:
     """fsync every file and folder below ``root`` (what giod does for each copy before publishing it)."""
     for folder, _dirs, files in os.walk(root):
         for name in [*files, "."]:
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(os.path.join(folder, name))
 
 
 def plot(outcome: Outcome, path: Path) -> None:
@@ -290,18 +288,6 @@ def plot(outcome: Outcome, path: Path) -> None:
     ax.axhline(durable, color="k", linestyle=":", linewidth=1, label=f"cp + fsync: {durable:,.0f} MB/s")
     ax.legend(fontsize="small")
     save(fig, path)
-
-
-def _numbers(text: str | None, default: Sequence[float], option: str, minimum: float) -> tuple[float, ...]:
-    if text is None:
-        return tuple(default)
-    try:
-        values = tuple(float(p) for p in text.split(",") if p.strip())
-    except ValueError:
-        values = ()
-    if not values or any(v < minimum for v in values):
-        raise ConfigError(f"{option} wants comma-separated numbers of at least {minimum:g}, got {text!r}")
-    return values
 
 
 @click.command("replicate")
@@ -329,8 +315,10 @@ def command(events: int | None, repeat: int | None, quick: bool, output: str, wo
     """
     from giod.bench.report import publish
 
-    streams = tuple(int(n) for n in _numbers(streams_text, QUICK_STREAMS if quick else STREAMS, "--streams", 1))
-    rtts = _numbers(rtts_text, QUICK_RTTS_MS if quick else RTTS_MS, "--rtts", 0)
+    streams = QUICK_STREAMS if quick else STREAMS
+    if streams_text is not None:
+        streams = numbers(streams_text, "--streams", int, 1)
+    rtts = (QUICK_RTTS_MS if quick else RTTS_MS) if rtts_text is None else numbers(rtts_text, "--rtts")
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)
     with Bars() as bars:

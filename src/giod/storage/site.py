@@ -132,7 +132,7 @@ class _LocalPending(PendingFile):
             fh.close()
             self._fh = None
             os.replace(self._tmp, self._final)
-            _fsync_dir(self._final.parent)
+            fsync_path(self._final.parent)
         except OSError as exc:
             self.discard()
             raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
@@ -145,7 +145,8 @@ class _LocalPending(PendingFile):
             self._tmp.unlink()
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flush a file or a folder (its entries) to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
