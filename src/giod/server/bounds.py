@@ -62,7 +62,7 @@ class RequestBounds:
 
 
 async def _refuse(send: Any, status: int, message: str) -> None:
-    body = json.dumps({"error": "StorageError" if status == 413 else "DataError", "message": message}).encode()
+    body = json.dumps({"error": "TooLarge" if status == 413 else "DataError", "message": message}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})

@@ -144,7 +144,7 @@ def get_file(request: Request, site: str, path: str) -> Response:
 def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
     import json
 
-    kind = {400: "DataError", 413: "StorageError", 416: "StorageError"}.get(status, "StorageError")
+    kind = {400: "DataError", 413: "TooLarge"}.get(status, "StorageError")
     return Response(json.dumps({"error": kind, "message": message}), status_code=status, headers=headers,
                     media_type="application/json")
 
@@ -163,7 +163,7 @@ async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
         raise TooLarge(f"upload of {declared} bytes refused: at most {st.limits.max_upload_bytes}")
     if full.exists():
         # files are immutable once published: a retried upload of the same bytes is fine
-        return _same_file(full, expected, path)
+        return pull.same_file(full, path, expected)
     target = st.federation.site(site)
     pending = target.create(path)
     summer = Checksum()
@@ -211,16 +211,6 @@ async def pull_file(request: Request, site: str, path: str) -> Response:
     slots = st.extra["pull_slots"]
     return StreamingResponse(pull.pull_lines(req, slots, lambda n: st.metrics.add("bytes_received", n)),
                              media_type="application/x-ndjson", headers={"cache-control": "no-store"})
-
-
-def _same_file(full: Path, expected: str, path: str) -> dict[str, Any]:
-    from giod.storage.checksum import checksum_stream
-
-    with open(full, "rb") as fh:
-        found, size = checksum_stream(fh)
-    if found != expected:
-        raise ConflictError(f"file {path} exists with other content: files are never overwritten")
-    return {"path": path, "size": size, "checksum": found}
 
 
 @router.delete("/files/{site}/{path:path}", summary="Remove a file the catalog does not reference")

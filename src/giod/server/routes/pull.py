@@ -30,7 +30,7 @@ from giod.storage.checksum import Checksum, checksum_stream
 from giod.storage.http import Endpoint
 from giod.storage.site import Site
 
-__all__ = ["SLOTS", "PullRequest", "check_size", "pull_lines", "source_prefix"]
+__all__ = ["SLOTS", "PullRequest", "check_size", "pull_lines", "same_file", "source_prefix"]
 
 CHUNK = 1 << 20  # bytes read from the source at a time
 SLOTS = 4  # copies taking in bytes at once (the others wait, their source already asked)
@@ -115,13 +115,18 @@ async def pull_lines(req: PullRequest, slots: Any, received: Any = None) -> Asyn
         yield _line({"error": "StorageError", "message": f"writing {req.path} at {req.site_name}: {exc}"})
 
 
+def same_file(full: Path, path: str, checksum: str, size: int | None = None, where: str = "") -> dict[str, Any]:
+    """The file already at ``full`` when it is the one described (ConflictError otherwise: never overwritten)."""
+    with open(full, "rb") as fh:
+        found, n = checksum_stream(fh)
+    if found != checksum or (size is not None and n != size):
+        raise ConflictError(f"file {path} exists{where} with other content ({n} bytes, {found}): "
+                            "files are never overwritten")
+    return {"path": path, "size": n, "checksum": found}
+
+
 def _adopt(req: PullRequest) -> dict[str, Any]:
-    with open(req.full, "rb") as fh:
-        found, size = checksum_stream(fh)
-    if found != req.checksum or size != req.size:
-        raise ConflictError(f"file {req.path} exists at site {req.site_name} with other content "
-                            f"({size} bytes, {found}): files are never overwritten")
-    return {"path": req.path, "size": size, "checksum": found, "how": "adopted"}
+    return {**same_file(req.full, req.path, req.checksum, req.size, f" at site {req.site_name}"), "how": "adopted"}
 
 
 def _open_source(req: PullRequest) -> Any:
