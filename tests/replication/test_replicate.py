@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import awkward as ak
@@ -45,6 +46,45 @@ def test_local_copy_of_chosen_containers_then_the_rest(home, tmp_path: Path):
     again = replicate(home.catalog, home.site, "qcd", "backup")
     assert (again.copied, again.adopted, again.already) == (0, 0, len(everything))
     assert not fsck(home).problems
+
+
+def test_copies_go_on_while_a_registration_is_written(home, tmp_path: Path, monkeypatch):
+    """One stream: the first registration is held until every file is copied; the copies must not wait for it."""
+    home.add_site("backup", str(tmp_path / "backup"), 5)
+    paths = all_paths(home)
+    total = sum(c.size for db in home.catalog.databases("qcd") for c in db.containers)
+    copied_all = threading.Event()
+    batches: list[int] = []
+    waited: list[bool] = []
+    real = home.catalog.set_replica_states
+
+    def registering(rows):
+        if rows and all(state == "good" for _, _, state in rows):
+            batches.append(len(rows))
+            if len(batches) == 1:
+                waited.append(copied_all.wait(10))
+        return real(rows)
+
+    class Bytes:
+        moved = 0
+
+        def start(self, files, size):
+            pass
+
+        def advance(self, n):
+            self.moved += n
+            if self.moved == total:
+                copied_all.set()
+
+        def file_done(self):
+            pass
+
+    monkeypatch.setattr(home.catalog, "set_replica_states", registering)
+    r = replicate(home.catalog, home.site, "qcd", "backup", streams=1, progress=Bytes())
+    assert r.ok and r.copied == len(paths)
+    assert waited == [True]  # every copy was made while the first registration waited
+    assert batches == [1, len(paths) - 1]  # and the rest went into one transaction
+    _checked(home, "backup", paths)
 
 
 def test_push_to_a_giod_server_and_pull_back(home, remote_site, tmp_path: Path):

@@ -215,49 +215,62 @@ def run_transfers(catalog: Any, open_site: SiteOpener, transfers: Sequence[Trans
         progress.file_done()
 
     registrations = _Registrations(catalog, registered)
-    with ThreadPoolExecutor(max_workers=max(1, streams), thread_name_prefix="giod-replicate") as pool:
-        for f in as_completed([pool.submit(one, t) for t in transfers]):
-            f.result()
-    registrations.flush(wait=True)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, streams), thread_name_prefix="giod-replicate") as pool:
+            for f in as_completed([pool.submit(one, t) for t in transfers]):
+                f.result()
+    finally:
+        registrations.close()
     report.seconds = time.perf_counter() - t0
     return report
 
 
 class _Registrations:
-    """Verified copies waiting to be registered ``good``: all that wait go in one catalog transaction.
+    """Verified copies waiting to be registered ``good``, registered by a thread of their own.
 
-    A copy finished while another thread registers is picked up by that
-    thread's next round (or by the final ``flush``), so registering costs a
-    transaction per batch, not per file, and never holds up the copies long.
+    Copies go on while a registration is being written (a catalog
+    transaction waits for its fsync), and all that finished meanwhile go
+    in the next transaction: a run costs a transaction per batch, not per
+    file, and never holds up the copies.
     """
 
     def __init__(self, catalog: Any, done: Callable[[Transfer, str, int, GiodError | None], None]):
         self.catalog, self.done = catalog, done
         self.waiting: list[tuple[Transfer, str, int]] = []
-        self.lock = threading.Lock()  # guards ``waiting``
-        self.turn = threading.Lock()  # one registering thread at a time
+        self.changed = threading.Condition()
+        self.closing = False
+        self.thread = threading.Thread(target=self._register, name="giod-register", daemon=True)
+        self.thread.start()
 
     def add(self, t: Transfer, how: str, moved: int) -> None:
-        with self.lock:
+        with self.changed:
             self.waiting.append((t, how, moved))
-        self.flush(wait=False)
+            self.changed.notify()
 
-    def flush(self, *, wait: bool) -> None:
-        while self.turn.acquire(blocking=wait):
-            try:
-                with self.lock:
-                    batch, self.waiting = self.waiting, []
+    def close(self) -> None:
+        """Register what still waits, then stop."""
+        with self.changed:
+            self.closing = True
+            self.changed.notify()
+        self.thread.join()
+
+    def _register(self) -> None:
+        while True:
+            with self.changed:
+                while not self.waiting and not self.closing:
+                    self.changed.wait()
+                batch, self.waiting = self.waiting, []
                 if not batch:
                     return
-                error: GiodError | None = None
-                try:
-                    self.catalog.set_replica_states([(t.container.id, t.site, "good") for t, _, _ in batch])
-                except GiodError as exc:
-                    error = exc
-                for t, how, moved in batch:
-                    self.done(t, how, moved, error)
-            finally:
-                self.turn.release()
+            error: GiodError | None = None
+            try:
+                self.catalog.set_replica_states([(t.container.id, t.site, "good") for t, _, _ in batch])
+            except GiodError as exc:
+                error = exc
+            except Exception as exc:  # noqa: BLE001 - the copies wait on this thread: never die silently
+                error = GiodError(f"registering {len(batch)} copies: {exc}")
+            for t, how, moved in batch:
+                self.done(t, how, moved, error)
 
 
 def _carry_out(catalog: Any, open_site: SiteOpener, t: Transfer, sources: _Sources, attempts: int,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from giod.errors import ConfigError, NotFound, StorageError
+from giod.storage.writeback import WritebackRange
 
 TMP_MARK = ".tmp-"  # temporary files are named ".<name>.tmp-<uuid>"
 
@@ -117,10 +118,14 @@ class _LocalPending(PendingFile):
         self._final.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self._final.with_name(f".{self._final.name}{TMP_MARK}{uuid.uuid4().hex}")
         self._fh: BinaryIO | None = open(self._tmp, "xb")  # noqa: SIM115 - closed in publish/discard
+        self._writeback = WritebackRange()
 
     def write(self, data: bytes | memoryview) -> int:
-        assert self._fh is not None, "write after publish/discard"
-        return self._fh.write(data)
+        fh = self._fh
+        assert fh is not None, "write after publish/discard"
+        n = fh.write(data)
+        self._writeback.add(n, fh.fileno(), fh.flush)
+        return n
 
     def publish(self) -> None:
         fh = self._fh
