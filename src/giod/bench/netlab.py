@@ -249,6 +249,10 @@ def serve(settings: Settings, announce: Callable[[str], None]) -> None:
     """Run a proxy in the foreground until interrupted (the ``giod bench proxy`` command)."""
     import signal
 
+    from giod.server.allocator import keep_freed_memory
+
+    keep_freed_memory()  # the bytes in flight come and go: keep the memory that held them
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         proxy = _Proxy(settings, loop)

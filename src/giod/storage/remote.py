@@ -190,7 +190,7 @@ class RemoteSite(Site):
 
     # ----------------------------------------------------------- writing
 
-    def create(self, path: str) -> PendingFile:
+    def create(self, path: str, *, direct: bool = False) -> PendingFile:
         return _RemotePending(self, check_relpath(path))
 
     def pull(self, source: RemoteSite, path: str, size: int, checksum: str,

@@ -87,7 +87,8 @@ class Site(ABC):
         self.url = url
 
     @abstractmethod
-    def create(self, path: str) -> PendingFile: ...
+    def create(self, path: str, *, direct: bool = False) -> PendingFile:
+        """A new file, invisible until published; ``direct`` hints that it need not stay in memory."""
 
     @abstractmethod
     def open(self, path: str) -> BinaryIO:
@@ -111,12 +112,17 @@ class Site(ABC):
         return f"{type(self).__name__}({self.name!r}, {self.url!r})"
 
 
+def temporary_name(final: Path) -> Path:
+    """Where a file is written before it is published as ``final`` (its folder is made)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return final.with_name(f".{final.name}{TMP_MARK}{uuid.uuid4().hex}")
+
+
 class _LocalPending(PendingFile):
     def __init__(self, root: Path, path: str):
         self.path = path
         self._final = root / path
-        self._final.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self._final.with_name(f".{self._final.name}{TMP_MARK}{uuid.uuid4().hex}")
+        self._tmp = temporary_name(self._final)
         self._fh: BinaryIO | None = open(self._tmp, "xb")  # noqa: SIM115 - closed in publish/discard
         self._writeback = WritebackRange()
 
@@ -170,8 +176,18 @@ class LocalSite(Site):
     def _full(self, path: str) -> Path:
         return self.root / check_relpath(path)
 
-    def create(self, path: str) -> PendingFile:
+    def create(self, path: str, *, direct: bool = False) -> PendingFile:
+        """A new file at ``path``; ``direct``: written past the page cache where the file system allows
+        (for copies that arrive whole and are not read again soon, see ``giod.storage.direct``)."""
         try:
+            if direct:
+                from giod.storage.direct import DirectPending, open_direct
+
+                final = self.root / check_relpath(path)
+                tmp = temporary_name(final)
+                fd = open_direct(tmp)
+                if fd is not None:
+                    return DirectPending(path, fd, tmp, final)
             return _LocalPending(self.root, check_relpath(path))
         except OSError as exc:
             raise StorageError(f"cannot create {path} on site {self.name}: {exc}") from exc
@@ -258,7 +274,7 @@ class FsspecSite(Site):
     def _full(self, path: str) -> str:
         return posixpath.join(self.root, path)
 
-    def create(self, path: str) -> PendingFile:
+    def create(self, path: str, *, direct: bool = False) -> PendingFile:
         return _FsspecPending(self, check_relpath(path))
 
     def open(self, path: str) -> BinaryIO:
