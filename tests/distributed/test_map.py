@@ -129,3 +129,42 @@ def test_bad_input_is_refused(fed: giod.Federation) -> None:
         sel.map(lambda c: "text", columns=["njets"], scheduler="sync")
     with pytest.raises(ZeroDivisionError):  # the function's own error comes back as it is
         sel.map(lambda c: 1 / 0, columns=["njets"], scheduler="processes:2")
+
+
+def test_giods_local_cluster_is_quiet_and_keeps_the_users_settings(client) -> None:
+    import dask
+
+    from giod.distributed.executors import QUIET_LOCAL_CLUSTER, quiet_settings
+
+    def seen() -> dict:
+        import dask
+
+        return {key: dask.config.get(key) for key in QUIET_LOCAL_CLUSTER}
+
+    def intervals(dask_scheduler=None, dask_worker=None) -> tuple[float, float]:
+        server = dask_scheduler or dask_worker
+        return server._tick_interval, server.periodic_callbacks["monitor"].callback_time
+
+    quiet = {key: value for key, (_, value) in QUIET_LOCAL_CLUSTER.items()}
+    for worker, settings in client.run(seen).items():  # the workers, made by their nannies
+        assert settings == quiet, worker
+    # the scheduler lives in this process: it read its settings when it was made
+    assert client.run_on_scheduler(intervals) == (1.0, 5000.0)
+    assert set(client.run(intervals).values()) == {(1.0, 5000.0)}
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # this process is left as it was
+    with dask.config.set({"distributed.admin.tick.interval": "50ms", "distributed.worker.profile.enabled": True}):
+        # a value the user set (even to Dask's default, unless it is the default) is theirs
+        assert "distributed.admin.tick.interval" not in quiet_settings()
+
+
+def test_a_quiet_cluster_started_first_thing_leaves_dasks_configuration_whole() -> None:
+    import subprocess
+    import sys
+
+    code = ("import dask\nfrom giod.distributed.executors import local_cluster\n"
+            "c = local_cluster(1, dashboard=False)\n"
+            "print(dask.config.get('distributed.deploy.lost-worker-timeout'), "
+            "dask.config.get('distributed.admin.tick.interval'))\nc.close()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["15s", "20ms"]  # Dask's own defaults, loaded and kept
