@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import awkward as ak
 import numpy as np
 import pytest
@@ -148,6 +150,13 @@ def test_giods_local_cluster_is_quiet_and_keeps_the_users_settings(client) -> No
     quiet = {key: value for key, (_, value) in QUIET_LOCAL_CLUSTER.items()}
     for worker, settings in client.run(seen).items():  # the workers, made by their nannies
         assert settings == quiet, worker
+    first = sorted(client.scheduler_info()["workers"])[0]
+    with pytest.raises(Exception):  # noqa: B017 - the worker dies under the call
+        client.run(os._exit, 1, workers=[first])
+    client.wait_for_workers(2, timeout=60)
+    restarted = client.run(seen)
+    assert first not in restarted and len(restarted) == 2
+    assert all(settings == quiet for settings in restarted.values())  # a restarted worker too
     # the scheduler lives in this process: it read its settings when it was made
     assert client.run_on_scheduler(intervals) == (1.0, 5000.0)
     assert set(client.run(intervals).values()) == {(1.0, 5000.0)}

@@ -298,36 +298,33 @@ def local_cluster(n_workers: int = 2, *, sites: Sequence[str | None] | None = No
     Its housekeeping is quieter than Dask's defaults (:func:`quiet_settings`).
     """
     try:
-        import dask
-        import distributed  # noqa: F401 - loads its defaults, which a configuration set before would hide
-    except ImportError as exc:
-        raise MissingDependency("Dask is not installed: pip install 'giod[dask]'") from exc
-    # the scheduler and each nanny take the configuration as it is when they are made (workers from their nanny)
-    with dask.config.set(quiet_settings()):
-        return _local_cluster(n_workers, sites, dashboard, host)
-
-
-def _local_cluster(n_workers: int, sites: Sequence[str | None] | None, dashboard: bool, host: str) -> Any:
-    try:
+        import copy
         import logging
 
+        import dask
         from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
     except ImportError as exc:
         raise MissingDependency("Dask is not installed: pip install 'giod[dask]'") from exc
+    quiet = quiet_settings()
+    # a nanny hands its configuration to every worker it starts, restarts included: its own deep copy,
+    # since the global one (and any shallow copy of it) returns to the defaults when the context below ends
+    config = copy.deepcopy(dask.config.config)
+    dask.config.set(quiet, config=config)
+    nanny = {"nthreads": 1, "host": host, "silence_logs": logging.ERROR, "config": config}
     address = f"{host}:0" if dashboard else None
-    if sites is None:
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=host,
-                            dashboard_address=address, silence_logs=logging.ERROR)
-    if len(sites) != n_workers:
-        raise ConfigError(f"sites names the site of each of the {n_workers} workers, got {len(sites)}")
-    workers = {
-        f"worker-{i}": {"cls": Nanny, "options": {
-            "nthreads": 1, "host": host, "silence_logs": logging.ERROR,
-            "resources": {f"{SITE_RESOURCE}{site}": 1} if site else {}}}
-        for i, site in enumerate(sites)
-    }
-    scheduler = {"cls": Scheduler, "options": {"host": host, "dashboard_address": address}}
-    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+    with dask.config.set(quiet):  # the scheduler, in this process, reads its settings when it is made
+        if sites is None:
+            return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host=host,
+                                dashboard_address=address, silence_logs=logging.ERROR, config=config)
+        if len(sites) != n_workers:
+            raise ConfigError(f"sites names the site of each of the {n_workers} workers, got {len(sites)}")
+        workers = {
+            f"worker-{i}": {"cls": Nanny, "options": {
+                **nanny, "resources": {f"{SITE_RESOURCE}{site}": 1} if site else {}}}
+            for i, site in enumerate(sites)
+        }
+        scheduler = {"cls": Scheduler, "options": {"host": host, "dashboard_address": address}}
+        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
 
 
 def connect(scheduler: Any = None) -> Executor:
