@@ -20,8 +20,7 @@ import os
 import threading
 from pathlib import Path
 
-from giod.errors import StorageError
-from giod.storage.site import PendingFile, fsync_path
+from giod.storage.site import LocalPending
 
 __all__ = ["ALIGN", "BLOCK", "DirectPending", "open_direct"]
 
@@ -60,10 +59,10 @@ def _give_back(buf: mmap.mmap) -> None:
     buf.close()
 
 
-class DirectPending(PendingFile):
+class DirectPending(LocalPending):
     """A temporary file written with ``O_DIRECT`` in aligned blocks; published like any other."""
 
-    def __init__(self, path: str, fd: int, tmp: Path, final: Path):
+    def __init__(self, path: str, fd: int, tmp: Path, final: Path):  # the file is already open: no super()
         self.path = path
         self._fd: int | None = fd
         self._tmp, self._final = tmp, final
@@ -93,23 +92,18 @@ class DirectPending(PendingFile):
             done += os.write(self._fd, self._view[done:length])
         self._fill = 0
 
-    def publish(self) -> None:
-        fd = self._fd
-        if fd is None:
-            raise StorageError(f"{self.path}: already published or discarded")
-        try:
-            if self._fill:  # the tail goes out padded to a whole sector, then the file is cut to its size
-                padded = -(-self._fill // ALIGN) * ALIGN
-                self._view[self._fill:padded] = bytes(padded - self._fill)
-                self._write_out(padded)
-                os.ftruncate(fd, self._size)
-            os.fsync(fd)
-            self._close()
-            os.replace(self._tmp, self._final)
-            fsync_path(self._final.parent)
-        except OSError as exc:
-            self.discard()
-            raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+    def _open(self) -> bool:
+        return self._fd is not None
+
+    def _sync_and_close(self) -> None:
+        assert self._fd is not None
+        if self._fill:  # the tail goes out padded to a whole sector, then the file is cut to its size
+            padded = -(-self._fill // ALIGN) * ALIGN
+            self._view[self._fill:padded] = bytes(padded - self._fill)
+            self._write_out(padded)
+            os.ftruncate(self._fd, self._size)
+        os.fsync(self._fd)
+        self._close()
 
     def _close(self) -> None:
         if self._fd is not None:
@@ -119,10 +113,3 @@ class DirectPending(PendingFile):
             self._view.release()
             _give_back(self._buf)
             self._buf = None
-
-    def discard(self) -> None:
-        self._close()
-        try:
-            self._tmp.unlink()
-        except FileNotFoundError:
-            pass

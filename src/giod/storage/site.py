@@ -118,7 +118,13 @@ def temporary_name(final: Path) -> Path:
     return final.with_name(f".{final.name}{TMP_MARK}{uuid.uuid4().hex}")
 
 
-class _LocalPending(PendingFile):
+class LocalPending(PendingFile):
+    """A temporary file on a local disk: made durable, then renamed to its final name.
+
+    Subclasses say how bytes are written and made durable (:meth:`write`,
+    :meth:`_sync_and_close`, :meth:`_close`); publishing and discarding are the same.
+    """
+
     def __init__(self, root: Path, path: str):
         self.path = path
         self._final = root / path
@@ -133,15 +139,28 @@ class _LocalPending(PendingFile):
         self._writeback.add(n, fh.fileno(), fh.flush)
         return n
 
-    def publish(self) -> None:
+    def _open(self) -> bool:
+        return self._fh is not None
+
+    def _sync_and_close(self) -> None:
+        """Everything written on the disk, the file closed (OSError when the disk refuses)."""
         fh = self._fh
-        if fh is None:
+        assert fh is not None
+        fh.flush()
+        os.fsync(fh.fileno())
+        fh.close()
+        self._fh = None
+
+    def _close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def publish(self) -> None:
+        if not self._open():
             raise StorageError(f"{self.path}: already published or discarded")
         try:
-            fh.flush()
-            os.fsync(fh.fileno())
-            fh.close()
-            self._fh = None
+            self._sync_and_close()
             os.replace(self._tmp, self._final)
             fsync_path(self._final.parent)
         except OSError as exc:
@@ -149,9 +168,7 @@ class _LocalPending(PendingFile):
             raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
     def discard(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        self._close()
         with contextlib.suppress(FileNotFoundError):
             self._tmp.unlink()
 
@@ -188,7 +205,7 @@ class LocalSite(Site):
                 fd = open_direct(tmp)
                 if fd is not None:
                     return DirectPending(path, fd, tmp, final)
-            return _LocalPending(self.root, check_relpath(path))
+            return LocalPending(self.root, check_relpath(path))
         except OSError as exc:
             raise StorageError(f"cannot create {path} on site {self.name}: {exc}") from exc
 
