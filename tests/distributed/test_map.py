@@ -162,7 +162,7 @@ def test_giods_local_cluster_is_quiet_and_keeps_the_users_settings(client) -> No
     assert set(client.run(intervals).values()) == {(1.0, 5000.0)}
     assert dask.config.get("distributed.worker.profile.enabled") is True  # this process is left as it was
     with dask.config.set({"distributed.admin.tick.interval": "50ms", "distributed.worker.profile.enabled": True}):
-        # a value the user set (even to Dask's default, unless it is the default) is theirs
+        # a value the user set is theirs (one set to exactly Dask's default looks like the default)
         assert "distributed.admin.tick.interval" not in quiet_settings()
 
 

@@ -15,6 +15,7 @@ buffered path instead.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -39,7 +40,7 @@ def open_direct(path: Path) -> int | None:
     try:
         return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flag | getattr(os, "O_CLOEXEC", 0), 0o644)
     except OSError as exc:
-        if exc.errno in (22, 95):  # EINVAL, EOPNOTSUPP: this file system does not do direct I/O
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):  # this file system does not do direct I/O
             return None
         raise
 
