@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "giod"
 
 # lower numbers are lower layers; a module may import its own layer and below
 LAYER = {
-    "errors": 0, "config": 0,
+    "errors": 0, "config": 0, "names": 0,
     "storage": 1,
     "catalog": 2,
     "replication": 3,

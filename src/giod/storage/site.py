@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from giod.errors import ConfigError, NotFound, StorageError
+from giod.names import check_path
 from giod.storage.writeback import WritebackRange
 
 TMP_MARK = ".tmp-"  # temporary files are named ".<name>.tmp-<uuid>"
@@ -37,13 +38,8 @@ class FileInfo:
 
 
 def check_relpath(path: str) -> str:
-    """Refuse paths that could leave the site root."""
-    if not path or path.startswith(("/", "\\")) or "\\" in path or "\x00" in path:
-        raise StorageError(f"invalid path {path!r} on a site: expected a relative path")
-    parts = path.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        raise StorageError(f"invalid path {path!r} on a site: no empty, '.' or '..' parts")
-    return path
+    """Refuse paths that could leave the site root (the one path grammar, ``giod.names.check_path``)."""
+    return check_path(path)
 
 
 def is_temporary(path: str) -> bool:
