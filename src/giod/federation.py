@@ -19,6 +19,7 @@ import awkward as ak
 from giod.catalog import Catalog
 from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
+from giod.names import check_name
 from giod.objects import OID
 from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import Schema
@@ -104,12 +105,16 @@ class Federation:
         return self.dataset(name)
 
     def create_dataset(self, name: str, schema: Schema, *, exist_ok: bool = False) -> Dataset:
-        """Create a dataset of events that follow ``schema``."""
+        """Create a dataset of events that follow ``schema``.
+
+        ConfigError for a name outside the name grammar (``giod.names``).
+        """
         if exist_ok and name in self.datasets():
             ds = self.dataset(name)
             if ds.schema.fingerprint != schema.fingerprint:
                 raise ConfigError(f"dataset {name} exists with another schema")
             return ds
+        check_name(name, "dataset")  # before the schema is registered for it
         schema_id = self.catalog.add_schema(schema.name, schema.to_yaml(), schema.fingerprint)
         self._schemas[schema_id] = schema
         return Dataset(self, self.catalog.create_dataset(name, schema_id), None)

@@ -59,7 +59,8 @@ from giod.catalog.tables import (
     visible,
 )
 from giod.catalog.tokens import TokenMethods
-from giod.errors import CatalogError, ConfigError, ConflictError, NotFound
+from giod.errors import CatalogError, ConflictError, NotFound
+from giod.names import check_name
 
 __all__ = ["Catalog"]
 
@@ -151,9 +152,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods):
     # -- datasets ------------------------------------------------------------
 
     def create_dataset(self, name: str, schema_id: int) -> DatasetRecord:
-        """Create an empty dataset; ConflictError if a live one has this name."""
-        if not name:
-            raise ConfigError("a dataset needs a name")
+        """Create an empty dataset; ConflictError if a live one has this name.
+
+        ConfigError for a name outside the name grammar (``giod.names``).
+        """
+        check_name(name, "dataset")
 
         def work(conn: Connection, v: int) -> DatasetRecord:
             if dataset_row(conn, name, None) is not None:
@@ -266,9 +269,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods):
     # -- sites ---------------------------------------------------------------
 
     def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
-        """Register a site; ConflictError if the name is taken."""
-        if not name:
-            raise ConfigError("a site needs a name")
+        """Register a site; ConflictError if the name is taken, ConfigError if it is not a valid name."""
+        check_name(name, "site")
 
         def work(conn: Connection, v: int) -> SiteRecord:
             if conn.execute(select(sites.c.id).where(sites.c.name == name)).first() is not None:

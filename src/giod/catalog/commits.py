@@ -35,6 +35,7 @@ from giod.catalog.tables import (
     visible,
 )
 from giod.errors import CatalogError, ConflictError, NotFound
+from giod.names import check_container_path
 
 __all__ = ["CommitMethods"]
 
@@ -140,6 +141,8 @@ class CommitMethods(Transactions):
             row = s.take_entries.execute(cur, {"name": commit.dataset, "n": n}).fetchone()
             if row is None:
                 raise self._not_found(cur, "dataset", commit.dataset, datasets.c.name)
+            for c in commit.containers:  # after the dataset is known: "no dataset" says more than a path
+                check_container_path(commit.dataset, c.path)
             dataset_id, first = int(row[0]), int(row[1]) - n
             now = time.time()
             new = s.insert_database.execute(
@@ -229,9 +232,12 @@ class CommitMethods(Transactions):
             if not items:
                 raise Unchanged(v - 1)
             site_id = self._site_id(cur, site)
-            n_events = self._require_databases(cur, ids, live=True)
+            found = self._require_databases(cur, ids, live=True)
             for db_id, specs, _ in items:
-                _check_specs(specs, n_events[db_id], f"database {db_id}")
+                n_events, dataset = found[db_id]
+                _check_specs(specs, n_events, f"database {db_id}")
+                for c in specs:
+                    check_container_path(dataset, c.path)
             self._require_schemas(cur, wanted_schemas)
             clash = [row for row in self._live_containers(cur, ids) if row[1:] in wanted]
             if clash and not replace:
@@ -317,21 +323,27 @@ class CommitMethods(Transactions):
             raise NotFound(f"no schema with id {min(unknown - found)}")
         self._schemas |= found
 
-    def _require_databases(self, cur: Any, ids: Sequence[int], *, live: bool) -> dict[int, int]:
-        """{id: n_events}; NotFound for the first missing (or, if ``live``, deleted) one."""
-        found: dict[int, int] = {}
+    def _require_databases(
+        self, cur: Any, ids: Sequence[int], *, live: bool
+    ) -> dict[int, tuple[int, str]]:
+        """{id: (n_events, dataset name)}; NotFound for the first missing (or, if ``live``, deleted) one."""
+        found: dict[int, tuple[int, str]] = {}
         if live and len(ids) == 1:  # add_containers: one database, a prepared statement
             row = self._prepared().live_database.execute(cur, {"id": ids[0]}).fetchone()
             if row is not None:
-                found[ids[0]] = int(row[0])
+                found[ids[0]] = (int(row[0]), str(row[1]))
         else:
             d = databases
             for chunk in chunks(sorted(set(ids))):
-                query = select(d.c.id, d.c.n_events).where(d.c.id.in_(chunk))
+                query = (
+                    select(d.c.id, d.c.n_events, datasets.c.name)
+                    .join(datasets, datasets.c.id == d.c.dataset_id)
+                    .where(d.c.id.in_(chunk))
+                )
                 if live:
                     query = query.where(visible(d, None))
                 rows = execute(cur, self._engine.dialect, query).fetchall()
-                found.update((int(i), int(n)) for i, n in rows)
+                found.update((int(i), (int(n), str(name))) for i, n, name in rows)
         missing = set(ids) - found.keys()
         if missing:
             raise NotFound(f"no database {min(missing)}")

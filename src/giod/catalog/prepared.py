@@ -165,7 +165,9 @@ class CommitStatements:
         self.log = prepared(_insert(versions, ("version", "created", "description")))
         self.site_id = prepared(select(sites.c.id).where(sites.c.name == bindparam("name")))
         self.live_database = prepared(
-            select(d.c.n_events).where(d.c.id == bindparam("id"), visible(d, None))
+            select(d.c.n_events, datasets.c.name)
+            .join(datasets, datasets.c.id == d.c.dataset_id)
+            .where(d.c.id == bindparam("id"), visible(d, None))
         )
         self.live_containers = prepared(
             select(c.c.id, c.c.database_id, c.c.name).where(

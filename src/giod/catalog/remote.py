@@ -28,6 +28,7 @@ from giod.catalog.records import (
     VersionRecord,
 )
 from giod.errors import CatalogError
+from giod.names import check_container_path, check_name, dataset_of_path
 from giod.storage.http import Endpoint, Limits, connect
 
 __all__ = ["RemoteCatalog"]
@@ -117,6 +118,7 @@ class RemoteCatalog:
     # -- datasets --------------------------------------------------------------
 
     def create_dataset(self, name: str, schema_id: int) -> DatasetRecord:
+        check_name(name, "dataset")  # the server checks too; a bad name need not cross the link
         return wire.load(DatasetRecord, self._post("/datasets", {"name": name, "schema_id": schema_id}))
 
     def _recent(self, version: int | None) -> int | None:
@@ -176,6 +178,7 @@ class RemoteCatalog:
         return found
 
     def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        check_name(name, "site")
         self._sites = None
         rec = wire.load(SiteRecord, self._post("/sites", {"name": name, "url": url, "distance": distance}))
         return self._through_server(rec)
@@ -211,6 +214,8 @@ class RemoteCatalog:
         return wire.load(DatabaseRecord, self._get(f"/databases/{int(database_id)}{_q(version)}"))
 
     def commit_database(self, commit: DatabaseCommit) -> CommitResult:
+        for c in commit.containers:
+            check_container_path(commit.dataset, c.path)
         # an idempotency key makes a retried commit land once; without one a retry could land twice
         doc = self._post("/commit", wire.dump(commit), idempotent=commit.idempotency_key is not None)
         return wire.load(CommitResult, doc)
@@ -261,6 +266,9 @@ class Unavailable(CatalogError, AttributeError):
 
 def _add_item(database_id: int, containers: Sequence[ContainerSpec],
               tag_stats: Mapping[str, tuple[float, float]] | None) -> dict[str, Any]:
+    for c in containers:
+        # which dataset's directory it must lie in, the server checks: it knows the database's dataset
+        check_container_path(dataset_of_path(c.path), c.path)
     stats = dict(tag_stats or {})
     return {"database_id": int(database_id), "containers": [wire.dump(c) for c in containers],
             "tag_stats": wire.dump_stats(stats)}

@@ -28,6 +28,7 @@ from giod.catalog.records import ReplicaRecord, RuleRecord
 from giod.catalog.tables import REPLICA_STATES, containers, databases, datasets, replicas, rules, visible
 from giod.catalog.tables import sites as sites_table  # ``sites`` is a parameter of add_rule
 from giod.errors import ConfigError, ConflictError, NotFound
+from giod.names import check_name
 
 __all__ = ["RuleMethods"]
 
@@ -86,6 +87,9 @@ class RuleMethods(Transactions):
             raise ConfigError(f"a rule needs at least one copy, not {copies!r}")
         site_names = _names(sites, "sites")
         container_names = _names(containers, "containers")
+        # sites and the dataset must exist (checked below): only the container names are new here
+        for name in container_names or ():
+            check_name(name, "container")
 
         def work(conn: Connection) -> RuleRecord:
             if dataset_row(conn, dataset, None) is None:

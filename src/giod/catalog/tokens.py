@@ -29,8 +29,9 @@ from sqlalchemy import Connection, insert, select, update
 
 from giod.catalog.engine import Transactions
 from giod.catalog.records import TOKEN_SCOPES, TokenRecord
-from giod.catalog.tables import tokens
+from giod.catalog.tables import containers, databases, dataset_schemas, datasets, tokens
 from giod.errors import AuthError, ConfigError, NotFound
+from giod.names import check_name, is_name
 
 __all__ = ["TokenMethods"]
 
@@ -59,7 +60,8 @@ def _record(row: Any) -> TokenRecord:
 
 
 class TokenMethods(Transactions):
-    """``create_token``, ``tokens``, ``revoke_token`` and ``verify_token`` of ``Catalog``."""
+    """``create_token``, ``tokens``, ``revoke_token``, ``verify_token`` and the ownership lookups
+    a server authorises by (``dataset_of_container``, ``datasets_of_schema``, ``dataset_names``) of ``Catalog``."""
 
     def create_token(
         self, scope: str, dataset: str | None = None, *, expires: float | None = None, note: str = ""
@@ -70,6 +72,8 @@ class TokenMethods(Transactions):
         the token to one dataset by name (it need not exist yet, so that a
         writer can be given a token for the dataset it will create); admin
         tokens cover the whole federation. ``expires`` is a unix time.
+        ConfigError for a dataset name outside the name grammar (``giod.names``),
+        unless a dataset of that name exists from before the grammar.
         """
         if scope not in TOKEN_SCOPES:
             raise ConfigError(f"token scope {scope!r} is not one of {', '.join(TOKEN_SCOPES)}")
@@ -83,6 +87,11 @@ class TokenMethods(Transactions):
         random_part = secrets.token_urlsafe(_RANDOM_BYTES)
 
         def work(conn: Connection) -> tuple[TokenRecord, str]:
+            if dataset is not None and not is_name(dataset):
+                # a dataset named before the grammar keeps its name, and its holders need tokens for it
+                known = select(datasets.c.id).where(datasets.c.name == dataset).limit(1)
+                if conn.execute(known).first() is None:
+                    check_name(dataset, "dataset")
             # The secret holds the id, known only after the insert: insert, then set the hash.
             row = {
                 "note": note, "scope": scope, "dataset": dataset, "hash": _DUMMY,
@@ -136,3 +145,33 @@ class TokenMethods(Transactions):
         if state != "active":
             raise AuthError(f"token {record.id} {'was revoked' if state == 'revoked' else 'has expired'}")
         return record
+
+    # -- what a restricted token may see: the datasets an object belongs to ----------
+
+    def dataset_of_container(self, container_id: int) -> str:
+        """The name of the dataset a container belongs to (deleted ones too); NotFound if unknown."""
+        c, d, ds = containers, databases, datasets
+        q = (
+            select(ds.c.name)
+            .select_from(c.join(d, d.c.id == c.c.database_id).join(ds, ds.c.id == d.c.dataset_id))
+            .where(c.c.id == container_id)
+        )
+        name = self._read(lambda conn: conn.execute(q).scalar())
+        if name is None:
+            raise NotFound(f"no container {container_id}")
+        return str(name)
+
+    def datasets_of_schema(self, schema_id: int) -> set[str]:
+        """The names of the datasets that have or had this schema (deleted ones too)."""
+        q = (
+            select(datasets.c.name)
+            .join(dataset_schemas, dataset_schemas.c.dataset_id == datasets.c.id)
+            .where(dataset_schemas.c.schema_id == schema_id)
+            .distinct()
+        )
+        return set(self._read(lambda conn: conn.execute(q).scalars().all()))
+
+    def dataset_names(self) -> set[str]:
+        """Every dataset name the catalog holds, deleted ones included until purged."""
+        q = select(datasets.c.name).distinct()
+        return set(self._read(lambda conn: conn.execute(q).scalars().all()))

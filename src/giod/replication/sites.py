@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound
+from giod.names import check_name
 from giod.storage.remote import TOKEN_ENV, Endpoint, RemoteSite, site_token_env
 from giod.storage.site import FsspecSite, LocalSite, Site
 
@@ -38,6 +39,7 @@ def normalize_site_url(name: str, url: str, *, cwd: Path | None = None) -> str:
     A relative local path is taken relative to ``cwd`` (default: the current
     directory), as a shell user means it, and the directory is created.
     """
+    check_name(name, "site")  # before a directory is made for it
     if not url.strip():
         raise ConfigError(f"site {name}: give a directory or a URL")
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
