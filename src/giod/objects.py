@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import awkward as ak
 import numpy as np
 
-from giod.errors import NotFound
+from giod.errors import DataError
 from giod.schema import Schema
 
 INDEX_SUFFIX = "_index"
@@ -40,7 +40,7 @@ class OID:
     def parse(cls, text: str) -> OID:
         m = _OID.match(text.strip())
         if m is None:
-            raise NotFound(f"malformed object id {text!r} (expected e.g. db42/tracks/1234#7)")
+            raise DataError(f"malformed object id {text!r} (expected e.g. db42/tracks/1234#7)")
         return cls(int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4)))
 
     def __str__(self) -> str:

@@ -255,6 +255,7 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
         ("GET", "/api/v1/versions"): Route("read", None, "/api/v1/versions?limit=5"),
         ("POST", "/api/v1/schemas"): Route("write", None, "/api/v1/schemas", js(
             {"name": schema.name, "text": schema.text, "fingerprint": schema.fingerprint})),
+        # every dataset here has schema 1: test_names_security.py tries a schema of another dataset
         ("GET", "/api/v1/schemas/{schema_id}"): Route("read", None, "/api/v1/schemas/1"),
         ("GET", "/api/v1/datasets"): Route("read", None, "/api/v1/datasets"),
         ("POST", "/api/v1/datasets"): Route("write", "qcd", "/api/v1/datasets", js({"name": "qcd", "schema_id": 1})),
@@ -272,7 +273,7 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
         ("GET", "/api/v1/sites/{name}"): Route("read", None, "/api/v1/sites/local"),
         ("GET", "/api/v1/sites/{name}/files"): Route("admin", None, "/api/v1/sites/local/files"),
         ("GET", "/api/v1/containers/{container_id}/replicas"): Route(
-            "read", None, f"/api/v1/containers/{w.container_id}/replicas"),
+            "read", "qcd", f"/api/v1/containers/{w.container_id}/replicas"),
         ("PUT", "/api/v1/containers/{container_id}/replicas/{site}"): Route(
             "write", "qcd", f"/api/v1/containers/{w.container_id}/replicas/local", js({"state": "good"})),
         ("POST", "/api/v1/commit"): Route("write", "qcd", "/api/v1/commit", js(wire.dump(commit))),

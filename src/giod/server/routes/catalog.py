@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from giod.catalog import wire
 from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.errors import CatalogError, Forbidden, NotFound
+from giod.names import check_container_path, check_name
+from giod.server.routes import files
 from giod.server.state import need, state
 
 router = APIRouter(prefix="/api/v1", tags=["catalog"])
@@ -25,7 +27,7 @@ class SchemaIn(BaseModel):
 
 
 class DatasetIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(description="A name of the name grammar (docs/security.md); any other is refused with 400")
     schema_id: int = Field(ge=1)
 
 
@@ -34,7 +36,7 @@ class SchemaChange(BaseModel):
 
 
 class SiteIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(description="A name of the name grammar (docs/security.md); any other is refused with 400")
     url: str = Field(min_length=1, max_length=4096)
     distance: int = Field(0, ge=0, le=1_000_000)
 
@@ -60,6 +62,11 @@ def _site(rec: Any, caller: Any) -> dict[str, Any]:
     if caller.token is None or caller.token.scope != "admin" or caller.token.dataset is not None:
         out["url"] = f"/files/{rec.name}"
     return out
+
+
+def _restricted(caller: Any) -> str | None:
+    """The one dataset the caller's token covers; None for an unrestricted token or anonymous reads."""
+    return caller.token.dataset if caller.token is not None else None
 
 
 def _dataset_of(request: Request, dataset_id: int) -> str:
@@ -95,7 +102,12 @@ def add_schema(request: Request, body: SchemaIn) -> dict[str, Any]:
 
 @router.get("/schemas/{schema_id}", summary="One schema: its YAML text and fingerprint")
 def get_schema(request: Request, schema_id: int) -> dict[str, Any]:
-    need(request, "read")
+    caller = need(request, "read")
+    mine = _restricted(caller)
+    # a schema is part of its datasets' data: a restricted token reads only its own dataset's schemas
+    if mine is not None and mine not in _catalog(request).datasets_of_schema(schema_id):
+        raise Forbidden(f"{caller.name} (dataset {mine!r}) may not read schema {schema_id}: "
+                        "it is not a schema of that dataset")
     return wire.dump(_catalog(request).schema(schema_id))
 
 
@@ -107,6 +119,8 @@ def datasets(request: Request, version: int | None = Version) -> list[dict[str, 
 
 @router.post("/datasets", summary="Create a dataset")
 def create_dataset(request: Request, body: DatasetIn) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)
+    check_name(body.name, "dataset")  # 400 before the token is judged on a name that cannot be created
     need(request, "write", body.name)
     return wire.dump(_catalog(request).create_dataset(body.name, body.schema_id))
 
@@ -177,6 +191,7 @@ def site(request: Request, name: Name) -> dict[str, Any]:
 @router.post("/sites", summary="Register a site")
 def add_site(request: Request, body: SiteIn) -> dict[str, Any]:
     caller = need(request, "admin")
+    check_name(body.name, "site")
     return _site(state(request).federation.add_site(body.name, body.url, body.distance), caller)
 
 
@@ -190,16 +205,17 @@ def site_files(request: Request, name: Name) -> dict[str, Any]:
 @router.get("/containers/{container_id}/replicas", summary="Copies of a container and their states")
 def replicas(request: Request, container_id: int) -> list[dict[str, Any]]:
     caller = need(request, "read")
+    if _restricted(caller) is not None:
+        need(request, "read", _catalog(request).dataset_of_container(container_id))
     return [{"site": _site(s, caller), "state": st} for s, st in _catalog(request).replicas(container_id)]
 
 
 @router.put("/containers/{container_id}/replicas/{site}", summary="Record the state of a copy")
 def set_replica(request: Request, container_id: int, site: Name, body: ReplicaState) -> dict[str, Any]:
     who = need(request, "write", any_dataset=True)
-    mine = who.token.dataset if who.token is not None else None
     # a token for one dataset may mark only that dataset's copies: readers use only "good" ones
-    if mine is not None and not _holds(request, mine, container_id):
-        raise Forbidden(f"{who.name} (dataset {mine!r}) may not write on container {container_id} of another dataset")
+    if _restricted(who) is not None:
+        need(request, "write", _catalog(request).dataset_of_container(container_id))
     _catalog(request).set_replica_state(container_id, site, body.state)
     return {"ok": True}
 
@@ -209,7 +225,7 @@ def commit(request: Request, body: dict[str, Any]) -> dict[str, Any]:
     need(request, "write", any_dataset=True)  # who may write at all, before the body is looked at
     c = wire.load(DatabaseCommit, body)
     need(request, "write", c.dataset)
-    _check_paths(c.dataset, [s.path for s in c.containers])
+    _check_paths(request, c.dataset, [s.path for s in c.containers])
     return wire.dump(_catalog(request).commit_database(c))
 
 
@@ -225,7 +241,7 @@ def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
         dataset = _dataset_of(request, db.dataset_id)
         need(request, "write", dataset)
         specs = [wire.load(ContainerSpec, c) for c in item.get("containers", [])]
-        _check_paths(dataset, [s.path for s in specs])
+        _check_paths(request, dataset, [s.path for s in specs])
         stats = wire.load_stats(item.get("tag_stats") or {})
         items.append((db.id, specs, stats))
     if body.idempotency_key is not None and len(items) == 1:
@@ -236,15 +252,9 @@ def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
     return {"version": v}
 
 
-def _holds(request: Request, dataset: str, container_id: int) -> bool:
-    try:
-        return any(c.id == container_id for db in _catalog(request).databases(dataset) for c in db.containers)
-    except NotFound:
-        return False
-
-
-def _check_paths(dataset: str, paths: list[str]) -> None:
-    # files of a dataset live under its name: that is what file permissions go by
+def _check_paths(request: Request, dataset: str, paths: list[str]) -> None:
+    # files of a dataset live under its name: that is what file permissions go by (routes/files.py)
     for p in paths:
-        if not p.startswith(dataset + "/"):
-            raise CatalogError(f"container path {p!r} is not below the dataset's directory {dataset}/")
+        check_container_path(dataset, p)
+        if files.owner(state(request), p) != dataset:  # below an older dataset name with '/' inside this one's
+            raise CatalogError(f"container path {p!r} lies in the directory of another dataset")

@@ -220,3 +220,11 @@ def event(request: Request, dataset: str, entry: int,
     scene = scene_of(content)
     scene["entries"] = int(ds.summary()["n_events"])
     return _json(request, scene)
+
+
+@router.get("/api/v1/events/{dataset}/{entry}/{rest:path}", include_in_schema=False)
+def not_an_entry(request: Request, dataset: str, entry: str, rest: str) -> Response:
+    """An object id (``db42/tracks/1234#7``) or any other path where an entry number belongs: 400, not 404."""
+    need(request, "read", dataset)
+    raise DataError(f"malformed entry {f'{entry}/{rest}'[:80]!r}: expected an entry number such as 1234 "
+                    "(the object db42/tracks/1234#7 is in the event of entry 1234)")

@@ -3,7 +3,8 @@
 Paths are confined to the site's root: relative, no ``..``, no backslash or
 NUL, and after symbolic links are resolved still inside the root. Files of a
 dataset live under its name, which is what a dataset-restricted token is
-checked against.
+checked against: both the path asked for and, when a link was followed, the
+path it resolves to must lie in a dataset the token covers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat as stat_
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from giod.errors import ConflictError, DataError, IntegrityError, NotFound, StorageError, TooLarge
+from giod.names import dataset_of_path
 from giod.server.byteranges import RangeRefused, file_chunks, multipart, parse_range
 from giod.server.routes import pull
 from giod.server.state import ServerState, need, state
@@ -30,8 +33,38 @@ router = APIRouter(tags=["files"])
 CONTENT_TYPE = "application/vnd.apache.parquet"
 
 
-def _dataset(path: str) -> str:
-    return path.split("/", 1)[0]
+NAMES_SECONDS = 2.0  # a dataset name with '/' (made before the name grammar) is seen within this time
+
+
+def _nested_names(st: ServerState) -> tuple[str, ...]:
+    """Dataset names that hold a '/' (only federations older than the name grammar have them), longest first."""
+    now = time.monotonic()
+    held = st.extra.get("nested_names")
+    if held is None or now - held[0] > NAMES_SECONDS:
+        names = st.federation.catalog.dataset_names()
+        held = (now, tuple(sorted((n for n in names if "/" in n), key=len, reverse=True)))
+        st.extra["nested_names"] = held
+    return held[1]  # type: ignore[no-any-return]
+
+
+def owner(st: ServerState, path: str) -> str:
+    """The dataset a file belongs to: its first directory, or the longest older name with '/' it lies below."""
+    for name in _nested_names(st):
+        if path.startswith(name + "/"):
+            return name
+    return dataset_of_path(path)
+
+
+def _authorised(request: Request, scope: str, site: str, path: str) -> tuple[ServerState, Path]:
+    """The state and the resolved file, if the caller may ``scope`` the dataset of both ``path`` and
+    what it resolves to (a link inside the site to another dataset's file is refused, 403)."""
+    st = state(request)
+    need(request, scope, owner(st, path))
+    root, full = _confined(st, site, path)
+    real = full.relative_to(root).as_posix()
+    if real != path:
+        need(request, scope, owner(st, real))
+    return st, full
 
 
 def _root(st: ServerState, site: str) -> Path:
@@ -96,9 +129,7 @@ def _stream(st: ServerState, fd: int, chunks: Iterator[bytes]) -> Iterator[bytes
 
 @router.head("/files/{site}/{path:path}", summary="Size, ETag (the checksum) and the server's range bounds")
 def head_file(request: Request, site: str, path: str) -> Response:
-    need(request, "read", _dataset(path))
-    st = state(request)
-    _, full = _confined(st, site, path)
+    st, full = _authorised(request, "read", site, path)
     fd, info = _open(full, path, site)
     os.close(fd)
     headers = _limit_headers(st) | {"content-length": str(info.st_size), "etag": _etag(st, site, path, info)}
@@ -109,9 +140,7 @@ def head_file(request: Request, site: str, path: str) -> Response:
             responses={206: {"description": "the asked ranges"}, 413: {"description": "over the bounds"},
                        416: {"description": "no range within the file"}})
 def get_file(request: Request, site: str, path: str) -> Response:
-    need(request, "read", _dataset(path))
-    st = state(request)
-    _, full = _confined(st, site, path)
+    st, full = _authorised(request, "read", site, path)
     fd, info = _open(full, path, site)
     size = info.st_size
     try:
@@ -152,9 +181,7 @@ def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
 @router.put("/files/{site}/{path:path}", summary="Upload a container file (published only if its checksum holds)",
             status_code=201)
 async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
-    need(request, "write", _dataset(path))
-    st = state(request)
-    _, full = _confined(st, site, path)
+    st, full = _authorised(request, "write", site, path)
     expected = request.headers.get("x-giod-checksum")
     if not expected:
         raise IntegrityError("an upload needs its checksum in the X-Giod-Checksum header")
@@ -190,9 +217,7 @@ async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
 async def pull_file(request: Request, site: str, path: str) -> Response:
     """Third-party copy (see ``giod.server.routes.pull``): headers ``X-Giod-Source`` (the source site's URL),
     ``X-Giod-Size``, ``X-Giod-Checksum`` and, for the source, ``X-Giod-Source-Authorization``."""
-    need(request, "write", _dataset(path))
-    st = state(request)
-    _, full = _confined(st, site, path)
+    st, full = _authorised(request, "write", site, path)
     expected = request.headers.get("x-giod-checksum")
     if not expected:
         raise IntegrityError("a copy needs the file's checksum in the X-Giod-Checksum header")
@@ -215,9 +240,7 @@ async def pull_file(request: Request, site: str, path: str) -> Response:
 
 @router.delete("/files/{site}/{path:path}", summary="Remove a file the catalog does not reference")
 def delete_file(request: Request, site: str, path: str) -> dict[str, Any]:
-    need(request, "write", _dataset(path))
-    st = state(request)
-    _, full = _confined(st, site, path)
+    st, full = _authorised(request, "write", site, path)
     if path in st.federation.catalog.container_paths(site):
         raise ConflictError(f"file {path} is registered in the catalog: gc removes it once unreferenced")
     with contextlib.suppress(FileNotFoundError):
