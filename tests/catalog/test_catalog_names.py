@@ -12,7 +12,7 @@ from sqlalchemy import insert
 
 from giod.catalog import Catalog, DatabaseCommit
 from giod.catalog.tables import dataset_schemas, datasets
-from giod.errors import CatalogError, ConfigError
+from giod.errors import CatalogError, ConfigError, ConflictError
 
 MakeCommit = Callable[..., DatabaseCommit]
 
@@ -93,3 +93,15 @@ def test_datasets_named_before_the_grammar_keep_working(ready: Catalog, make_com
     ready.delete_dataset("alpha/sub")
     with pytest.raises(ConfigError, match="invalid dataset name"):
         ready.create_dataset("alpha/sub", schema_id)
+
+
+def test_names_that_differ_only_in_case_are_refused(ready: Catalog) -> None:
+    """On a case-insensitive file system QCD's files would land in qcd's directory."""
+    schema_id = ready.dataset(DATASET).schema_id
+    for twin in (DATASET.upper(), "Qcd"):
+        with pytest.raises(ConflictError, match="only in case"):
+            ready.create_dataset(twin, schema_id)
+    ready.delete_dataset(DATASET)
+    with pytest.raises(ConflictError, match="only in case"):  # its files stay until gc
+        ready.create_dataset("QCD", schema_id)
+    assert ready.create_dataset(DATASET, schema_id).name == DATASET  # the same name again is fine

@@ -154,13 +154,21 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods):
     def create_dataset(self, name: str, schema_id: int) -> DatasetRecord:
         """Create an empty dataset; ConflictError if a live one has this name.
 
-        ConfigError for a name outside the name grammar (``giod.names``).
+        ConfigError for a name outside the name grammar (``giod.names``);
+        ConflictError too for a name that differs from another dataset's only in case.
         """
         check_name(name, "dataset")
 
         def work(conn: Connection, v: int) -> DatasetRecord:
             if dataset_row(conn, name, None) is not None:
                 raise ConflictError(f"dataset {name!r} already exists")
+            # on a case-insensitive file system (macOS, Windows) the two would share one directory
+            twin = select(datasets.c.name).where(
+                func.lower(datasets.c.name) == name.lower(), datasets.c.name != name
+            )
+            other = conn.execute(twin.limit(1)).scalar()
+            if other is not None:
+                raise ConflictError(f"dataset {name!r} differs from dataset {other!r} only in case")
             require_schemas(conn, {schema_id})
             now = time.time()
             row = {
