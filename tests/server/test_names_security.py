@@ -28,6 +28,7 @@ from giod.cli import main
 from giod.errors import CatalogError, ConfigError
 from giod.schema import Schema
 from giod.server.app import ServerThread, create_app
+from giod.storage.checksum import checksum_bytes
 from tests.server.test_security import call
 
 OLD = "alpha/sub"  # a name from before the grammar
@@ -123,8 +124,6 @@ def test_links_into_another_dataset_are_not_followed_for_its_token(world: World)
             assert a.status == 403 and b"PAR1" not in a.body, (method, target, a.status)
         assert call(w.url, "DELETE", target, alpha_writer).status == 403
     planted = b"planted through a link"
-    from giod.storage.checksum import checksum_bytes
-
     a = call(w.url, "PUT", "/files/local/alpha/betadir/planted.parquet", alpha_writer, body=planted,
              headers={"X-Giod-Checksum": checksum_bytes(planted), "Content-Type": "application/octet-stream"})
     assert a.status == 403 and not (w.root / "beta" / "planted.parquet").exists()
