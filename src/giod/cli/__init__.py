@@ -312,7 +312,7 @@ def _write_parquet(path: str, chunks: Any) -> None:
 @click.argument("dataset")
 @click.argument("expression", required=False)
 @click.option("--columns", default=None, help="Comma-separated collections, fields or tags to show.")
-@click.option("--limit", default=10, show_default=True, help="Events to print.")
+@click.option("--limit", default=10, show_default=True, help="Events to print (0 or more).")
 @click.option("--count", is_flag=True, help="Only print the number of selected events.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the selection to Parquet.")
 @federation_option
@@ -322,6 +322,8 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
 
     Example: giod select qcd "njets >= 2 and ht > 500" --columns ht,njets
     """
+    if limit < 0:
+        raise ConfigError(f"--limit must be 0 or more, got {limit}")
     fed = _open(federation)
     sel = fed.dataset(dataset).select(expression)
     cols = [c.strip() for c in columns.split(",")] if columns else list(sel.dataset.schema.tags)
