@@ -103,8 +103,6 @@ class Selection:
 
     def databases(self) -> list[DatabaseRecord]:
         """Databases that may hold selected events (tag statistics prune the rest)."""
-        if not self.expression.fields:
-            return list(self._databases)
         out = []
         for db in self._databases:
             stats = {k: (None if v[0] != v[0] else v[0], None if v[1] != v[1] else v[1])
@@ -116,7 +114,9 @@ class Selection:
     def _mask(self, db: DatabaseRecord) -> np.ndarray | None:
         """Selected local entries of ``db`` (None means all of them)."""
         if not self.expression.fields:
-            return None
+            # folded at parse time to true or false: the same answer for every event
+            everything = bool(self.expression.evaluate({}, size=1)[0])
+            return None if everything else np.zeros(0, dtype=np.int64)
         tag = db.container(TAG_CONTAINER)
         if tag is None:
             raise DataError(f"database {db.id} has no tag container: cannot evaluate {self.expression}")

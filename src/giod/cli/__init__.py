@@ -291,8 +291,9 @@ def export_event(dataset: str, entry: int, fmt: str, output: str | None, federat
         raise ConfigError(f"cannot write {output}: {exc.strerror}") from exc
     click.echo(f"wrote {dataset} entry {entry} as {fmt} JSON ({len(text):,} bytes) to {output}", err=True)
 
-def _write_parquet(path: str, chunks: Any) -> None:
-    """Selected columns as one plain Parquet file (readable without giod)."""
+def _write_parquet(path: str, chunks: Any, empty: Callable[[], Any]) -> None:
+    """Selected columns as one plain Parquet file (readable without giod); ``empty()`` gives the
+    columns when no event is selected, so that the file is written all the same."""
     import awkward as ak
     import pyarrow.parquet as pq
 
@@ -302,6 +303,10 @@ def _write_parquet(path: str, chunks: Any) -> None:
             table = ak.to_arrow_table(chunk, extensionarray=False)
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table)
+        if writer is None:
+            table = ak.to_arrow_table(empty(), extensionarray=False)
+            writer = pq.ParquetWriter(path, table.schema, compression="zstd")
             writer.write_table(table)
     finally:
         if writer is not None:
@@ -337,7 +342,8 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     if output:
         from giod.objects import unlink
 
-        _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)))
+        _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)),
+                       lambda: unlink(sel.read(cols), sel.dataset.schema))
         click.echo(f"wrote {output}")
         return
     entries = sel.entries()[:limit]

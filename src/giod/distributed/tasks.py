@@ -250,6 +250,8 @@ def read_partition(job: Job, part: Partition, fed: Federation | None = None,
         local = base[mask]
         if len(local) == db.n_events:
             local = None
+    elif not expression.evaluate({}, size=1)[0]:  # folded to false: no event of any partition
+        local = np.zeros(0, dtype=np.int64)
     proj = resolve_columns(ds.schema, list(columns if columns is not None else job.columns),
                            {c.name for c in db.containers})
     chunk = assemble(ds.schema, proj, read_database(ds, db, proj, local))
