@@ -18,7 +18,7 @@ import awkward as ak
 
 from giod.catalog import Catalog
 from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
-from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
+from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, StorageError
 from giod.names import check_name
 from giod.objects import OID
 from giod.replication.reads import ReadBalancer, read_replica
@@ -30,6 +30,7 @@ CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
 LOCAL_SITE_DIR = "data"
 SNAPSHOT_CACHE = 16  # dataset snapshots whose database lists are kept
+MAX_QUERY_LIMIT = 1_000_000_000  # the largest ``limit`` of a query, here and on a server
 
 T = TypeVar("T")
 
@@ -319,7 +320,10 @@ class Dataset:
         On a remote federation the server selects and projects (only the
         answer crosses the link, and a shared cache answers repeated
         queries); locally it is ``select(expression).read(columns)[:limit]``.
+        ``limit`` is None (every event) or a whole number from 0 to
+        ``MAX_QUERY_LIMIT``; anything else is a ``DataError``.
         """
+        limit = _query_limit(limit)
         remote = getattr(type(self.federation.catalog), "query", None)
         if remote is not None:
             table = remote(self.federation.catalog, self.name, expression, columns, limit, self.version)
@@ -344,3 +348,12 @@ class Dataset:
         from giod.selection import read_entry
 
         return read_entry(self.pinned(), entry, columns)
+
+
+def _query_limit(limit: Any) -> int | None:
+    """``limit`` checked: a negative one would slice from the end instead of bounding the answer."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not hasattr(limit, "__index__") or not 0 <= limit <= MAX_QUERY_LIMIT:
+        raise DataError(f"limit must be a whole number from 0 to {MAX_QUERY_LIMIT:,}, not {limit!r}")
+    return int(limit)

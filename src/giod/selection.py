@@ -103,8 +103,6 @@ class Selection:
 
     def databases(self) -> list[DatabaseRecord]:
         """Databases that may hold selected events (tag statistics prune the rest)."""
-        if not self.expression.fields:
-            return list(self._databases)
         out = []
         for db in self._databases:
             stats = {k: (None if v[0] != v[0] else v[0], None if v[1] != v[1] else v[1])
@@ -116,7 +114,9 @@ class Selection:
     def _mask(self, db: DatabaseRecord) -> np.ndarray | None:
         """Selected local entries of ``db`` (None means all of them)."""
         if not self.expression.fields:
-            return None
+            # folded at parse time to true or false: the same answer for every event
+            everything = bool(self.expression.evaluate({}, size=1)[0])
+            return None if everything else np.zeros(0, dtype=np.int64)
         tag = db.container(TAG_CONTAINER)
         if tag is None:
             raise DataError(f"database {db.id} has no tag container: cannot evaluate {self.expression}")
@@ -149,9 +149,7 @@ class Selection:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def _available(self) -> set[str]:
-        sets = [{c.name for c in db.containers} for db, _ in self._plan] or [
-            {c.name for c in db.containers} for db in self._databases[:1]]
-        return set.intersection(*sets) if sets else set()
+        return stored_containers(self.dataset.schema, [db for db, _ in self._plan] or self._databases[:1])
 
     def _prefetch(self, proj: Projection) -> None:
         """Tell remote sites every container read ahead, in reading order."""
@@ -181,7 +179,10 @@ class Selection:
         for db, sel in self._plan:
             for container, table in read_database(self.dataset, db, proj, sel).items():
                 tables[container].append(table)
-        return assemble(self.dataset.schema, proj, {c: _concat(t) for c, t in tables.items()})
+        schema = self.dataset.schema
+        # nothing selected (or nothing written yet): no events, but every field asked for
+        return assemble(schema, proj, {c: _concat(t) if t else empty_table(schema, c, proj.columns[c])
+                                       for c, t in tables.items()})
 
     def map(self, fn: Callable[[ak.Array], Any], *, columns: Sequence[str] | None, reduce: Any = None,
             scheduler: Any = None, partition_events: int | None = None, **options: Any) -> Any:
@@ -204,6 +205,20 @@ class Selection:
                 whole = sel is None and len(part) == db.n_events
                 tables = read_database(self.dataset, db, proj, None if whole else part)
                 yield assemble(self.dataset.schema, proj, tables)
+
+
+def stored_containers(schema: Schema, databases: Sequence[DatabaseRecord]) -> set[str]:
+    """The containers every one of ``databases`` holds; every container of ``schema`` when there is
+    no database yet (a dataset nothing was written to has the fields of its schema, and no event)."""
+    if not databases:
+        return set(schema.containers)
+    return set.intersection(*({c.name for c in db.containers} for db in databases))
+
+
+def empty_table(schema: Schema, container: str, paths: Sequence[str]) -> pa.Table:
+    """A table of no rows with the Parquet column ``paths`` of ``container``, typed by ``schema``."""
+    tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
+    return _members(schema.arrow_schema(container).empty_table().select(tops), paths)
 
 
 def _dense(db: DatabaseRecord, sel: np.ndarray | None) -> bool:

@@ -291,8 +291,9 @@ def export_event(dataset: str, entry: int, fmt: str, output: str | None, federat
         raise ConfigError(f"cannot write {output}: {exc.strerror}") from exc
     click.echo(f"wrote {dataset} entry {entry} as {fmt} JSON ({len(text):,} bytes) to {output}", err=True)
 
-def _write_parquet(path: str, chunks: Any) -> None:
-    """Selected columns as one plain Parquet file (readable without giod)."""
+def _write_parquet(path: str, chunks: Any, empty: Callable[[], Any]) -> None:
+    """Selected columns as one plain Parquet file (readable without giod); ``empty()`` gives the
+    columns when no event is selected, so that the file is written all the same."""
     import awkward as ak
     import pyarrow.parquet as pq
 
@@ -303,6 +304,10 @@ def _write_parquet(path: str, chunks: Any) -> None:
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema, compression="zstd")
             writer.write_table(table)
+        if writer is None:
+            table = ak.to_arrow_table(empty(), extensionarray=False)
+            writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table)
     finally:
         if writer is not None:
             writer.close()
@@ -312,7 +317,7 @@ def _write_parquet(path: str, chunks: Any) -> None:
 @click.argument("dataset")
 @click.argument("expression", required=False)
 @click.option("--columns", default=None, help="Comma-separated collections, fields or tags to show.")
-@click.option("--limit", default=10, show_default=True, help="Events to print.")
+@click.option("--limit", default=10, show_default=True, help="Events to print (0 or more).")
 @click.option("--count", is_flag=True, help="Only print the number of selected events.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the selection to Parquet.")
 @federation_option
@@ -322,6 +327,8 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
 
     Example: giod select qcd "njets >= 2 and ht > 500" --columns ht,njets
     """
+    if limit < 0:
+        raise ConfigError(f"--limit must be 0 or more, got {limit}")
     fed = _open(federation)
     sel = fed.dataset(dataset).select(expression)
     cols = [c.strip() for c in columns.split(",")] if columns else list(sel.dataset.schema.tags)
@@ -335,7 +342,8 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     if output:
         from giod.objects import unlink
 
-        _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)))
+        _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)),
+                       lambda: unlink(sel.read(cols), sel.dataset.schema))
         click.echo(f"wrote {output}")
         return
     entries = sel.entries()[:limit]

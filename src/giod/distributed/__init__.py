@@ -191,8 +191,8 @@ def map_selection(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Seq
 def _on_nothing(sel: Selection, job: Job, fn: Callable[[ak.Array], Any]) -> Any:
     """``fn`` of an empty chunk with the job's columns (no event was selected)."""
     dbs = sel.dataset.databases()
-    if not dbs:
-        return None
+    if not dbs:  # nothing written yet: the schema's own (empty) fields
+        return fn(sel.read(list(job.columns)))
     db = dbs[0]
     proj = resolve_columns(sel.dataset.schema, list(job.columns), {c.name for c in db.containers})
     empty = assemble(sel.dataset.schema, proj, read_database(sel.dataset, db, proj, np.zeros(0, dtype=np.int64)))

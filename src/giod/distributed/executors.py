@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -154,10 +155,25 @@ def _close_pools() -> None:
 
 
 def _call_pickled(payload: bytes) -> Any:
-    import cloudpickle
-
-    func, args = cloudpickle.loads(payload)
+    # cloudpickle writes plain pickles: the standard loader reads both kinds
+    func, args = pickle.loads(payload)  # noqa: S301 - written by this job's own client process
     return func(*args)
+
+
+def _payloads(func: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[bytes]:
+    """Each call pickled for a worker process: by cloudpickle (the ``dask`` extra) when installed,
+    so that lambdas and closures work on every scheduler alike, else by the standard pickle."""
+    try:
+        import cloudpickle
+    except ImportError:
+        try:
+            return [pickle.dumps((func, args)) for args in calls]
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise MissingDependency(
+                f"worker processes cannot receive this function without cloudpickle ({exc}): "
+                "pip install 'giod[dask]', define the function at module level, or use scheduler='sync'"
+            ) from exc
+    return [cloudpickle.dumps((func, args)) for args in calls]
 
 
 class PoolExecutor(Executor):
@@ -177,10 +193,7 @@ class PoolExecutor(Executor):
 
     def _run(self, func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *,
              sites: Sequence[Sequence[str]] | None, strict: bool) -> Iterator[tuple[int, Any]]:
-        import cloudpickle
-
-        # cloudpickle, as Dask does: lambdas and closures work on every scheduler alike
-        payloads = [cloudpickle.dumps((func, args)) for args in calls]
+        payloads = _payloads(func, calls)
         todo = set(range(len(calls)))
         restarts = 0
         pool = _pool(self.workers)

@@ -22,7 +22,7 @@ import numpy as np
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
-from giod.selection import Projection, assemble, read_database, resolve_columns
+from giod.selection import Projection, assemble, read_database, resolve_columns, stored_containers
 
 if TYPE_CHECKING:
     from giod.federation import Dataset, Federation
@@ -109,8 +109,7 @@ def plan(sel: Selection, columns: Sequence[str] | None, *, partition_events: int
     ds = sel.dataset
     fed = ds.federation
     databases = sel.databases()
-    every = databases or ds.databases()[:1]
-    available = set.intersection(*({c.name for c in db.containers} for db in every)) if every else set()
+    available = stored_containers(ds.schema, databases or ds.databases()[:1])
     proj = resolve_columns(ds.schema, columns, available)
     if columns is None:  # the workers read exactly what the client resolved
         columns = list(proj.names)
@@ -251,6 +250,8 @@ def read_partition(job: Job, part: Partition, fed: Federation | None = None,
         local = base[mask]
         if len(local) == db.n_events:
             local = None
+    elif not expression.evaluate({}, size=1)[0]:  # folded to false: no event of any partition
+        local = np.zeros(0, dtype=np.int64)
     proj = resolve_columns(ds.schema, list(columns if columns is not None else job.columns),
                            {c.name for c in db.containers})
     chunk = assemble(ds.schema, proj, read_database(ds, db, proj, local))

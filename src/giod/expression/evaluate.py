@@ -34,6 +34,7 @@ from giod.expression.nodes import (
 )
 
 _CAST = {"bool": np.bool_, "int": np.int64, "float": np.float64}
+_PYTHON = {"bool": bool, "int": int, "float": float}
 _ACCEPTED_KINDS = {"bool": "b", "int": "iu", "float": "iuf"}
 _COMPARE = {
     "==": np.equal,
@@ -76,6 +77,13 @@ def evaluate_tree(
     if valid is not None:
         mask &= valid
     return mask
+
+
+def evaluate_constant(node: Node) -> bool | int | float:
+    """The value of a ``node`` that reads no field, as a Python scalar of its kind."""
+    with np.errstate(all="ignore"):
+        value = _evaluate(node, {})
+    return _PYTHON[node.kind](value)
 
 
 def _length_of_any(columns: Mapping[str, Any]) -> int:

@@ -7,6 +7,8 @@ bound the work of the recursive passes).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
@@ -118,6 +120,9 @@ def render(node: Node) -> str:
     match node:
         case Constant(value=bool() as value):
             return "true" if value else "false"
+        case Constant(value=value) if math.copysign(1, value) < 0:
+            # a folded negative constant reads back as minus applied to a literal
+            return f"(-{render(dataclasses.replace(node, value=-value))})"
         case Constant(value=float() as value):
             return repr(value)
         case Constant(value=value):

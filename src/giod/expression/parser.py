@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from giod.errors import ExpressionError
+from giod.expression.fold import fold
 from giod.expression.lexer import Token, tokenize
 from giod.expression.nodes import (
     COMPARISONS,
@@ -90,7 +91,7 @@ def parse_tree(text: str, fields: Mapping[str, Any]) -> tuple[Node, dict[str, Ki
             f" compare it with something, e.g. '{shown} > 0'",
             node.start,
         )
-    return node, parser.kinds
+    return fold(node, text), parser.kinds
 
 
 def _describe(token: Token) -> str:

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from giod.errors import DataError
+from giod.federation import MAX_QUERY_LIMIT
 from giod.server.state import need, state
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
@@ -27,7 +28,7 @@ class QueryIn(BaseModel):
     dataset: str = Field(min_length=1, max_length=200)
     where: str | None = Field(None, max_length=10_000, description="Tag expression; all events when absent.")
     columns: list[str] | None = Field(None, max_length=1000, description="Collections, fields or tags.")
-    limit: int | None = Field(None, ge=0, le=1_000_000_000, description="At most this many events.")
+    limit: int | None = Field(None, ge=0, le=MAX_QUERY_LIMIT, description="At most this many events.")
     version: int | None = Field(None, ge=0, description="Snapshot version (default: the current one).")
 
 
