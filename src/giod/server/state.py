@@ -1,4 +1,4 @@
-"""What every route of one server shares: the federation, the gate, counters, the cache."""
+"""What every route of one server shares: the federation, the gate, counters, caches."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import Request
 
 from giod.federation import Federation
 from giod.server.auth import Caller, Gate
-from giod.server.cache import QueryCache
+from giod.server.cache import ETagCache, QueryCache
 from giod.server.metrics import Metrics
 from giod.storage.http import Limits
 
@@ -23,6 +23,7 @@ class ServerState:
     limits: Limits = field(default_factory=Limits)
     metrics: Metrics = field(default_factory=Metrics)
     cache: QueryCache = field(default_factory=QueryCache)
+    etags: ETagCache = field(default_factory=ETagCache)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

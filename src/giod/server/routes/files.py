@@ -4,6 +4,9 @@ Paths are confined to the site's root: relative, no ``..``, no backslash or
 NUL, and after symbolic links are resolved still inside the root. Files of a
 dataset live under its name, which is what a dataset-restricted token is
 checked against.
+
+The ETag of a file is its catalog checksum: ``If-None-Match`` with it answers
+304, and a ``Range`` comes with its ``If-Range`` only while it still holds.
 """
 
 from __future__ import annotations
@@ -61,12 +64,26 @@ def _limit_headers(st: ServerState) -> dict[str, str]:
 
 
 def _etag(st: ServerState, site: str, path: str, stat: os.stat_result) -> str:
-    known = st.extra.setdefault("checksums", {})
     key = (site, path, stat.st_size, stat.st_mtime_ns)
-    if key not in known:
-        found = st.federation.catalog.checksum_of(path)
-        known[key] = found or f"size{stat.st_size}-mtime{stat.st_mtime_ns}"
-    return f'"{known[key]}"'
+    known = st.etags.get(key)
+    if known is None:
+        known = st.federation.catalog.checksum_of(path) or f"size{stat.st_size}-mtime{stat.st_mtime_ns}"
+        st.etags.put(key, known)
+    return f'"{known}"'
+
+
+def _none_match(request: Request, etag: str) -> bool:
+    """Whether ``If-None-Match`` names ``etag`` (weak comparison, as RFC 9110 asks) or is ``*``."""
+    header = request.headers.get("if-none-match")
+    if header is None:
+        return False
+    if header.strip() == "*":
+        return True
+    return any(tag.strip().removeprefix("W/") == etag for tag in header.split(","))
+
+
+def _not_modified(st: ServerState, etag: str) -> Response:
+    return Response(status_code=304, headers=_limit_headers(st) | {"etag": etag})
 
 
 def _open(full: Path, path: str, site: str) -> tuple[int, os.stat_result]:
@@ -101,7 +118,10 @@ def head_file(request: Request, site: str, path: str) -> Response:
     _, full = _confined(st, site, path)
     fd, info = _open(full, path, site)
     os.close(fd)
-    headers = _limit_headers(st) | {"content-length": str(info.st_size), "etag": _etag(st, site, path, info)}
+    etag = _etag(st, site, path, info)
+    if _none_match(request, etag):
+        return _not_modified(st, etag)
+    headers = _limit_headers(st) | {"content-length": str(info.st_size), "etag": etag}
     return Response(status_code=200, headers=headers, media_type=CONTENT_TYPE)
 
 
@@ -115,8 +135,15 @@ def get_file(request: Request, site: str, path: str) -> Response:
     fd, info = _open(full, path, site)
     size = info.st_size
     try:
-        headers = _limit_headers(st) | {"etag": _etag(st, site, path, info)}
+        etag = _etag(st, site, path, info)
+        if _none_match(request, etag):
+            os.close(fd)
+            return _not_modified(st, etag)
+        headers = _limit_headers(st) | {"etag": etag}
         header = request.headers.get("range")
+        if_range = request.headers.get("if-range")
+        if header is not None and if_range is not None and if_range.strip() != etag:
+            header = None  # the client's part is of another file (or a date, never matched): send it whole
         if header is None:
             headers["content-length"] = str(size)
             return StreamingResponse(_stream(st, fd, file_chunks(fd, 0, size)), headers=headers,
