@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 __all__ = ["ETAG_ENTRIES", "ETAG_BYTES", "QUERY_BYTES", "QUERY_LARGEST", "ETagCache", "LRU", "QueryCache"]
 
 QUERY_BYTES = 256 << 20  # bytes of query answers held in all
-QUERY_LARGEST = 64 << 20  # answers bigger than this are not kept
+QUERY_LARGEST = 16 << 20  # answers bigger than this are not kept (nor held while they stream out)
 ETAG_ENTRIES = 100_000  # files whose ETag is kept
 ETAG_BYTES = 32 << 20  # bytes of keys and ETags kept, as counted by ETagCache.cost
 
