@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 import giod
+from giod import config
 from giod.errors import (
     AuthError,
     ConflictError,
@@ -28,6 +29,7 @@ from giod.errors import (
     IntegrityError,
     MissingDependency,
     NotFound,
+    QuotaExceeded,
     StorageError,
     TooLarge,
 )
@@ -35,6 +37,7 @@ from giod.federation import Federation
 from giod.server.auth import Gate
 from giod.server.bounds import RequestBounds
 from giod.server.cache import QueryCache
+from giod.server.quota import UploadQuota
 from giod.server.routes import catalog as catalog_routes
 from giod.server.routes import display as display_routes
 from giod.server.routes import files as file_routes
@@ -59,6 +62,8 @@ def status_of(exc: GiodError) -> int:
         return 422  # what the client sent (or asked for) failed its checksum
     if isinstance(exc, MissingDependency):
         return 501
+    if isinstance(exc, QuotaExceeded):
+        return 429  # the request is fine; the token must commit what it holds first
     if isinstance(exc, TooLarge):
         return 413
     if isinstance(exc, StorageError):
@@ -87,14 +92,20 @@ def _authenticate(st: ServerState, request: Request) -> None:
 
 
 def create_app(target: str | Federation, *, anonymous_read: bool = False, limits: Limits | None = None,
-               cache_bytes: int = 256 << 20) -> FastAPI:
-    """The ASGI app serving the federation at ``target``."""
+               cache_bytes: int = 256 << 20, upload_quota: int | None = None) -> FastAPI:
+    """The ASGI app serving the federation at ``target``.
+
+    ``upload_quota``: bytes one token may hold in uploads not yet committed
+    (default: the ``upload_quota_bytes`` setting of the federation, ``giod.config``).
+    """
     fed = target if isinstance(target, Federation) else Federation.open(target, create=False)
     app = FastAPI(title="giod", version=giod.__version__,
                   description="A federated object store for particle-physics event data.",
                   docs_url="/docs", redoc_url=None)
+    if upload_quota is None:
+        upload_quota = int(config.load(fed.root)["upload_quota_bytes"])
     st = ServerState(fed, Gate(fed.catalog, anonymous_read=anonymous_read), limits or Limits(),
-                     cache=QueryCache(cache_bytes))
+                     cache=QueryCache(cache_bytes), quota=UploadQuota(upload_quota))
     app.state.giod = st
 
     @app.exception_handler(GiodError)

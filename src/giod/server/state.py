@@ -1,4 +1,4 @@
-"""What every route of one server shares: the federation, the gate, counters, caches."""
+"""What every route of one server shares: the federation, the gate, counters, caches, the upload quota."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import Any
 
 from fastapi import Request
 
+from giod import config
 from giod.federation import Federation
 from giod.server.auth import Caller, Gate
 from giod.server.cache import ETagCache, QueryCache
 from giod.server.metrics import Metrics
+from giod.server.quota import UploadQuota
 from giod.storage.http import Limits
 
 __all__ = ["ServerState", "state", "need"]
@@ -24,6 +26,7 @@ class ServerState:
     metrics: Metrics = field(default_factory=Metrics)
     cache: QueryCache = field(default_factory=QueryCache)
     etags: ETagCache = field(default_factory=ETagCache)
+    quota: UploadQuota = field(default_factory=lambda: UploadQuota(config.BY_NAME["upload_quota_bytes"].default))
     extra: dict[str, Any] = field(default_factory=dict)
 
 
