@@ -80,19 +80,23 @@ def test_one_token_holds_at_most_its_quota_in_uncommitted_uploads(local: Local) 
 
 
 class HeldDisk:
-    """Holds the server's upload inside one disk operation until released: a disk as slow as wanted."""
+    """Holds the server inside one disk operation until released: a disk as slow as wanted.
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, operation: str):
+    ``only(obj)`` picks the calls held (all of them by default).
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: type, operation: str, only: Any = None):
         self.entered, self.released = threading.Event(), threading.Event()
-        original = getattr(LocalPending, operation)
+        original = getattr(owner, operation)
 
-        def held(pending: Any, *args: Any) -> Any:
-            self.entered.set()
-            if not self.released.wait(60):
-                raise OSError("the test never released the disk")
-            return original(pending, *args)
+        def held(obj: Any, *args: Any, **kw: Any) -> Any:
+            if only is None or only(obj):
+                self.entered.set()
+                if not self.released.wait(60):
+                    raise OSError("the test never released the disk")
+            return original(obj, *args, **kw)
 
-        monkeypatch.setattr(LocalPending, operation, held)
+        monkeypatch.setattr(owner, operation, held)
 
 
 @pytest.mark.timeout(180)
@@ -102,7 +106,7 @@ def test_an_upload_held_by_the_disk_stalls_no_other_request(local: Local, monkey
     """While an upload's write or fsync has not returned, a small GET is answered."""
     data = np.random.default_rng(3).bytes(3 << 20)
     with ServerThread(create_app(str(local.path))) as url:
-        disk = HeldDisk(monkeypatch, operation)
+        disk = HeldDisk(monkeypatch, LocalPending, operation)
         result: list[int] = []
         upload = threading.Thread(target=lambda: result.append(put(url, local.admin, "qcd/slow/x.bin", data)[0]))
         upload.start()
@@ -116,3 +120,27 @@ def test_an_upload_held_by_the_disk_stalls_no_other_request(local: Local, monkey
             upload.join(60)
     assert result == [201]
     assert (Path(local.fed.site("local").root) / "qcd" / "slow" / "x.bin").read_bytes() == data
+
+
+@pytest.mark.timeout(180)
+def test_a_copy_held_by_the_disk_stalls_no_other_request(local: Local, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third-party copy of a file already there looks at the disk first: meanwhile a GET is answered."""
+    db = local.fed.catalog.databases("qcd")[0]
+    c = db.containers[0]
+    full = (Path(local.fed.site("local").root) / c.path).resolve()
+    with ServerThread(create_app(str(local.path))) as url:
+        disk = HeldDisk(monkeypatch, Path, "exists", only=lambda p: p == full)
+        result: list[tuple[int, bytes]] = []
+        headers = {"X-Giod-Source": f"{url}/files/local", "X-Giod-Size": str(c.size), "X-Giod-Checksum": c.checksum}
+        copy = threading.Thread(target=lambda: result.append(
+            call(url, "POST", f"/files/local/{c.path}", local.admin, headers=headers, timeout=60)[::2]))
+        copy.start()
+        try:
+            assert disk.entered.wait(60), "the copy never looked at the disk"
+            status, _, _ = call(url, "GET", "/api/v1/federation", local.admin, timeout=20)
+            assert status == 200
+            assert not disk.released.is_set() and copy.is_alive()
+        finally:
+            disk.released.set()
+            copy.join(60)
+    assert result[0][0] == 200 and json.loads(result[0][1].splitlines()[-1])["how"] == "adopted"
