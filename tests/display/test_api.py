@@ -89,6 +89,23 @@ def test_next_and_previous_event_passing_an_expression(open_server, sim):
     assert body(get(f"{open_server.url}/api/v1/events/sim/next?after=3"))["entry"] == 4
 
 
+def test_the_entries_kept_for_next_are_bounded_in_bytes(sim_root, sim):
+    from giod.server.app import ServerThread, create_app
+    from giod.server.cache import EntriesCache
+
+    ds = sim["sim"]
+    every = ds.select(None).entries()
+    app = create_app(str(sim_root), anonymous_read=True)
+    # room for one list of every event, not two
+    kept = app.state.giod.extra["display_entries"] = EntriesCache(max_entries=4, capacity=every.nbytes * 3 // 2)
+    with ServerThread(app) as url:
+        for where in ("", "njets >= 0", "njets >= 1", "njets >= 2", "ht > 0", "njets >= 0", ""):
+            answer = body(get(f"{url}/api/v1/events/sim/next?after=-1&where={where.replace(' ', '%20')}"))
+            assert answer["passing"] == len(ds.select(where or None).entries())
+            assert len(kept) <= 4 and kept.held <= kept.capacity
+        assert len(kept) >= 1
+
+
 def test_lookup_by_run_and_event(open_server, sim):
     event = sim["sim"].event(4, ["run", "event"])
     r = get(f"{open_server.url}/api/v1/events/sim/lookup?run={event.run}&event={event.event}")

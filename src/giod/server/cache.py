@@ -6,6 +6,10 @@ federation version. Versions never change once committed, so the answer is
 exact for every user who asks the same thing at the same version: no
 invalidation, only eviction.
 
+:class:`EntriesCache` holds the entry numbers of the selections the event
+display steps through (8 bytes per selected event), so that "next" does not
+evaluate the expression again.
+
 :class:`ETagCache` holds the ETag of each file served (its catalog checksum),
 keyed by path, size and modification time, so that a client's thousands of
 range requests do not each cost a catalog query. A server sees every file
@@ -19,12 +23,17 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["ETAG_ENTRIES", "ETAG_BYTES", "QUERY_BYTES", "QUERY_LARGEST", "ETagCache", "LRU", "QueryCache"]
+import numpy as np
+
+__all__ = ["ENTRIES_BYTES", "ENTRIES_KEPT", "ETAG_ENTRIES", "ETAG_BYTES", "QUERY_BYTES", "QUERY_LARGEST",
+           "ETagCache", "EntriesCache", "LRU", "QueryCache"]
 
 QUERY_BYTES = 256 << 20  # bytes of query answers held in all
 QUERY_LARGEST = 16 << 20  # answers bigger than this are not kept (nor held while they stream out)
 ETAG_ENTRIES = 100_000  # files whose ETag is kept
 ETAG_BYTES = 32 << 20  # bytes of keys and ETags kept, as counted by ETagCache.cost
+ENTRIES_KEPT = 32  # selections whose entry numbers the event display keeps
+ENTRIES_BYTES = 256 << 20  # bytes of those entry numbers (8 per selected event)
 
 V = TypeVar("V")
 
@@ -96,3 +105,13 @@ class ETagCache(LRU[str]):
     def cost(self, key: Hashable, value: str) -> int:
         parts = key if isinstance(key, tuple) else (key,)
         return self.OVERHEAD + len(value) + sum(len(p) for p in parts if isinstance(p, str))
+
+
+class EntriesCache(LRU[np.ndarray]):
+    """Entry numbers of selections by (dataset, version, expression), bounded in selections and bytes."""
+
+    def __init__(self, max_entries: int = ENTRIES_KEPT, capacity: int = ENTRIES_BYTES):
+        super().__init__(capacity, max_entries=max_entries)
+
+    def cost(self, key: Hashable, value: np.ndarray) -> int:
+        return int(value.nbytes)
