@@ -56,6 +56,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compression_level", 1, "codec level (zstd: 1 fast … 22 small)"),
     Setting("byte_stream_split", True, "byte-stream-split encoding of float columns"),
     Setting("page_checksums", True, "CRC-32 per Parquet page, verified on read"),
+    Setting("upload_quota_bytes", 64 << 30,
+            "server: bytes one token may hold in uploads not yet committed (in progress or uploaded)"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

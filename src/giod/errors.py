@@ -13,6 +13,7 @@ pyarrow, sqlite3, psycopg, SQLAlchemy or the file system are wrapped with
      ├── StorageError         a site or container file cannot be read or written
      │    ├── IntegrityError  a checksum or size mismatch, a truncated or corrupt file
      │    └── TooLarge        a request or upload over a server's published bounds
+     │         └── QuotaExceeded  a token holding too many bytes in uploads not yet committed
      ├── NotFound             an unknown dataset, database, entry, object or site
      ├── ConfigError          a bad setting or option
      ├── AuthError            a missing, invalid, revoked or expired token
@@ -34,6 +35,7 @@ __all__ = [
     "IntegrityError",
     "MissingDependency",
     "NotFound",
+    "QuotaExceeded",
     "SchemaError",
     "StorageError",
     "TooLarge",
@@ -95,6 +97,14 @@ class IntegrityError(StorageError):
 
 class TooLarge(StorageError):
     """A request or upload over a bound the server publishes (HTTP 413)."""
+
+
+class QuotaExceeded(TooLarge):
+    """An upload that would put a token over its quota of uncommitted bytes (HTTP 429).
+
+    The bytes count again once the files they were uploaded for are committed
+    (or removed): commit, then retry.
+    """
 
 
 class NotFound(GiodError, KeyError):

@@ -50,8 +50,8 @@ def test_large_answers_are_gzipped_when_asked(open_server):
     ("/api/v1/events/nope/0", 404, "NotFound", "nope"),
     ("/api/v1/events/sim/6", 404, "NotFound", "no entry 6 (entries 0..5)"),
     ("/api/v1/events/sim/-1", 404, "NotFound", "negative"),
-    ("/api/v1/events/sim/abc", 422, "DataError", "entry"),
-    ("/api/v1/events/sim/0?format=root", 422, "DataError", "format"),
+    ("/api/v1/events/sim/abc", 400, "DataError", "entry"),
+    ("/api/v1/events/sim/0?format=root", 400, "DataError", "format"),
     ("/api/v1/events/weights/0", 400, "DataError", "nothing the display draws"),
     ("/api/v1/events/sim/next?where=njets%20%3E%3D", 400, "ExpressionError", ""),
     ("/api/v1/events/sim/next?where=nosuchtag%20%3E%201", 400, "ExpressionError", "nosuchtag"),
@@ -87,6 +87,23 @@ def test_next_and_previous_event_passing_an_expression(open_server, sim):
     assert body(r)["entry"] == passing[-2]
     # without an expression: every event in turn
     assert body(get(f"{open_server.url}/api/v1/events/sim/next?after=3"))["entry"] == 4
+
+
+def test_the_entries_kept_for_next_are_bounded_in_bytes(sim_root, sim):
+    from giod.server.app import ServerThread, create_app
+    from giod.server.cache import EntriesCache
+
+    ds = sim["sim"]
+    every = ds.select(None).entries()
+    app = create_app(str(sim_root), anonymous_read=True)
+    # room for one list of every event, not two
+    kept = app.state.giod.extra["display_entries"] = EntriesCache(max_entries=4, capacity=every.nbytes * 3 // 2)
+    with ServerThread(app) as url:
+        for where in ("", "njets >= 0", "njets >= 1", "njets >= 2", "ht > 0", "njets >= 0", ""):
+            answer = body(get(f"{url}/api/v1/events/sim/next?after=-1&where={where.replace(' ', '%20')}"))
+            assert answer["passing"] == len(ds.select(where or None).entries())
+            assert len(kept) <= 4 and kept.held <= kept.capacity
+        assert len(kept) >= 1
 
 
 def test_lookup_by_run_and_event(open_server, sim):

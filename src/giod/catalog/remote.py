@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -27,7 +27,7 @@ from giod.catalog.records import (
     SiteRecord,
     VersionRecord,
 )
-from giod.errors import CatalogError
+from giod.errors import CatalogError, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
 from giod.storage.http import Endpoint, Limits, connect
 
@@ -243,15 +243,38 @@ class RemoteCatalog:
         """The server's selection and projection, as a ``pyarrow.Table``."""
         import pyarrow as pa
 
+        batches = self.query_batches(dataset, where, columns, limit, version)
+        schema = next(batches)
+        return pa.Table.from_batches(list(batches), schema=schema)
+
+    def query_batches(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
+                      limit: int | None = None, version: int | None = None) -> Iterator[Any]:
+        """The answer's ``pyarrow.Schema``, then its record batches as they arrive (none is held back)."""
+        import pyarrow as pa
+        import urllib3
+
         body = {"dataset": dataset, "where": where, "columns": list(columns) if columns is not None else None,
                 "limit": limit, "version": version}
-        r = self.endpoint.request("POST", f"{API}/query", body=json.dumps(body).encode(),
-                                  headers={"content-type": "application/json"}, idempotent=True,
-                                  what=f"query on {dataset}")
+        what = f"query on {dataset}"
+        r = self.endpoint.stream("POST", f"{API}/query", body=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"}, idempotent=True, what=what)
+        whole = False
         try:
-            return pa.ipc.open_stream(r.data).read_all()
-        except pa.ArrowException as exc:
-            raise CatalogError(f"query on {dataset}: malformed answer: {exc}") from exc
+            try:
+                reader = pa.ipc.open_stream(r)
+                yield reader.schema
+                for batch in reader:
+                    yield batch
+            except pa.ArrowException as exc:
+                raise CatalogError(f"{what}: malformed answer: {exc}") from exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:  # the answer was cut short
+                raise StorageError(f"{what}: answer from {self.url} broken off: {exc}") from exc
+            whole = True
+        finally:
+            if whole:
+                r.release_conn()
+            else:  # mid-answer: the connection cannot serve another request
+                r.close()
 
     def __getattr__(self, name: str) -> Any:
         # maintenance (fsck, gc, migrations) runs on the server's own catalog, not through it

@@ -14,17 +14,22 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 
 import giod
+from giod import config
 from giod.errors import (
     AuthError,
     ConflictError,
+    DataError,
     Forbidden,
     GiodError,
     IntegrityError,
     MissingDependency,
     NotFound,
+    QuotaExceeded,
     StorageError,
     TooLarge,
 )
@@ -32,6 +37,7 @@ from giod.federation import Federation
 from giod.server.auth import Gate
 from giod.server.bounds import RequestBounds
 from giod.server.cache import QueryCache
+from giod.server.quota import UploadQuota
 from giod.server.routes import catalog as catalog_routes
 from giod.server.routes import display as display_routes
 from giod.server.routes import files as file_routes
@@ -56,6 +62,8 @@ def status_of(exc: GiodError) -> int:
         return 422  # what the client sent (or asked for) failed its checksum
     if isinstance(exc, MissingDependency):
         return 501
+    if isinstance(exc, QuotaExceeded):
+        return 429  # the request is fine; the token must commit what it holds first
     if isinstance(exc, TooLarge):
         return 413
     if isinstance(exc, StorageError):
@@ -63,30 +71,59 @@ def status_of(exc: GiodError) -> int:
     return 400
 
 
+# the one route that only reads yet takes a body (its query): an anonymous reader may send it
+_READING_POSTS = frozenset({"/api/v1/query"})
+
+
+def _error(exc: GiodError) -> JSONResponse:
+    status = status_of(exc)
+    headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": type(exc).__name__, "message": str(exc)}, status_code=status, headers=headers)
+
+
+def _authenticate(st: ServerState, request: Request) -> None:
+    """AuthError unless the request carries a valid token, or is a read an anonymous-read server allows."""
+    who = st.gate.caller(request.headers.get("authorization"))
+    if who.token is not None:
+        return
+    reading = request.method in ("GET", "HEAD") or request.scope["path"] in _READING_POSTS
+    if not (st.gate.anonymous_read and reading):
+        raise AuthError("this request needs a token (Authorization: Bearer …)")
+
+
 def create_app(target: str | Federation, *, anonymous_read: bool = False, limits: Limits | None = None,
-               cache_bytes: int = 256 << 20) -> FastAPI:
-    """The ASGI app serving the federation at ``target``."""
+               cache_bytes: int = 256 << 20, upload_quota: int | None = None) -> FastAPI:
+    """The ASGI app serving the federation at ``target``.
+
+    ``upload_quota``: bytes one token may hold in uploads not yet committed
+    (default: the ``upload_quota_bytes`` setting of the federation, ``giod.config``).
+    """
     fed = target if isinstance(target, Federation) else Federation.open(target, create=False)
     app = FastAPI(title="giod", version=giod.__version__,
                   description="A federated object store for particle-physics event data.",
                   docs_url="/docs", redoc_url=None)
+    if upload_quota is None:
+        upload_quota = int(config.load(fed.root)["upload_quota_bytes"])
     st = ServerState(fed, Gate(fed.catalog, anonymous_read=anonymous_read), limits or Limits(),
-                     cache=QueryCache(cache_bytes))
+                     cache=QueryCache(cache_bytes), quota=UploadQuota(upload_quota))
     app.state.giod = st
 
     @app.exception_handler(GiodError)
     async def giod_error(request: Request, exc: GiodError) -> JSONResponse:
-        status = status_of(exc)
-        headers = {"www-authenticate": "Bearer"} if status == 401 else None
-        return JSONResponse({"error": type(exc).__name__, "message": str(exc)}, status_code=status,
-                            headers=headers)
+        return _error(exc)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # who asks is settled before what was asked: a client without a valid token learns nothing
+        # of a route's parameters (401), whatever it sent
+        try:
+            await run_in_threadpool(_authenticate, st, request)
+        except GiodError as refused:  # AuthError, or a catalog that cannot check the token
+            return _error(refused)
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
-        return JSONResponse({"error": "DataError", "message": f"{where}: {first.get('msg', 'invalid request')}"},
-                            status_code=422)
+        # bad input like any other: 400 with the DataError the client raises
+        return _error(DataError(f"{where}: {first.get('msg', 'invalid request')}"))
 
     @app.middleware("http")
     async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -112,7 +149,30 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     app.include_router(query_routes.router)
     app.include_router(display_routes.router)
     app.mount("/static", display_routes.static_files(), name="static")
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The spec, saying what the server answers: a malformed request is 400 with the error body (not 422)."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    schemas["Error"] = {"title": "Error", "type": "object", "required": ["error", "message"], "properties": {
+        "error": {"type": "string", "description": "the GiodError class the client raises"},
+        "message": {"type": "string"}}}
+    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    for item in spec.get("paths", {}).values():
+        for op in item.values():
+            answers = op.setdefault("responses", {})
+            answers.pop("422", None)
+            answers.setdefault("400", {"description": "bad input", **error})
+            answers.setdefault("401", {"description": "no token, or a refused one", **error})
+    app.openapi_schema = spec
+    return spec
 
 
 def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_read: bool = False,

@@ -1,4 +1,4 @@
-"""What every route of one server shares: the federation, the gate, counters, the cache."""
+"""What every route of one server shares: the federation, the gate, counters, caches, the upload quota."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import Any
 
 from fastapi import Request
 
+from giod import config
 from giod.federation import Federation
 from giod.server.auth import Caller, Gate
-from giod.server.cache import QueryCache
+from giod.server.cache import ETagCache, QueryCache
 from giod.server.metrics import Metrics
+from giod.server.quota import UploadQuota
 from giod.storage.http import Limits
 
 __all__ = ["ServerState", "state", "need"]
@@ -23,6 +25,8 @@ class ServerState:
     limits: Limits = field(default_factory=Limits)
     metrics: Metrics = field(default_factory=Metrics)
     cache: QueryCache = field(default_factory=QueryCache)
+    etags: ETagCache = field(default_factory=ETagCache)
+    quota: UploadQuota = field(default_factory=lambda: UploadQuota(config.BY_NAME["upload_quota_bytes"].default))
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -137,21 +137,22 @@ class Endpoint:
             raise error_from(r.status, r.data, what)
         raise StorageError(f"{what}: {self.base} unreachable: {last}")
 
-    def stream(self, method: str, path: str, *, headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,),
-               what: str | None = None) -> Any:
-        """A request whose body is read as it arrives: ``readinto``/``read``, then ``release_conn``.
+    def stream(self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
+               ok: tuple[int, ...] = (200,), idempotent: bool | None = None, what: str | None = None) -> Any:
+        """A request whose answer is read as it arrives: ``readinto``/``read``, then ``release_conn``.
 
-        GET and HEAD are retried like :meth:`request` until an answer arrives;
-        a body cut short later raises from the reads (urllib3's errors).
+        GET, HEAD and requests said ``idempotent`` are retried like :meth:`request`
+        until an answer arrives; a body cut short later raises from the reads (urllib3's errors).
         """
         import urllib3
 
         what = what or f"{method} {path}"
-        attempts = RETRIES if method in ("GET", "HEAD") else 1
+        retry = idempotent if idempotent is not None else method in ("GET", "HEAD")
+        attempts = RETRIES if retry else 1
         last: Exception | None = None
         for attempt in range(attempts):
             try:
-                r = self._http.request(method, self.base + path, headers=self.headers(headers),
+                r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
                                        preload_content=False, redirect=False)
             except urllib3.exceptions.HTTPError as exc:
                 last = exc

@@ -12,7 +12,6 @@ import gzip
 import hashlib
 import json
 import threading
-from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from fastapi.responses import FileResponse
 from starlette.staticfiles import StaticFiles
 
 from giod.errors import DataError, MissingDependency, NotFound
+from giod.server.cache import EntriesCache
 from giod.server.state import need, state
 
 __all__ = ["STATIC", "router", "static_files"]
@@ -31,7 +31,6 @@ router = APIRouter(tags=["display"])
 
 STATIC = Path(str(resources.files("giod.server").joinpath("static")))
 GZIP_FROM = 32 << 10  # answers smaller than this go out as they are
-_ENTRIES_CACHED = 32  # selections whose entry lists are kept, per server
 
 
 def static_files() -> StaticFiles:
@@ -145,19 +144,15 @@ def model(request: Request, dataset: str, version: int | None = Query(None, ge=0
 def _entries(request: Request, ds: Any, where: str | None) -> np.ndarray:
     """Entries of ``ds`` passing ``where``, kept for the next click on "next"."""
     st = state(request)
-    cache: OrderedDict[Any, np.ndarray] = st.extra.setdefault("display_entries", OrderedDict())
-    lock: threading.Lock = st.extra.setdefault("display_lock", threading.Lock())
+    cache: EntriesCache | None = st.extra.get("display_entries")
+    if cache is None:
+        cache = st.extra.setdefault("display_entries", EntriesCache())
     key = (ds.name, ds.version, where or "")
-    with lock:
-        hit = cache.get(key)
-        if hit is not None:
-            cache.move_to_end(key)
-            return hit
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
     entries = ds.select(where or None).entries()
-    with lock:
-        cache[key] = entries
-        while len(cache) > _ENTRIES_CACHED:
-            cache.popitem(last=False)
+    cache.put(key, entries)
     return entries
 
 

@@ -5,6 +5,12 @@ NUL, and after symbolic links are resolved still inside the root. Files of a
 dataset live under its name, which is what a dataset-restricted token is
 checked against: both the path asked for and, when a link was followed, the
 path it resolves to must lie in a dataset the token covers.
+
+The ETag of a file is its catalog checksum: ``If-None-Match`` with it answers
+304, and a ``Range`` comes with its ``If-Range`` only while it still holds.
+The upload and copy routes run on the event loop (they stream): everything
+in them that waits for the disk or the catalog runs in worker threads, so
+that a slow disk stalls no other request.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
@@ -24,6 +32,7 @@ from giod.errors import ConflictError, DataError, IntegrityError, NotFound, Stor
 from giod.names import dataset_of_path
 from giod.server.byteranges import RangeRefused, file_chunks, multipart, parse_range
 from giod.server.routes import pull
+from giod.server.auth import Caller
 from giod.server.state import ServerState, need, state
 from giod.storage.checksum import Checksum
 from giod.storage.site import LocalSite, check_relpath
@@ -31,6 +40,7 @@ from giod.storage.site import LocalSite, check_relpath
 router = APIRouter(tags=["files"])
 
 CONTENT_TYPE = "application/vnd.apache.parquet"
+UPLOAD_BUFFER = 1 << 20  # bytes of an upload gathered before each write (done in a worker thread)
 
 
 NAMES_SECONDS = 2.0  # a dataset name with '/' (made before the name grammar) is seen within this time
@@ -55,16 +65,16 @@ def owner(st: ServerState, path: str) -> str:
     return dataset_of_path(path)
 
 
-def _authorised(request: Request, scope: str, site: str, path: str) -> tuple[ServerState, Path]:
-    """The state and the resolved file, if the caller may ``scope`` the dataset of both ``path`` and
+def _authorised(request: Request, scope: str, site: str, path: str) -> tuple[Caller, Path]:
+    """The caller and the resolved file, if the caller may ``scope`` the dataset of both ``path`` and
     what it resolves to (a link inside the site to another dataset's file is refused, 403)."""
     st = state(request)
-    need(request, scope, owner(st, path))
+    who = need(request, scope, owner(st, path))
     root, full = _confined(st, site, path)
     real = full.relative_to(root).as_posix()
     if real != path:
         need(request, scope, owner(st, real))
-    return st, full
+    return who, full
 
 
 def _root(st: ServerState, site: str) -> Path:
@@ -94,12 +104,26 @@ def _limit_headers(st: ServerState) -> dict[str, str]:
 
 
 def _etag(st: ServerState, site: str, path: str, stat: os.stat_result) -> str:
-    known = st.extra.setdefault("checksums", {})
     key = (site, path, stat.st_size, stat.st_mtime_ns)
-    if key not in known:
-        found = st.federation.catalog.checksum_of(path)
-        known[key] = found or f"size{stat.st_size}-mtime{stat.st_mtime_ns}"
-    return f'"{known[key]}"'
+    known = st.etags.get(key)
+    if known is None:
+        known = st.federation.catalog.checksum_of(path) or f"size{stat.st_size}-mtime{stat.st_mtime_ns}"
+        st.etags.put(key, known)
+    return f'"{known}"'
+
+
+def _none_match(request: Request, etag: str) -> bool:
+    """Whether ``If-None-Match`` names ``etag`` (weak comparison, as RFC 9110 asks) or is ``*``."""
+    header = request.headers.get("if-none-match")
+    if header is None:
+        return False
+    if header.strip() == "*":
+        return True
+    return any(tag.strip().removeprefix("W/") == etag for tag in header.split(","))
+
+
+def _not_modified(st: ServerState, etag: str) -> Response:
+    return Response(status_code=304, headers=_limit_headers(st) | {"etag": etag})
 
 
 def _open(full: Path, path: str, site: str) -> tuple[int, os.stat_result]:
@@ -129,10 +153,14 @@ def _stream(st: ServerState, fd: int, chunks: Iterator[bytes]) -> Iterator[bytes
 
 @router.head("/files/{site}/{path:path}", summary="Size, ETag (the checksum) and the server's range bounds")
 def head_file(request: Request, site: str, path: str) -> Response:
-    st, full = _authorised(request, "read", site, path)
+    st = state(request)
+    _, full = _authorised(request, "read", site, path)
     fd, info = _open(full, path, site)
     os.close(fd)
-    headers = _limit_headers(st) | {"content-length": str(info.st_size), "etag": _etag(st, site, path, info)}
+    etag = _etag(st, site, path, info)
+    if _none_match(request, etag):
+        return _not_modified(st, etag)
+    headers = _limit_headers(st) | {"content-length": str(info.st_size), "etag": etag}
     return Response(status_code=200, headers=headers, media_type=CONTENT_TYPE)
 
 
@@ -140,12 +168,20 @@ def head_file(request: Request, site: str, path: str) -> Response:
             responses={206: {"description": "the asked ranges"}, 413: {"description": "over the bounds"},
                        416: {"description": "no range within the file"}})
 def get_file(request: Request, site: str, path: str) -> Response:
-    st, full = _authorised(request, "read", site, path)
+    st = state(request)
+    _, full = _authorised(request, "read", site, path)
     fd, info = _open(full, path, site)
     size = info.st_size
     try:
-        headers = _limit_headers(st) | {"etag": _etag(st, site, path, info)}
+        etag = _etag(st, site, path, info)
+        if _none_match(request, etag):
+            os.close(fd)
+            return _not_modified(st, etag)
+        headers = _limit_headers(st) | {"etag": etag}
         header = request.headers.get("range")
+        if_range = request.headers.get("if-range")
+        if header is not None and if_range is not None and if_range.strip() != etag:
+            header = None  # the client's part is of another file (or a date, never matched): send it whole
         if header is None:
             headers["content-length"] = str(size)
             return StreamingResponse(_stream(st, fd, file_chunks(fd, 0, size)), headers=headers,
@@ -179,9 +215,44 @@ def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
 
 
 @router.put("/files/{site}/{path:path}", summary="Upload a container file (published only if its checksum holds)",
-            status_code=201)
+            status_code=201, responses={429: {"description": "the token holds its quota in uncommitted uploads"}})
 async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
-    st, full = _authorised(request, "write", site, path)
+    st = state(request)
+    who, full, expected, done = await to_thread.run_sync(_admit_upload, request, st, site, path)
+    if done is not None:
+        return done
+    assert who.token is not None  # writing needs a token
+    upload = _Upload(st, who.token.id, site, path)
+    declared = request.headers.get("content-length")
+    try:
+        # a declared length counts against the quota before a byte of the body is read
+        await to_thread.run_sync(upload.reserve, int(declared) if declared and declared.isdigit() else 0)
+        await to_thread.run_sync(upload.create)
+        buffer: list[bytes] = []
+        gathered = 0
+        async for chunk in request.stream():
+            upload.size += len(chunk)
+            if upload.size > st.limits.max_upload_bytes:
+                raise TooLarge(f"upload larger than {st.limits.max_upload_bytes} bytes refused")
+            buffer.append(chunk)
+            gathered += len(chunk)
+            if gathered >= UPLOAD_BUFFER:
+                await to_thread.run_sync(upload.write, b"".join(buffer))
+                buffer, gathered = [], 0
+        await to_thread.run_sync(upload.write, b"".join(buffer))
+        st.metrics.add("bytes_received", upload.size)
+        await to_thread.run_sync(upload.publish, expected)
+    except BaseException:
+        with anyio.CancelScope(shield=True):  # a client gone mid-upload still leaves nothing behind
+            await to_thread.run_sync(upload.discard)
+        raise
+    return {"path": path, "size": upload.size, "checksum": expected}
+
+
+def _admit_upload(request: Request, st: ServerState, site: str,
+                  path: str) -> tuple[Caller, Path, str, dict[str, Any] | None]:
+    """Caller, file and checksum of an upload; with the answer already when the same file is there."""
+    who, full = _authorised(request, "write", site, path)
     expected = request.headers.get("x-giod-checksum")
     if not expected:
         raise IntegrityError("an upload needs its checksum in the X-Giod-Checksum header")
@@ -190,25 +261,53 @@ async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
         raise TooLarge(f"upload of {declared} bytes refused: at most {st.limits.max_upload_bytes}")
     if full.exists():
         # files are immutable once published: a retried upload of the same bytes is fine
-        return pull.same_file(full, path, expected)
-    target = st.federation.site(site)
-    pending = target.create(path)
-    summer = Checksum()
-    try:
-        async for chunk in request.stream():
-            summer.update(chunk)
-            if summer.size > st.limits.max_upload_bytes:
-                raise TooLarge(f"upload larger than {st.limits.max_upload_bytes} bytes refused")
-            pending.write(chunk)
-        st.metrics.add("bytes_received", summer.size)
-        if summer.hexdigest() != expected:
-            raise IntegrityError(f"upload of {path} arrived with checksum {summer.hexdigest()}, "
+        return who, full, expected, pull.same_file(full, path, expected)
+    return who, full, expected, None
+
+
+class _Upload:
+    """One upload's temporary file, checksum and share of its token's quota (methods block: run in threads)."""
+
+    def __init__(self, st: ServerState, token: int, site: str, path: str):
+        self.st, self.token, self.site, self.path = st, token, site, path
+        self.pending: Any = None
+        self.summer = Checksum()
+        self.size = 0  # bytes received so far
+        self.reserved = 0
+
+    def still_held(self, item: tuple[str, str]) -> bool:
+        """Whether a file this token uploaded earlier is on its site and not yet in the catalog."""
+        site, path = item
+        try:
+            _, full = _confined(self.st, site, path)
+        except (DataError, NotFound):
+            return False
+        return full.exists() and self.st.federation.catalog.checksum_of(path) is None
+
+    def reserve(self, size: int) -> None:
+        if size > self.reserved:
+            self.st.quota.reserve(self.token, (self.site, self.path), size, self.still_held)
+            self.reserved = size
+
+    def create(self) -> None:
+        self.pending = self.st.federation.site(self.site).create(self.path)
+
+    def write(self, data: bytes) -> None:
+        self.reserve(self.summer.size + len(data))
+        self.summer.update(data)
+        self.pending.write(data)
+
+    def publish(self, expected: str) -> None:
+        if self.summer.hexdigest() != expected:
+            raise IntegrityError(f"upload of {self.path} arrived with checksum {self.summer.hexdigest()}, "
                                  f"the writer computed {expected}: not published")
-        pending.publish()
-    except BaseException:
-        pending.discard()
-        raise
-    return {"path": path, "size": summer.size, "checksum": expected}
+        self.pending.publish()
+        self.st.quota.arrived(self.token, (self.site, self.path))
+
+    def discard(self) -> None:
+        if self.pending is not None:
+            self.pending.discard()
+        self.st.quota.release(self.token, (self.site, self.path))
 
 
 @router.post("/files/{site}/{path:path}", summary="Copy a container file here from another giod server",
@@ -217,7 +316,18 @@ async def put_file(request: Request, site: str, path: str) -> dict[str, Any]:
 async def pull_file(request: Request, site: str, path: str) -> Response:
     """Third-party copy (see ``giod.server.routes.pull``): headers ``X-Giod-Source`` (the source site's URL),
     ``X-Giod-Size``, ``X-Giod-Checksum`` and, for the source, ``X-Giod-Source-Authorization``."""
-    st, full = _authorised(request, "write", site, path)
+    st = state(request)
+    req = await to_thread.run_sync(_admit_pull, request, st, site, path)
+    if "pull_slots" not in st.extra:
+        st.extra["pull_slots"] = anyio.Semaphore(pull.SLOTS)
+    slots = st.extra["pull_slots"]
+    return StreamingResponse(pull.pull_lines(req, slots, lambda n: st.metrics.add("bytes_received", n)),
+                             media_type="application/x-ndjson", headers={"cache-control": "no-store"})
+
+
+def _admit_pull(request: Request, st: ServerState, site: str, path: str) -> pull.PullRequest:
+    """The copy asked for, once its token, path and headers are checked (asks the catalog: run in a thread)."""
+    _, full = _authorised(request, "write", site, path)
     expected = request.headers.get("x-giod-checksum")
     if not expected:
         raise IntegrityError("a copy needs the file's checksum in the X-Giod-Checksum header")
@@ -227,20 +337,14 @@ async def pull_file(request: Request, site: str, path: str) -> Response:
     scheme, _, token = auth.partition(" ")
     if auth and (scheme.lower() != "bearer" or not token.strip()):
         raise DataError("X-Giod-Source-Authorization takes 'Bearer <token>'")
-    req = pull.PullRequest(st.federation.site(site), site, path, full, source, token.strip() or None, size,
-                           expected)
-    if "pull_slots" not in st.extra:
-        import anyio
-
-        st.extra["pull_slots"] = anyio.Semaphore(pull.SLOTS)
-    slots = st.extra["pull_slots"]
-    return StreamingResponse(pull.pull_lines(req, slots, lambda n: st.metrics.add("bytes_received", n)),
-                             media_type="application/x-ndjson", headers={"cache-control": "no-store"})
+    return pull.PullRequest(st.federation.site(site), site, path, full, source, token.strip() or None, size,
+                            expected)
 
 
 @router.delete("/files/{site}/{path:path}", summary="Remove a file the catalog does not reference")
 def delete_file(request: Request, site: str, path: str) -> dict[str, Any]:
-    st, full = _authorised(request, "write", site, path)
+    st = state(request)
+    _, full = _authorised(request, "write", site, path)
     if path in st.federation.catalog.container_paths(site):
         raise ConflictError(f"file {path} is registered in the catalog: gc removes it once unreferenced")
     with contextlib.suppress(FileNotFoundError):

@@ -97,7 +97,7 @@ async def pull_lines(req: PullRequest, slots: Any, received: Any = None) -> Asyn
     from anyio import to_thread
 
     try:
-        if req.full.exists():
+        if await to_thread.run_sync(req.full.exists):  # a stat can wait on a slow disk too
             yield _line(await to_thread.run_sync(_adopt, req))
             return
         r = await to_thread.run_sync(_open_source, req)

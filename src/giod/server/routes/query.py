@@ -1,48 +1,77 @@
 """Server-side selection and projection: only the events and columns asked cross the link.
 
-The answer is an Arrow IPC stream; its headers give the federation version it
-was computed at and whether the shared cache answered it. A query at one
-version always has the same answer, so the cache is exact for every user.
+The answer is an Arrow IPC stream, written and sent a record batch at a
+time: the server holds one batch of it (and the database being read), never
+the whole answer, whatever the limit. Its headers give the federation
+version it was computed at and whether the shared cache answered it. A query
+at one version always has the same answer, so the cache is exact for every
+user; answers up to the cache's largest entry are kept as they stream out.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Hashable, Iterator
+from itertools import chain
 from typing import Any
 
 import awkward as ak
 import pyarrow as pa
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from giod.errors import DataError
-from giod.federation import MAX_QUERY_LIMIT
+from giod.errors import DataError, TooLarge
+from giod.server.cache import QueryCache
 from giod.server.state import need, state
+
+__all__ = ["ARROW_STREAM", "BATCH_ROWS", "MAX_ROWS", "QueryIn", "ipc_stream", "router"]
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
+MAX_ROWS = 10_000_000  # events in one answer; more are read with a selection, database by database
+BATCH_ROWS = 65_536  # events per record batch at most (fewer where a database ends)
 
 
 class QueryIn(BaseModel):
     dataset: str = Field(min_length=1, max_length=200)
     where: str | None = Field(None, max_length=10_000, description="Tag expression; all events when absent.")
     columns: list[str] | None = Field(None, max_length=1000, description="Collections, fields or tags.")
-    limit: int | None = Field(None, ge=0, le=MAX_QUERY_LIMIT, description="At most this many events.")
+    limit: int | None = Field(None, ge=0, le=MAX_ROWS, description=f"At most this many events (≤ {MAX_ROWS:,}).")
     version: int | None = Field(None, ge=0, description="Snapshot version (default: the current one).")
 
 
-def run_query(fed: Any, q: QueryIn, version: int) -> bytes:
-    """The Arrow IPC stream answering ``q`` at ``version``."""
+def ipc_stream(fed: Any, q: QueryIn, version: int, *, max_rows: int | None = None,
+               batch_rows: int | None = None) -> Iterator[bytes]:
+    """The Arrow IPC stream answering ``q`` at ``version``, a record batch at a time.
+
+    Bad input (unknown dataset or column, malformed expression, more than
+    ``max_rows`` selected without a limit) raises before the first piece.
+    """
+    max_rows = MAX_ROWS if max_rows is None else max_rows
     sel = fed.dataset(q.dataset, version).select(q.where)
+    sel.projection(q.columns)  # unknown columns: refused now, not mid-answer
+    if q.limit is None and (n := len(sel)) > max_rows:
+        raise TooLarge(f"the query selects {n:,} events; one answer holds at most {max_rows:,}: "
+                       "give a limit, or read the selection itself")
+    return _pieces(sel, q.columns, q.limit, BATCH_ROWS if batch_rows is None else batch_rows)
+
+
+def _pieces(sel: Any, columns: list[str] | None, limit: int | None, batch_rows: int) -> Iterator[bytes]:
     sink = io.BytesIO()
+
+    def drain() -> bytes:
+        data = sink.getvalue()
+        sink.seek(0)
+        sink.truncate()
+        return data
+
     writer: pa.ipc.RecordBatchStreamWriter | None = None
-    left = q.limit
     schema: pa.Schema | None = None
-    for chunk in sel.iterate(q.columns):
+    left = limit
+    for chunk in sel.iterate(columns, step_size=batch_rows):
         if left is not None:
-            if left <= 0:
-                break
             chunk = chunk[:left]
             left -= len(chunk)
         table = ak.to_arrow_table(ak.Array(chunk, behavior={}), extensionarray=False)
@@ -51,19 +80,40 @@ def run_query(fed: Any, q: QueryIn, version: int) -> bytes:
             writer = pa.ipc.new_stream(sink, schema)
         elif not table.schema.equals(schema):
             table = table.cast(schema)
-        writer.write_table(table)
+        if table.num_rows:
+            writer.write_table(table)
+        yield drain()
+        if left == 0:
+            break  # the first chunk gave the types; nothing more is read
     if writer is None:  # nothing selected: an empty stream, typed when the projection allows
         try:
-            schema = ak.to_arrow_table(ak.Array(sel.read(q.columns)[:0], behavior={}), extensionarray=False).schema
+            schema = ak.to_arrow_table(ak.Array(sel.read(columns)[:0], behavior={}), extensionarray=False).schema
         except (ValueError, TypeError, pa.ArrowException):
             schema = pa.schema([])
         writer = pa.ipc.new_stream(sink, schema)
     writer.close()
-    return sink.getvalue()
+    yield drain()
+
+
+def _kept(pieces: Iterator[bytes], cache: QueryCache, key: Hashable, sent: Any) -> Iterator[bytes]:
+    """``pieces`` as they go out; the whole answer into the cache when it is small enough to keep."""
+    kept: list[bytes] | None = []
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if kept is not None:
+            kept = kept if size <= cache.largest else None
+            if kept is not None:
+                kept.append(piece)
+        sent(len(piece))
+        yield piece
+    if kept is not None:
+        cache.put(key, b"".join(kept))
 
 
 @router.post("/query", summary="Select and project at the source; answer an Arrow IPC stream",
-             response_class=Response, responses={200: {"content": {ARROW_STREAM: {}}}})
+             response_class=Response, responses={200: {"content": {ARROW_STREAM: {}}},
+                                                 413: {"description": f"more than {MAX_ROWS:,} events, no limit"}})
 def query(request: Request, body: QueryIn) -> Response:
     need(request, "read", body.dataset)
     st = state(request)
@@ -72,12 +122,13 @@ def query(request: Request, body: QueryIn) -> Response:
     if version > fed.version:
         raise DataError(f"version {version} is in the future (the federation is at {fed.version})")
     key = (body.dataset, version, body.where or "", tuple(body.columns or ()), body.limit)
+    headers = {"x-giod-version": str(version), "x-giod-max-rows": str(MAX_ROWS)}
     data = st.cache.get(key)
-    hit = data is not None
-    st.metrics.add("query_cache_hits" if hit else "query_cache_misses")
-    if data is None:
-        data = run_query(fed, body, version)
-        st.cache.put(key, data)
-    st.metrics.add("bytes_sent", len(data))
-    return Response(data, media_type=ARROW_STREAM,
-                    headers={"x-giod-version": str(version), "x-giod-cache": "hit" if hit else "miss"})
+    st.metrics.add("query_cache_hits" if data is not None else "query_cache_misses")
+    if data is not None:
+        st.metrics.add("bytes_sent", len(data))
+        return Response(data, media_type=ARROW_STREAM, headers=headers | {"x-giod-cache": "hit"})
+    pieces = ipc_stream(fed, body, version)
+    first = next(pieces)  # errors of the first batch are still answered with their status
+    return StreamingResponse(_kept(chain([first], pieces), st.cache, key, lambda n: st.metrics.add("bytes_sent", n)),
+                             media_type=ARROW_STREAM, headers=headers | {"x-giod-cache": "miss"})
