@@ -8,6 +8,8 @@ registered in it.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
@@ -294,16 +296,21 @@ class Dataset:
     # -------------------------------------------------------------- writing
 
     def writer(self, **options: Any) -> Any:
-        """A :class:`giod.writer.Writer` appending to this dataset."""
+        """A :class:`giod.writer.Writer` appending to this dataset.
+
+        Keywords: the write settings of ``docs/storage.md`` (``database_events``,
+        ``compression``, ...) and the writer's own (``site``, ``program``, ...);
+        an unknown keyword is a ConfigError naming the valid ones.
+        """
         from giod.writer import Writer
 
-        return Writer(self, **options)
+        return Writer(self, **_keywords(Writer, options, "ds.writer"))
 
     def extend(self, **options: Any) -> Any:
         """A :class:`giod.writer.PassWriter` adding containers to existing databases."""
         from giod.writer import PassWriter
 
-        return PassWriter(self, **options)
+        return PassWriter(self, **_keywords(PassWriter, options, "ds.extend"))
 
     # -------------------------------------------------------------- reading
 
@@ -339,3 +346,14 @@ class Dataset:
         from giod.selection import read_entry
 
         return read_entry(self.pinned(), entry, columns)
+
+
+def _keywords(cls: type, options: dict[str, Any], call: str) -> dict[str, Any]:
+    """``options`` if ``cls`` takes every one of them as a keyword; else a ConfigError listing those it takes."""
+    valid = [p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], valid, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{call}() got an unknown keyword {unknown[0]!r} (valid: {', '.join(valid)}){hint}")
+    return options
