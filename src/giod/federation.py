@@ -1,9 +1,10 @@
 """Federation and Dataset: the public entry points.
 
-``giod.open(PATH)`` opens (or creates) an embedded federation: a directory
-holding ``catalog.sqlite`` and the site ``local`` in ``data/``.
+``giod.open(PATH)`` opens an embedded federation: a directory holding
+``catalog.sqlite`` and the site ``local`` in ``data/``.
 ``giod.open("postgresql://...")`` opens a shared catalog whose sites are
-registered in it.
+registered in it. Only ``giod init`` and ``giod.open(..., create=True)`` create
+one: a mistyped path is an error, not a new empty federation.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 import awkward as ak
 
 from giod.catalog import Catalog
+from giod.catalog.engine import NoCatalog
 from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.objects import OID
@@ -50,11 +52,15 @@ class Federation:
     # -------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, target: str | os.PathLike[str], *, create: bool = True, token: str | None = None,
+    def open(cls, target: str | os.PathLike[str], *, create: bool = False, token: str | None = None,
              verify: bool | str = True) -> Federation:
+        """The federation at ``target`` (see ``giod.open``); NotFound if there is none and not ``create``."""
         text = os.fspath(target)
         if text.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
-            return cls(Catalog.open(text, create=create))
+            try:
+                return cls(Catalog.open(text, create=create))
+            except NoCatalog as exc:
+                raise NotFound(f"no giod federation at {exc.shown} (giod init {exc.shown} creates one)") from exc
         if text.startswith(("http://", "https://")):
             from giod.catalog.remote import RemoteCatalog
 

@@ -26,7 +26,7 @@ def test_bad_settings(tmp_path, text):
 
 
 def test_writer_uses_the_federation_file(tmp_path):
-    fed = giod.open(tmp_path / "fed")
+    fed = giod.open(tmp_path / "fed", create=True)
     (tmp_path / "fed" / "giod.toml").write_text("[giod]\ndatabase_events = 40\n")
     ds = fed.create_dataset("s", synthetic.schema())
     with ds.writer() as w:
