@@ -95,6 +95,8 @@ def _python_column(values: list[Any], name: str, schema: Schema | None) -> ak.co
         return ak.from_iter(values, highlevel=False)
     except Exception:  # noqa: BLE001 - integers beyond int64 somewhere below
         pass
+    if schema is not None and name not in schema.collections and name not in schema.tags:
+        raise _unknown_name(name, schema)  # as to_tables would say, before any value is looked at
     if schema is None or name not in schema.collections:
         return _python_leaf(values, f"tag {name}", schema.tags.get(name) if schema else None)
     counts = np.zeros(len(values), dtype=np.int64)
@@ -261,6 +263,12 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
     return pa.array(idx.astype(np.int32))
 
 
+def _unknown_name(name: str, schema: Schema) -> DataError:
+    known = {*schema.collections, *schema.tags}
+    return DataError(f"unknown collection or tag {name!r} in the events (the schema has "
+                     f"{', '.join(sorted(known))}){_did_you_mean(name, known)}")
+
+
 def _did_you_mean(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, sorted(known), n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -269,11 +277,9 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str:
 def containers_in(events: ak.Array, schema: Schema) -> list[str]:
     """The containers that ``events`` carries data for."""
     fields = set(ak.fields(events))
-    known = {*schema.collections, *schema.tags}
-    unknown = sorted(fields - known)
+    unknown = sorted(fields - set(schema.collections) - set(schema.tags))
     if unknown:
-        raise DataError(f"unknown collection or tag {unknown[0]!r} in the events (the schema has "
-                        f"{', '.join(sorted(known))}){_did_you_mean(unknown[0], known)}")
+        raise _unknown_name(unknown[0], schema)
     out = []
     for container, collections in schema.containers.items():
         if container == TAG_CONTAINER:

@@ -287,3 +287,11 @@ def test_every_form_stores_the_value_given_or_refuses_alike(every_dtype, drawn):
     assert (next(iter(outcomes.values())) == "stored") == accepted, (outcomes, expected)
     event("stored" if accepted else "refused")
     event(f"{len(outcomes)} forms")
+
+
+def test_an_unknown_collection_is_named_first_even_beside_integers_beyond_int64(tiny):
+    events = [{"hitz": [{"x": 2**64}], "hits": [_hit(id=2**64 - 1)], "njets": 1, "met": 0.5}]
+    refused = _refusals(_append(tiny), events)
+    assert set(refused.values()) == {refused["list of dicts"]}
+    assert "unknown collection or tag 'hitz'" in refused["list of dicts"]
+    assert "did you mean 'hits'" in refused["list of dicts"]
