@@ -29,9 +29,13 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def open(target: str | os.PathLike[str] = "giod-data", *, create: bool = True,  # noqa: A001
+def open(target: str | os.PathLike[str] = "giod-data", *, create: bool = False,  # noqa: A001
          token: str | None = None, verify: bool | str = True) -> Federation:
-    """Open the federation at a directory (created if missing), a catalog URL or a giod server.
+    """Open the federation at a directory, a catalog URL or a giod server.
+
+    A missing federation is a NotFound naming ``giod init``; ``create=True``
+    creates it (a directory with a SQLite catalog and a local site, or the
+    tables in an empty catalog database), as ``giod init`` does.
 
     For a server (``http(s)://host:port``), ``token`` is the bearer token
     (default: the ``GIOD_TOKEN`` environment variable) and ``verify`` the TLS

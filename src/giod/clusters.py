@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod import config
+from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
 from giod.storage.container import ContainerWriter, WriteOptions
 
@@ -27,8 +28,25 @@ def _options_for(container: str, options: WriteOptions) -> WriteOptions:
 
 
 def write_options(cfg: Mapping[str, Any]) -> WriteOptions:
-    return WriteOptions(compression=cfg["compression"], compression_level=cfg["compression_level"],
+    """The encoding of container files from the effective settings; a codec pyarrow lacks is a ConfigError."""
+    codec = str(cfg["compression"]).lower()
+    level: int | None = cfg["compression_level"]
+    if codec != "none":
+        try:
+            available = pa.Codec.is_available(codec)
+        except ValueError:
+            available = False
+        if not available:
+            raise ConfigError(f"compression {cfg['compression']!r} is not available "
+                              f"(one of: {', '.join(_codecs())}, none)")
+        if not pa.Codec.supports_compression_level(codec):
+            level = None  # snappy has no levels: the setting does not apply rather than fail every write
+    return WriteOptions(compression=codec, compression_level=level,
                         byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
+
+
+def _codecs() -> list[str]:
+    return [c for c in ("zstd", "lz4", "snappy", "gzip", "brotli") if pa.Codec.is_available(c)]
 
 
 def merge_stats(stats: dict[str, tuple[float, float]], table: pa.Table) -> None:

@@ -7,7 +7,8 @@ object, and without copies where the memory layouts agree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import difflib
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import awkward as ak
@@ -23,55 +24,139 @@ from giod.fieldvalues import (
     _leaf,
     _Objects,
     _offsets,
+    _range_message,
+    _strip_options,
     field_width,  # noqa: F401 - re-exported
 )
-from giod.schema import TAG_CONTAINER, Schema
+from giod.schema import TAG_CONTAINER, FieldDef, Schema
 
 
 def as_events(events: Any, schema: Schema | None = None) -> ak.Array:
-    """Accept an awkward Array, a list of dicts or a dict of arrays.
+    """Events as an awkward Array, from an awkward Array, a list of dicts, a dict of arrays or lists, or a
+    pyarrow Table or RecordBatch.
 
-    With a schema, a list of dicts is typed by the schema through Arrow, so
-    that e.g. uint64 values above 2**63 and collections that are empty in
-    every event keep their declared types.
+    Nothing is cast or dropped here: every form becomes the array awkward itself
+    would make of it, and :func:`to_tables` is the one place that checks it
+    against the schema. Python integers beyond int64, which awkward cannot hold,
+    become uint64 (or float64, for a float field) when they fit exactly.
     """
     if isinstance(events, ak.Array):
-        return events
-    if schema is not None and isinstance(events, list | tuple) and events and \
-            all(isinstance(e, Mapping) for e in events):
-        return _typed_from_dicts(list(events), schema)
+        return ak.Array(_strip_options(events.layout))
+    if isinstance(events, pa.Table | pa.RecordBatch):
+        return ak.Array(_strip_options(ak.from_arrow(events, highlevel=False)))
+    if isinstance(events, Mapping):
+        return _from_columns(events, schema)
+    if isinstance(events, list | tuple) and events and all(isinstance(e, Mapping) for e in events):
+        return _from_dicts(list(events), schema)
     try:
-        if isinstance(events, Mapping):
-            return ak.Array(dict(events))
         return ak.Array(list(events))
     except Exception as exc:  # awkward raises several types for malformed input
         raise DataError(f"cannot read events as an array of records: {exc}") from exc
 
 
-def _typed_from_dicts(events: list[Mapping[str, Any]], schema: Schema) -> ak.Array:
+def _from_columns(columns: Mapping[str, Any], schema: Schema | None) -> ak.Array:
+    contents: dict[str, ak.contents.Content] = {}
+    for name, value in columns.items():
+        if isinstance(value, list | tuple):
+            contents[str(name)] = _python_column(list(value), str(name), schema)
+            continue
+        try:
+            if isinstance(value, pa.Array | pa.ChunkedArray):
+                layout = ak.from_arrow(value, highlevel=False)
+            else:
+                layout = ak.to_layout(value)
+        except Exception as exc:  # noqa: BLE001 - awkward raises several types for malformed input
+            raise DataError(f"{name}: cannot read the values as an array ({exc})") from exc
+        contents[str(name)] = _strip_options(layout)
+    lengths = {n: c.length for n, c in contents.items()}
+    if len(set(lengths.values())) > 1:
+        raise DataError("the arrays of the events differ in length: "
+                        + ", ".join(f"{n} {k}" for n, k in lengths.items()))
+    length = next(iter(lengths.values()), 0)
+    return ak.Array(ak.contents.RecordArray(list(contents.values()), list(contents), length=length))
+
+
+def _from_dicts(events: list[Mapping[str, Any]], schema: Schema | None) -> ak.Array:
+    try:
+        # the same array as ak.Array(events): the dicts and awkward forms are checked alike
+        return ak.from_iter(events)
+    except Exception:  # noqa: BLE001 - e.g. integers beyond int64: read column by column below
+        pass
     keys: dict[str, None] = {}
     for e in events:
         keys.update(dict.fromkeys(e))
-    fields = []
-    for k in keys:
-        if k in schema.collections:
-            fields.append(pa.field(k, schema.arrow_type(k)))
-        elif k in schema.tags:
-            fields.append(pa.field(k, schema.arrow_schema(TAG_CONTAINER).field(k).type))
-        else:
-            known = ", ".join(sorted([*schema.collections, *schema.tags]))
-            raise DataError(f"unknown collection or tag {k!r} in the events (the schema has {known})")
+    contents = [_python_column([e.get(k) for e in events], str(k), schema) for k in keys]
+    return ak.Array(ak.contents.RecordArray(contents, [str(k) for k in keys], length=len(events)))
+
+
+def _python_column(values: list[Any], name: str, schema: Schema | None) -> ak.contents.Content:
+    """One collection or tag given as Python values, one per event."""
     try:
-        table = pa.Table.from_pylist(events, schema=pa.schema(fields))
-    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-        raise DataError(f"events do not match the schema: {exc}") from exc
-    contents = []
-    for name in table.column_names:
-        col = table.column(name)
-        if col.null_count:
-            raise DataError(f"{name} is missing in some events")
-        contents.append(column_content(col))
-    return ak.Array(ak.contents.RecordArray(contents, table.column_names, length=table.num_rows))
+        return ak.from_iter(values, highlevel=False)
+    except Exception:  # noqa: BLE001 - integers beyond int64 somewhere below
+        pass
+    if schema is not None and name not in schema.collections and name not in schema.tags:
+        raise _unknown_name(name, schema)  # as to_tables would say, before any value is looked at
+    if schema is None or name not in schema.collections:
+        return _python_leaf(values, f"tag {name}", schema.tags.get(name) if schema else None)
+    counts = np.zeros(len(values), dtype=np.int64)
+    objects: list[Any] = []
+    for i, v in enumerate(values):
+        if not isinstance(v, list | tuple) or not all(isinstance(o, Mapping) for o in v):
+            raise DataError(f"collection {name}: expected a list of objects per event, got {type(v).__name__}")
+        counts[i] = len(v)
+        objects.extend(v)
+    keys: dict[str, None] = {}
+    for o in objects:
+        keys.update(dict.fromkeys(o))
+    tdef = schema.collection_type(name)
+    fields = [_python_leaf([o.get(k) for o in objects], f"{name}.{k}", tdef.fields.get(k)) for k in keys]
+    record = ak.contents.RecordArray(fields, [str(k) for k in keys], length=len(objects))
+    return ak.contents.ListOffsetArray(ak.index.Index64(_offsets64(counts)), record)
+
+
+def _python_leaf(values: list[Any], where: str, fdef: FieldDef | None) -> ak.contents.Content:
+    """Values of one field or tag that awkward cannot read as they are: integers beyond int64."""
+    try:
+        return ak.from_iter(values, highlevel=False)
+    except Exception:  # noqa: BLE001
+        pass
+    expected = fdef.type_string if fdef else "numbers"
+    scalars = list(_scalars(values))
+    kinds = {"bool" if isinstance(v, bool | np.bool_) else "int64" if isinstance(v, int | np.integer)
+             else "float64" if isinstance(v, float | np.floating) else type(v).__name__ for v in scalars}
+    if "bool" in kinds and len(kinds) > 1:
+        raise DataError(f"{where}: values of mixed types ({', '.join(sorted(kinds))}); expected {expected}")
+    if not kinds <= {"int64", "float64"}:
+        raise DataError(f"{where}: expected {expected}, got {', '.join(sorted(kinds - {'int64', 'float64'}))}")
+    ints = [int(v) for v in scalars if not isinstance(v, float | np.floating)]
+    if "float64" in kinds or (fdef is not None and fdef.dtype.startswith("float")):
+        dtype: type = np.float64  # a float field reads every number as a float64 first (fieldvalues._cast)
+    elif min(ints) >= 0 and max(ints) <= np.iinfo(np.uint64).max:
+        dtype = np.uint64
+    else:
+        raise DataError(_range_message(where, min(ints), max(ints), fdef.dtype if fdef else "64 bits"))
+    try:
+        arr = np.array(values, dtype=dtype)
+    except OverflowError as exc:
+        raise DataError(_range_message(where, min(ints), max(ints), fdef.dtype if fdef else "float64")) from exc
+    except ValueError as exc:  # ragged lists
+        raise DataError(f"{where}: expected {expected}, got lists of different lengths") from exc
+    return ak.from_numpy(arr, regulararray=True, highlevel=False)
+
+
+def _scalars(values: Any) -> Iterator[Any]:
+    for v in values:
+        if isinstance(v, list | tuple):
+            yield from _scalars(v)
+        else:
+            yield v
+
+
+def _offsets64(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
 
 
 # ---------------------------------------------------------------- write side
@@ -102,10 +187,8 @@ def _collection_column(
     known = set(tdef.fields) | set(tdef.relations)
     unknown = sorted(have - known)
     if unknown:
-        raise DataError(
-            f"collection {name}: unknown field {unknown[0]!r} "
-            f"(type {tdef.name} has {', '.join(sorted(known))})"
-        )
+        raise DataError(f"collection {name}: unknown field {unknown[0]!r} (type {tdef.name} has "
+                        f"{', '.join(sorted(known))}){_did_you_mean(unknown[0], known)}")
     n_objects = len(objs)
     item_type = schema.arrow_type(name).value_type
     types = {f.name: f.type for f in item_type}
@@ -157,7 +240,7 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
     """A relation's indices, checked against ``limit`` (objects of ``target`` in each object's event)."""
     if many:
         inner = np.asarray(ak.num(values, axis=1), dtype=np.int64)
-        idx = _flat_numpy(ak.flatten(values, axis=1), where)
+        idx = _flat_numpy(ak.flatten(values, axis=1), where, "integer indices")
         if idx.size == 0:
             idx = idx.astype(np.int32)  # an empty list has no type to speak of
         if idx.dtype.kind not in "iu":
@@ -168,7 +251,7 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
             i = int(np.flatnonzero(bad)[0])
             raise DataError(f"{where}: index {int(idx[i])} out of range (the event has {int(lim[i])} {target})")
         return pa.ListArray.from_arrays(pa.array(_offsets(inner)), pa.array(idx.astype(np.int32)), type=arrow_type)
-    idx = _flat_numpy(values, where)
+    idx = _flat_numpy(values, where, "integer indices")
     if idx.dtype.kind not in "iu":
         raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
     bad = (idx < -1) | (idx >= limit)
@@ -180,15 +263,23 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
     return pa.array(idx.astype(np.int32))
 
 
+def _unknown_name(name: str, schema: Schema) -> DataError:
+    known = {*schema.collections, *schema.tags}
+    return DataError(f"unknown collection or tag {name!r} in the events (the schema has "
+                     f"{', '.join(sorted(known))}){_did_you_mean(name, known)}")
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def containers_in(events: ak.Array, schema: Schema) -> list[str]:
     """The containers that ``events`` carries data for."""
     fields = set(ak.fields(events))
     unknown = sorted(fields - set(schema.collections) - set(schema.tags))
     if unknown:
-        raise DataError(
-            f"unknown collection or tag {unknown[0]!r} in the events "
-            f"(the schema has {', '.join(sorted([*schema.collections, *schema.tags]))})"
-        )
+        raise _unknown_name(unknown[0], schema)
     out = []
     for container, collections in schema.containers.items():
         if container == TAG_CONTAINER:
@@ -218,7 +309,9 @@ def to_tables(
     counts: dict[str, np.ndarray] = dict(target_counts or {})
     for name in schema.collections:
         if name in present:
-            content = top.content(name) if top is not None else None
+            content = top.content(name) if top is not None else events[name].layout
+            if content.is_option:
+                raise DataError(f"collection {name} is missing in some events (None or an absent key)")
             if isinstance(content, ak.contents.ListOffsetArray):
                 counts[name] = np.diff(np.asarray(content.offsets).astype(np.int64, copy=False))
                 continue

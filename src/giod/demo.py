@@ -45,7 +45,7 @@ def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str,
     from giod.physics.chain import reconstruct_dataset, simulate_into
 
     fed_dir = _fresh(output)
-    fed = giod.open(fed_dir)
+    fed = giod.open(fed_dir, create=True)
     stats: dict[str, Any] = {"events": n_events}
     with _progress() as progress:
         t0 = time.perf_counter()
@@ -77,7 +77,7 @@ def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]
     from giod.bench import synthetic
 
     fed_dir = _fresh(output)
-    fed = giod.open(fed_dir)
+    fed = giod.open(fed_dir, create=True)
     schema = synthetic.schema()
     ds = fed.create_dataset("demo", schema)
     stats: dict[str, Any] = {"events": n_events}

@@ -1,13 +1,16 @@
 """Federation and Dataset: the public entry points.
 
-``giod.open(PATH)`` opens (or creates) an embedded federation: a directory
-holding ``catalog.sqlite`` and the site ``local`` in ``data/``.
+``giod.open(PATH)`` opens an embedded federation: a directory holding
+``catalog.sqlite`` and the site ``local`` in ``data/``.
 ``giod.open("postgresql://...")`` opens a shared catalog whose sites are
-registered in it.
+registered in it. Only ``giod init`` and ``giod.open(..., create=True)`` create
+one: a mistyped path is an error, not a new empty federation.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
@@ -17,6 +20,7 @@ from typing import Any, TypeVar
 import awkward as ak
 
 from giod.catalog import Catalog
+from giod.catalog.engine import NoCatalog
 from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, StorageError
 from giod.names import check_name
@@ -50,11 +54,15 @@ class Federation:
     # -------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, target: str | os.PathLike[str], *, create: bool = True, token: str | None = None,
+    def open(cls, target: str | os.PathLike[str], *, create: bool = False, token: str | None = None,
              verify: bool | str = True) -> Federation:
+        """The federation at ``target`` (see ``giod.open``); NotFound if there is none and not ``create``."""
         text = os.fspath(target)
         if text.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
-            return cls(Catalog.open(text, create=create))
+            try:
+                return cls(Catalog.open(text, create=create))
+            except NoCatalog as exc:
+                raise NotFound(f"no giod federation at {exc.shown} (giod init {exc.shown} creates one)") from exc
         if text.startswith(("http://", "https://")):
             from giod.catalog.remote import RemoteCatalog
 
@@ -300,16 +308,21 @@ class Dataset:
     # -------------------------------------------------------------- writing
 
     def writer(self, **options: Any) -> Any:
-        """A :class:`giod.writer.Writer` appending to this dataset."""
+        """A :class:`giod.writer.Writer` appending to this dataset.
+
+        Keywords: the write settings of ``docs/storage.md`` (``database_events``,
+        ``compression``, ...) and the writer's own (``site``, ``program``, ...);
+        an unknown keyword is a ConfigError naming the valid ones.
+        """
         from giod.writer import Writer
 
-        return Writer(self, **options)
+        return Writer(self, **_keywords(Writer, options, "ds.writer"))
 
     def extend(self, **options: Any) -> Any:
         """A :class:`giod.writer.PassWriter` adding containers to existing databases."""
         from giod.writer import PassWriter
 
-        return PassWriter(self, **options)
+        return PassWriter(self, **_keywords(PassWriter, options, "ds.extend"))
 
     # -------------------------------------------------------------- reading
 
@@ -357,3 +370,14 @@ def _query_limit(limit: Any) -> int | None:
     if isinstance(limit, bool) or not hasattr(limit, "__index__") or not 0 <= limit <= MAX_QUERY_LIMIT:
         raise DataError(f"limit must be a whole number from 0 to {MAX_QUERY_LIMIT:,}, not {limit!r}")
     return int(limit)
+
+
+def _keywords(cls: type, options: dict[str, Any], call: str) -> dict[str, Any]:
+    """``options`` if ``cls`` takes every one of them as a keyword; else a ConfigError listing those it takes."""
+    valid = [p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], valid, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{call}() got an unknown keyword {unknown[0]!r} (valid: {', '.join(valid)}){hint}")
+    return options

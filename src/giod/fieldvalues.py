@@ -20,6 +20,13 @@ def field_width(fdef: FieldDef) -> int:
 
 
 def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
+    """``values`` as the field's dtype, or a DataError when a value would change.
+
+    Integer and bool fields keep values exactly (a float is refused even with a
+    zero fraction: it usually means a wrong field). Float fields keep the nearest
+    value of their precision, every number read as a float64 first, and refuse
+    finite values that would overflow to infinity.
+    """
     target = np.dtype(fdef.dtype)
     src = values.dtype
     if src == target:
@@ -34,20 +41,74 @@ def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
         raise DataError(f"{where}: expected {fdef.dtype}, got {src}")
     if target.kind in "iu" and values.size:
         info = np.iinfo(target)
-        lo, hi = values.min(), values.max()
+        lo, hi = int(values.min()), int(values.max())  # Python ints compare across every width and bool
         if lo < info.min or hi > info.max:
-            raise DataError(f"{where}: values {lo}..{hi} do not fit in {fdef.dtype}")
-    return values.astype(target)
+            raise DataError(_range_message(where, lo, hi, fdef.dtype))
+        return values.astype(target)
+    if target.kind == "f" and src.kind in "iub" and target != np.float64:
+        values = values.astype(np.float64)  # one rule for every input: a number becomes a float64 first
+    with np.errstate(over="ignore"):
+        out = values.astype(target)
+    if src.kind == "f" and values.size:
+        overflow = np.isinf(out) & np.isfinite(values)
+        if overflow.any():
+            finite = values[np.isfinite(values)]
+            raise DataError(_range_message(where, finite.min(), finite.max(), fdef.dtype))
+    return out
 
 
-def _flat_numpy(arr: ak.Array, where: str) -> np.ndarray:
+def _range_message(where: str, lo: object, hi: object, dtype: str) -> str:
+    if lo == hi:
+        return f"{where}: value {lo} does not fit in {dtype}"
+    return f"{where}: values {lo}..{hi} do not fit in {dtype}"
+
+
+def _flat_numpy(arr: ak.Array, where: str, expected: str = "numbers") -> np.ndarray:
+    _refuse_layout(arr.layout, where, expected)
     try:
         out = ak.to_numpy(arr, allow_missing=False)
     except Exception as exc:  # noqa: BLE001 - awkward's errors vary by layout
         raise DataError(f"{where}: values are missing or not numeric ({exc})") from exc
     if out.dtype.kind not in "biuf":
-        raise DataError(f"{where}: expected numbers, got {arr.type}")
+        raise DataError(f"{where}: expected {expected}, got {arr.type}")
     return out
+
+
+def _refuse_layout(layout: ak.contents.Content, where: str, expected: str) -> None:
+    """A DataError for values that are missing, of mixed types, strings or records, in the same words
+    whichever form (awkward, dicts, Arrow) the events came in."""
+    if layout.is_option:
+        raise DataError(f"{where}: values are missing (None or an absent key)")
+    if layout.is_union:
+        kinds = ", ".join(str(c.form.type) for c in layout.contents)
+        raise DataError(f"{where}: values of mixed types ({kinds}); expected {expected}")
+    if layout.parameter("__array__") in ("string", "bytestring", "char", "byte"):
+        raise DataError(f"{where}: expected {expected}, got strings")
+    if layout.is_record:
+        raise DataError(f"{where}: expected {expected}, got records")
+    if layout.is_list or layout.is_regular or layout.is_indexed:
+        _refuse_layout(layout.content, where, expected)
+
+
+def _strip_options(layout: ak.contents.Content) -> ak.contents.Content:
+    """``layout`` without option nodes that hold no missing value (Arrow's nullable columns): what is
+    left optional is really missing."""
+    if layout.is_option:
+        if isinstance(layout, ak.contents.UnmaskedArray):
+            return _strip_options(layout.content)
+        if not np.asarray(layout.mask_as_bool(valid_when=False)).any():
+            return _strip_options(layout.project())
+        return layout
+    if layout.is_record:
+        contents = [_strip_options(c) for c in layout.contents]
+        if all(a is b for a, b in zip(contents, layout.contents, strict=True)):
+            return layout
+        return ak.contents.RecordArray(contents, None if layout.is_tuple else layout.fields,
+                                       length=layout.length, parameters=layout.parameters)
+    if layout.is_list or layout.is_regular:
+        inner = _strip_options(layout.content)
+        return layout if inner is layout.content else layout.copy(content=inner)
+    return layout
 
 
 def _fixed(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
@@ -60,17 +121,18 @@ def _fixed(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
 
 def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.DataType) -> pa.Array:
     """Flat values of one field (all objects of all events) as an Arrow array."""
+    _refuse_layout(values.layout, where, fdef.type_string)
     if fdef.shape:
         size = int(np.prod(fdef.shape))
         try:
             regular = ak.to_regular(values, axis=-1) if values.ndim > 1 else values
         except Exception as exc:  # noqa: BLE001 - ragged inner lists
             raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}") from exc
-        flat = _flat_numpy(regular, where)
+        flat = _flat_numpy(regular, where, fdef.type_string)
         if flat.ndim < 2 or int(np.prod(flat.shape[1:])) != size:
             raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}")
         return _fixed(_cast(flat.reshape(-1), fdef, where), arrow_type)
-    flat = _flat_numpy(values, where)
+    flat = _flat_numpy(values, where, fdef.type_string)
     if flat.ndim != 1:
         raise DataError(f"{where}: expected scalars, got {values.type}")
     return pa.array(_cast(flat, fdef, where), type=arrow_type)

@@ -36,7 +36,7 @@ from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE
     write_options,
 )
 from giod.columns import as_events, containers_in, to_tables
-from giod.errors import DataError
+from giod.errors import ConfigError, DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import ContainerWriter, WriteOptions
@@ -85,8 +85,10 @@ class _OpenDatabase:
 class Writer:
     """Appends events to a dataset, committing one database at a time.
 
-    Use as a context manager: leaving the block normally commits what is
-    buffered; leaving it with an exception discards the uncommitted database.
+    The keywords are the write settings of docs/storage.md (``database_events``,
+    ``compression``, ...) and the writer's own. Use as a context manager:
+    leaving the block normally commits what is buffered; leaving it with an
+    exception discards the uncommitted database.
     """
 
     def __init__(
@@ -98,6 +100,10 @@ class Writer:
         database_bytes: int | None = None,
         cluster_events: int | None = None,
         cluster_bytes: int | None = None,
+        compression: str | None = None,
+        compression_level: int | None = None,
+        byte_stream_split: bool | None = None,
+        page_checksums: bool | None = None,
         options: WriteOptions | None = None,
         idempotency_key: str | None = None,
         program: str = "",
@@ -106,8 +112,13 @@ class Writer:
         parents: Sequence[int] = (),
         name: str | None = None,
     ):
+        encoding = dict(compression=compression, compression_level=compression_level,
+                        byte_stream_split=byte_stream_split, page_checksums=page_checksums)
+        if options is not None and any(v is not None for v in encoding.values()):
+            given = ", ".join(k for k, v in encoding.items() if v is not None)
+            raise ConfigError(f"give either options=WriteOptions(...) or {given}, not both")
         cfg = config.load(dataset.federation.root, database_events=database_events,
-                          database_bytes=database_bytes, cluster_bytes=cluster_bytes)
+                          database_bytes=database_bytes, cluster_bytes=cluster_bytes, **encoding)
         database_events, database_bytes = cfg["database_events"], cfg["database_bytes"]
         cluster_bytes = cfg["cluster_bytes"]
         if database_events <= 0 or database_bytes <= 0:

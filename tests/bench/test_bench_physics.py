@@ -112,7 +112,7 @@ def test_timed_pass_writes_what_the_pass_writes(tmp_path: Path) -> None:
     from giod.physics.calibration import Calibration
     from giod.physics.detector import Detector
 
-    with giod.open(tmp_path / "fed") as fed:
+    with giod.open(tmp_path / "fed", create=True) as fed:
         ds = simulate_into(fed, recon.DATASET, 60, seed=5, database_events=25)
         reconstruct_dataset(ds, workers=1)
         passed = fed.dataset(recon.DATASET).read()
@@ -127,7 +127,7 @@ def test_timed_pass_writes_what_the_pass_writes(tmp_path: Path) -> None:
 
 def test_timed_chain_stores_what_simulate_into_stores(tmp_path: Path) -> None:
     phases = recon.Phases()
-    with giod.open(tmp_path / "a") as a, giod.open(tmp_path / "b") as b:
+    with giod.open(tmp_path / "a", create=True) as a, giod.open(tmp_path / "b", create=True) as b:
         simulate_into(a, "builtin", 50, seed=simulate.SEED, batch=simulate.BATCH, pthat_min=simulate.PTHAT_MIN)
         simulate._timed_chain(b, 50, "builtin", phases)
         columns = ["mcparticles", "tracker_hits", "calo_cells"]

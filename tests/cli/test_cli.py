@@ -18,7 +18,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 @pytest.fixture
 def fed_dir(tmp_path: Path) -> str:
     path = tmp_path / "fed"
-    fed = giod.open(path)
+    fed = giod.open(path, create=True)
     ds = fed.create_dataset("qcd", synthetic.schema())
     with ds.writer(database_events=100, program="test") as w:
         w.append(synthetic.events(250, seed=3))
@@ -143,6 +143,7 @@ def test_import_and_dijet_on_real_nanoaod(tmp_path: Path):
             pytest.fail(f"CMS open-data file missing: {NANO} (CI=true)")
         pytest.skip(f"CMS open-data file not found at {NANO}")
     fed = str(tmp_path / "fed")
+    assert run("init", fed).exit_code == 0
     r = run("import", str(NANO), "--dataset", "ttbar", "-f", fed)
     assert r.exit_code == 0 and "imported 200 events" in r.output, r.output
     png = tmp_path / "dijet.png"
@@ -171,3 +172,24 @@ def test_federation_option_before_the_command(tmp_path, monkeypatch):
     assert "federation version" in got.output
     missing = runner.invoke(main, ["-f", str(tmp_path / "nowhere"), "ls"])
     assert missing.exit_code == 2
+
+
+def test_import_needs_a_federation_unless_told_to_create_it(tmp_path: Path):
+    import numpy as np
+    import uproot
+
+    tree = tmp_path / "tiny.root"
+    with uproot.recreate(tree) as f:
+        f["Events"] = {"MET_pt": np.array([1.5, 2.5], dtype=np.float32)}
+    fed = tmp_path / "fed"
+    r = CliRunner().invoke(main, ["import", str(tree), "--dataset", "met", "-f", str(fed)])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "giod init" in lines[0]
+    assert not fed.exists()
+    r = run("import", str(tree), "--dataset", "met", "--create", "-f", str(fed))
+    assert r.exit_code == 0 and "imported 2 events" in r.output, r.output
+    r = run("import", str(tree), "--dataset", "met2", "-f", str(fed))  # now it exists: no flag needed
+    assert r.exit_code == 0, r.output
+    with giod.open(fed) as opened:
+        assert sorted(opened.datasets()) == ["met", "met2"]

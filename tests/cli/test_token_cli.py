@@ -16,7 +16,7 @@ from giod.errors import AuthError
 @pytest.fixture
 def fed_dir(tmp_path: Path) -> str:
     path = tmp_path / "fed"
-    with giod.open(path) as fed:
+    with giod.open(path, create=True) as fed:
         fed.create_dataset("qcd", synthetic.schema())
     return str(path)
 

@@ -16,9 +16,9 @@ def fed(request, tmp_path: Path):
     """A fresh federation: embedded (SQLite directory), PostgreSQL catalog + local site, or the
     embedded one through a real giod server on loopback (the remote client)."""
     if request.param == "sqlite":
-        f = giod.open(tmp_path / "fed")
+        f = giod.open(tmp_path / "fed", create=True)
     elif request.param == "postgresql":
-        f = giod.open(fresh_postgres_schema(request))
+        f = giod.open(fresh_postgres_schema(request), create=True)
         f.add_site("local", str(tmp_path / "site"), 0)
     else:
         from tests.server.conftest import serve
@@ -35,7 +35,7 @@ def fed(request, tmp_path: Path):
 @pytest.fixture
 def local_fed(tmp_path: Path):
     """An embedded federation only (for tests that are about files, not catalogs)."""
-    f = giod.open(tmp_path / "fed")
+    f = giod.open(tmp_path / "fed", create=True)
     yield f
     f.close()
 

@@ -30,11 +30,11 @@ def _write(target: str, site_dir: str | None, child: int, queue) -> None:
 def test_concurrent_writers_and_a_snapshot_reader(tmp_path: Path, catalog_url: str):
     if catalog_url.startswith("sqlite"):
         target = str(tmp_path / "fed")
-        fed = giod.open(target)
+        fed = giod.open(target, create=True)
         site_dir = None
     else:
         target = catalog_url
-        fed = giod.open(target)
+        fed = giod.open(target, create=True)
         site_dir = str(tmp_path / "site")
         fed.add_site("local", site_dir, 0)
     ds = fed.create_dataset("conc", synthetic.schema())

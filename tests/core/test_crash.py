@@ -47,7 +47,7 @@ def _expected(db) -> ak.Array:
 @pytest.mark.slow
 def test_kill_minus_nine_during_writes(tmp_path):
     target = str(tmp_path / "fed")
-    fed = giod.open(target)
+    fed = giod.open(target, create=True)
     fed.create_dataset("crash", synthetic.schema())
     fed.close()
     rng = random.Random(1234)

@@ -59,7 +59,7 @@ def test_any_schema_round_trips(data):
     if not events:
         return
     with tempfile.TemporaryDirectory() as tmp:
-        fed = giod.open(Path(tmp) / "fed")
+        fed = giod.open(Path(tmp) / "fed", create=True)
         ds = fed.create_dataset("prop", schema)
         split = data.draw(st.integers(1, len(events)))
         with ds.writer(database_events=split, cluster_events=data.draw(st.integers(1, 4))) as w:

@@ -55,7 +55,7 @@ def sim_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from giod.physics.chain import reconstruct_dataset, simulate_into
 
     root = tmp_path_factory.mktemp("display") / "fed"
-    fed = giod.open(root)
+    fed = giod.open(root, create=True)
     reconstruct_dataset(simulate_into(fed, "sim", 6, seed=5, pthat_min=80.0))
     simulate_into(fed, "raw", 2, seed=6)
     ds = fed.create_dataset("weights", Schema.from_yaml(WEIGHTS_MODEL))
@@ -105,7 +105,7 @@ def nano_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not path.is_file():
         _missing(f"CMS open-data file {TTBAR} not found in {DATA.resolve()}")
     root = tmp_path_factory.mktemp("nano") / "fed"
-    fed = giod.open(root)
+    fed = giod.open(root, create=True)
     import_root(fed, path, "ttbar")
     fed.close()
     return root

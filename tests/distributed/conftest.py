@@ -29,7 +29,7 @@ DATABASES = (("cern", 300), ("caltech", 250), ("cern", 200), ("fnal", 150))
 def fed_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An embedded federation: sites cern, caltech, fnal; four databases of synthetic events."""
     root = tmp_path_factory.mktemp("distributed") / "fed"
-    with giod.open(root) as fed:
+    with giod.open(root, create=True) as fed:
         for i, name in enumerate(("cern", "caltech", "fnal")):
             fed.add_site(name, str(root.parent / f"site-{name}"), 10 + i)
         ds = fed.create_dataset(DATASET, synthetic.schema())

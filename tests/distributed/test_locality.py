@@ -56,7 +56,7 @@ def test_a_worker_reads_the_replica_at_its_own_site(tmp_path, monkeypatch) -> No
     from giod.bench import synthetic
     from giod.replication import replicate
 
-    with giod.open(tmp_path / "fed") as fed:
+    with giod.open(tmp_path / "fed", create=True) as fed:
         fed.add_site("near", str(tmp_path / "near"), 1)
         fed.add_site("far", str(tmp_path / "far"), 50)
         ds = fed.create_dataset("syn", synthetic.schema())

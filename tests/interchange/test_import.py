@@ -21,7 +21,7 @@ pytest.importorskip("giod.federation", reason="the federation layer is not avail
 def fed(tmp_path: Path) -> Iterator[Any]:
     import giod
 
-    f = giod.open(tmp_path / "fed")
+    f = giod.open(tmp_path / "fed", create=True)
     yield f
     f.close()
 
@@ -117,7 +117,7 @@ def test_failed_import_leaves_no_dataset(tmp_path, monkeypatch):
             raise giod.DataError("the file ends early")
 
     monkeypatch.setattr(nanoaod, "iterate_events", broken)
-    fed = giod.open(tmp_path / "fed")
+    fed = giod.open(tmp_path / "fed", create=True)
     with _pytest.raises(giod.DataError):
         nanoaod.import_root(fed, src, "small", step_size=10)
     assert "small" not in fed.datasets()

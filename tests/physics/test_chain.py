@@ -23,7 +23,7 @@ RECO_COLUMNS = ["tracks", "clusters", "jets", "njets", "ht", "met", "mjj", "even
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory: pytest.TempPathFactory) -> giod.Federation:
-    federation = giod.open(tmp_path_factory.mktemp("chain") / "fed")
+    federation = giod.open(tmp_path_factory.mktemp("chain") / "fed", create=True)
     simulate_into(federation, "qcd", 200, seed=21, batch=100, pthat_min=60.0, database_events=100, run=7)
     yield federation
     federation.close()
@@ -45,7 +45,7 @@ def test_raw_pass_stores_the_raw_containers_and_provenance(fed: giod.Federation)
 
 
 def test_simulation_is_reproducible(tmp_path: Path) -> None:
-    with giod.open(tmp_path / "a") as a, giod.open(tmp_path / "b") as b:
+    with giod.open(tmp_path / "a", create=True) as a, giod.open(tmp_path / "b", create=True) as b:
         one = simulate_into(a, "x", 40, seed=3, batch=25).read(list(RAW_COLLECTIONS))
         two = simulate_into(b, "x", 40, seed=3, batch=25).read(list(RAW_COLLECTIONS))
         other = simulate_into(b, "y", 40, seed=4, batch=25).read(list(RAW_COLLECTIONS))

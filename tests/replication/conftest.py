@@ -35,7 +35,7 @@ def expected_events() -> ak.Array:
 
 
 def make_home(path: Path, events: ak.Array | None = None) -> giod.Federation:
-    fed = giod.open(path)
+    fed = giod.open(path, create=True)
     ds = fed.create_dataset("qcd", synthetic.schema())
     with ds.writer(database_events=PER_DATABASE, cluster_events=20) as w:
         w.append(expected_events() if events is None else events)
@@ -69,7 +69,7 @@ class Remote:
 
 def start_remote(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
     root = tmp_path / f"server-{name}"
-    fed = giod.open(root)
+    fed = giod.open(root, create=True)
     token = fed.catalog.create_token("admin", note="replication tests")[1]
     fed.close()
     monkeypatch.setenv(site_token_env(name), token)

@@ -203,7 +203,7 @@ def test_transfer_truncated_in_flight_is_never_registered_and_retried(home, remo
 
 def test_destination_server_killed_mid_replication_then_restarted(home, tmp_path, monkeypatch):
     root = tmp_path / "server-dest"
-    dest = giod.open(root)
+    dest = giod.open(root, create=True)
     token = dest.catalog.create_token("admin")[1]
     dest.close()
     monkeypatch.setenv(site_token_env("dest"), token)

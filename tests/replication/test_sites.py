@@ -50,7 +50,7 @@ def test_site_add_takes_every_kind_of_url(home, remote_site, tmp_path: Path, mon
 
 def test_site_ls_shows_health(home, tmp_path: Path, monkeypatch):
     root = tmp_path / "server-far"
-    served = giod.open(root)
+    served = giod.open(root, create=True)
     monkeypatch.setenv(site_token_env("far"), served.catalog.create_token("admin")[1])
     served.close()
     home.add_site("backup", str(tmp_path / "backup"), 5)

@@ -26,7 +26,7 @@ class Served:
 
 
 def serve(path: Path, **options) -> Iterator[Served]:
-    local = giod.open(path)
+    local = giod.open(path, create=True)
     with ServerThread(create_app(str(path), **options)) as url:
         yield Served(url, local, local.catalog.create_token("admin", note="tests")[1])
     local.close()

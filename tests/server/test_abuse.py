@@ -288,7 +288,7 @@ class Subprocess:
 @pytest.fixture
 def daq_fed(tmp_path: Path) -> tuple[Path, str]:
     path = tmp_path / "fed"
-    with giod.open(path) as fed:
+    with giod.open(path, create=True) as fed:
         ds = fed.create_dataset("qcd", synthetic.schema())
         with ds.writer(database_events=50, cluster_events=25) as w:
             w.append(synthetic.events(300, seed=4))

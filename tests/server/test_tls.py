@@ -24,7 +24,7 @@ def _certificate(tmp_path):
 
 def test_https_with_a_self_signed_certificate(tmp_path):
     cert, key = _certificate(tmp_path)
-    local = giod.open(tmp_path / "fed")
+    local = giod.open(tmp_path / "fed", create=True)
     token = local.catalog.create_token("read")[1]
     proc = subprocess.Popen([sys.executable, "-c", "from giod.cli import main; main()", "serve", "-f",
                              str(tmp_path / "fed"), "--port", "0", "--certfile", str(cert), "--keyfile", str(key)],

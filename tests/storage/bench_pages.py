@@ -96,7 +96,7 @@ def cpu(fn: Callable[[], Any], repeat: int = 3) -> float:
 
 
 def write(root: str, events: Any, options: WriteOptions, cluster_events: int) -> list[str]:
-    fed = giod.open(root)
+    fed = giod.open(root, create=True)
     ds = fed.create_dataset("s", synthetic.schema())
     with ds.writer(cluster_events=cluster_events, database_events=len(events), database_bytes=1 << 40,
                    options=options) as w:

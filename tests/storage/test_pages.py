@@ -316,7 +316,7 @@ def test_giod_containers(tmp_path: Path) -> None:
     from giod.bench import synthetic
     from giod.storage.container import WriteOptions
 
-    fed = giod.open(tmp_path)
+    fed = giod.open(tmp_path, create=True)
     ds = fed.create_dataset("s", synthetic.schema())
     with ds.writer(cluster_events=700, options=WriteOptions(data_page_size=2048)) as w:
         w.append(synthetic.events(2000, seed=3))

@@ -178,7 +178,7 @@ def write_concurrently(root: Path, dataset: str, events: ak.Array, n_writers: in
 def _giod_run(work: Path, schema: Schema, events: ak.Array, n_writers: int, label: str) -> tuple[float, int]:
     """One measurement in a fresh federation, removed afterwards: (seconds, stored bytes)."""
     root = work / f"fed-{label}"
-    fed = giod.open(root)
+    fed = giod.open(root, create=True)
     try:
         ds = fed.create_dataset("daq", schema)
         seconds = write_concurrently(root, "daq", events, n_writers)

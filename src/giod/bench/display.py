@@ -172,7 +172,7 @@ def _build(root: Path, cells: int) -> tuple[Any, list[dict[str, Any]]]:
     from giod.schema import Schema
 
     specs = _specs(cells)
-    fed = giod.open(root)
+    fed = giod.open(root, create=True)
     ds = fed.create_dataset(DATASET, Schema.from_yaml(model_text()))
     events = busy_events([(n, pileup) for _, n, pileup in specs])
     with ds.writer() as writer:

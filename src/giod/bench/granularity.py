@@ -127,7 +127,7 @@ def layout_events(layout: str, e: np.ndarray) -> ak.Array:
 def _write_and_read(work: Path, layout: str, events: ak.Array, tag: str) -> tuple[float, float, int, int]:
     """(write s, read s, stored bytes, values read) in a fresh federation, removed afterwards."""
     root = work / f"fed-{layout}-{tag}"
-    fed = giod.open(root)
+    fed = giod.open(root, create=True)
     try:
         ds = fed.create_dataset("calo", layout_schema(layout))
         start = time.perf_counter()

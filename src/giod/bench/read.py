@@ -111,7 +111,7 @@ def run(
             part = tables[schema.container_of(COLLECTION)].column(COLLECTION).nbytes
             chunk = daq.peer_chunk(events, payload)
             advance(1)
-            fed = giod.open(work / "fed")
+            fed = giod.open(work / "fed", create=True)
             ds = fed.create_dataset("read", schema)
             with ds.writer() as w:
                 for start in range(0, events, daq.BATCH_EVENTS):

@@ -168,7 +168,7 @@ def run(
     n_databases = min(events, DATABASES_PER_WORKER * max(counts))
     database_events = math.ceil(events / n_databases)
     with tempfile.TemporaryDirectory(prefix="giod-bench-recon-", dir=workdir) as tmp:
-        fed = giod.open(Path(tmp) / "fed")
+        fed = giod.open(Path(tmp) / "fed", create=True)
         with bars.task("simulating the raw events", events) as advance:
             ds = simulate_into(fed, DATASET, events, seed=SEED, database_events=database_events, progress=advance)
         n_databases = len(ds.databases())

@@ -122,7 +122,7 @@ def run(events: int = DEFAULT_EVENTS, streams: Sequence[int] = STREAMS, rtts_ms:
         work = Path(tmp)
         tokens = {}
         for name in ("a", "b"):
-            fed = giod.open(work / f"site-{name}")
+            fed = giod.open(work / f"site-{name}", create=True)
             tokens[name] = fed.catalog.create_token("admin", note="giod bench replicate")[1]
             fed.close()
         a_addr = stack.enter_context(serve_federation(work / "site-a"))

@@ -288,7 +288,7 @@ def run(
     analysis_events = events * ANALYSIS_FACTOR
     with tempfile.TemporaryDirectory(prefix="giod-bench-scale-", dir=workdir) as tmp:
         root = Path(tmp) / "fed"
-        fed = giod.open(root)
+        fed = giod.open(root, create=True)
         with bars.task("writing synthetic events", analysis_events) as advance:
             syn = fed.create_dataset("syn", synthetic.schema())
             per_db = math.ceil(analysis_events / ANALYSIS_DATABASES)

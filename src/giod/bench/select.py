@@ -129,7 +129,7 @@ def run(
     bars = bars or Bars(enabled=False)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="giod-bench-select-", dir=workdir) as tmp:
-        fed = giod.open(Path(tmp) / "fed")
+        fed = giod.open(Path(tmp) / "fed", create=True)
         with bars.task(f"writing {events:,} events × {len(clusters)} cluster sizes", events) as advance:
             datasets, tag, payload = _write(fed, events, clusters, advance)
         ordered = np.sort(tag)

@@ -135,7 +135,7 @@ def run(
 
             def clock(i: int) -> float:
                 root = work / f"{key}-{i}"
-                fed = giod.open(root)
+                fed = giod.open(root, create=True)
                 try:
                     start = time.perf_counter()
                     work_fn(fed)

@@ -80,7 +80,7 @@ def _build(work: Path, events: int, advance: Callable[[int], None]) -> _Data:
     from giod.interchange.export import write_root
 
     per_db = max(1, min(DATABASE_EVENTS, events // 4))
-    fed = giod.open(work / "fed")
+    fed = giod.open(work / "fed", create=True)
     try:
         schema = synthetic.schema()
         ds = fed.create_dataset(DATASET, schema)

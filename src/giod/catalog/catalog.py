@@ -24,7 +24,7 @@ from sqlalchemy import Connection, func, insert, select, update
 from giod.catalog import migrations
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
-from giod.catalog.engine import Unchanged, create_catalog_engine, parse_url
+from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
 from giod.catalog.queries import (
     dataset_record,
     dataset_row,
@@ -103,7 +103,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods):
         if level == migrations.latest_level():
             return
         if level is None and not create:
-            raise CatalogError(f"{self._shown} holds no giod catalog (and create=False)")
+            raise NoCatalog(f"{self._shown} holds no giod catalog (and create=False)", self._shown)
 
         def work(conn: Connection) -> None:
             if self.dialect == "postgresql":

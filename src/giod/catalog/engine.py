@@ -32,12 +32,20 @@ from sqlalchemy.pool import QueuePool, StaticPool
 from giod.catalog.tables import federation
 from giod.errors import CatalogError, ConfigError, ConflictError
 
-__all__ = ["CatalogURL", "Transactions", "Unchanged", "create_catalog_engine", "parse_url"]
+__all__ = ["CatalogURL", "NoCatalog", "Transactions", "Unchanged", "create_catalog_engine", "parse_url"]
 
 T = TypeVar("T")
 
 WRITE = "giod_write"  # execution option marking the write engine (SQLite: BEGIN IMMEDIATE)
 DEFAULT_TIMEOUT = 60.0  # seconds a writer waits for the lock before giving up
+
+
+class NoCatalog(CatalogError):
+    """Nothing holds a giod catalog at the URL, and creating one was not asked for."""
+
+    def __init__(self, message: str, shown: str):
+        super().__init__(message)
+        self.shown = shown  # the URL without its password
 SYNCHRONOUS = ("FULL", "NORMAL")
 _JITTER = random.SystemRandom()
 _PG_RETRY = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
@@ -107,7 +115,7 @@ def _sqlite_engine(sa_url: URL, timeout: float, synchronous: str, create: bool) 
         path = Path(str(sa_url.database))
         if not path.exists():
             if not create:
-                raise CatalogError(f"no catalog at {path} (and create=False)")
+                raise NoCatalog(f"no catalog at {path} (and create=False)", str(path))
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:

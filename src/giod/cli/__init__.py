@@ -221,17 +221,18 @@ def schema_check(file: str, old: str | None) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dataset", required=True, help="Dataset to create or append to.")
 @click.option("--tree", default=None, help="Tree name (default: Events, or the only tree).")
+@click.option("--create", is_flag=True, help="Create the federation first if there is none (as giod init).")
 @federation_option
-def import_(file: str, dataset: str, tree: str | None, federation: str) -> None:
-    """Import a NanoAOD-style ROOT file (TTree or RNTuple).
+def import_(file: str, dataset: str, tree: str | None, create: bool, federation: str) -> None:
+    """Import a NanoAOD-style ROOT file (TTree or RNTuple) into an existing federation.
 
-    Example: giod import nano.root --dataset ttbar
+    Example: giod init ./myfed && giod import nano.root --dataset ttbar -f ./myfed
     """
     from rich.progress import Progress
 
     from giod.interchange.nanoaod import import_root
 
-    fed = _open(federation, create=True)
+    fed = _open(federation, create=create)
     with Progress(transient=True) as bar:
         task = bar.add_task(f"importing {Path(file).name}", total=None)
         report = import_root(fed, file, dataset, tree=tree,
