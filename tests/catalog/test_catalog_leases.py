@@ -1,0 +1,33 @@
+"""Writers' leases in the catalog: taken, renewed, released, and never revived once expired."""
+
+from __future__ import annotations
+
+import time
+
+from giod.catalog import Catalog
+
+
+def test_leases_live_renew_expire_and_release(catalog: Catalog) -> None:
+    version = catalog.version()
+    short = catalog.take_lease("local", "qcd/a/", "host:1", 0.5)
+    long = catalog.take_lease("local", "qcd/b/", "host:2", 600)
+    other = catalog.take_lease("far", "qcd/c/", "host:3", 600)
+    assert short.covers("qcd/a/raw.parquet") and not short.covers("qcd/ab/raw.parquet")
+    assert [x.id for x in catalog.leases("local")] == [short.id, long.id]
+    assert [x.id for x in catalog.leases()] == [short.id, long.id, other.id]
+    assert catalog.version() == version  # liveness is not federation content
+
+    deadline = time.monotonic() + 30
+    while short.id in {x.id for x in catalog.leases()} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [x.id for x in catalog.leases(expired=True)] == [short.id]
+    # an expired lease is never revived: gc may already have judged its files
+    assert catalog.renew_leases([short.id, long.id], 600) == {long.id}
+    assert short.id not in {x.id for x in catalog.leases()}
+    renewed = {x.id: x for x in catalog.leases()}[long.id]
+    assert renewed.expires >= long.expires
+
+    catalog.release_lease(long.id)
+    catalog.release_lease(long.id)  # twice is harmless
+    assert [x.id for x in catalog.leases()] == [other.id]
+    assert catalog.drop_expired_leases() == 1 and catalog.leases(expired=True) == []
