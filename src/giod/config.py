@@ -56,6 +56,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("compression_level", 1, "codec level (zstd: 1 fast … 22 small)"),
     Setting("byte_stream_split", True, "byte-stream-split encoding of float columns"),
     Setting("page_checksums", True, "CRC-32 per Parquet page, verified on read"),
+    Setting("lease_seconds", 600.0, "term of a writer's lease on the files it writes, renewed every third of it"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

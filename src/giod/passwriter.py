@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from giod import config
+from giod.catalog.leases import hold_lease
 from giod.catalog.records import ContainerSpec, DatabaseRecord
 from giod.clusters import DEFAULT_CLUSTER_BYTES, _ContainerBuffer, _options_for, merge_stats, write_options
 from giod.columns import as_events, containers_in, to_tables
@@ -149,6 +150,10 @@ class PassWriter:
 
     ``with ds.extend(program="reco") as p: p.write(db, events)`` — or write in
     worker processes with :func:`write_pass` and hand the outputs to :meth:`add`.
+
+    From its creation until it commits or discards, it holds a lease on the
+    dataset's folder at its site, so that gc leaves alone the containers the
+    pass (or its workers) wrote and has not registered yet.
     """
 
     def __init__(self, dataset: Dataset, *, replace: bool = False, site: str | None = None,
@@ -163,6 +168,13 @@ class PassWriter:
         self.options = options
         self.outputs: list[PassOutput] = []
         self.version: int | None = None
+        cfg = config.load(dataset.federation.root)
+        if not cfg["lease_seconds"] > 0:
+            raise DataError("lease_seconds must be positive")
+        from giod.writer import writer_identity
+
+        self._lease = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
+                                 writer_identity(), float(cfg["lease_seconds"]))
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
         out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,
@@ -176,14 +188,25 @@ class PassWriter:
 
     def commit(self) -> int | None:
         if not self.outputs:
+            self._release()
             return None
         items = [(o.database_id, tuple(self._provenance(c) for c in o.containers), o.tag_stats or None)
                  for o in self.outputs]
-        self.version = self.dataset.federation.catalog.add_containers_bulk(
-            items, self.site.name, replace=self.replace
-        )
+        try:
+            if self._lease is not None:
+                self._lease.confirm()  # the files are safe from gc for a whole term from here
+            self.version = self.dataset.federation.catalog.add_containers_bulk(
+                items, self.site.name, replace=self.replace
+            )
+        finally:
+            self._release()
         self.outputs = []
         return self.version
+
+    def _release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
 
     def _provenance(self, spec: ContainerSpec) -> ContainerSpec:
         """Containers written elsewhere (worker processes) get this pass's provenance."""
@@ -197,6 +220,7 @@ class PassWriter:
             for spec in o.containers:
                 self.site.remove(spec.path)
         self.outputs = []
+        self._release()
 
     def __enter__(self) -> PassWriter:
         return self
