@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -126,20 +127,27 @@ class Lease:
         self.seconds = seconds
         self.lost = False
         self.released = False
+        self.renewed = time.monotonic()  # when the lease last had a whole term ahead of it
 
     def confirm(self) -> None:
-        """Renew now, for a whole term; StorageError when the lease has expired (its files may be gone).
+        """Make sure the lease has two thirds of a term ahead, far longer than a commit; StorageError when it
+        has expired (its files may be gone). Called right before registering.
 
-        Called right before registering: the files are then safe for a full term, far longer than a commit.
+        Renews unless the lease was renewed less than a third of a term ago (the background renewal keeps
+        it so): a writer committing many small databases pays no catalog write for it.
         """
         if self.released:
             raise StorageError(f"lease on {self.record.prefix} was already released")
+        if not self.lost and time.monotonic() - self.renewed < self.seconds / 3:
+            return
+        started = time.monotonic()
         if self.record.id not in self.catalog.renew_leases([self.record.id], self.seconds):
             self.lost = True
             raise StorageError(
                 f"the lease on {self.record.site}:{self.record.prefix} expired (this process was not heard "
                 f"from for {self.seconds:g} s): gc may have removed its files, nothing was committed"
             )
+        self.renewed = started
 
     def release(self) -> None:
         if self.released:
@@ -182,11 +190,14 @@ class _Keeper:
                 groups.setdefault((id(lease.catalog), lease.seconds), []).append(lease)
             for group in groups.values():
                 try:
+                    started = time.monotonic()
                     renewed = group[0].catalog.renew_leases([g.record.id for g in group], group[0].seconds)
                 except Exception:  # noqa: BLE001 - a catalog briefly away: the next round tries again
                     continue
                 for lease in group:
-                    if lease.record.id not in renewed:
+                    if lease.record.id in renewed:
+                        lease.renewed = max(lease.renewed, started)
+                    else:
                         lease.lost = True
 
 
