@@ -23,7 +23,7 @@ from tests.conftest import fresh_postgres_schema
 
 import giod
 from giod.bench import synthetic
-from giod.consistency import fsck
+from giod.consistency import fsck, gc
 
 WRITER = textwrap.dedent("""
     import sys
@@ -167,3 +167,26 @@ def test_a_killed_writers_files_are_reclaimed_once_its_lease_expires(target: str
     assert not any(p.exists() for p in files)
     r = giod_cli("fsck", "-f", target)
     assert r.returncode == 0 and "0 problems" in r.stdout, r.stdout
+
+
+def test_gc_spares_a_pass_until_it_commits(target: str):
+    fed = giod.open(target, create=False)
+    try:
+        ds = fed.dataset("daq")
+        events = synthetic.events(60, seed=4)
+        raw = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
+        with ds.writer(database_events=30) as w:
+            w.append(events[raw])
+        with ds.extend(program="reco") as p:
+            for db in ds.databases():
+                p.write(db, events[db.first_entry : db.stop_entry][["tracks", "jets"]])
+            written = {s.path for out in p.outputs for s in out.containers}
+            _age([Path(fed.site().local_path(x)) for x in written], 10 * 3600)
+            assert {x.path for x in fsck(fed).by_kind("writing")} == written
+            assert gc(fed, grace_seconds=0) == []
+        assert fed.catalog.leases() == []
+        got = ds.read(["jets"])
+        assert ak.to_list(got.jets.pt) == ak.to_list(events.jets.pt)
+        assert fsck(fed).problems == []
+    finally:
+        fed.close()

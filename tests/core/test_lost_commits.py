@@ -85,3 +85,31 @@ def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_aga
         assert gc(fed, grace_seconds=0) == []
     finally:
         fed.close()
+
+
+LOST_DATASET = textwrap.dedent("""
+    import os, signal, sys
+    import giod
+    from giod.bench import synthetic
+
+    fed = giod.open(sys.argv[1], create=False)
+    with fed.create_dataset("late", synthetic.schema()).writer() as w:
+        w.append(synthetic.events(10, seed=3))
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_recover_says_why_it_cannot_register_a_dataset_the_catalog_lost_too(tmp_path: Path):
+    target = tmp_path / "fed"
+    giod.open(target, create=True).close()
+    r = subprocess.run([sys.executable, "-c", LOST_DATASET, str(target)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == -9, r.stderr
+    (target / f"{CATALOG_FILE}-wal").unlink()
+    (target / f"{CATALOG_FILE}-shm").unlink(missing_ok=True)
+
+    r = giod_cli("recover", "-f", str(target))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "cannot register local:late/" in r.stdout and "dataset late is not in the catalog" in r.stdout
+    assert "Traceback" not in r.stderr
+    with giod.open(target, create=False) as fed:
+        assert len(fsck(fed).by_kind("lost")) == 4  # still there, still reported
