@@ -262,7 +262,9 @@ def _check_file(fed: Federation, site: str, path: str, size: int, checksum: str,
 class Removed(list[tuple[str, str]]):
     """The ``(site, path)`` gc removed (or would remove); ``lost``: evidence of lost commits it kept."""
 
-    lost: list[tuple[str, str]]
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost: list[tuple[str, str]] = []
 
 
 def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
@@ -276,7 +278,6 @@ def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
     there are any, deleted rows are not purged either.
     """
     removed = Removed()
-    removed.lost = []
     now = time.time()
     before = fed.catalog.version_at(now - grace_seconds) + 1
     plan: list[tuple[Site, str, list[tuple[str, FileInfo, str]]]] = []
@@ -341,7 +342,7 @@ def _recover_one(fed: Federation, site_name: str, folder: str, files: list[FileI
     def refused(reason: str, n: int = 0) -> Recovered:
         return Recovered(site_name, folder, name, paths, n, reason=reason)
 
-    if any({k: v for k, v in m.items()} != meta for m in metas[1:]):
+    if any(m != meta for m in metas[1:]):
         return refused("its files were written by different writers")
     try:
         ds = fed.dataset(name)
