@@ -27,8 +27,8 @@ __all__ = ["BookkeepingMethods"]
 
 
 class BookkeepingMethods(Transactions):
-    """``container_paths``, ``deleted_paths``, ``version_at``, ``version_created``, ``checksum_of``, ``set_replica_state``, ``replicas`` and ``purge_deleted``
-    of ``Catalog``."""
+    """``container_paths``, ``deleted_paths``, ``version_at``, ``version_created``, ``checksum_of``,
+    ``set_replica_state``, ``replicas`` and ``purge_deleted`` of ``Catalog``."""
 
     def container_paths(self, site: str | None = None) -> set[str]:
         """Every container path any row references (deleted ones too, until purged).
