@@ -31,3 +31,22 @@ def test_leases_live_renew_expire_and_release(catalog: Catalog) -> None:
     catalog.release_lease(long.id)  # twice is harmless
     assert [x.id for x in catalog.leases()] == [other.id]
     assert catalog.drop_expired_leases() == 1 and catalog.leases(expired=True) == []
+
+
+def test_a_level_4_catalog_gains_leases(catalog_url: str) -> None:
+    from sqlalchemy import inspect
+
+    from giod.catalog import migrations
+    from giod.catalog.engine import create_catalog_engine, parse_url
+
+    engine = create_catalog_engine(parse_url(catalog_url))
+    with engine.begin() as conn:
+        assert migrations.migrate(conn, target=4) == (None, 4)
+        assert not inspect(conn).has_table("leases")
+    engine.dispose()
+    with Catalog.open(catalog_url, create=False) as catalog:
+        with catalog._engine.connect() as conn:
+            assert migrations.read_level(conn) == migrations.latest_level() >= 5
+        assert catalog.version() == 0 and catalog.leases() == []
+        lease = catalog.take_lease("local", "qcd/x", "host:1", 60)
+        assert [x.id for x in catalog.leases("local")] == [lease.id] and catalog.version() == 0
