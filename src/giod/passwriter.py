@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from giod import config
-from giod.catalog.leases import hold_lease
+from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
 from giod.clusters import DEFAULT_CLUSTER_BYTES, _ContainerBuffer, _options_for, merge_stats, write_options
 from giod.columns import as_events, containers_in, to_tables
@@ -171,10 +171,8 @@ class PassWriter:
         cfg = config.load(dataset.federation.root)
         if not cfg["lease_seconds"] > 0:
             raise DataError("lease_seconds must be positive")
-        from giod.writer import writer_identity
-
         self._lease = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
-                                 writer_identity(), float(cfg["lease_seconds"]))
+                                 writer_host(), float(cfg["lease_seconds"]))
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
         out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,

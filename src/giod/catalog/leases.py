@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 import weakref
@@ -34,7 +35,7 @@ from giod.catalog.engine import Transactions
 from giod.catalog.tables import leases
 from giod.errors import ConfigError, GiodError, StorageError
 
-__all__ = ["Lease", "LeaseMethods", "LeaseRecord", "hold_lease"]
+__all__ = ["Lease", "LeaseMethods", "LeaseRecord", "hold_lease", "writer_host"]
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,11 @@ def _forget_keeper() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_keeper)
+
+
+def writer_host() -> str:
+    """``host:pid`` of this process, as leases name their holder."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def hold_lease(catalog: Any, site: str, prefix: str, holder: str, seconds: float) -> Lease | None:
