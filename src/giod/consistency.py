@@ -305,22 +305,32 @@ def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
 
 
 def recover(fed: Federation, *, dry_run: bool = False) -> list[Recovered]:
-    """Register again the databases whose complete files fsck reports as ``lost``, oldest first."""
-    groups: dict[tuple[str, str], list[FileInfo]] = {}
+    """Register again what the files fsck reports as ``lost`` hold: the databases first, oldest first, then
+    the containers later passes added to them."""
+    groups: dict[tuple[str, str, bool, str], list[tuple[FileInfo, dict[str, Any]]]] = {}
     for site_rec in fed.sites():
         site = fed.site(site_rec.name)
         for kind, info, _ in _survey(fed, site_rec.name, site, list(site.walk())):
             if kind == "lost":
-                groups.setdefault((site_rec.name, posixpath.dirname(info.path)), []).append(info)
+                meta = commit_metadata(site, info.path) or {}
+                record = json.dumps({k: v for k, v in meta.items() if k != "container"}, sort_keys=True)
+                key = (site_rec.name, posixpath.dirname(info.path), bool(meta.get("pass")), record)
+                groups.setdefault(key, []).append((info, meta))
+    planned = {(site, folder) for site, folder, is_pass, _ in groups if not is_pass}
     out = []
-    for (site_name, folder), files in sorted(groups.items(), key=lambda g: min(f.mtime for f in g[1])):
-        out.append(_recover_one(fed, site_name, folder, sorted(files, key=lambda f: f.path), dry_run))
+    for (site_name, folder, _, _), found in sorted(groups.items(),
+                                                   key=lambda g: (g[0][2], min(f.mtime for f, _ in g[1]))):
+        found.sort(key=lambda fm: fm[0].path)
+        out.append(_recover_one(fed, site_name, folder, found, dry_run, planned))
     return out
 
 
 @dataclass(frozen=True)
 class Recovered:
-    """One database of a lost commit: registered again (``database_id``), or why not."""
+    """What one lost commit left in one folder: registered again (``database_id``), or why not.
+
+    ``kind`` is ``database`` (a writer's commit) or ``pass`` (containers a later pass added to it).
+    """
 
     site: str
     folder: str
@@ -330,50 +340,69 @@ class Recovered:
     database_id: int | None = None
     first_entry: int | None = None
     reason: str = ""
+    kind: str = "database"
 
 
-def _recover_one(fed: Federation, site_name: str, folder: str, files: list[FileInfo], dry_run: bool) -> Recovered:
+def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple[FileInfo, dict[str, Any]]],
+                 dry_run: bool, planned: set[tuple[str, str]]) -> Recovered:
     site = fed.site(site_name)
-    metas = [commit_metadata(site, f.path) or {} for f in files]
-    meta = metas[0]
-    paths = tuple(f.path for f in files)
+    meta = found[0][1]
+    is_pass = bool(meta.get("pass"))
+    paths = tuple(f.path for f, _ in found)
     name = str(meta.get("dataset", ""))
+    kind = "pass" if is_pass else "database"
 
     def refused(reason: str, n: int = 0) -> Recovered:
-        return Recovered(site_name, folder, name, paths, n, reason=reason)
+        return Recovered(site_name, folder, name, paths, n, reason=reason, kind=kind)
 
-    if any(m != meta for m in metas[1:]):
-        return refused("its files were written by different writers")
     try:
         ds = fed.dataset(name)
     except NotFound:
         return refused(f"dataset {name} is not in the catalog")
     if ds.schema.fingerprint != meta.get("schema"):
         return refused(f"the files have another schema than dataset {name} has now")
+    provenance = {"program": str(meta.get("program") or ""), "program_version": str(meta.get("program_version") or ""),
+                  "parameters": dict(meta.get("parameters") or {})}
     specs, stats, counts = [], {}, set()
-    for f in files:
+    for f, m in found:
         with site.open(f.path) as fh:
             md = pq.read_metadata(fh)
             clusters = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups))
-        container = posixpath.basename(f.path).removesuffix(".parquet")
+        container = str(m.get("container") or posixpath.basename(f.path).removesuffix(".parquet"))
         if container not in ds.schema.containers and container != TAG_CONTAINER:
             return refused(f"{f.path} is no container of dataset {name}")
         counts.add(sum(clusters))
         checksum, size = file_checksum(site, f.path)
-        specs.append(ContainerSpec(container, f.path, checksum, size, clusters, ds.schema_id))
+        specs.append(ContainerSpec(container, f.path, checksum, size, clusters, ds.schema_id,
+                                   **(provenance if is_pass else {})))
         if container == TAG_CONTAINER:
             with site.open(f.path) as fh:
                 merge_stats(stats, pq.read_table(fh))
     if len(counts) != 1:
         return refused("its containers hold different numbers of events")
     n = counts.pop()
-    if dry_run:
-        return Recovered(site_name, folder, name, paths, n)
-    commit = DatabaseCommit(
-        dataset=name, n_events=n, site=site_name, containers=tuple(specs), tag_stats=stats,
-        writer=str(meta.get("writer", "")), program=str(meta.get("program", "")),
-        program_version=str(meta.get("program_version", "")), parameters=dict(meta.get("parameters") or {}),
-        parents=tuple(int(p) for p in meta.get("parents") or ()), idempotency_key=meta.get("idempotency_key"),
-    )
-    result = fed.catalog.commit_database(commit)
+    try:
+        if is_pass:
+            db = next((d for d in ds.databases() if any(posixpath.dirname(c.path) == folder for c in d.containers)),
+                      None)
+            if db is None and not (dry_run and (site_name, folder) in planned):
+                return refused(f"the database in {folder} is not in the catalog")
+            if db is not None and db.n_events != n:
+                return refused(f"db{db.id} has {db.n_events} events, the containers {n}")
+            if dry_run:
+                return Recovered(site_name, folder, name, paths, n, kind=kind)
+            assert db is not None
+            fed.catalog.add_containers(db.id, specs, site_name, tag_stats=stats or None,
+                                       replace=bool(meta.get("replace")))
+            return Recovered(site_name, folder, name, paths, n, db.id, db.first_entry, kind=kind)
+        if dry_run:
+            return Recovered(site_name, folder, name, paths, n)
+        commit = DatabaseCommit(
+            dataset=name, n_events=n, site=site_name, containers=tuple(specs), tag_stats=stats,
+            writer=str(meta.get("writer", "")), parents=tuple(int(p) for p in meta.get("parents") or ()),
+            idempotency_key=meta.get("idempotency_key"), **provenance,
+        )
+        result = fed.catalog.commit_database(commit)
+    except GiodError as exc:
+        return refused(str(exc), n)
     return Recovered(site_name, folder, name, paths, n, result.database_id, result.first_entry)

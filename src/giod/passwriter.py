@@ -15,7 +15,15 @@ import pyarrow.compute as pc
 from giod import config
 from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import DEFAULT_CLUSTER_BYTES, _ContainerBuffer, _options_for, merge_stats, write_options
+from giod.clusters import (
+    DEFAULT_CLUSTER_BYTES,
+    _ContainerBuffer,
+    _options_for,
+    commit_record,
+    merge_stats,
+    seen_version,
+    write_options,
+)
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConflictError, DataError
 from giod.fieldvalues import field_width
@@ -84,9 +92,13 @@ def write_pass(
         options = write_options(config.load(dataset.federation.root))
     specs: list[ContainerSpec] = []
     stats: dict[str, tuple[float, float]] = {}
+    # what a catalog that lost the pass's commit needs to add its containers again (giod recover)
+    record = {"pass": True, "dataset": dataset.name, "schema": schema.fingerprint, "replace": replace,
+              "program": program, "program_version": program_version, "parameters": dict(parameters or {}),
+              "seen_version": seen_version(dataset.federation.catalog)}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}.parquet",
-                            schema.arrow_schema(c), _options_for(c, options))
+                            schema.arrow_schema(c), _options_for(c, options), commit_record(record, c))
         try:
             buf = _ContainerBuffer(w, None, cluster_bytes)
             buf.add(table)

@@ -23,8 +23,6 @@ again should the catalog lose the commit (``giod recover``).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import socket
 import uuid
@@ -39,6 +37,8 @@ from giod import config
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
 from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
+    commit_record,
+    seen_version,
     DEFAULT_CLUSTER_BYTES,
     TAG_PAGE_SIZE,
     _ContainerBuffer,
@@ -47,10 +47,10 @@ from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE
     write_options,
 )
 from giod.columns import as_events, containers_in, to_tables
-from giod.errors import DataError, GiodError
+from giod.errors import DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
 from giod.schema import TAG_CONTAINER, Schema
-from giod.storage.container import COMMIT_KEY, ContainerWriter, WriteOptions
+from giod.storage.container import ContainerWriter, WriteOptions
 from giod.storage.site import Site
 
 if TYPE_CHECKING:
@@ -257,20 +257,15 @@ class Writer:
         if lease is not None:
             lease.release()
 
-    def _footer(self) -> str:
+    def _footer(self) -> dict[str, Any]:
         """What a catalog that lost this commit needs to register it again (``giod recover``)."""
-        seen = None
-        versions = getattr(self.dataset.federation.catalog, "versions", None)
-        if versions is not None:
-            with contextlib.suppress(GiodError):
-                last = versions(1)
-                seen = [last[0].version, last[0].created] if last else [0, 0.0]
         key = None if self.idempotency_key is None else f"{self.idempotency_key}:{len(self.commits)}"
-        return json.dumps({
+        return {
             "dataset": self.dataset.name, "schema": self.schema.fingerprint, "writer": self.name,
             "program": self.program, "program_version": self.program_version, "parameters": self.parameters,
-            "parents": list(self.parents), "idempotency_key": key, "seen_version": seen,
-        }, sort_keys=True, default=str)
+            "parents": list(self.parents), "idempotency_key": key,
+            "seen_version": seen_version(self.dataset.federation.catalog),
+        }
 
     def _database(self, containers: tuple[str, ...]) -> _OpenDatabase:
         db = self._open
@@ -286,12 +281,13 @@ class Writer:
                                      self.lease_seconds)
         directory = f"{self._prefix}{self._databases:06x}"
         self._databases += 1
-        footer = {COMMIT_KEY: self._footer()}
+        footer = self._footer()
         buffers = {}
         try:
             for c in containers:
                 w = ContainerWriter(self.site, f"{directory}/{c}.parquet",
-                                    self.schema.arrow_schema(c), _options_for(c, self.options), footer)
+                                    self.schema.arrow_schema(c), _options_for(c, self.options),
+                                    commit_record(footer, c))
                 # tags are small: event-sized clusters would make tag queries read thousands of row groups
                 per_cluster = None if c == TAG_CONTAINER else self.cluster_events
                 buffers[c] = _ContainerBuffer(w, per_cluster, self.cluster_bytes)
@@ -311,3 +307,4 @@ class Writer:
             if c == TAG_CONTAINER:
                 merge_stats(db.stats, t)
         db.n_events += n
+

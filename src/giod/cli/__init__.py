@@ -405,7 +405,10 @@ def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None
 @click.option("--dry-run", is_flag=True, help="Only list what would be registered.")
 @federation_option
 def recover(dry_run: bool, federation: str) -> None:
-    """Register again the databases of commits the catalog lost (files fsck reports as lost)."""
+    """Register again the databases, and the containers of later passes, of commits the catalog lost.
+
+    Those are the files fsck reports as lost; their footers say what to register.
+    """
     from giod.consistency import recover as run
 
     found = run(_open(federation), dry_run=dry_run)
@@ -414,10 +417,15 @@ def recover(dry_run: bool, federation: str) -> None:
         if r.reason:
             click.echo(f"cannot register {where}: {r.reason}")
         elif r.database_id is None:
-            click.echo(f"would register {where} in {r.dataset}")
+            click.echo(f"would {'add the containers of a pass' if r.kind == 'pass' else 'register'} {where} "
+                       f"in {r.dataset}")
+        elif r.kind == "pass":
+            click.echo(f"added the containers of a pass {where} to db{r.database_id} of {r.dataset}")
         else:
             click.echo(f"registered {where} as db{r.database_id} of {r.dataset}, entries from {r.first_entry:,}")
-    click.echo(f"{sum(1 for r in found if r.database_id is not None)} databases registered again")
+    done = [r for r in found if r.database_id is not None]
+    click.echo(f"{sum(r.kind == 'database' for r in done)} databases registered again, "
+               f"{sum(r.kind == 'pass' for r in done)} passes added again")
     if any(r.reason for r in found):
         sys.exit(1)
 
