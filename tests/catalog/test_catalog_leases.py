@@ -50,3 +50,31 @@ def test_a_level_4_catalog_gains_leases(catalog_url: str) -> None:
         assert catalog.version() == 0 and catalog.leases() == []
         lease = catalog.take_lease("local", "qcd/x", "host:1", 60)
         assert [x.id for x in catalog.leases("local")] == [lease.id] and catalog.version() == 0
+
+
+def test_a_forked_child_cannot_release_or_confirm_its_parents_lease(catalog: Catalog) -> None:
+    import os
+
+    import pytest
+
+    from giod.catalog.leases import hold_lease
+    from giod.errors import StorageError
+
+    lease = hold_lease(catalog, "local", "qcd/p", "host:1", 600)
+    assert lease is not None
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 0
+        try:
+            lease.release()
+            with pytest.raises(StorageError, match="not held by this process"):
+                lease.confirm()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [x.id for x in catalog.leases()] == [lease.record.id]
+    lease.confirm()
+    lease.release()
+    assert catalog.leases() == []

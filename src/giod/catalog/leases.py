@@ -129,6 +129,7 @@ class Lease:
         self.lost = False
         self.released = False
         self.renewed = time.monotonic()  # when the lease last had a whole term ahead of it
+        self._pid = os.getpid()  # a forked child inherits the object, not the lease
 
     def confirm(self) -> None:
         """Make sure the lease has two thirds of a term ahead, far longer than a commit; StorageError when it
@@ -137,8 +138,8 @@ class Lease:
         Renews unless the lease was renewed less than a third of a term ago (the background renewal keeps
         it so): a writer committing many small databases pays no catalog write for it.
         """
-        if self.released:
-            raise StorageError(f"lease on {self.record.prefix} was already released")
+        if self.released or os.getpid() != self._pid:
+            raise StorageError(f"the lease on {self.record.prefix} is not held by this process")
         if not self.lost and time.monotonic() - self.renewed < self.seconds / 3:
             return
         started = time.monotonic()
@@ -151,7 +152,7 @@ class Lease:
         self.renewed = started
 
     def release(self) -> None:
-        if self.released:
+        if self.released or os.getpid() != self._pid:
             return
         self.released = True
         _KEEPER.forget(self)
@@ -219,7 +220,7 @@ def writer_host() -> str:
 
 
 def hold_lease(catalog: Any, site: str, prefix: str, holder: str, seconds: float) -> Lease | None:
-    """Take a lease and keep it renewed; None when the catalog keeps no leases (a remote catalog)."""
+    """Take a lease and keep it renewed; None when the catalog keeps no leases."""
     take = getattr(catalog, "take_lease", None)
     if take is None:
         return None
