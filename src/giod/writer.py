@@ -37,13 +37,13 @@ from giod import config
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
 from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
-    commit_record,
-    seen_version,
     DEFAULT_CLUSTER_BYTES,
     TAG_PAGE_SIZE,
     _ContainerBuffer,
     _options_for,
+    commit_record,
     merge_stats,
+    seen_version,
     write_options,
 )
 from giod.columns import as_events, containers_in, to_tables
@@ -307,4 +307,3 @@ class Writer:
             if c == TAG_CONTAINER:
                 merge_stats(db.stats, t)
         db.n_events += n
-
