@@ -1,8 +1,10 @@
-"""How writers lay out containers: write options, cluster buffers, tag statistics."""
+"""How writers lay out containers: write options, cluster buffers, tag statistics, commit records."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,9 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod import config
-from giod.errors import ConfigError
+from giod.errors import ConfigError, GiodError
 from giod.schema import TAG_CONTAINER
-from giod.storage.container import ContainerWriter, WriteOptions
+from giod.storage.container import COMMIT_KEY, ContainerWriter, WriteOptions
 
 DEFAULT_CLUSTER_BYTES = config.BY_NAME["cluster_bytes"].default
 
@@ -102,3 +104,17 @@ class _ContainerBuffer:
         if self.rows:
             self._write(self.rows)
 
+def seen_version(catalog: Any) -> list[Any] | None:
+    """``[version, its time]`` of the catalog's newest version, as a footer records it (None: unknown)."""
+    versions = getattr(catalog, "versions", None)
+    if versions is None:
+        return None
+    with contextlib.suppress(GiodError):
+        last = versions(1)
+        return [last[0].version, last[0].created] if last else [0, 0.0]
+    return None
+
+
+def commit_record(record: Mapping[str, Any], container: str) -> dict[str, str]:
+    """The footer entry of one container file: the commit's record and the container's name."""
+    return {COMMIT_KEY: json.dumps({**record, "container": container}, sort_keys=True, default=str)}

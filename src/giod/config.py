@@ -58,6 +58,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("page_checksums", True, "CRC-32 per Parquet page, verified on read"),
     Setting("upload_quota_bytes", 64 << 30,
             "server: bytes one token may hold in uploads not yet committed (in progress or uploaded)"),
+    Setting("lease_seconds", 600.0, "term of a writer's lease on the files it writes, renewed every third of it"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

@@ -1,10 +1,23 @@
-"""Consistency between the catalog and the sites: fsck and gc.
+"""Consistency between the catalog and the sites: fsck, gc and recover.
 
 A crash can leave files that no catalog row names (temporary files of an
 interrupted write, or complete files of a commit that never registered).
 Those are *orphans*: invisible to readers, reported by :func:`fsck`, removed
-by :func:`gc` once older than a grace period (so that a writer still busy
-is never robbed of its files).
+by :func:`gc` once older than a grace period. Whether a writer is still busy
+with a file is never guessed from its age: a live writer holds a lease on
+the files it writes (``giod.catalog.leases``), and files under a live lease
+are reported as ``writing`` and never removed, however old.
+
+Files that only deleted catalog rows name (a deleted dataset's, an
+interrupted import's) are reported as ``deleted``; gc purges those rows and
+removes the files once the deletion is older than the grace.
+
+A complete, unregistered file whose footer holds its writer's commit record
+(``giod.commit``) and that is newer than the catalog's last version, or whose
+writer saw a version the catalog's history no longer holds, is evidence that
+the catalog lost commits (a deleted SQLite WAL, a restored backup): fsck
+reports it as ``lost`` (damage), gc keeps it, :func:`recover` registers its
+database again.
 
 Files the catalog does not know at a site are *dark data*. Orphans are one
 kind; the other is a copy of a known container at a site where the catalog
@@ -20,33 +33,46 @@ A site that does not answer is reported as such, not as missing files.
 
 from __future__ import annotations
 
+import json
+import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from giod.catalog.records import ContainerRecord, SiteRecord
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord
+from giod.clusters import merge_stats
 from giod.errors import GiodError, IntegrityError, NotFound
 from giod.federation import Federation
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
-from giod.storage.site import is_temporary
+from giod.schema import TAG_CONTAINER
+from giod.storage.container import COMMIT_KEY
+from giod.storage.site import FileInfo, Site, is_temporary
 
 
 @dataclass
 class Problem:
-    kind: str  # orphan | dark | missing | size | checksum | catalog | unreachable
+    kind: str  # orphan | dark | writing | deleted | lost | missing | size | checksum | catalog | unreachable
     site: str
     path: str
     detail: str
 
 
-NOT_DAMAGE = ("orphan", "dark")  # files too many, not data missing
+# files too many, not data missing; "lost" files are data the catalog is missing, not data missing from a site:
+# they are reported apart (FsckReport.lost_commits)
+NOT_DAMAGE = ("orphan", "dark", "writing", "deleted", "lost")
 
 
 @dataclass
 class FsckReport:
     files_checked: int = 0
     bytes_checked: int = 0
+    deleted_files: int = 0  # files of deleted containers, waiting for gc
+    deleted_bytes: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     def by_kind(self, kind: str) -> list[Problem]:
@@ -54,14 +80,20 @@ class FsckReport:
 
     @property
     def damaged(self) -> bool:
-        """True when committed data is missing or corrupt, or could not be checked (orphans and dark
-        copies are not damage)."""
+        """True when committed data is missing or corrupt, or could not be checked (orphans, dark copies,
+        files being written or deleted are not damage; lost commits are told by :attr:`lost_commits`)."""
         return any(p.kind not in NOT_DAMAGE for p in self.problems)
+
+    @property
+    def lost_commits(self) -> bool:
+        """True when complete files show commits the catalog lost (``giod recover`` registers them)."""
+        return any(p.kind == "lost" for p in self.problems)
 
 
 def fsck(fed: Federation, *, checksums: bool = True,
          progress: Callable[[int], None] | None = None) -> FsckReport:
-    """Check every replica of every live container, and look for orphans."""
+    """Check every replica of every live container, and say what every other file at a site is: orphan,
+    dark copy, being written, deleted, or evidence of a lost commit."""
     report = FsckReport()
     sites = {s.id: s for s in fed.sites()}
     away: dict[str, str] = {}
@@ -92,29 +124,99 @@ def fsck(fed: Federation, *, checksums: bool = True,
                     _check_file(fed, site_name, c.path, c.size, c.checksum, checksums, report, state)
                     if progress:
                         progress(c.size)
-    everywhere = fed.catalog.container_paths()
     for site_rec in sites.values():
         if site_rec.name in away:
             continue
-        known = fed.catalog.container_paths(site_rec.name)
+        site = fed.site(site_rec.name)
         try:
-            files = list(fed.site(site_rec.name).walk())
+            files = list(site.walk())
         except GiodError as exc:
             report.problems.append(Problem("unreachable", site_rec.name, "", f"site cannot be listed: {exc}"))
             continue
-        for info in files:
-            if info.path in known:
-                continue
-            if is_temporary(info.path):
-                report.problems.append(Problem("orphan", site_rec.name, info.path,
-                                               "temporary file of an interrupted write"))
-            elif info.path in everywhere:
-                report.problems.append(Problem("dark", site_rec.name, info.path,
-                                               "copy of a container the catalog lists no replica of here "
-                                               "(giod replicate checks and adopts it)"))
-            else:
-                report.problems.append(Problem("orphan", site_rec.name, info.path, "file that no catalog entry names"))
+        for kind, info, detail in _survey(fed, site_rec.name, site, files):
+            report.problems.append(Problem(kind, site_rec.name, info.path, detail))
+            if kind == "deleted":
+                report.deleted_files += 1
+                report.deleted_bytes += info.size
     return report
+
+
+def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]
+            ) -> Iterator[tuple[str, FileInfo, str]]:
+    """``(kind, file, detail)`` of every file at the site that is not a live replica.
+
+    Read after the walk, in this order: the leases, then the catalog's paths. A file the walk saw was
+    created under a lease taken before it; a lease released since was released after its commit, which
+    the paths then show.
+    """
+    lister = getattr(fed.catalog, "leases", None)
+    leases = lister(site_name) if lister is not None else []
+    known = fed.catalog.container_paths(site_name)
+    deleted = fed.catalog.deleted_paths(site_name)
+    everywhere: set[str] | None = None
+    history = _History(fed)
+    for info in files:
+        if info.path in deleted:
+            yield ("deleted", info, f"file of a container deleted at version {deleted[info.path]} "
+                                    "(giod gc reclaims it once the deletion is older than the grace)")
+            continue
+        if info.path in known:
+            continue
+        lease = next((x for x in leases if x.covers(info.path)), None)
+        if lease is not None:
+            yield ("writing", info, f"file of a live writer ({lease.holder}, lease {lease.id})")
+        elif is_temporary(info.path):
+            yield ("orphan", info, "temporary file of an interrupted write")
+        elif info.path in (everywhere := fed.catalog.container_paths() if everywhere is None else everywhere):
+            yield ("dark", info, "copy of a container the catalog lists no replica of here "
+                                 "(giod replicate checks and adopts it)")
+        elif (why := history.lost(site, info)) is not None:
+            yield ("lost", info, f"complete file of a commit the catalog does not hold ({why}); "
+                                 "giod recover registers it again")
+        else:
+            yield ("orphan", info, "file that no catalog entry names")
+
+
+class _History:
+    """Whether an unregistered complete file is evidence of commits the catalog lost (a deleted SQLite WAL,
+    a catalog restored from an older copy), from what its writer recorded in its footer."""
+
+    def __init__(self, fed: Federation):
+        self.catalog = fed.catalog
+        self._last: float | None = None
+
+    def lost(self, site: Site, info: FileInfo) -> str | None:
+        meta = commit_metadata(site, info.path)
+        if meta is None:
+            return None
+        seen = meta.get("seen_version")
+        if seen:
+            created = self.catalog.version_created(int(seen[0]))
+            if created is None or abs(created - float(seen[1])) > 1e-3:
+                return f"its writer saw version {seen[0]}, which the catalog's history no longer holds"
+        if self._last is None:
+            last = self.catalog.versions(1)
+            self._last = last[0].created if last else 0.0
+        if info.mtime > self._last:
+            return "it is newer than the catalog's last version"
+        return None
+
+
+def commit_metadata(site: Site, path: str) -> dict[str, Any] | None:
+    """What a writer recorded in a container's footer for registering it (None: nothing, or no Parquet)."""
+    try:
+        with site.open(path) as fh:
+            kv = pq.read_metadata(fh).metadata or {}
+    except (GiodError, OSError, pa.ArrowException):
+        return None
+    raw = kv.get(COMMIT_KEY.encode())
+    if raw is None:
+        return None
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return None
+    return meta if isinstance(meta, dict) and isinstance(meta.get("dataset"), str) else None
 
 
 def _replica_sites(fed: Federation, dataset: str, sites: dict[int, SiteRecord]
@@ -157,20 +259,150 @@ def _check_file(fed: Federation, site: str, path: str, size: int, checksum: str,
             report.problems.append(Problem("checksum", site, path, f"{value}, catalog says {checksum}{marked}"))
 
 
-def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> list[tuple[str, str]]:
-    """Remove orphan files older than ``grace_seconds``; returns (site, path) removed."""
-    removed = []
+class Removed(list[tuple[str, str]]):
+    """The ``(site, path)`` gc removed (or would remove); ``lost``: evidence of lost commits it kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost: list[tuple[str, str]] = []
+
+
+def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
+       include_lost: bool = False) -> Removed:
+    """Remove what nothing will read again; returns the (site, path) removed.
+
+    That is: orphans older than ``grace_seconds`` (files under a live writer's lease never, whatever
+    their age), and the files of containers deleted more than ``grace_seconds`` ago, after purging
+    their rows (a reader that pinned an older version loses them then). Files that are evidence of
+    lost commits are kept unless ``include_lost`` (``giod recover`` registers them again); while
+    there are any, deleted rows are not purged either.
+    """
+    removed = Removed()
     now = time.time()
+    before = fed.catalog.version_at(now - grace_seconds) + 1
+    plan: list[tuple[Site, str, list[tuple[str, FileInfo, str]]]] = []
     for site_rec in fed.sites():
-        known = fed.catalog.container_paths(site_rec.name)
         site = fed.site(site_rec.name)
-        candidates = [i for i in site.walk() if i.path not in known and now - i.mtime >= grace_seconds]
-        known = fed.catalog.container_paths(site_rec.name)  # a commit may have landed meanwhile
-        everywhere = fed.catalog.container_paths()
-        for info in candidates:
-            if info.path in known or (info.path in everywhere and not is_temporary(info.path)):
-                continue  # dark copies of known containers are kept (see the module docstring)
-            if not dry_run:
-                site.remove(info.path)
-            removed.append((site_rec.name, info.path))
+        files = list(site.walk())
+        plan.append((site, site_rec.name, list(_survey(fed, site_rec.name, site, files))))
+    removed.lost = [(name, info.path) for _, name, found in plan for kind, info, _ in found if kind == "lost"]
+    drop = getattr(fed.catalog, "drop_expired_leases", None)
+    if drop is not None and not dry_run:
+        drop()  # after the survey: their files were judged orphans already
+    purge = not removed.lost or include_lost
+    reclaim = fed.catalog.deleted_paths(before_version=before) if purge else {}
+    if purge and not dry_run and reclaim:
+        fed.catalog.purge_deleted(before)
+    for site, name, found in plan:
+        for kind, info, _ in found:
+            old = now - info.mtime >= grace_seconds
+            if (kind == "orphan" and old) or (kind == "deleted" and info.path in reclaim) \
+                    or (kind == "lost" and include_lost and old):
+                if not dry_run:
+                    site.remove(info.path)
+                removed.append((name, info.path))
     return removed
+
+
+def recover(fed: Federation, *, dry_run: bool = False) -> list[Recovered]:
+    """Register again what the files fsck reports as ``lost`` hold: the databases first, oldest first, then
+    the containers later passes added to them."""
+    groups: dict[tuple[str, str, bool, str], list[tuple[FileInfo, dict[str, Any]]]] = {}
+    for site_rec in fed.sites():
+        site = fed.site(site_rec.name)
+        for kind, info, _ in _survey(fed, site_rec.name, site, list(site.walk())):
+            if kind == "lost":
+                meta = commit_metadata(site, info.path) or {}
+                record = json.dumps({k: v for k, v in meta.items() if k != "container"}, sort_keys=True)
+                key = (site_rec.name, posixpath.dirname(info.path), bool(meta.get("pass")), record)
+                groups.setdefault(key, []).append((info, meta))
+    planned = {(site, folder) for site, folder, is_pass, _ in groups if not is_pass}
+    out = []
+    for (site_name, folder, _, _), found in sorted(groups.items(),
+                                                   key=lambda g: (g[0][2], min(f.mtime for f, _ in g[1]))):
+        found.sort(key=lambda fm: fm[0].path)
+        out.append(_recover_one(fed, site_name, folder, found, dry_run, planned))
+    return out
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What one lost commit left in one folder: registered again (``database_id``), or why not.
+
+    ``kind`` is ``database`` (a writer's commit) or ``pass`` (containers a later pass added to it).
+    """
+
+    site: str
+    folder: str
+    dataset: str
+    paths: tuple[str, ...]
+    n_events: int
+    database_id: int | None = None
+    first_entry: int | None = None
+    reason: str = ""
+    kind: str = "database"
+
+
+def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple[FileInfo, dict[str, Any]]],
+                 dry_run: bool, planned: set[tuple[str, str]]) -> Recovered:
+    site = fed.site(site_name)
+    meta = found[0][1]
+    is_pass = bool(meta.get("pass"))
+    paths = tuple(f.path for f, _ in found)
+    name = str(meta.get("dataset", ""))
+    kind = "pass" if is_pass else "database"
+
+    def refused(reason: str, n: int = 0) -> Recovered:
+        return Recovered(site_name, folder, name, paths, n, reason=reason, kind=kind)
+
+    try:
+        ds = fed.dataset(name)
+    except NotFound:
+        return refused(f"dataset {name} is not in the catalog")
+    if ds.schema.fingerprint != meta.get("schema"):
+        return refused(f"the files have another schema than dataset {name} has now")
+    provenance = {"program": str(meta.get("program") or ""), "program_version": str(meta.get("program_version") or ""),
+                  "parameters": dict(meta.get("parameters") or {})}
+    specs, stats, counts = [], {}, set()
+    for f, m in found:
+        with site.open(f.path) as fh:
+            md = pq.read_metadata(fh)
+            clusters = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups))
+        container = str(m.get("container") or posixpath.basename(f.path).removesuffix(".parquet"))
+        if container not in ds.schema.containers and container != TAG_CONTAINER:
+            return refused(f"{f.path} is no container of dataset {name}")
+        counts.add(sum(clusters))
+        checksum, size = file_checksum(site, f.path)
+        specs.append(ContainerSpec(container, f.path, checksum, size, clusters, ds.schema_id,
+                                   **(provenance if is_pass else {})))
+        if container == TAG_CONTAINER:
+            with site.open(f.path) as fh:
+                merge_stats(stats, pq.read_table(fh))
+    if len(counts) != 1:
+        return refused("its containers hold different numbers of events")
+    n = counts.pop()
+    try:
+        if is_pass:
+            db = next((d for d in ds.databases() if any(posixpath.dirname(c.path) == folder for c in d.containers)),
+                      None)
+            if db is None and not (dry_run and (site_name, folder) in planned):
+                return refused(f"the database in {folder} is not in the catalog")
+            if db is not None and db.n_events != n:
+                return refused(f"db{db.id} has {db.n_events} events, the containers {n}")
+            if dry_run:
+                return Recovered(site_name, folder, name, paths, n, kind=kind)
+            assert db is not None
+            fed.catalog.add_containers(db.id, specs, site_name, tag_stats=stats or None,
+                                       replace=bool(meta.get("replace")))
+            return Recovered(site_name, folder, name, paths, n, db.id, db.first_entry, kind=kind)
+        if dry_run:
+            return Recovered(site_name, folder, name, paths, n)
+        commit = DatabaseCommit(
+            dataset=name, n_events=n, site=site_name, containers=tuple(specs), tag_stats=stats,
+            writer=str(meta.get("writer", "")), parents=tuple(int(p) for p in meta.get("parents") or ()),
+            idempotency_key=meta.get("idempotency_key"), **provenance,
+        )
+        result = fed.catalog.commit_database(commit)
+    except GiodError as exc:
+        return refused(str(exc), n)
+    return Recovered(site_name, folder, name, paths, n, result.database_id, result.first_entry)

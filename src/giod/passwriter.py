@@ -13,8 +13,17 @@ import numpy as np
 import pyarrow.compute as pc
 
 from giod import config
+from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import DEFAULT_CLUSTER_BYTES, _ContainerBuffer, _options_for, merge_stats, write_options
+from giod.clusters import (
+    DEFAULT_CLUSTER_BYTES,
+    _ContainerBuffer,
+    _options_for,
+    commit_record,
+    merge_stats,
+    seen_version,
+    write_options,
+)
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConflictError, DataError
 from giod.fieldvalues import field_width
@@ -83,9 +92,13 @@ def write_pass(
         options = write_options(config.load(dataset.federation.root))
     specs: list[ContainerSpec] = []
     stats: dict[str, tuple[float, float]] = {}
+    # what a catalog that lost the pass's commit needs to add its containers again (giod recover)
+    record = {"pass": True, "dataset": dataset.name, "schema": schema.fingerprint, "replace": replace,
+              "program": program, "program_version": program_version, "parameters": dict(parameters or {}),
+              "seen_version": seen_version(dataset.federation.catalog)}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}.parquet",
-                            schema.arrow_schema(c), _options_for(c, options))
+                            schema.arrow_schema(c), _options_for(c, options), commit_record(record, c))
         try:
             buf = _ContainerBuffer(w, None, cluster_bytes)
             buf.add(table)
@@ -149,6 +162,10 @@ class PassWriter:
 
     ``with ds.extend(program="reco") as p: p.write(db, events)`` — or write in
     worker processes with :func:`write_pass` and hand the outputs to :meth:`add`.
+
+    From its creation until it commits or discards, it holds a lease on the
+    dataset's folder at its site, so that gc leaves alone the containers the
+    pass (or its workers) wrote and has not registered yet.
     """
 
     def __init__(self, dataset: Dataset, *, replace: bool = False, site: str | None = None,
@@ -163,6 +180,11 @@ class PassWriter:
         self.options = options
         self.outputs: list[PassOutput] = []
         self.version: int | None = None
+        cfg = config.load(dataset.federation.root)
+        if not cfg["lease_seconds"] > 0:
+            raise DataError("lease_seconds must be positive")
+        self._lease = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
+                                 writer_host(), float(cfg["lease_seconds"]))
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
         out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,
@@ -176,14 +198,25 @@ class PassWriter:
 
     def commit(self) -> int | None:
         if not self.outputs:
+            self._release()
             return None
         items = [(o.database_id, tuple(self._provenance(c) for c in o.containers), o.tag_stats or None)
                  for o in self.outputs]
-        self.version = self.dataset.federation.catalog.add_containers_bulk(
-            items, self.site.name, replace=self.replace
-        )
+        try:
+            if self._lease is not None:
+                self._lease.confirm()  # the files are safe from gc for a whole term from here
+            self.version = self.dataset.federation.catalog.add_containers_bulk(
+                items, self.site.name, replace=self.replace
+            )
+        finally:
+            self._release()
         self.outputs = []
         return self.version
+
+    def _release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
 
     def _provenance(self, spec: ContainerSpec) -> ContainerSpec:
         """Containers written elsewhere (worker processes) get this pass's provenance."""
@@ -197,6 +230,7 @@ class PassWriter:
             for spec in o.containers:
                 self.site.remove(spec.path)
         self.outputs = []
+        self._release()
 
     def __enter__(self) -> PassWriter:
         return self

@@ -11,6 +11,14 @@ The commit protocol (no locks between writers):
 
 A crash before step 3 leaves files that no catalog row names (``giod fsck``
 reports them, ``giod gc`` removes them); nothing becomes visible half-written.
+
+Every database a writer writes lies in a folder named by the writer's own
+random prefix, on which the writer holds a lease (``giod.catalog.leases``)
+from before its first file until it is closed: gc and fsck leave those files
+alone, however long the writer takes between two events. A writer that
+crashed stops renewing its lease, which expires one term (``lease_seconds``)
+later. Each file's footer records what the catalog needs to register it
+again should the catalog lose the commit (``giod recover``).
 """
 
 from __future__ import annotations
@@ -26,13 +34,16 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from giod import config
+from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
 from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
     DEFAULT_CLUSTER_BYTES,
     TAG_PAGE_SIZE,
     _ContainerBuffer,
     _options_for,
+    commit_record,
     merge_stats,
+    seen_version,
     write_options,
 )
 from giod.columns import as_events, containers_in, to_tables
@@ -123,6 +134,8 @@ class Writer:
         cluster_bytes = cfg["cluster_bytes"]
         if database_events <= 0 or database_bytes <= 0:
             raise DataError("database_events and database_bytes must be positive")
+        if not cfg["lease_seconds"] > 0:
+            raise DataError("lease_seconds must be positive")
         if cluster_events is not None and cluster_events <= 0:
             raise DataError("cluster_events must be positive")
         self.dataset = dataset
@@ -139,7 +152,12 @@ class Writer:
         self.parameters = dict(parameters or {})
         self.parents = tuple(parents)
         self.name = name or writer_identity()
+        self.lease_seconds = float(cfg["lease_seconds"])
         self.commits: list[CommitResult] = []
+        # the folders of this writer's databases: <dataset>/<prefix><number>, one lease covers them all
+        self._prefix = f"{dataset.name}/{uuid.uuid4().hex[:26]}"
+        self._databases = 0
+        self._lease: Lease | None = None
         self._open: _OpenDatabase | None = None
         self._schema_id = dataset.schema_id
         self._closed = False
@@ -183,13 +201,18 @@ class Writer:
                 return ContainerSpec(name, w.path, w.checksum, w.size, w.cluster_entries, self._schema_id)
 
             written = _each(finish, list(db.buffers))
+            if self._lease is not None:
+                self._lease.confirm()  # the files stay safe from gc for the commit
         except BaseException:
             for buf in db.buffers.values():
                 buf.writer.abort()
+            if self._lease is not None and self._lease.lost:  # what gc left of them is no use to anyone
+                for buf in db.buffers.values():
+                    self.site.remove(buf.writer.path)
             raise
         key = None
         if self.idempotency_key is not None:
-            key = f"{self.idempotency_key}:{len(self.commits)}"
+            key = f"{self.idempotency_key}:{len(self.commits)}"  # the key _footer() recorded
         commit = DatabaseCommit(
             dataset=self.dataset.name,
             n_events=db.n_events,
@@ -217,10 +240,14 @@ class Writer:
         if db is not None:
             for buf in db.buffers.values():
                 buf.writer.abort()
+        self._release()
 
     def close(self) -> list[CommitResult]:
         if not self._closed:
-            self.flush()
+            try:
+                self.flush()
+            finally:
+                self._release()  # a failed commit's files are gc's to judge from now on
             self._closed = True
         return self.commits
 
@@ -236,6 +263,21 @@ class Writer:
 
     # ------------------------------------------------------------- internals
 
+    def _release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
+
+    def _footer(self) -> dict[str, Any]:
+        """What a catalog that lost this commit needs to register it again (``giod recover``)."""
+        key = None if self.idempotency_key is None else f"{self.idempotency_key}:{len(self.commits)}"
+        return {
+            "dataset": self.dataset.name, "schema": self.schema.fingerprint, "writer": self.name,
+            "program": self.program, "program_version": self.program_version, "parameters": self.parameters,
+            "parents": list(self.parents), "idempotency_key": key,
+            "seen_version": seen_version(self.dataset.federation.catalog),
+        }
+
     def _database(self, containers: tuple[str, ...]) -> _OpenDatabase:
         db = self._open
         if db is not None:
@@ -245,12 +287,18 @@ class Writer:
                     f"started with {', '.join(db.containers)}: one writer writes one set of containers"
                 )
             return db
-        directory = f"{self.dataset.name}/{uuid.uuid4().hex}"
+        if self._lease is None:
+            self._lease = hold_lease(self.dataset.federation.catalog, self.site.name, self._prefix, self.name,
+                                     self.lease_seconds)
+        directory = f"{self._prefix}{self._databases:06x}"
+        self._databases += 1
+        footer = self._footer()
         buffers = {}
         try:
             for c in containers:
                 w = ContainerWriter(self.site, f"{directory}/{c}.parquet",
-                                    self.schema.arrow_schema(c), _options_for(c, self.options))
+                                    self.schema.arrow_schema(c), _options_for(c, self.options),
+                                    commit_record(footer, c))
                 # tags are small: event-sized clusters would make tag queries read thousands of row groups
                 per_cluster = None if c == TAG_CONTAINER else self.cluster_events
                 buffers[c] = _ContainerBuffer(w, per_cluster, self.cluster_bytes)

@@ -249,6 +249,9 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
     def js(doc: Any) -> bytes:
         return json.dumps(doc).encode()
 
+    # a writer's lease on qcd's files: renewed, then released, by the sweep
+    lease = cat.take_lease("local", "qcd/sweep-", "sweep", 3600)
+
     return {
         ("GET", "/metrics"): Route("read", None, "/metrics"),
         ("GET", "/api/v1/federation"): Route("read", None, "/api/v1/federation"),
@@ -279,6 +282,11 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
         ("POST", "/api/v1/commit"): Route("write", "qcd", "/api/v1/commit", js(wire.dump(commit))),
         ("POST", "/api/v1/containers"): Route("write", "qcd", "/api/v1/containers", js(
             {"items": [{"database_id": w.db_id, "containers": [], "tag_stats": {}}], "site": "local"})),
+        ("POST", "/api/v1/leases"): Route("write", "qcd", "/api/v1/leases", js(
+            {"site": "local", "prefix": "qcd/sweep-", "holder": "sweep", "seconds": 60})),
+        ("POST", "/api/v1/leases/renew"): Route("write", "qcd", "/api/v1/leases/renew", js(
+            {"ids": [lease.id], "seconds": 60})),
+        ("DELETE", "/api/v1/leases/{lease_id}"): Route("write", "qcd", f"/api/v1/leases/{lease.id}"),
         ("POST", "/api/v1/query"): Route("read", "qcd", "/api/v1/query", js(
             {"dataset": "qcd", "columns": ["ht"], "limit": 3})),
         ("GET", "/api/v1/models/{dataset}"): Route("read", "qcd", "/api/v1/models/qcd"),

@@ -19,6 +19,7 @@ from giod.catalog.tables import (
     replicas,
     sites,
     tag_stats,
+    versions,
 )
 from giod.errors import ConfigError, NotFound
 
@@ -26,8 +27,8 @@ __all__ = ["BookkeepingMethods"]
 
 
 class BookkeepingMethods(Transactions):
-    """``container_paths``, ``checksum_of``, ``set_replica_state``, ``replicas`` and ``purge_deleted``
-    of ``Catalog``."""
+    """``container_paths``, ``deleted_paths``, ``version_at``, ``version_created``, ``checksum_of``,
+    ``set_replica_state``, ``replicas`` and ``purge_deleted`` of ``Catalog``."""
 
     def container_paths(self, site: str | None = None) -> set[str]:
         """Every container path any row references (deleted ones too, until purged).
@@ -45,6 +46,42 @@ class BookkeepingMethods(Transactions):
             return set(conn.execute(q).scalars())
 
         return self._read(work)
+
+    def deleted_paths(self, site: str | None = None, before_version: int | None = None) -> dict[str, int]:
+        """Paths that only deleted rows reference (a deleted dataset's, database's or replaced container's
+        files), with the version that deleted the last of them.
+
+        With ``site``: only paths with a replica row there. With ``before_version``: only those whose
+        last row was deleted before it (the ones ``purge_deleted(before_version)`` lets go).
+        """
+        c = containers
+        last = func.max(c.c.deleted_version)
+        q = select(c.c.path, last).group_by(c.c.path).having(func.count(c.c.id) == func.count(c.c.deleted_version))
+        if before_version is not None:
+            q = q.having(last < before_version)
+
+        def work(conn: Connection) -> dict[str, int]:
+            query = q
+            if site is not None:
+                at = site_id(conn, site)
+                here = select(c.c.path).join(replicas, replicas.c.container_id == c.c.id).where(
+                    replicas.c.site_id == at
+                )
+                query = query.where(c.c.path.in_(here))
+            return {p: int(v) for p, v in conn.execute(query).all()}
+
+        return self._read(work)
+
+    def version_at(self, when: float) -> int:
+        """The newest version committed at or before the unix time ``when`` (0: none)."""
+        q = select(func.coalesce(func.max(versions.c.version), 0)).where(versions.c.created <= when)
+        return int(self._read(lambda conn: conn.execute(q).scalar_one()))
+
+    def version_created(self, version: int) -> float | None:
+        """The unix time at which ``version`` was committed (None: the catalog has no such version)."""
+        q = select(versions.c.created).where(versions.c.version == version)
+        found = self._read(lambda conn: conn.execute(q).scalar())
+        return None if found is None else float(found)
 
     def checksum_of(self, path: str) -> str | None:
         """The checksum recorded for the container file at ``path`` (None if unknown)."""

@@ -11,7 +11,7 @@ The module holds the read methods and the small writes; the commit path
 (``commit_database``, ``add_containers``) lives in ``giod.catalog.commits``,
 the bearer tokens in ``giod.catalog.tokens``, replication rules and bulk
 replica queries in ``giod.catalog.rules``, container paths, replica states and
-purging in ``giod.catalog.bookkeeping``, transactions and engines in
+purging in ``giod.catalog.bookkeeping``, writers' leases in ``giod.catalog.leases``, transactions and engines in
 ``giod.catalog.engine``.
 """
 
@@ -25,6 +25,7 @@ from giod.catalog import migrations
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
+from giod.catalog.leases import LeaseMethods
 from giod.catalog.queries import (
     dataset_record,
     dataset_row,
@@ -67,7 +68,7 @@ __all__ = ["Catalog"]
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
 
 
-class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods):
+class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, LeaseMethods):
     """The catalog of one federation. Open with ``Catalog.open(url)``.
 
     Safe to share between threads; a child process started by fork drops the

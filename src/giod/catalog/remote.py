@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from giod.catalog import wire
+from giod.catalog.leases import LeaseRecord
 from giod.catalog.records import (
     CommitResult,
     ContainerSpec,
@@ -235,6 +236,26 @@ class RemoteCatalog:
         doc = self._post("/containers", {"items": [_add_item(*item) for item in items], "site": site,
                                          "replace": replace, "idempotency_key": None})
         return int(doc["version"])
+
+    # -- writers' leases (not versioned: the cached version stays valid) --------------
+
+    def take_lease(self, site: str, prefix: str, holder: str, seconds: float) -> LeaseRecord:
+        doc = self.endpoint.json("POST", f"{API}/leases",
+                                 {"site": site, "prefix": prefix, "holder": holder, "seconds": seconds})
+        return LeaseRecord(int(doc["id"]), str(doc["site"]), str(doc["prefix"]), str(doc["holder"]),
+                           float(doc["created"]), float(doc["expires"]))
+
+    def renew_leases(self, ids: Iterable[int], seconds: float) -> set[int]:
+        wanted = sorted({int(i) for i in ids})
+        if not wanted:
+            return set()
+        # renewing twice is harmless: the request may be retried
+        doc = self.endpoint.json("POST", f"{API}/leases/renew", {"ids": wanted, "seconds": seconds},
+                                 idempotent=True)
+        return {int(i) for i in doc["renewed"]}
+
+    def release_lease(self, lease_id: int) -> None:
+        self.endpoint.json("DELETE", f"{API}/leases/{int(lease_id)}", idempotent=True)
 
     # -- server-side query ----------------------------------------------------------
 

@@ -41,6 +41,7 @@ __all__ = [
     "dataset_schemas",
     "datasets",
     "federation",
+    "leases",
     "meta",
     "metadata",
     "replicas",
@@ -252,6 +253,23 @@ rules = Table(
     Column("containers", Text),
     Column("created", Double, nullable=False),  # unix time
     CheckConstraint("copies >= 1", name="rules_copies"),
+    sqlite_autoincrement=True,
+)
+
+# Writers' leases on the files they are writing (level 5). Not versioned: liveness,
+# not federation content. ``prefix`` is a path prefix at ``site``; ``created`` and
+# ``expires`` are unix times on the catalog's own clock, so that hosts whose clocks
+# disagree still agree on whether a lease is live.
+leases = Table(
+    "leases",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("site", Text, nullable=False),
+    Column("prefix", Text, nullable=False),
+    Column("holder", Text, nullable=False),
+    Column("created", Double, nullable=False),
+    Column("expires", Double, nullable=False),
+    Index("leases_by_site", "site"),
     sqlite_autoincrement=True,
 )
 

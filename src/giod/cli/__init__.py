@@ -361,11 +361,14 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
 @click.option("--quick", is_flag=True, help="Check sizes only, not checksums.")
 @federation_option
 def fsck(quick: bool, federation: str) -> None:
-    """Check catalog and files: orphans, dark copies, missing files, checksum mismatches.
+    """Check catalog and files: orphans, dark copies, deleted and lost files, missing files, checksums.
 
     Dark copies are files of known containers at a site the catalog lists no
-    replica of them at (giod replicate adopts them). Exits 1 when committed
-    data is missing or corrupt, or a site does not answer.
+    replica of them at (giod replicate adopts them). Files under a live
+    writer's lease are shown as writing. Lost files are complete files of
+    commits the catalog does not hold (giod recover registers them again).
+    Exits 1 when committed data is missing, corrupt or lost, or a site does
+    not answer.
     """
     from giod.consistency import fsck as run
 
@@ -375,24 +378,65 @@ def fsck(quick: bool, federation: str) -> None:
         click.echo(f"{p.kind}: {p.site}:{p.path}: {p.detail}")
     click.echo(f"checked {report.files_checked} files ({_size(report.bytes_checked)} read): "
                f"{len(report.problems)} problems, {len(report.by_kind('orphan'))} orphans, "
-               f"{len(report.by_kind('dark'))} dark copies")
-    if report.damaged:
+               f"{len(report.by_kind('dark'))} dark copies, {len(report.by_kind('writing'))} files being written, "
+               f"{report.deleted_files} files of deleted containers ({_size(report.deleted_bytes)}), "
+               f"{len(report.by_kind('lost'))} files of lost commits")
+    if report.lost_commits:
+        click.echo("the catalog lost commits whose files are complete: run giod recover to register them again")
+    if report.damaged or report.lost_commits:
         sys.exit(1)
 
 
 @main.command()
-@click.option("--grace", default=3600.0, show_default=True, help="Keep orphans younger than this (s).")
+@click.option("--grace", default=3600.0, show_default=True, type=click.FloatRange(min=0),
+              help="Keep orphans, and files of deletions, younger than this (s).")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@click.option("--include-lost", is_flag=True, help="Remove files of lost commits too (see giod recover).")
 @federation_option
-def gc(grace: float, dry_run: bool, federation: str) -> None:
-    """Remove orphan files left by interrupted writes."""
+def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None:
+    """Remove orphan files left by interrupted writes, and the files of deleted datasets and databases.
+
+    Files under a live writer's lease are never removed, whatever --grace says.
+    """
     from giod.consistency import gc as run
 
     fed = _open(federation)
-    removed = run(fed, grace_seconds=grace, dry_run=dry_run)
+    removed = run(fed, grace_seconds=grace, dry_run=dry_run, include_lost=include_lost)
     for site, path in removed:
         click.echo(f"{'would remove' if dry_run else 'removed'} {site}:{path}")
     click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}")
+    if removed.lost and not include_lost:
+        click.echo(f"kept {len(removed.lost)} files of commits the catalog lost (giod recover registers them "
+                   "again); deleted rows are not purged until then", err=True)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Only list what would be registered.")
+@federation_option
+def recover(dry_run: bool, federation: str) -> None:
+    """Register again the databases, and the containers of later passes, of commits the catalog lost.
+
+    Those are the files fsck reports as lost; their footers say what to register.
+    """
+    from giod.consistency import recover as run
+
+    found = run(_open(federation), dry_run=dry_run)
+    for r in found:
+        where = f"{r.site}:{r.folder}/ ({len(r.paths)} files, {r.n_events:,} events)"
+        if r.reason:
+            click.echo(f"cannot register {where}: {r.reason}")
+        elif r.database_id is None:
+            click.echo(f"would {'add the containers of a pass' if r.kind == 'pass' else 'register'} {where} "
+                       f"in {r.dataset}")
+        elif r.kind == "pass":
+            click.echo(f"added the containers of a pass {where} to db{r.database_id} of {r.dataset}")
+        else:
+            click.echo(f"registered {where} as db{r.database_id} of {r.dataset}, entries from {r.first_entry:,}")
+    done = [r for r in found if r.database_id is not None]
+    click.echo(f"{sum(r.kind == 'database' for r in done)} databases registered again, "
+               f"{sum(r.kind == 'pass' for r in done)} passes added again")
+    if any(r.reason for r in found):
+        sys.exit(1)
 
 
 @main.command()

@@ -1,7 +1,9 @@
 """Replication: copies of containers made in parallel, verified, then registered.
 
 For each container to place at a site the replica goes ``copying`` (so a
-file published there but not yet registered is kept by gc), the file is
+file published there but not yet registered is kept by gc; while the run
+lasts it also holds a lease on each dataset's folder at each destination,
+so gc spares its temporary files however long a copy takes), the file is
 copied from the nearest good replica (the least loaded among equally near
 ones, another one on the next attempt), checked at the destination (see
 ``giod.replication.transfer``), and only then registered ``good`` (copies
@@ -25,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from giod import config
+from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerRecord
 from giod.errors import AuthError, GiodError, StorageError
 from giod.replication.sites import probe
@@ -178,6 +182,32 @@ def run_transfers(catalog: Any, open_site: SiteOpener, transfers: Sequence[Trans
     if not transfers:
         return report
     t0 = time.perf_counter()
+    leases = _hold_leases(catalog, transfers)
+    try:
+        return _run(catalog, open_site, transfers, streams, attempts, progress, report, t0)
+    finally:
+        for lease in leases:
+            lease.release()
+
+
+def _hold_leases(catalog: Any, transfers: Sequence[Transfer]) -> list[Lease]:
+    """A lease on each dataset's folder at each destination, for the temporary files of the copies."""
+    seconds = float(config.load()["lease_seconds"])
+    held: list[Lease] = []
+    try:
+        for site, prefix in sorted({(t.site, t.container.path.split("/", 1)[0] + "/") for t in transfers}):
+            lease = hold_lease(catalog, site, prefix, f"replicate {writer_host()}", seconds)
+            if lease is not None:
+                held.append(lease)
+    except BaseException:
+        for lease in held:
+            lease.release()
+        raise
+    return held
+
+
+def _run(catalog: Any, open_site: SiteOpener, transfers: Sequence[Transfer], streams: int, attempts: int,
+         progress: Progress, report: TransferReport, t0: float) -> TransferReport:
     catalog.set_replica_states([(t.container.id, t.site, "copying") for t in transfers])
     progress.start(len(transfers), sum(t.container.size for t in transfers))
     sources = _Sources({s.name: s.distance for s in catalog.sites()})

@@ -112,12 +112,21 @@ class WrittenContainer:
     cluster_entries: tuple[int, ...]
 
 
-class ContainerWriter:
-    """Writes one container file, one cluster per :meth:`write_cluster` call."""
+#: footer key-value entry where writers record what the catalog needs to register the file again
+COMMIT_KEY = "giod.commit"
 
-    def __init__(self, site: Site, path: str, schema: pa.Schema, options: WriteOptions):
+
+class ContainerWriter:
+    """Writes one container file, one cluster per :meth:`write_cluster` call.
+
+    ``metadata`` goes into the file's footer as key-value entries (strings).
+    """
+
+    def __init__(self, site: Site, path: str, schema: pa.Schema, options: WriteOptions,
+                 metadata: dict[str, str] | None = None):
         self.path = path
         self.schema = schema
+        self._metadata = metadata
         self._pending = site.create(path)
         self._sink = _ChecksummingSink(self._pending)
         self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), buffer_size=_SINK_BUFFER)
@@ -145,6 +154,8 @@ class ContainerWriter:
     def close(self) -> WrittenContainer:
         """Finish the file, make it durable and publish it under its final name."""
         try:
+            if self._metadata:
+                self._writer.add_key_value_metadata(self._metadata)
             self._writer.close()
             self._stream.close()  # the buffered tail goes through the checksum to the file
         except (pa.ArrowException, OSError) as exc:

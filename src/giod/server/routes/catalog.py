@@ -52,6 +52,22 @@ class ContainersIn(BaseModel):
     idempotency_key: str | None = Field(None, max_length=200)
 
 
+MAX_LEASE_SECONDS = 86_400.0  # a lease term; a writer renews every third of it
+MAX_LEASE_IDS = 1_000  # leases renewed by one request
+
+
+class LeaseIn(BaseModel):
+    site: str = Field(min_length=1, max_length=200)
+    prefix: str = Field(min_length=2, max_length=1024)
+    holder: str = Field("", max_length=200)
+    seconds: float = Field(gt=0, le=MAX_LEASE_SECONDS)
+
+
+class LeaseRenewal(BaseModel):
+    ids: list[int] = Field(max_length=MAX_LEASE_IDS)
+    seconds: float = Field(gt=0, le=MAX_LEASE_SECONDS)
+
+
 def _catalog(request: Request) -> Any:
     return state(request).federation.catalog
 
@@ -250,6 +266,44 @@ def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
     else:
         v = cat.add_containers_bulk(items, body.site, replace=body.replace)
     return {"version": v}
+
+
+@router.post("/leases", summary="Take a writer's lease on the files under a path prefix at a site")
+def take_lease(request: Request, body: LeaseIn) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)
+    dataset = files.owner(state(request), body.prefix)
+    need(request, "write", dataset)
+    # a prefix is confined exactly as any file below it would be
+    _check_paths(request, dataset, [body.prefix + "lease"])
+    _catalog(request).site(body.site)  # NotFound for an unknown site
+    rec = _catalog(request).take_lease(body.site, body.prefix, body.holder, body.seconds)
+    return {"id": rec.id, "site": rec.site, "prefix": rec.prefix, "holder": rec.holder,
+            "created": rec.created, "expires": rec.expires}
+
+
+@router.post("/leases/renew", summary="Renew live leases; returns the ids renewed (an expired lease stays so)")
+def renew_leases(request: Request, body: LeaseRenewal) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)
+    mine = _leases_of(request, body.ids)
+    return {"renewed": sorted(_catalog(request).renew_leases(mine, body.seconds))}
+
+
+@router.delete("/leases/{lease_id}", summary="Release a lease (its files are registered or discarded)")
+def release_lease(request: Request, lease_id: int) -> dict[str, Any]:
+    need(request, "write", any_dataset=True)
+    for lease_ids in (_leases_of(request, [lease_id], expired=True), _leases_of(request, [lease_id])):
+        for i in lease_ids:
+            _catalog(request).release_lease(i)
+    return {"ok": True}
+
+
+def _leases_of(request: Request, ids: list[int], *, expired: bool = False) -> list[int]:
+    """The leases among ``ids`` on datasets the caller may write (Forbidden for another's)."""
+    wanted = set(ids)
+    found = [x for x in _catalog(request).leases(expired=expired) if x.id in wanted]
+    for x in found:
+        need(request, "write", files.owner(state(request), x.prefix))
+    return [x.id for x in found]
 
 
 def _check_paths(request: Request, dataset: str, paths: list[str]) -> None:

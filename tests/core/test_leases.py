@@ -1,0 +1,192 @@
+"""Writers' leases: gc and fsck never take the files of a live writer, whatever their age or the grace.
+
+Writers run as real processes that stop at a chosen step (appended but not
+flushed, or published but not registered) until the test lets them go on,
+while ``giod gc --grace 0`` runs through the command line. A writer killed
+with SIGKILL stops renewing its lease; once the lease has expired its
+leftovers are reclaimed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import awkward as ak
+import pytest
+from tests.conftest import fresh_postgres_schema
+
+import giod
+from giod.bench import synthetic
+from giod.consistency import fsck, gc
+
+WRITER = textwrap.dedent("""
+    import sys
+    import giod
+    from giod.bench import synthetic
+
+    target, stop = sys.argv[1], sys.argv[2]
+    fed = giod.open(target, create=False)
+    if stop == "published":  # hold the writer between publishing its files and registering them
+        real = fed.catalog.commit_database
+
+        def held(commit):
+            print("published", flush=True)
+            sys.stdin.readline()
+            return real(commit)
+
+        fed.catalog.commit_database = held
+    w = fed.dataset("daq").writer(cluster_events=8)
+    w.append(synthetic.events(40, seed=11))
+    print("appended", flush=True)
+    if stop == "appended":
+        sys.stdin.readline()
+    w.close()
+    print("committed", flush=True)
+""")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def target(request, tmp_path: Path) -> str:
+    """A federation with an empty dataset ``daq``: a directory (SQLite), or PostgreSQL + a local site."""
+    if request.param == "sqlite":
+        url = str(tmp_path / "fed")
+        fed = giod.open(url, create=True)
+    else:
+        url = fresh_postgres_schema(request)
+        fed = giod.open(url, create=True)
+        fed.add_site("local", str(tmp_path / "site"), 0)
+    fed.create_dataset("daq", synthetic.schema())
+    fed.close()
+    return url
+
+
+class _Writer:
+    """A writer process that stops at ``stop`` until :meth:`go_on`."""
+
+    def __init__(self, target: str, stop: str, env: dict[str, str] | None = None):
+        self.proc = subprocess.Popen([sys.executable, "-c", WRITER, target, stop], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
+
+    def wait_for(self, word: str) -> None:
+        line = self.proc.stdout.readline().strip()
+        assert line == word, f"writer said {line!r}, stderr: {self.proc.stderr.read()}"
+
+    def go_on(self) -> str:
+        out, err = self.proc.communicate("\n", timeout=120)
+        assert self.proc.returncode == 0, err
+        return out
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.communicate(timeout=60)
+
+
+def giod_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from giod.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _files(target: str) -> list[Path]:
+    fed = giod.open(target, create=False)
+    try:
+        return [Path(fed.site().local_path(i.path)) for i in fed.site().walk()]
+    finally:
+        fed.close()
+
+
+def _age(paths: list[Path], seconds: float) -> None:
+    """Date files back, as a writer slower than any grace would leave them."""
+    when = time.time() - seconds
+    for p in paths:
+        os.utime(p, (when, when))
+
+
+def _reads_back(target: str) -> None:
+    fed = giod.open(target, create=False)
+    try:
+        ds = fed.dataset("daq")
+        got = ds.read(["hits", "ht"])
+        want = synthetic.events(40, seed=11)
+        assert ak.to_list(got.hits) == ak.to_list(want.hits) and ak.to_list(got.ht) == ak.to_list(want.ht)
+        report = fsck(fed)
+        assert report.problems == [] and report.files_checked == len(ds.databases()[0].containers)
+    finally:
+        fed.close()
+
+
+@pytest.mark.parametrize("stop", ["appended", "published"])
+def test_gc_with_no_grace_spares_a_live_writer(target: str, stop: str):
+    writer = _Writer(target, stop)
+    writer.wait_for("appended")
+    if stop == "published":
+        writer.wait_for("published")
+    files = _files(target)
+    assert files and all(p.name.startswith(".") for p in files) == (stop == "appended")
+    _age(files, 10 * 3600)
+
+    r = giod_cli("gc", "--grace", "0", "-f", target)
+    assert r.returncode == 0 and "0 orphan files removed" in r.stdout, r.stdout + r.stderr
+    assert all(p.exists() for p in files)
+    r = giod_cli("fsck", "--quick", "-f", target)
+    assert f"{len(files)} files being written" in r.stdout and "orphan:" not in r.stdout, r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    assert "committed" in writer.go_on()
+    _reads_back(target)
+
+
+def test_a_killed_writers_files_are_reclaimed_once_its_lease_expires(target: str):
+    term = 2.0
+    writer = _Writer(target, "appended", env={"GIOD_LEASE_SECONDS": str(term)})
+    writer.wait_for("appended")
+    writer.kill()
+    files = _files(target)
+    assert files
+
+    fed = giod.open(target, create=False)
+    try:
+        (lease,) = fed.catalog.leases()
+        assert all(lease.covers(p.path) for p in fsck(fed).by_kind("writing"))
+        # a lease ends one term after its last renewal: wait for the catalog to say so
+        deadline = time.monotonic() + 60 * term
+        while fed.catalog.leases() and time.monotonic() < deadline:
+            time.sleep(term / 4)
+        assert fed.catalog.leases() == [] and [x.id for x in fed.catalog.leases(expired=True)] == [lease.id]
+        assert {p.kind for p in fsck(fed).problems} == {"orphan"}
+    finally:
+        fed.close()
+    r = giod_cli("gc", "--grace", "0", "-f", target)
+    assert r.returncode == 0 and f"{len(files)} orphan files removed" in r.stdout, r.stdout + r.stderr
+    assert not any(p.exists() for p in files)
+    r = giod_cli("fsck", "-f", target)
+    assert r.returncode == 0 and "0 problems" in r.stdout, r.stdout
+
+
+def test_gc_spares_a_pass_until_it_commits(target: str):
+    fed = giod.open(target, create=False)
+    try:
+        ds = fed.dataset("daq")
+        events = synthetic.events(60, seed=4)
+        raw = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
+        with ds.writer(database_events=30) as w:
+            w.append(events[raw])
+        with ds.extend(program="reco") as p:
+            for db in ds.databases():
+                p.write(db, events[db.first_entry : db.stop_entry][["tracks", "jets"]])
+            written = {s.path for out in p.outputs for s in out.containers}
+            _age([Path(fed.site().local_path(x)) for x in written], 10 * 3600)
+            assert {x.path for x in fsck(fed).by_kind("writing")} == written
+            assert gc(fed, grace_seconds=0) == []
+        assert fed.catalog.leases() == []
+        got = ds.read(["jets"])
+        assert ak.to_list(got.jets.pt) == ak.to_list(events.jets.pt)
+        assert fsck(fed).problems == []
+    finally:
+        fed.close()

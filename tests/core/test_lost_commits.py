@@ -1,0 +1,131 @@
+"""Commits the catalog lost (its SQLite WAL deleted): fsck says so, gc keeps their files, recover restores them.
+
+The last commit is made by a process killed right after it, so that its
+transaction lives only in the WAL (no checkpoint ran); the WAL is then
+deleted while nothing runs, as a careless clean-up would.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import awkward as ak
+
+import giod
+from giod.bench import synthetic
+from giod.consistency import fsck, gc
+from giod.federation import CATALOG_FILE
+
+RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
+
+LAST_COMMITS = textwrap.dedent("""
+    import os, signal, sys
+    import giod
+    from giod.bench import synthetic
+
+    RAW = %r
+    fed = giod.open(sys.argv[1], create=False)
+    ds = fed.dataset("daq")
+    with ds.writer(program="daq", parameters={"run": 2}, idempotency_key="run2") as w:
+        w.append(synthetic.events(30, seed=2)[RAW])
+    events = synthetic.events(30, seed=2)
+    with ds.extend(program="reco", parameters={"pass": 1}) as p:  # a pass over both databases
+        first, second = ds.databases()
+        p.write(first, synthetic.events(20, seed=1)[["tracks", "jets"]])
+        p.write(second, events[["tracks", "jets"]])
+    os.kill(os.getpid(), signal.SIGKILL)  # no clean close: nothing checkpoints the WAL
+""" % (RAW,))
+
+
+def giod_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from giod.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_again(tmp_path: Path):
+    target = tmp_path / "fed"
+    fed = giod.open(target, create=True)
+    ds = fed.create_dataset("daq", synthetic.schema())
+    with ds.writer() as w:
+        w.append(synthetic.events(20, seed=1)[RAW])
+    fed.close()  # the last connection closed: checkpointed, the WAL is gone
+    assert not (target / f"{CATALOG_FILE}-wal").exists()
+
+    r = subprocess.run([sys.executable, "-c", LAST_COMMITS, str(target)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == -9, r.stderr
+    wal = target / f"{CATALOG_FILE}-wal"
+    assert wal.stat().st_size > 0
+    wal.unlink()
+    (target / f"{CATALOG_FILE}-shm").unlink(missing_ok=True)
+
+    fed = giod.open(target, create=False)
+    assert len(fed.dataset("daq")) == 20  # the last commits are gone from the catalog
+    assert [c.name for c in fed.dataset("daq").databases()[0].containers] == ["raw.calo", "raw.tracker", "tag"]
+    report = fsck(fed)
+    lost = report.by_kind("lost")
+    assert len(lost) == 3 + 2 and report.lost_commits and not report.by_kind("orphan")
+    lost_files = [Path(fed.site(p.site).local_path(p.path)) for p in lost]
+    fed.close()
+
+    r = giod_cli("fsck", "-f", str(target))
+    assert r.returncode == 1 and "5 files of lost commits" in r.stdout and "giod recover" in r.stdout, r.stdout
+    r = giod_cli("gc", "--grace", "0", "-f", str(target))
+    assert r.returncode == 0 and "0 orphan files removed" in r.stdout and "kept 5 files" in r.stderr, r.stdout
+    assert all(f.exists() for f in lost_files)
+    r = giod_cli("recover", "--dry-run", "-f", str(target))
+    assert r.returncode == 0 and "0 databases registered again, 0 passes" in r.stdout, r.stdout
+    assert r.stdout.count("would register") == 1 and r.stdout.count("would add the containers") == 2
+
+    r = giod_cli("recover", "-f", str(target))
+    assert r.returncode == 0 and "1 databases registered again, 2 passes added again" in r.stdout, r.stdout + r.stderr
+    fed = giod.open(target, create=False)
+    try:
+        ds = fed.dataset("daq")
+        first, second = ds.databases()
+        assert (second.first_entry, second.n_events) == (20, 30)
+        assert (second.program, second.parameters, second.idempotency_key) == ("daq", {"run": 2}, "run2:0")
+        reco = second.container("reco")
+        assert reco is not None and (reco.program, reco.parameters) == ("reco", {"pass": 1})
+        assert first.container("reco") is not None
+        got = ds.read(["hits", "ht", "jets"])
+        want = ak.concatenate([synthetic.events(20, seed=1), synthetic.events(30, seed=2)])
+        assert ak.to_list(got.hits) == ak.to_list(want.hits) and ak.to_list(got.ht) == ak.to_list(want.ht)
+        assert ak.to_list(got.jets.pt) == ak.to_list(want.jets.pt)
+        # tag statistics come back too: selections prune with them
+        assert len(ds.select("ht > -1")) == 50
+        assert fsck(fed).problems == []
+        assert gc(fed, grace_seconds=0) == []
+    finally:
+        fed.close()
+
+
+LOST_DATASET = textwrap.dedent("""
+    import os, signal, sys
+    import giod
+    from giod.bench import synthetic
+
+    fed = giod.open(sys.argv[1], create=False)
+    with fed.create_dataset("late", synthetic.schema()).writer() as w:
+        w.append(synthetic.events(10, seed=3))
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_recover_says_why_it_cannot_register_a_dataset_the_catalog_lost_too(tmp_path: Path):
+    target = tmp_path / "fed"
+    giod.open(target, create=True).close()
+    r = subprocess.run([sys.executable, "-c", LOST_DATASET, str(target)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == -9, r.stderr
+    (target / f"{CATALOG_FILE}-wal").unlink()
+    (target / f"{CATALOG_FILE}-shm").unlink(missing_ok=True)
+
+    r = giod_cli("recover", "-f", str(target))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "cannot register local:late/" in r.stdout and "dataset late is not in the catalog" in r.stdout
+    assert "Traceback" not in r.stderr
+    with giod.open(target, create=False) as fed:
+        assert len(fsck(fed).by_kind("lost")) == 4  # still there, still reported
