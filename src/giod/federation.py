@@ -22,6 +22,7 @@ from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, Storag
 from giod.objects import OID
 from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import Schema
+from giod.schema.parse import check_size
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site, open_site
 
@@ -110,7 +111,7 @@ class Federation:
             if ds.schema.fingerprint != schema.fingerprint:
                 raise ConfigError(f"dataset {name} exists with another schema")
             return ds
-        schema_id = self.catalog.add_schema(schema.name, schema.to_yaml(), schema.fingerprint)
+        schema_id = self._register(schema)
         self._schemas[schema_id] = schema
         return Dataset(self, self.catalog.create_dataset(name, schema_id), None)
 
@@ -118,9 +119,14 @@ class Federation:
         """Move a dataset to a new schema version; old databases stay readable."""
         current = self.dataset(name).schema
         changes = schema.check_evolution(current)
-        schema_id = self.catalog.add_schema(schema.name, schema.to_yaml(), schema.fingerprint)
-        self.catalog.set_dataset_schema(name, schema_id)
+        self.catalog.set_dataset_schema(name, self._register(schema))
         return changes
+
+    def _register(self, schema: Schema) -> int:
+        text = schema.to_yaml()
+        # what is stored is read back with Schema.from_text, under its bound on the text
+        check_size(len(text.encode("utf-8")), f"model {schema.name}")
+        return self.catalog.add_schema(schema.name, text, schema.fingerprint)
 
     def schema(self, schema_id: int) -> Schema:
         if schema_id not in self._schemas:
