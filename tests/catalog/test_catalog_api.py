@@ -243,6 +243,22 @@ def test_names_conflict_and_close_matches(ready: Catalog) -> None:
         ready.create_dataset("", schema_id)
 
 
+def test_setting_the_state_a_replica_has_changes_nothing(ready: Catalog, make_commit: MakeCommit) -> None:
+    ready.add_site("cern", "https://giod.cern.ch", distance=10)
+    container = ready.database(ready.commit_database(make_commit(10)).database_id).containers[0]
+    version = ready.version()
+    ready.set_replica_state(container.id, SITE, "good")
+    assert ready.version() == version
+    ready.set_replica_state(container.id, "cern", "copying")  # a new replica is a change
+    ready.set_replica_state(container.id, SITE, "bad")
+    assert ready.version() == version + 2
+    for _ in range(3):
+        ready.set_replica_state(container.id, SITE, "bad")
+        ready.set_replica_state(container.id, "cern", "copying")
+    assert ready.version() == version + 2
+    assert [(s.name, st) for s, st in ready.replicas(container.id)] == [(SITE, "bad"), ("cern", "copying")]
+
+
 def test_sites_and_replicas(ready: Catalog, make_commit: MakeCommit) -> None:
     far = ready.add_site("cern", "https://giod.cern.ch", distance=10)
     near = ready.add_site("desk", "file:///home/data", distance=-1)
