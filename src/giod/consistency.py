@@ -66,10 +66,14 @@ def fsck(fed: Federation, *, checksums: bool = True,
     sites = {s.id: s for s in fed.sites()}
     away: dict[str, str] = {}
     for site_rec in sites.values():
-        health = probe(fed.site(site_rec.name))
-        if not health.reachable:
-            away[site_rec.name] = health.detail
-            report.problems.append(Problem("unreachable", site_rec.name, "", health.detail))
+        try:
+            health = probe(fed.site(site_rec.name))
+            reachable, detail = health.reachable, health.detail
+        except GiodError as exc:  # a site that cannot even be opened is away, not a reason to stop
+            reachable, detail = False, str(exc)
+        if not reachable:
+            away[site_rec.name] = detail
+            report.problems.append(Problem("unreachable", site_rec.name, "", detail))
     for name in fed.datasets():
         dbs = fed.catalog.databases(name)
         states = _replica_sites(fed, name, sites)
@@ -157,14 +161,24 @@ def _check_file(fed: Federation, site: str, path: str, size: int, checksum: str,
             report.problems.append(Problem("checksum", site, path, f"{value}, catalog says {checksum}{marked}"))
 
 
-def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False) -> list[tuple[str, str]]:
-    """Remove orphan files older than ``grace_seconds``; returns (site, path) removed."""
+def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
+       on_unreachable: Callable[[str, str], None] | None = None) -> list[tuple[str, str]]:
+    """Remove orphan files older than ``grace_seconds``; returns (site, path) removed.
+
+    A site that cannot be opened or listed is skipped, and named with the
+    reason to ``on_unreachable(site, why)``; the other sites are still cleaned.
+    """
     removed = []
     now = time.time()
     for site_rec in fed.sites():
         known = fed.catalog.container_paths(site_rec.name)
-        site = fed.site(site_rec.name)
-        candidates = [i for i in site.walk() if i.path not in known and now - i.mtime >= grace_seconds]
+        try:
+            site = fed.site(site_rec.name)
+            candidates = [i for i in site.walk() if i.path not in known and now - i.mtime >= grace_seconds]
+        except GiodError as exc:
+            if on_unreachable is not None:
+                on_unreachable(site_rec.name, str(exc))
+            continue
         known = fed.catalog.container_paths(site_rec.name)  # a commit may have landed meanwhile
         everywhere = fed.catalog.container_paths()
         for info in candidates:

@@ -24,7 +24,7 @@ from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import Schema
 from giod.schema.parse import check_size
 from giod.storage.container import ContainerReader
-from giod.storage.site import Site, open_site
+from giod.storage.site import Site, check_site_url, open_site
 
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
@@ -151,6 +151,8 @@ class Federation:
         return sorted(self.catalog.sites(), key=lambda s: (s.distance, s.name))
 
     def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        """Register a site; ConfigError when ``url`` does not have the form of a site URL."""
+        check_site_url(name, url)
         self._site_ids = None
         return self.catalog.add_site(name, url, distance)
 

@@ -376,14 +376,27 @@ def fsck(quick: bool, federation: str) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 @federation_option
 def gc(grace: float, dry_run: bool, federation: str) -> None:
-    """Remove orphan files left by interrupted writes."""
+    """Remove orphan files left by interrupted writes.
+
+    A site that does not answer is named and skipped; the others are cleaned,
+    and the command exits 1.
+    """
     from giod.consistency import gc as run
 
     fed = _open(federation)
-    removed = run(fed, grace_seconds=grace, dry_run=dry_run)
+    away: list[str] = []
+
+    def unreachable(site: str, why: str) -> None:
+        away.append(site)
+        click.echo(f"unreachable: {site}: {why}")
+
+    removed = run(fed, grace_seconds=grace, dry_run=dry_run, on_unreachable=unreachable)
     for site, path in removed:
         click.echo(f"{'would remove' if dry_run else 'removed'} {site}:{path}")
-    click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}")
+    click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}"
+               + (f"; {len(away)} sites not reached" if away else ""))
+    if away:
+        sys.exit(1)
 
 
 @main.command()

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound
 from giod.storage.remote import TOKEN_ENV, Endpoint, RemoteSite, site_token_env
-from giod.storage.site import FsspecSite, LocalSite, Site
+from giod.storage.site import FsspecSite, LocalSite, Site, check_site_url
 
 __all__ = ["SiteHealth", "normalize_site_url", "probe", "site_gone", "site_token"]
 
@@ -40,6 +40,7 @@ def normalize_site_url(name: str, url: str, *, cwd: Path | None = None) -> str:
     """
     if not url.strip():
         raise ConfigError(f"site {name}: give a directory or a URL")
+    check_site_url(name, url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     if scheme in ("http", "https"):
         return _server_site(name, url)
