@@ -156,6 +156,16 @@ class Federation:
         self._site_ids = None
         return self.catalog.add_site(name, url, distance)
 
+    def remove_site(self, name: str, *, force: bool = False) -> int:
+        """Remove a site from the catalog (its files stay); see ``Catalog.remove_site``."""
+        remover = getattr(self.catalog, "remove_site", None)
+        if remover is None:
+            raise ConfigError("a site is removed with direct access to the catalog, not through a server")
+        version = int(remover(name, force=force))
+        self._sites.pop(name, None)
+        self._site_ids = None
+        return version
+
     def site(self, name: str | None = None) -> Site:
         """The site ``name``, or the nearest one when no name is given."""
         if name is None:

@@ -115,3 +115,48 @@ def test_an_unreachable_site_is_reported_while_the_others_are_checked_and_cleane
 
     r = run("replicator", "--once", "-f", fed_dir)
     assert "away: bad" in r.output and "Traceback" not in r.output
+
+
+def test_site_rm(fed_dir: str, tmp_path: Path) -> None:
+    line = _one_error_line(CliRunner().invoke(main, ["site", "rm", "nosuch", "-f", fed_dir]))
+    assert "no site named 'nosuch'" in line
+
+    second = tmp_path / "second"
+    assert run("site", "add", "second", str(second), "-f", fed_dir).exit_code == 0
+    assert run("replicate", "qcd", "--to", "second", "-f", fed_dir).exit_code == 0
+    files = sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    assert len(files) == 8
+
+    line = _one_error_line(CliRunner().invoke(main, ["site", "rm", "second", "-f", fed_dir]))
+    assert "site second still has 8 replicas" in line and "--force" in line
+
+    assert run("rule", "add", "qcd", "--copies", "1", "--sites", "second", "-f", fed_dir).exit_code == 0
+    line = _one_error_line(CliRunner().invoke(main, ["site", "rm", "second", "--force", "-f", fed_dir]))
+    assert "rule 1 names site second" in line
+    assert run("rule", "rm", "1", "-f", fed_dir).exit_code == 0
+
+    with giod.open(fed_dir, create=False) as fed:
+        version = fed.version
+    r = run("site", "rm", "second", "--force", "-f", fed_dir)
+    assert r.exit_code == 0 and "site second removed with its replica rows" in r.output
+    assert _site_names(fed_dir) == ["local"]
+    assert sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file()) == files  # files untouched
+    with giod.open(fed_dir, create=False) as fed:
+        assert fed.version == version + 1
+        assert len(fed.dataset("qcd").select("njets >= 0")) == 200
+        assert all(len(fed.catalog.replicas(c.id)) == 1 for db in fed.catalog.databases("qcd")
+                   for c in db.containers)
+
+    # the last good copy of the data is never dropped, --force or not
+    line = _one_error_line(CliRunner().invoke(main, ["site", "rm", "local", "--force", "-f", fed_dir]))
+    assert "site local holds the only good copy of 8 containers" in line and "giod replicate qcd" in line
+    assert _site_names(fed_dir) == ["local"]
+
+
+def test_remove_site_from_the_api(fed_dir: str) -> None:
+    with giod.open(fed_dir, create=False) as fed:
+        fed.add_site("empty", "memory://giod-empty-site")
+        assert fed.remove_site("empty") == fed.version
+        assert [s.name for s in fed.sites()] == ["local"]
+        with pytest.raises(ConflictError, match="only good copy"):
+            fed.remove_site("local", force=True)

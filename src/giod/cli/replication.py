@@ -45,6 +45,25 @@ def site_add(name: str, url: str, distance: int, federation: str) -> None:
         click.echo(f"warning: site {rec.name} does not answer now: {detail}", err=True)
 
 
+@site.command("rm")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Also drop the site's replica rows (never the only good copy).")
+@federation_option
+def site_rm(name: str, force: bool, federation: str) -> None:
+    """Remove a site from the catalog; its files are left as they are.
+
+    A site that still has replicas is refused unless --force, which drops
+    their rows too. A site holding the only good copy of a container, or
+    named by a rule, is always refused: replicate the data elsewhere (or
+    remove the rule) first.
+
+    Example: giod site rm scratch --force
+    """
+    version = _open(federation).remove_site(name, force=force)
+    dropped = " with its replica rows" if force else ""
+    click.echo(f"site {name} removed{dropped} (version {version}); its files were not touched")
+
+
 @site.command("ls")
 @federation_option
 def site_ls(federation: str) -> None:
