@@ -368,7 +368,10 @@ def check_site_url(name: str, url: str) -> str:
         return url
     if any(c.isspace() for c in url):
         raise ConfigError(f"site {name}: {url!r} holds spaces")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)  # raises on an unbalanced '[' of an IPv6 address
+    except ValueError as exc:
+        raise ConfigError(f"site {name}: {url!r} is not a URL ({exc})") from exc
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number in range
     except ValueError as exc:
