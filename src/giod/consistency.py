@@ -98,10 +98,14 @@ def fsck(fed: Federation, *, checksums: bool = True,
     sites = {s.id: s for s in fed.sites()}
     away: dict[str, str] = {}
     for site_rec in sites.values():
-        health = probe(fed.site(site_rec.name))
-        if not health.reachable:
-            away[site_rec.name] = health.detail
-            report.problems.append(Problem("unreachable", site_rec.name, "", health.detail))
+        try:
+            health = probe(fed.site(site_rec.name))
+            reachable, detail = health.reachable, health.detail
+        except GiodError as exc:  # a site that cannot even be opened is away, not a reason to stop
+            reachable, detail = False, str(exc)
+        if not reachable:
+            away[site_rec.name] = detail
+            report.problems.append(Problem("unreachable", site_rec.name, "", detail))
     for name in fed.datasets():
         dbs = fed.catalog.databases(name)
         states = _replica_sites(fed, name, sites)
@@ -267,8 +271,8 @@ class Removed(list[tuple[str, str]]):
         self.lost: list[tuple[str, str]] = []
 
 
-def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
-       include_lost: bool = False) -> Removed:
+def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False, include_lost: bool = False,
+       on_unreachable: Callable[[str, str], None] | None = None) -> Removed:
     """Remove what nothing will read again; returns the (site, path) removed.
 
     That is: orphans older than ``grace_seconds`` (files under a live writer's lease never, whatever
@@ -276,14 +280,22 @@ def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
     their rows (a reader that pinned an older version loses them then). Files that are evidence of
     lost commits are kept unless ``include_lost`` (``giod recover`` registers them again); while
     there are any, deleted rows are not purged either.
+
+    A site that cannot be opened or listed is skipped, and named with the
+    reason to ``on_unreachable(site, why)``; the other sites are still cleaned.
     """
     removed = Removed()
     now = time.time()
     before = fed.catalog.version_at(now - grace_seconds) + 1
     plan: list[tuple[Site, str, list[tuple[str, FileInfo, str]]]] = []
     for site_rec in fed.sites():
-        site = fed.site(site_rec.name)
-        files = list(site.walk())
+        try:
+            site = fed.site(site_rec.name)
+            files = list(site.walk())
+        except GiodError as exc:
+            if on_unreachable is not None:
+                on_unreachable(site_rec.name, str(exc))
+            continue
         plan.append((site, site_rec.name, list(_survey(fed, site_rec.name, site, files))))
     removed.lost = [(name, info.path) for _, name, found in plan for kind, info, _ in found if kind == "lost"]
     drop = getattr(fed.catalog, "drop_expired_leases", None)
@@ -309,8 +321,12 @@ def recover(fed: Federation, *, dry_run: bool = False) -> list[Recovered]:
     the containers later passes added to them."""
     groups: dict[tuple[str, str, bool, str], list[tuple[FileInfo, dict[str, Any]]]] = {}
     for site_rec in fed.sites():
-        site = fed.site(site_rec.name)
-        for kind, info, _ in _survey(fed, site_rec.name, site, list(site.walk())):
+        try:
+            site = fed.site(site_rec.name)
+            files = list(site.walk())
+        except GiodError:
+            continue  # fsck names the sites that do not answer; recover registers what it can reach
+        for kind, info, _ in _survey(fed, site_rec.name, site, files):
             if kind == "lost":
                 meta = commit_metadata(site, info.path) or {}
                 record = json.dumps({k: v for k, v in meta.items() if k != "container"}, sort_keys=True)

@@ -27,8 +27,9 @@ from giod.names import check_name
 from giod.objects import OID
 from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import Schema
+from giod.schema.parse import check_size
 from giod.storage.container import ContainerReader
-from giod.storage.site import Site, open_site
+from giod.storage.site import Site, check_site_url, open_site
 
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
@@ -124,7 +125,7 @@ class Federation:
                 raise ConfigError(f"dataset {name} exists with another schema")
             return ds
         check_name(name, "dataset")  # before the schema is registered for it
-        schema_id = self.catalog.add_schema(schema.name, schema.to_yaml(), schema.fingerprint)
+        schema_id = self._register(schema)
         self._schemas[schema_id] = schema
         return Dataset(self, self.catalog.create_dataset(name, schema_id), None)
 
@@ -132,9 +133,14 @@ class Federation:
         """Move a dataset to a new schema version; old databases stay readable."""
         current = self.dataset(name).schema
         changes = schema.check_evolution(current)
-        schema_id = self.catalog.add_schema(schema.name, schema.to_yaml(), schema.fingerprint)
-        self.catalog.set_dataset_schema(name, schema_id)
+        self.catalog.set_dataset_schema(name, self._register(schema))
         return changes
+
+    def _register(self, schema: Schema) -> int:
+        text = schema.to_yaml()
+        # what is stored is read back with Schema.from_text, under its bound on the text
+        check_size(len(text.encode("utf-8")), f"model {schema.name}")
+        return self.catalog.add_schema(schema.name, text, schema.fingerprint)
 
     def schema(self, schema_id: int) -> Schema:
         if schema_id not in self._schemas:
@@ -159,8 +165,20 @@ class Federation:
         return sorted(self.catalog.sites(), key=lambda s: (s.distance, s.name))
 
     def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        """Register a site; ConfigError when ``url`` does not have the form of a site URL."""
+        check_site_url(name, url)
         self._site_ids = None
         return self.catalog.add_site(name, url, distance)
+
+    def remove_site(self, name: str, *, force: bool = False) -> int:
+        """Remove a site from the catalog (its files stay); see ``Catalog.remove_site``."""
+        remover = getattr(self.catalog, "remove_site", None)
+        if remover is None:
+            raise ConfigError("a site is removed with direct access to the catalog, not through a server")
+        version = int(remover(name, force=force))
+        self._sites.pop(name, None)
+        self._site_ids = None
+        return version
 
     def site(self, name: str | None = None) -> Site:
         """The site ``name``, or the nearest one when no name is given."""

@@ -243,6 +243,48 @@ def test_names_conflict_and_close_matches(ready: Catalog) -> None:
         ready.create_dataset("", schema_id)
 
 
+def test_setting_the_state_a_replica_has_changes_nothing(ready: Catalog, make_commit: MakeCommit) -> None:
+    ready.add_site("cern", "https://giod.cern.ch", distance=10)
+    container = ready.database(ready.commit_database(make_commit(10)).database_id).containers[0]
+    version = ready.version()
+    ready.set_replica_state(container.id, SITE, "good")
+    assert ready.version() == version
+    ready.set_replica_state(container.id, "cern", "copying")  # a new replica is a change
+    ready.set_replica_state(container.id, SITE, "bad")
+    assert ready.version() == version + 2
+    for _ in range(3):
+        ready.set_replica_state(container.id, SITE, "bad")
+        ready.set_replica_state(container.id, "cern", "copying")
+    assert ready.version() == version + 2
+    assert [(s.name, st) for s, st in ready.replicas(container.id)] == [(SITE, "bad"), ("cern", "copying")]
+
+
+def test_remove_site(ready: Catalog, make_commit: MakeCommit) -> None:
+    ready.add_site("cern", "https://giod.cern.ch", distance=10)
+    ready.add_site("empty", "file:///srv/empty", distance=20)
+    held = ready.database(ready.commit_database(make_commit(10)).database_id).containers
+    container = held[0]
+    ready.set_replica_state(container.id, "cern", "good")
+    with pytest.raises(NotFound, match="no site named 'nowhere'"):
+        ready.remove_site("nowhere")
+    version = ready.version()
+    assert ready.remove_site("empty") == version + 1
+    with pytest.raises(ConflictError, match="site cern still has 1 replicas"):
+        ready.remove_site("cern")
+    rule = ready.add_rule(DATASET, 1, ["cern"])
+    with pytest.raises(ConflictError, match=f"rule {rule.id} names site cern"):
+        ready.remove_site("cern", force=True)
+    ready.remove_rule(rule.id)
+    assert ready.remove_site("cern", force=True) == version + 2
+    assert [s.name for s, _ in ready.replicas(container.id)] == [SITE]
+    with pytest.raises(ConflictError, match=f"site {SITE} holds the only good copy of {len(held)} containers"):
+        ready.remove_site(SITE, force=True)
+    for c in held:
+        ready.set_replica_state(c.id, SITE, "lost")  # nothing good is left to lose
+    ready.remove_site(SITE, force=True)
+    assert [s.name for s in ready.sites()] == [] and ready.version() == version + 3 + len(held)
+
+
 def test_sites_and_replicas(ready: Catalog, make_commit: MakeCommit) -> None:
     far = ready.add_site("cern", "https://giod.cern.ch", distance=10)
     near = ready.add_site("desk", "file:///home/data", distance=-1)

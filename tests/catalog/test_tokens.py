@@ -120,6 +120,15 @@ def test_create_refuses_bad_expiry(catalog: Catalog, expires: float) -> None:
     assert catalog.tokens() == []
 
 
+@pytest.mark.parametrize("years", [10.01, 1e4, 1e12])
+def test_create_refuses_an_expiry_past_ten_years(catalog: Catalog, years: float) -> None:
+    with pytest.raises(ConfigError, match="at most 3650 days from now"):
+        catalog.create_token("read", expires=time.time() + years * 365 * 86400)
+    assert catalog.tokens() == []
+    record, _ = catalog.create_token("read", expires=time.time() + 3649 * 86400)
+    assert [t.id for t in catalog.tokens()] == [record.id]
+
+
 def _token(scope: str, dataset: str | None = None) -> TokenRecord:
     return TokenRecord(1, scope, dataset, "", 0.0, None, None)
 

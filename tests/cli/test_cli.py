@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,26 @@ def test_schema_check(tmp_path: Path):
     bad.write_text("schema_version: 1\nname: x\ntypes:\n  T: {fields: {a: float31}}\ncollections: {t: T}\n")
     r = CliRunner().invoke(main, ["schema", "check", str(bad)])
     assert r.exit_code == 2 and "float31" in r.output and ":4" in r.output
+
+
+@pytest.mark.parametrize("case, says", [
+    ("bomb", "anchors and aliases"),
+    ("deep", "nested deeper than"),
+    ("huge", "1,000,000,000,000,000,000 elements"),
+])
+def test_schema_check_of_a_model_over_the_bounds_is_one_line(tmp_path: Path, case: str, says: str):
+    from tests.schema.test_bounds import BOMB, _nested, model
+
+    text = {"bomb": BOMB, "deep": _nested("flow", 10_000),
+            "huge": model("x: float32[1000000000][1000000000]")}[case]
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(text)
+    t0 = time.perf_counter()
+    r = CliRunner().invoke(main, ["schema", "check", str(path)])
+    assert time.perf_counter() - t0 < 1.0
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}:") and says in lines[0], r.output
 
 
 def test_fsck_and_gc(fed_dir: str):

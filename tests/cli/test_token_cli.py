@@ -86,6 +86,9 @@ def test_list_and_revoke(fed_dir: str) -> None:
         (["create", "--scope", "read", "--expires-in", "30"], "unit"),
         (["create", "--scope", "read", "--expires-in", "-3d"], "positive"),
         (["create", "--scope", "read", "--expires-in", "soon"], "'soon'"),
+        (["create", "--scope", "read", "--expires-in", "99999999999999d"], "at most 3650d"),
+        (["create", "--scope", "read", "--expires-in", "1" + "0" * 400 + "s"], "at most 3650d"),
+        (["create", "--scope", "read", "--expires-in", "522w"], "at most 3650d"),
         (["revoke", "x"], "not a number"),
         (["revoke", "42"], "no token 42"),
     ],
@@ -97,6 +100,20 @@ def test_bad_input_is_one_line_and_exit_2(fed_dir: str, args: list[str], says: s
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], r.output
     with giod.open(fed_dir, create=False) as fed:
         assert fed.catalog.tokens() == []
+
+
+def test_list_survives_a_row_whose_expiry_is_not_a_date(fed_dir: str) -> None:
+    # such rows were stored before expiries were bounded; listing must still show every token
+    import sqlite3
+
+    _, secret = _create(fed_dir, "--scope", "read", "--expires-in", "3650d", "--note", "old")
+    with sqlite3.connect(Path(fed_dir) / "catalog.sqlite") as db:
+        db.execute("UPDATE tokens SET expires = 8.64e18")
+    r = run("token", "list", "-f", fed_dir)
+    assert r.exit_code == 0, r.output
+    assert "not a date" in r.output and "old" in r.output and "active" in r.output
+    with giod.open(fed_dir, create=False) as fed:
+        assert fed.catalog.verify_token(secret).note == "old"
 
 
 def test_a_missing_federation_is_exit_2(tmp_path: Path) -> None:

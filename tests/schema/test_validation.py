@@ -397,12 +397,12 @@ collections: {hits: Hit}
         """\
 schema_version: 1
 name: m
-types: &loop
+types: &loop  # <-
   Hit: {fields: {x: float32}}
-  Again: *loop  # <-
+  Again: *loop
 collections: {hits: Hit}
 """,
-        "recursive YAML alias",
+        "YAML anchors and aliases (&name, *name) are not allowed",
     ),
 }
 

@@ -89,7 +89,10 @@ class BookkeepingMethods(Transactions):
         return self._read(lambda conn: conn.execute(q).scalar())
 
     def set_replica_state(self, container_id: int, site: str, state: str) -> None:
-        """Record the state of a container's copy at ``site`` (adding the replica if new)."""
+        """Record the state of a container's copy at ``site`` (adding the replica if new).
+
+        Setting the state a replica already has changes nothing, the version included.
+        """
         if state not in REPLICA_STATES:
             raise ConfigError(f"replica state {state!r} is not one of {', '.join(REPLICA_STATES)}")
 
@@ -102,6 +105,8 @@ class BookkeepingMethods(Transactions):
                 raise NotFound(f"no container {container_id}")
             now = time.time()
             key = (replicas.c.container_id == container_id) & (replicas.c.site_id == at)
+            if conn.execute(select(replicas.c.state).where(key)).scalar() == state:
+                raise Unchanged(None)  # readers pinned to a version are not told of a change that is none
             done = conn.execute(update(replicas).where(key).values(state=state, checked=now))
             if done.rowcount == 0:
                 conn.execute(

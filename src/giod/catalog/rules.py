@@ -65,7 +65,7 @@ def _live_containers(dataset: str | None) -> Any:
 
 
 class RuleMethods(Transactions):
-    """Rules (``add_rule``, ``rules``, ``remove_rule``) and bulk replica queries of ``Catalog``."""
+    """Rules (``add_rule``, ``rules``, ``remove_rule``), ``remove_site`` and bulk replica queries of ``Catalog``."""
 
     # -- rules -----------------------------------------------------------------
 
@@ -137,6 +137,57 @@ class RuleMethods(Transactions):
                 raise NotFound(f"no rule {rule_id}")
 
         self._run(work, write=True)
+
+    # -- sites -----------------------------------------------------------------
+
+    def remove_site(self, name: str, *, force: bool = False) -> int:
+        """Remove the site ``name`` from the catalog; returns the new version. Its files are not touched.
+
+        A site that still has replica rows is refused (ConflictError) unless
+        ``force``, which drops those rows with it. Even with ``force``, a
+        site holding the only good copy of a live container, or named by a
+        rule, is refused: removing it would lose data or break the rule.
+        """
+
+        def work(conn: Connection, v: int) -> int:
+            at = site_id(conn, name)
+            for rule in conn.execute(select(rules).order_by(rules.c.id)).all():
+                if rule.sites is not None and name in json.loads(rule.sites):
+                    raise ConflictError(f"rule {rule.id} names site {name} (giod rule rm {rule.id} first)")
+            r, other = replicas, replicas.alias("other")
+            held = int(conn.execute(select(func.count()).select_from(r).where(r.c.site_id == at)).scalar_one())
+            if held and not force:
+                raise ConflictError(
+                    f"site {name} still has {held} replicas in the catalog; --force drops those rows "
+                    "(the files stay where they are)"
+                )
+            elsewhere = select(other.c.container_id).where(other.c.site_id != at, other.c.state == "good")
+            last = (
+                select(containers.c.path, datasets.c.name)
+                .select_from(
+                    r.join(containers, containers.c.id == r.c.container_id)
+                    .join(databases, databases.c.id == containers.c.database_id)
+                    .join(datasets, datasets.c.id == databases.c.dataset_id)
+                )
+                .where(r.c.site_id == at, r.c.state == "good")
+                .where(r.c.container_id.in_(_live_containers(None)))
+                .where(r.c.container_id.not_in(elsewhere))
+                .order_by(containers.c.path)
+            )
+            only = conn.execute(last).all()
+            if only:
+                path, dataset = only[0]
+                raise ConflictError(
+                    f"site {name} holds the only good copy of {len(only)} containers ({path} of dataset "
+                    f"{dataset}{', …' if len(only) > 1 else ''}): replicate them to another site first "
+                    f"(giod replicate {dataset} --to SITE), or delete their datasets"
+                )
+            conn.execute(delete(r).where(r.c.site_id == at))
+            conn.execute(delete(sites_table).where(sites_table.c.id == at))
+            log(conn, v, f"remove site {name}" + (f" and its {held} replicas" if held else ""))
+            return v
+
+        return self._write(work)
 
     # -- replicas ---------------------------------------------------------------
 

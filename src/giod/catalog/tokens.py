@@ -33,7 +33,11 @@ from giod.catalog.tables import containers, databases, dataset_schemas, datasets
 from giod.errors import AuthError, ConfigError, NotFound
 from giod.names import check_name, is_name
 
-__all__ = ["TokenMethods"]
+__all__ = ["MAX_TOKEN_SECONDS", "TokenMethods"]
+
+#: The longest a token may live: ten years. Longer is as good as never (leave out the expiry),
+#: and a time far enough out is not a date any more.
+MAX_TOKEN_SECONDS = 3650 * 86400
 
 PREFIX = "giod"
 _RANDOM_BYTES = 32  # -> 43 URL-safe characters
@@ -71,9 +75,10 @@ class TokenMethods(Transactions):
         ``scope`` is ``read``, ``write`` or ``admin``; ``dataset`` restricts
         the token to one dataset by name (it need not exist yet, so that a
         writer can be given a token for the dataset it will create); admin
-        tokens cover the whole federation. ``expires`` is a unix time.
-        ConfigError for a dataset name outside the name grammar (``giod.names``),
-        unless a dataset of that name exists from before the grammar.
+        tokens cover the whole federation. ``expires`` is a unix time at most
+        :data:`MAX_TOKEN_SECONDS` from now. ConfigError for a dataset name outside
+        the name grammar (``giod.names``), unless a dataset of that name exists
+        from before the grammar.
         """
         if scope not in TOKEN_SCOPES:
             raise ConfigError(f"token scope {scope!r} is not one of {', '.join(TOKEN_SCOPES)}")
@@ -84,6 +89,11 @@ class TokenMethods(Transactions):
         now = time.time()
         if expires is not None and not (math.isfinite(expires) and expires > now):
             raise ConfigError(f"a token's expiry must be a time in the future, not {expires!r}")
+        if expires is not None and expires - now > MAX_TOKEN_SECONDS:
+            raise ConfigError(
+                f"a token's expiry may be at most {MAX_TOKEN_SECONDS // 86400} days from now "
+                "(leave it out for a token that does not expire)"
+            )
         random_part = secrets.token_urlsafe(_RANDOM_BYTES)
 
         def work(conn: Connection) -> tuple[TokenRecord, str]:

@@ -397,17 +397,28 @@ def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None
     """Remove orphan files left by interrupted writes, and the files of deleted datasets and databases.
 
     Files under a live writer's lease are never removed, whatever --grace says.
+    A site that does not answer is named and skipped; the others are cleaned,
+    and the command exits 1.
     """
     from giod.consistency import gc as run
 
     fed = _open(federation)
-    removed = run(fed, grace_seconds=grace, dry_run=dry_run, include_lost=include_lost)
+    away: list[str] = []
+
+    def unreachable(site: str, why: str) -> None:
+        away.append(site)
+        click.echo(f"unreachable: {site}: {why}")
+
+    removed = run(fed, grace_seconds=grace, dry_run=dry_run, include_lost=include_lost, on_unreachable=unreachable)
     for site, path in removed:
         click.echo(f"{'would remove' if dry_run else 'removed'} {site}:{path}")
-    click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}")
+    click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}"
+               + (f"; {len(away)} sites not reached" if away else ""))
     if removed.lost and not include_lost:
         click.echo(f"kept {len(removed.lost)} files of commits the catalog lost (giod recover registers them "
                    "again); deleted rows are not purged until then", err=True)
+    if away:
+        sys.exit(1)
 
 
 @main.command()

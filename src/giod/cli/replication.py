@@ -36,9 +36,32 @@ def site_add(name: str, url: str, distance: int, federation: str) -> None:
     fed = _open(federation)
     rec = fed.add_site(name, normalize_site_url(name, url), distance)
     click.echo(f"site {rec.name} at {rec.url} (distance {rec.distance})")
-    health = probe(fed.site(rec.name))
-    if not health.reachable:
-        click.echo(f"warning: site {rec.name} does not answer now: {health.detail}", err=True)
+    try:
+        health = probe(fed.site(rec.name))
+        reachable, detail = health.reachable, health.detail
+    except GiodError as exc:  # registered all the same: a site may be down for a while
+        reachable, detail = False, str(exc)
+    if not reachable:
+        click.echo(f"warning: site {rec.name} does not answer now: {detail}", err=True)
+
+
+@site.command("rm")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Also drop the site's replica rows (never the only good copy).")
+@federation_option
+def site_rm(name: str, force: bool, federation: str) -> None:
+    """Remove a site from the catalog; its files are left as they are.
+
+    A site that still has replicas is refused unless --force, which drops
+    their rows too. A site holding the only good copy of a container, or
+    named by a rule, is always refused: replicate the data elsewhere (or
+    remove the rule) first.
+
+    Example: giod site rm scratch --force
+    """
+    version = _open(federation).remove_site(name, force=force)
+    dropped = " with its replica rows" if force else ""
+    click.echo(f"site {name} removed{dropped} (version {version}); its files were not touched")
 
 
 @site.command("ls")
@@ -50,7 +73,7 @@ def site_ls(federation: str) -> None:
     fed = _open(federation)
     summary_of = getattr(fed.catalog, "replica_summary", None)
     summary = summary_of() if summary_of is not None else {}
-    rows = []
+    rows, away = [], []
     for s in fed.sites():
         try:
             health = probe(fed.site(s.name))
@@ -60,6 +83,8 @@ def site_ls(federation: str) -> None:
             reachable = "yes" if health.reachable else "no"
             detail = health.detail
             free = "?" if health.free_bytes is None else _size(health.free_bytes)
+        if reachable == "no":
+            away.append(f"unreachable: {s.name}: {detail}")
         held = summary.get(s.name, {})
         good_n, good_bytes = held.get("good", (0, 0))
         rows.append([s.name, s.url, s.distance, reachable, free, f"{good_n} ({_size(good_bytes)})",
@@ -67,6 +92,8 @@ def site_ls(federation: str) -> None:
                      detail])
     _table("sites", ["name", "url", "distance", "reachable", "free", "replicas", "bad", "lost", "copying",
                      "remark"], rows)
+    for line in away:  # whole, where a narrow table cuts the remark short
+        click.echo(line)
 
 
 def _names(text: str | None) -> list[str] | None:

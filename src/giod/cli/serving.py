@@ -47,10 +47,16 @@ def _duration(text: str) -> float:
     """Seconds in ``30d``, ``12h``, ``15m``, ``3600s`` or ``2w``."""
     import re
 
+    from giod.catalog.tokens import MAX_TOKEN_SECONDS
+
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text, re.ASCII)
     if match is None or float(match.group(1)) <= 0:
         raise ConfigError(f"--expires-in {text!r}: give a positive number and a unit s, m, h, d or w, e.g. 30d")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if seconds > MAX_TOKEN_SECONDS:
+        raise ConfigError(f"--expires-in {text!r}: at most {MAX_TOKEN_SECONDS // 86400}d (ten years); "
+                          "leave it out for a token that does not expire")
+    return seconds
 
 
 def _when(t: float | None) -> str:
@@ -58,7 +64,10 @@ def _when(t: float | None) -> str:
 
     if t is None:
         return "never"
-    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M")
+    try:
+        return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):  # a row stored before expiries were bounded
+        return f"not a date ({t!r})"
 
 
 @token.command("create")

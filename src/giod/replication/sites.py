@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound
 from giod.names import check_name
 from giod.storage.remote import TOKEN_ENV, Endpoint, RemoteSite, site_token_env
-from giod.storage.site import FsspecSite, LocalSite, Site
+from giod.storage.site import FsspecSite, LocalSite, Site, check_site_url
 
 __all__ = ["SiteHealth", "normalize_site_url", "probe", "site_gone", "site_token"]
 
@@ -42,6 +42,7 @@ def normalize_site_url(name: str, url: str, *, cwd: Path | None = None) -> str:
     check_name(name, "site")  # before a directory is made for it
     if not url.strip():
         raise ConfigError(f"site {name}: give a directory or a URL")
+    check_site_url(name, url)
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     if scheme in ("http", "https"):
         return _server_site(name, url)

@@ -70,7 +70,11 @@ def verify(catalog: Any, open_site: Callable[[str], Site], *, site: str | None =
     names = [catalog.site(site).name] if site is not None else [s.name for s in catalog.sites()]
     reachable = []
     for name in names:
-        health = probe(open_site(name))
+        try:
+            health = probe(open_site(name))
+        except GiodError as exc:  # a site that cannot even be opened is away, like one that does not answer
+            report.unreachable[name] = str(exc)
+            continue
         if health.reachable:
             reachable.append(name)
         else:

@@ -22,8 +22,8 @@ import yaml
 from giod.errors import NotFound, SchemaError
 from giod.schema import adapt, arrow, evolution
 from giod.schema.definitions import TAG_CONTAINER, CollectionDef, FieldDef, TypeDef
-from giod.schema.parse import ModelParts, parse_model
-from giod.schema.yamlsource import Located, load_yaml
+from giod.schema.parse import MAX_MODEL_BYTES, ModelParts, check_size, parse_model, parse_text
+from giod.schema.yamlsource import Located
 
 __all__ = ["Schema"]
 
@@ -82,19 +82,23 @@ class Schema:
             return cls.from_text(source)
         name = os.fspath(source)
         try:
-            text = Path(name).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise SchemaError("the model file is not UTF-8 text", source=name) from exc
+            with Path(name).open("rb") as f:
+                data = f.read(MAX_MODEL_BYTES + 1)  # a file over the bound is not read whole
         except OSError as exc:
             raise SchemaError(
                 f"cannot read the model file: {exc.strerror or exc}", source=name
             ) from exc
+        check_size(len(data), name)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SchemaError("the model file is not UTF-8 text", source=name) from exc
         return cls.from_text(text, source=name)
 
     @classmethod
     def from_text(cls, text: str, source: str = "<string>") -> Schema:
         """Load a model from YAML text; ``source`` names it in error messages."""
-        return cls._from_parts(parse_model(load_yaml(text, source)))
+        return cls._from_parts(parse_text(text, source))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "<dict>") -> Schema:

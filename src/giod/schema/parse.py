@@ -5,11 +5,17 @@ collections, containers and tags, then cross-references (relation targets).
 The first problem found raises one :class:`giod.errors.SchemaError` that
 names the element, says what is wrong and what was expected, and carries the
 source and line when the model came from YAML.
+
+Every model passes here, so the bounds on its size are kept here too (see
+docs/schema.md, "Bounds"): the bytes and nesting of its text are checked
+before the text is composed, and each count before the elements it counts
+are built.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,15 +31,52 @@ from giod.schema.definitions import (
     check_default,
     parse_dtype,
 )
-from giod.schema.yamlsource import Located, ModelPath, dotted
+from giod.schema.yamlsource import Located, ModelPath, dotted, load_yaml
 
-__all__ = ["DEFAULT_CONTAINER", "FORMAT_VERSIONS", "ModelParts", "parse_model"]
+__all__ = [
+    "DEFAULT_CONTAINER",
+    "FORMAT_VERSIONS",
+    "MAX_ARRAY_DIMS",
+    "MAX_ARRAY_ELEMENTS",
+    "MAX_COLLECTIONS",
+    "MAX_DEPTH",
+    "MAX_MEMBERS",
+    "MAX_MODEL_BYTES",
+    "MAX_MODEL_MEMBERS",
+    "MAX_TAGS",
+    "MAX_TYPES",
+    "ModelParts",
+    "parse_model",
+    "parse_text",
+]
 
 #: The schema_version values this giod understands.
 FORMAT_VERSIONS = (1,)
 
 #: Where collections go when the model has no ``containers`` key.
 DEFAULT_CONTAINER = "events"
+
+# Bounds on one model. A large real model (EDM4hep-sized) is some tens of kB
+# with a few hundred members; these leave ample room while keeping what one
+# model costs to parse, and what one object of it weighs, small.
+#: UTF-8 bytes of a model's YAML text.
+MAX_MODEL_BYTES = 256 << 10
+#: Nesting of mappings and lists in the YAML text (a model needs about 6, 14 with array defaults).
+MAX_DEPTH = 32
+#: Types of one model.
+MAX_TYPES = 1000
+#: Fields plus relations of one type.
+MAX_MEMBERS = 1000
+#: Collections of one model.
+MAX_COLLECTIONS = 1000
+#: Tags of one model.
+MAX_TAGS = 1000
+#: Fields, relations and tags of one model together.
+MAX_MODEL_MEMBERS = 10_000
+#: Dimensions of a fixed-size array field (``float32[3][3]`` has 2).
+MAX_ARRAY_DIMS = 8
+#: Elements of one fixed-size array field (the product of its dimensions).
+MAX_ARRAY_ELEMENTS = 65_536
 
 _TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -66,6 +109,25 @@ def parse_model(located: Located) -> ModelParts:
     return _Parser(located).parse()
 
 
+def parse_text(text: str, source: str) -> ModelParts:
+    """Validate a model's YAML text and build its parts; SchemaError on the first problem.
+
+    The text's size is checked before it is read as YAML, and anchors,
+    aliases and nesting deeper than :data:`MAX_DEPTH` while it is composed.
+    """
+    check_size(len(text) if len(text) > MAX_MODEL_BYTES else len(text.encode("utf-8")), source)
+    return parse_model(load_yaml(text, source, max_depth=MAX_DEPTH))
+
+
+def check_size(n_bytes: int, source: str) -> None:
+    """SchemaError when a model text of ``n_bytes`` is over :data:`MAX_MODEL_BYTES`."""
+    if n_bytes > MAX_MODEL_BYTES:
+        raise SchemaError(
+            f"the model's YAML text is over {MAX_MODEL_BYTES:,} bytes, the bound on one model",
+            source=source,
+        )
+
+
 def _listing(names: Any) -> str:
     names = sorted(names)
     return ", ".join(names) if names else "none"
@@ -74,6 +136,7 @@ def _listing(names: Any) -> str:
 class _Parser:
     def __init__(self, located: Located):
         self.loc = located
+        self.members = 0  # fields, relations and tags so far, against MAX_MODEL_MEMBERS
 
     def error(self, path: ModelPath, message: str, label: str | None = None) -> SchemaError:
         return self.loc.error(path, message, label)
@@ -95,10 +158,25 @@ class _Parser:
                 )
         return value
 
-    def named_mapping(self, value: Any, path: ModelPath, what: str) -> dict[Any, Any]:
-        """A mapping whose keys are user-chosen names (types, fields, collections, ...)."""
+    def named_mapping(
+        self, value: Any, path: ModelPath, what: str, *, most: int, members: bool = False
+    ) -> dict[Any, Any]:
+        """A mapping whose keys are user-chosen names (types, fields, collections, ...).
+
+        It may hold at most ``most`` entries; ``members`` counts them against
+        the model's total of fields, relations and tags.
+        """
         if not isinstance(value, dict):
             raise self.error(path, f"expected a mapping of {what}, got {_kind(value)}")
+        if len(value) > most:
+            raise self.error(path, f"{len(value):,} entries; at most {most:,} are allowed")
+        if members:
+            self.members += len(value)
+            if self.members > MAX_MODEL_MEMBERS:
+                raise self.error(
+                    path,
+                    f"the model has more than {MAX_MODEL_MEMBERS:,} fields, relations and tags",
+                )
         return value
 
     def text(self, value: Any, path: ModelPath) -> str:
@@ -157,7 +235,9 @@ class _Parser:
 
     def types(self, value: Any) -> dict[str, TypeDef]:
         path: ModelPath = ("types",)
-        value = self.named_mapping(value, path, "type names to type definitions")
+        value = self.named_mapping(
+            value, path, "type names to type definitions", most=MAX_TYPES
+        )
         return {
             self.name(k, (*path, k), _TYPE_NAME, "type"): self.type(k, v, (*path, k))
             for k, v in value.items()
@@ -168,14 +248,24 @@ class _Parser:
         description = self.text(body.get("description", ""), (*path, "description"))
         fields_path = (*path, "fields")
         raw_fields = self.named_mapping(
-            body.get("fields", {}), fields_path, "field names to dtypes"
+            body.get("fields", {}), fields_path, "field names to dtypes", most=MAX_MEMBERS,
+            members=True,
         )
+        rel_path = (*path, "relations")
+        raw_rel = self.named_mapping(
+            body.get("relations", {}), rel_path, "relation definitions", most=MAX_MEMBERS,
+            members=True,
+        )
+        if len(raw_fields) + len(raw_rel) > MAX_MEMBERS:
+            raise self.error(
+                path,
+                f"{len(raw_fields):,} fields and {len(raw_rel):,} relations; at most "
+                f"{MAX_MEMBERS:,} members are allowed per type",
+            )
         fields = {
             self.member_name(k, (*fields_path, k), "field"): self.field(k, v, (*fields_path, k))
             for k, v in raw_fields.items()
         }
-        rel_path = (*path, "relations")
-        raw_rel = self.named_mapping(body.get("relations", {}), rel_path, "relation definitions")
         relations = {}
         for key, spec in raw_rel.items():
             rel_name = self.member_name(key, (*rel_path, key), "relation")
@@ -208,6 +298,7 @@ class _Parser:
             dtype, shape = parse_dtype(type_text)
         except ValueError:
             raise self.error(type_path, f"unknown dtype '{type_text}' ({_DTYPE_HELP})") from None
+        self.check_shape(type_text, shape, type_path)
         if scalar_only and shape:
             raise self.error(
                 type_path, f"tags are scalars, but '{type_text}' is a fixed-size array"
@@ -230,6 +321,20 @@ class _Parser:
         )
         doc = self.text(spec.get("doc", ""), (*path, "doc"))
         return FieldDef(name, dtype, shape, default, aliases, doc)
+
+    def check_shape(self, type_text: str, shape: tuple[int, ...], path: ModelPath) -> None:
+        # before the default is checked against the shape, and long before any array is made
+        if len(shape) > MAX_ARRAY_DIMS:
+            raise self.error(
+                path,
+                f"'{type_text}' has {len(shape)} dimensions; at most {MAX_ARRAY_DIMS} are allowed",
+            )
+        if math.prod(shape) > MAX_ARRAY_ELEMENTS:
+            raise self.error(
+                path,
+                f"'{type_text}' has {math.prod(shape):,} elements; at most "
+                f"{MAX_ARRAY_ELEMENTS:,} are allowed per field",
+            )
 
     def relation(self, name: str, value: Any, path: ModelPath) -> RelationDef:
         spec = self.mapping(value, path, _RELATION_KEYS, "a mapping {to: COLLECTION, many: BOOL}")
@@ -259,7 +364,9 @@ class _Parser:
 
     def collections(self, value: Any, types: dict[str, TypeDef]) -> dict[str, CollectionDef]:
         path: ModelPath = ("collections",)
-        value = self.named_mapping(value, path, "collection names to type names")
+        value = self.named_mapping(
+            value, path, "collection names to type names", most=MAX_COLLECTIONS
+        )
         out = {}
         for key, spec in value.items():
             cpath = (*path, key)
@@ -285,7 +392,9 @@ class _Parser:
 
     def containers(self, value: Any, collections: dict[str, CollectionDef]) -> dict[str, str]:
         path: ModelPath = ("containers",)
-        value = self.named_mapping(value, path, "container names to lists of collections")
+        value = self.named_mapping(
+            value, path, "container names to lists of collections", most=MAX_COLLECTIONS
+        )
         where: dict[str, str] = {}
         for key, members in value.items():
             cpath = (*path, key)
@@ -325,7 +434,7 @@ class _Parser:
 
     def tags(self, value: Any, collections: dict[str, CollectionDef]) -> dict[str, FieldDef]:
         path: ModelPath = ("tags",)
-        value = self.named_mapping(value, path, "tag names to dtypes")
+        value = self.named_mapping(value, path, "tag names to dtypes", most=MAX_TAGS, members=True)
         out = {}
         for key, spec in value.items():
             tpath = (*path, key)

@@ -6,6 +6,11 @@ turned into plain dicts, lists and scalars while recording, for every path
 (``("types", "Track", "fields", "pt")``), the 1-based line where the element
 starts. Mapping keys are kept as the text written (so ``on:`` is the name
 ``"on"``, not ``True``); duplicate keys are an error.
+
+Anchors and aliases are refused, and nesting is bounded, while the text is
+composed: an alias costs a few bytes but stands for its whole anchored node,
+so a few hundred bytes could otherwise expand to millions of elements, and
+a deeply nested text would exhaust the composer's recursion.
 """
 
 from __future__ import annotations
@@ -62,16 +67,55 @@ class Located:
         return SchemaError(text, source=self.source, line=self.line(path))
 
 
-def load_yaml(text: str, source: str) -> Located:
-    """Compose ``text`` with the safe loader and convert it, keeping line numbers."""
+class _BoundedLoader(yaml.SafeLoader):
+    """The safe loader, refusing anchors and aliases and collections nested over ``max_depth``."""
+
+    def __init__(self, text: str, source: str, max_depth: int):
+        super().__init__(text)
+        self.source, self.max_depth, self.depth = source, max_depth, 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
+            raise SchemaError(
+                "YAML anchors and aliases (&name, *name) are not allowed in a model: "
+                "write each element out",
+                source=self.source,
+                line=line,
+            )
+        if not isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        self.depth += 1
+        if self.depth > self.max_depth:
+            raise SchemaError(
+                f"the model is nested deeper than {self.max_depth} levels",
+                source=self.source,
+                line=line,
+            )
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self.depth -= 1
+
+
+def load_yaml(text: str, source: str, *, max_depth: int) -> Located:
+    """Compose ``text`` with the safe loader and convert it, keeping line numbers.
+
+    Anchors, aliases and collections nested deeper than ``max_depth`` are a
+    SchemaError, found before anything past them is composed.
+    """
+    loader = _BoundedLoader(text, source, max_depth)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         line = _mark_line(exc)
         message = f"invalid YAML: {_yaml_problem(exc)}{_flow_array_hint(text, line)}"
         raise SchemaError(message, source=source, line=line) from exc
     except yaml.YAMLError as exc:
         raise SchemaError(f"invalid YAML: {exc}", source=source) from exc
+    finally:
+        loader.dispose()
     if root is None:
         raise SchemaError(
             "the model is empty (expected a mapping with schema_version, name, types "
@@ -106,32 +150,21 @@ class _Converter:
         self.source = source
         self.lines = lines
         self.constructor = yaml.constructor.SafeConstructor()
-        self.active: set[int] = set()  # node ids on the current path, to catch recursive aliases
 
     def fail(self, node: yaml.Node, message: str) -> SchemaError:
         return SchemaError(message, source=self.source, line=node.start_mark.line + 1)
 
     def convert(self, node: yaml.Node, path: ModelPath) -> Any:
-        if id(node) in self.active:
-            # The node is the anchored one; the alias's own place is the key that led here.
-            line = self.lines.get(path, node.start_mark.line + 1)
-            raise SchemaError(
-                f"{dotted(path)}: recursive YAML alias", source=self.source, line=line
-            )
         if isinstance(node, yaml.ScalarNode):
             try:
                 return self.constructor.construct_object(node, deep=True)
             except yaml.YAMLError as exc:
                 problem = getattr(exc, "problem", None) or str(exc)
                 raise self.fail(node, f"{dotted(path)}: invalid value: {problem}") from exc
-        self.active.add(id(node))
-        try:
-            if isinstance(node, yaml.SequenceNode):
-                return self._sequence(node, path)
-            if isinstance(node, yaml.MappingNode):
-                return self._mapping(node, path)
-        finally:
-            self.active.discard(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            return self._sequence(node, path)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
         raise self.fail(node, f"{dotted(path)}: unsupported YAML node")  # pragma: no cover
 
     def _sequence(self, node: yaml.SequenceNode, path: ModelPath) -> list[Any]:

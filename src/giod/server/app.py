@@ -22,6 +22,7 @@ import giod
 from giod import config
 from giod.errors import (
     AuthError,
+    ConfigError,
     ConflictError,
     DataError,
     Forbidden,
@@ -189,8 +190,12 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_r
     app = create_app(target, anonymous_read=anonymous_read)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:  # a port in use, an address not of this host, a port below 1024
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     sock.set_inheritable(True)
     # h11, not httptools: only h11 bounds a request head that arrives in pieces (httptools buffers any size)
     config = uvicorn.Config(app, log_level=log_level, ssl_certfile=certfile, ssl_keyfile=keyfile, http="h11",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -22,8 +23,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
-from giod.errors import ConfigError, NotFound, StorageError
+from giod.errors import ConfigError, GiodError, NotFound, StorageError
 from giod.names import check_path
 from giod.storage.writeback import WritebackRange
 
@@ -274,7 +276,12 @@ class _FsspecPending(PendingFile):
 
 
 class FsspecSite(Site):
-    """Any file system that fsspec knows (``memory://``, ``s3://``, ...)."""
+    """Any file system that fsspec knows (``memory://``, ``s3://``, ...).
+
+    A file system that cannot be reached (a host that does not resolve or
+    answer) is a StorageError, whatever the back end raised, so that callers
+    can tell one site away from a bug.
+    """
 
     def __init__(self, name: str, url: str):
         super().__init__(name, url)
@@ -282,25 +289,38 @@ class FsspecSite(Site):
             import fsspec
         except ImportError as exc:  # pragma: no cover - fsspec ships with uproot/dask
             raise ConfigError(f"site {name}: the fsspec package is needed for {url}") from exc
-        self.fs, self.root = fsspec.core.url_to_fs(url)
+        try:
+            # some back ends (ftp, sftp) connect as soon as the file system is made
+            self.fs, self.root = fsspec.core.url_to_fs(url)
+        except ImportError as exc:
+            raise ConfigError(f"site {name}: {url} needs a package that is not installed ({exc})") from exc
+        except Exception as exc:  # noqa: BLE001 - each back end raises its own kinds
+            raise StorageError(f"site {name} cannot be reached at {url}: {_why(exc)}") from exc
 
     def _full(self, path: str) -> str:
         return posixpath.join(self.root, path)
+
+    @contextlib.contextmanager
+    def _reaching(self, path: str) -> Iterator[None]:
+        try:
+            yield
+        except FileNotFoundError as exc:
+            raise NotFound(f"file {path} is missing on site {self.name}") from exc
+        except GiodError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each back end raises its own kinds
+            raise StorageError(f"site {self.name}: {path or 'its root'} cannot be read: {_why(exc)}") from exc
 
     def create(self, path: str, *, direct: bool = False) -> PendingFile:
         return _FsspecPending(self, check_relpath(path))
 
     def open(self, path: str) -> BinaryIO:
-        try:
+        with self._reaching(path):
             return self.fs.open(self._full(check_relpath(path)), "rb")  # type: ignore[no-any-return]
-        except FileNotFoundError as exc:
-            raise NotFound(f"file {path} is missing on site {self.name}") from exc
 
     def size(self, path: str) -> int:
-        try:
+        with self._reaching(path):
             return int(self.fs.size(self._full(check_relpath(path))))
-        except FileNotFoundError as exc:
-            raise NotFound(f"file {path} is missing on site {self.name}") from exc
 
     def remove(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -308,8 +328,9 @@ class FsspecSite(Site):
 
     def walk(self) -> Iterator[FileInfo]:
         try:
-            found = self.fs.find(self.root, detail=True)
-        except FileNotFoundError:
+            with self._reaching(""):
+                found = self.fs.find(self.root, detail=True)
+        except NotFound:
             return
         prefix = self.root.rstrip("/") + "/"
         for full, info in found.items():
@@ -318,6 +339,61 @@ class FsspecSite(Site):
                 mtime = mtime.timestamp()
             rel = full[len(prefix) :] if full.startswith(prefix) else full
             yield FileInfo(rel, int(info.get("size") or 0), float(mtime))
+
+
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*", re.ASCII)
+_HOSTLESS = ("memory", "file", "local")  # fsspec protocols whose URLs name no host
+
+
+def check_site_url(name: str, url: str) -> str:
+    """``url`` if it has the form of a site URL, else ConfigError saying what is wrong.
+
+    A directory (any path without ``://``), ``file://``, ``http(s)://HOST…``
+    (a giod server), or a protocol fsspec knows with its host or bucket
+    (``memory://`` names none). A URL may not carry a password: it would be
+    stored in the catalog. Nothing is contacted here.
+    """
+    if not url or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        raise ConfigError(f"site {name}: {url!r} is empty or holds control characters")
+    if "://" not in url:
+        return url
+    scheme = url.split("://", 1)[0].lower()
+    if not _SCHEME.fullmatch(scheme):
+        raise ConfigError(f"site {name}: {url!r} does not start with a URL scheme")
+    if scheme == "file":
+        return url
+    if any(c.isspace() for c in url):
+        raise ConfigError(f"site {name}: {url!r} holds spaces")
+    try:
+        parts = urlsplit(url)  # raises on an unbalanced '[' of an IPv6 address
+    except ValueError as exc:
+        raise ConfigError(f"site {name}: {url!r} is not a URL ({exc})") from exc
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
+    except ValueError as exc:
+        raise ConfigError(f"site {name}: {url!r} has an invalid port") from exc
+    if parts.password is not None:
+        raise ConfigError(f"site {name}: {url!r} holds a password, which would be stored in the catalog; "
+                          "give credentials through the environment or the file system's own configuration")
+    if scheme not in ("http", "https"):
+        try:
+            import fsspec
+
+            fsspec.get_filesystem_class(scheme)
+        except ImportError as exc:
+            raise ConfigError(f"site {name}: {scheme}:// needs a package that is not installed ({exc})") from exc
+        except ValueError as exc:
+            raise ConfigError(f"site {name}: no file system known for {scheme}:// (expected a directory, "
+                              "http(s)://HOST:PORT of a giod server, or a protocol of fsspec)") from exc
+        if scheme in _HOSTLESS:
+            return url
+    if not parts.hostname:
+        raise ConfigError(f"site {name}: {url!r} names no host")
+    return url
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 _KINDS: dict[str, Callable[[str, str], Site]] = {}
