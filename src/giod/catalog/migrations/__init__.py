@@ -23,7 +23,13 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, inspect, select
 
-from giod.catalog.migrations import v0001_initial, v0002_container_provenance, v0003_tokens, v0004_rules
+from giod.catalog.migrations import (
+    v0001_initial,
+    v0002_container_provenance,
+    v0003_tokens,
+    v0004_rules,
+    v0005_container_format,
+)
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
 
@@ -34,6 +40,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     2: v0002_container_provenance.upgrade,
     3: v0003_tokens.upgrade,
     4: v0004_rules.upgrade,
+    5: v0005_container_format.upgrade,
 }
 
 _KEY = "schema_version"
