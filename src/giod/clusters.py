@@ -12,7 +12,9 @@ import pyarrow.compute as pc
 
 from giod import config
 from giod.schema import TAG_CONTAINER
-from giod.storage.container import ContainerWriter, WriteOptions
+from giod.errors import ConfigError
+from giod.storage.arrowfile import CODECS
+from giod.storage.container import FORMATS, ContainerWriter, WriteOptions
 
 DEFAULT_CLUSTER_BYTES = config.BY_NAME["cluster_bytes"].default
 
@@ -26,8 +28,15 @@ def _options_for(container: str, options: WriteOptions) -> WriteOptions:
     return options
 
 
-def write_options(cfg: Mapping[str, Any]) -> WriteOptions:
-    return WriteOptions(compression=cfg["compression"], compression_level=cfg["compression_level"],
+def write_options(cfg: Mapping[str, Any], container_format: str | None = None) -> WriteOptions:
+    """The write options of the settings ``cfg``; ``container_format`` overrides the setting's."""
+    fmt = container_format or cfg["container_format"]
+    if fmt not in FORMATS:
+        raise ConfigError(f"container_format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "arrow" and cfg["compression"] not in CODECS:
+        raise ConfigError(f"Arrow containers take compression {', '.join(CODECS)}, not {cfg['compression']!r}")
+    return WriteOptions(container_format=fmt, compression=cfg["compression"],
+                        compression_level=cfg["compression_level"],
                         byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
 
 

@@ -108,10 +108,10 @@ def test_a_level_1_catalog_is_migrated_with_its_data_intact(catalog_url: str) ->
         assert again.duplicate and again.database_id == ids["db"]
         # and records the format of new containers, with their per-cluster checksums
         arrow = ContainerSpec("raw", "qcd/next.arrow", "crc32c:2", 7, (3, 2), ids["schema"], format="arrow",
-                              cluster_checksums=(1, 2**32 - 1))
+                              cluster_checksums=(1, 2**32 - 1, 3))
         result = catalog.commit_database(DatabaseCommit("qcd", 5, "local", (arrow,)))
         got = catalog.database(result.database_id).containers[0]
-        assert (got.format, got.cluster_checksums) == ("arrow", (1, 2**32 - 1))
+        assert (got.format, got.cluster_checksums) == ("arrow", (1, 2**32 - 1, 3))
 
 
 def test_container_formats_are_checked(catalog_url: str) -> None:

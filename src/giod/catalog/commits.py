@@ -62,9 +62,10 @@ def _check_specs(specs: Sequence[ContainerSpec], n_events: int, where: str) -> N
         if c.format not in CONTAINER_FORMATS:
             raise CatalogError(f"{where}: container {c.name!r} has format {c.format!r} "
                                f"(known: {', '.join(CONTAINER_FORMATS)})")
-        if c.cluster_checksums and (len(c.cluster_checksums) != len(c.cluster_entries)
+        if c.cluster_checksums and (len(c.cluster_checksums) != len(c.cluster_entries) + 1
                                     or not all(0 <= int(x) < 1 << 32 for x in c.cluster_checksums)):
-            raise CatalogError(f"{where}: container {c.name!r} needs one CRC-32C per cluster")
+            raise CatalogError(f"{where}: container {c.name!r} needs one CRC-32C per cluster and one "
+                               "for the footer")
         if c.cluster_entries and sum(c.cluster_entries) != n_events:
             raise CatalogError(
                 f"{where}: container {c.name!r} holds {sum(c.cluster_entries)} entries "

@@ -58,7 +58,7 @@ class ContainerSpec:
     program_version: str = ""
     parameters: dict[str, Any] = field(default_factory=dict, hash=False)
     format: str = "parquet"  # "arrow" (Arrow IPC file) or "parquet"
-    cluster_checksums: tuple[int, ...] = ()  # CRC-32C of each record batch of an Arrow file
+    cluster_checksums: tuple[int, ...] = ()  # Arrow files: CRC-32C of each record batch, then of the footer
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class ContainerRecord:
     parameters: dict[str, Any] = field(default_factory=dict, hash=False)
     created: float = 0.0  # unix time of the registration
     format: str = "parquet"  # "arrow" (Arrow IPC file) or "parquet" (every container before level 5)
-    cluster_checksums: tuple[int, ...] = ()  # CRC-32C of each record batch of an Arrow file
+    cluster_checksums: tuple[int, ...] = ()  # Arrow files: CRC-32C of each record batch, then of the footer
 
 
 @dataclass(frozen=True)
