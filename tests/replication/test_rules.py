@@ -45,7 +45,7 @@ def test_a_level_3_catalog_gains_rules(catalog_url: str) -> None:
     engine.dispose()
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:
-            assert migrations.read_level(conn) == 4 and inspect(conn).has_table("rules")
+            assert migrations.read_level(conn) == migrations.latest_level() >= 4 and inspect(conn).has_table("rules")
         assert catalog.version() == 1 and catalog.rules() == []
         rule = catalog.add_rule("qcd", 2, ["caltech", "cern"], ["tag"])
         assert catalog.version() == 1  # rules are policy, not federation content

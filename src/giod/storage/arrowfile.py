@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from giod.errors import IntegrityError, StorageError
+from giod.errors import IntegrityError, NotFound, StorageError
 from giod.storage.checksum import Checksum
 from giod.storage.site import PendingFile, Site
 
@@ -365,7 +365,7 @@ def project(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
     names, arrays = [], []
     for name in dict.fromkeys([c.split(".")[0] for c in columns]):
         if name not in table.column_names:
-            raise StorageError(f"no column {name!r} in the container (it has {', '.join(table.column_names)})")
+            raise NotFound(f"no column {name!r} in the container (it has {', '.join(table.column_names)})")
         col = table.column(name)
         if name not in whole:
             col = _members(col, members[name])

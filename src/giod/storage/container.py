@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giod.errors import IntegrityError, NotFound, StorageError
+from giod.errors import GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.arrowfile import ArrowContainerReader, ArrowFileWriter
 from giod.storage.checksum import Checksum
 from giod.storage.site import PendingFile, Site
@@ -301,8 +301,10 @@ class ContainerReader:
         # the file's identity for the object counts: only a size the catalog vouches for
         self._key = (path, expected_size) if expected_size is not None else None
         local = site.local_path(path)
+        if format not in FORMATS:
+            raise IntegrityError(f"container {path}: unknown format {format!r} (this giod reads "
+                                 f"{', '.join(FORMATS)})")
         try:
-            check_format(format)
             if expected_size is not None:
                 actual = site.size(path)
                 if actual != expected_size:
@@ -319,8 +321,6 @@ class ContainerReader:
             self._file = pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=True)
         except (NotFound, IntegrityError):
             raise
-        except StorageError as exc:
-            raise IntegrityError(str(exc)) from exc
         except FileNotFoundError as exc:
             raise NotFound(f"container {path} is missing on site {site.name}") from exc
         except (pa.ArrowException, OSError) as exc:
@@ -354,10 +354,8 @@ class ContainerReader:
                 table = self._file.read_row_groups(
                     list(row_groups), columns=list(columns) if columns is not None else None
                 )
-        except IntegrityError:
+        except GiodError:
             raise
-        except StorageError as exc:  # a column the file does not have
-            raise NotFound(f"container {self.path}: {exc}") from exc
         except (pa.ArrowException, OSError) as exc:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
         self._remember(table, None if row_groups is None else self._group_rows(row_groups))
@@ -387,10 +385,8 @@ class ContainerReader:
         if self._arrow is not None:
             try:
                 table = self._arrow.read_rows(columns, rows)
-            except IntegrityError:
+            except GiodError:
                 raise
-            except StorageError as exc:
-                raise NotFound(f"container {self.path}: {exc}") from exc
             except (pa.ArrowException, OSError) as exc:
                 raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
             self._remember(table, np.asarray(rows))
