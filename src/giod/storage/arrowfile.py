@@ -216,15 +216,12 @@ class ArrowContainerReader:
         else:
             self._file = site.open(path)
         try:
-            self._open_footer()
+            # the footer first, checked before it is believed: it says where everything else is
+            self._open_footer(checksums[-1] if checksums else None)
         except (pa.ArrowException, ValueError) as exc:
             raise IntegrityError(f"container {path} on site {site.name}: unreadable Arrow footer: {exc}") from exc
         n = len(self.blocks)
         if checksums:
-            # the footer first: it says where everything else is
-            if crc32c(self._footer) != checksums[-1]:
-                raise IntegrityError(f"container {path} on site {site.name}: CRC-32C mismatch in the footer "
-                                     "(the bytes changed since they were written)")
             if len(checksums) != n + 1:
                 raise IntegrityError(f"container {path} on site {site.name} has {n} record batches, "
                                      f"the catalog recorded {len(checksums) - 1} checksums")
@@ -233,9 +230,8 @@ class ArrowContainerReader:
                                  f"the catalog recorded {len(clusters)} clusters")
         self.clusters = None if clusters is None else np.asarray(clusters, dtype=np.int64)
         self.checksums = list(checksums) if checksums else None
-        self._footer = None
 
-    def _open_footer(self) -> None:
+    def _open_footer(self, crc: int | None) -> None:
         if self.size < len(MAGIC) * 2 + 4:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is too short for an Arrow file")
         # one request for footer and tail from far away; a memory map just looks
@@ -249,7 +245,10 @@ class ArrowContainerReader:
         if n + 10 > len(tail):
             tail = self._ranges([(self.size - n - 10, self.size)])[0]
         footer = memoryview(tail)[len(tail) - 10 - n:len(tail) - 10]
-        self._footer = memoryview(tail)[len(tail) - 10 - n:]  # with its length and magic, as checksummed
+        # checksummed with its length and magic
+        if crc is not None and crc32c(memoryview(tail)[len(tail) - 10 - n:]) != crc:
+            raise IntegrityError(f"container {self.path} on site {self.site.name}: CRC-32C mismatch in the footer "
+                                 "(the bytes changed since they were written)")
         blocks = parse_footer(footer)
         ends = blocks["offset"] + blocks["meta"] + blocks["body"]
         if len(blocks) and (blocks["offset"].min() < 8 or ends.max() > self.size - 10 - n):
@@ -335,14 +334,13 @@ class ArrowContainerReader:
         rows = np.asarray(rows, dtype=np.int64)
         if len(rows) and (rows[0] < 0 or rows[-1] >= first[-1]):
             raise IntegrityError(f"container {self.path} holds {first[-1]} events, not entry {rows[-1]}")
-        which = np.unique(np.searchsorted(first, rows, side="right") - 1)
+        batch = np.searchsorted(first, rows, side="right") - 1
+        which = np.unique(batch)
         table = pa.Table.from_batches(self._batches(which), schema=self.schema)
-        # the entries' positions in the batches read
-        starts = np.zeros(self.num_batches + 1, dtype=np.int64)
+        # where each batch read starts in ``table``, then each entry's place in it
+        starts = np.zeros(self.num_batches, dtype=np.int64)
         starts[which] = np.concatenate([[0], np.cumsum(self.clusters[which])[:-1]])
-        local = rows - first[np.searchsorted(first, rows, side="right") - 1]
-        taken = table.take(pa.array(starts[np.searchsorted(first, rows, side="right") - 1] + local))
-        return project(taken, columns)
+        return project(table.take(pa.array(starts[batch] + rows - first[batch])), columns)
 
     def close(self) -> None:
         self._map = None
