@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 from giod import config
 from giod.errors import ConfigError, GiodError
 from giod.schema import TAG_CONTAINER
-from giod.storage.container import COMMIT_KEY, ContainerWriter, WriteOptions
+from giod.storage.arrowfile import CODECS
+from giod.storage.container import COMMIT_KEY, FORMATS, ContainerWriter, WriteOptions
 
 DEFAULT_CLUSTER_BYTES = config.BY_NAME["cluster_bytes"].default
 
@@ -29,10 +30,16 @@ def _options_for(container: str, options: WriteOptions) -> WriteOptions:
     return options
 
 
-def write_options(cfg: Mapping[str, Any]) -> WriteOptions:
-    """The encoding of container files from the effective settings; a codec pyarrow lacks is a ConfigError."""
+def write_options(cfg: Mapping[str, Any], container_format: str | None = None) -> WriteOptions:
+    """The encoding of container files from the effective settings; ``container_format`` overrides the
+    setting's. A format giod does not write, or a codec the format or pyarrow lacks, is a ConfigError."""
+    fmt = container_format or cfg["container_format"]
+    if fmt not in FORMATS:
+        raise ConfigError(f"container_format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     codec = str(cfg["compression"]).lower()
     level: int | None = cfg["compression_level"]
+    if fmt == "arrow" and codec not in CODECS:
+        raise ConfigError(f"Arrow containers take compression {', '.join(CODECS)}, not {cfg['compression']!r}")
     if codec != "none":
         try:
             available = pa.Codec.is_available(codec)
@@ -43,7 +50,7 @@ def write_options(cfg: Mapping[str, Any]) -> WriteOptions:
                               f"(one of: {', '.join(_codecs())}, none)")
         if not pa.Codec.supports_compression_level(codec):
             level = None  # snappy has no levels: the setting does not apply rather than fail every write
-    return WriteOptions(compression=codec, compression_level=level,
+    return WriteOptions(container_format=fmt, compression=codec, compression_level=level,
                         byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
 
 

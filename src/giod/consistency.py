@@ -50,7 +50,7 @@ from giod.federation import Federation
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER
-from giod.storage.container import COMMIT_KEY
+from giod.storage.container import COMMIT_KEY, SUFFIX
 from giod.storage.site import FileInfo, Site, is_temporary
 
 
@@ -207,10 +207,13 @@ class _History:
 
 
 def commit_metadata(site: Site, path: str) -> dict[str, Any] | None:
-    """What a writer recorded in a container's footer for registering it (None: nothing, or no Parquet)."""
+    """What a writer recorded in a container's footer for registering it (None: nothing, or no container)."""
     try:
         with site.open(path) as fh:
-            kv = pq.read_metadata(fh).metadata or {}
+            if path.endswith(SUFFIX["arrow"]):
+                kv = pa.ipc.open_file(fh).schema.metadata or {}
+            else:
+                kv = pq.read_metadata(fh).metadata or {}
     except (GiodError, OSError, pa.ArrowException):
         return None
     raw = kv.get(COMMIT_KEY.encode())
@@ -384,7 +387,7 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
         with site.open(f.path) as fh:
             md = pq.read_metadata(fh)
             clusters = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups))
-        container = str(m.get("container") or posixpath.basename(f.path).removesuffix(".parquet"))
+        container = str(m.get("container") or posixpath.basename(f.path).removesuffix(SUFFIX["arrow"]).removesuffix(SUFFIX["parquet"]))
         if container not in ds.schema.containers and container != TAG_CONTAINER:
             return refused(f"{f.path} is no container of dataset {name}")
         counts.add(sum(clusters))

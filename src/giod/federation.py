@@ -227,7 +227,7 @@ class Federation:
                 site = self.site(rec.name)
                 if hasattr(site, "expect_size"):  # a remote site: the catalog's size spares a request
                     site.expect_size(container.path, container.size)
-                return ContainerReader(site, container.path, expected_size=container.size)
+                return ContainerReader.of(site, container)
             except (NotFound, IntegrityError, StorageError) as exc:
                 failures.append(exc)
         if len(failures) == 1:

@@ -28,7 +28,7 @@ from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConflictError, DataError
 from giod.fieldvalues import field_width
 from giod.schema import TAG_CONTAINER, Schema
-from giod.storage.container import ContainerWriter, WriteOptions, object_counts
+from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
@@ -97,7 +97,7 @@ def write_pass(
               "program": program, "program_version": program_version, "parameters": dict(parameters or {}),
               "seen_version": seen_version(dataset.federation.catalog)}
     for c, table in tables.items():
-        w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}.parquet",
+        w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}{SUFFIX[options.container_format]}",
                             schema.arrow_schema(c), _options_for(c, options), commit_record(record, c))
         try:
             buf = _ContainerBuffer(w, None, cluster_bytes)
@@ -111,7 +111,8 @@ def write_pass(
             raise
         specs.append(ContainerSpec(c, out.path, out.checksum, out.size, out.cluster_entries, dataset.schema_id,
                                    program=program, program_version=program_version,
-                                   parameters=dict(parameters or {})))
+                                   parameters=dict(parameters or {}), format=out.format,
+                                   cluster_checksums=out.cluster_checksums))
         if c == TAG_CONTAINER:
             merge_stats(stats, table)
     return PassOutput(database.id, tuple(specs), stats)

@@ -50,7 +50,7 @@ from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
 from giod.schema import TAG_CONTAINER, Schema
-from giod.storage.container import ContainerWriter, WriteOptions
+from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
 from giod.storage.site import Site
 
 if TYPE_CHECKING:
@@ -116,6 +116,7 @@ class Writer:
         byte_stream_split: bool | None = None,
         page_checksums: bool | None = None,
         options: WriteOptions | None = None,
+        container_format: str | None = None,
         idempotency_key: str | None = None,
         program: str = "",
         program_version: str = "",
@@ -129,7 +130,8 @@ class Writer:
             given = ", ".join(k for k, v in encoding.items() if v is not None)
             raise ConfigError(f"give either options=WriteOptions(...) or {given}, not both")
         cfg = config.load(dataset.federation.root, database_events=database_events,
-                          database_bytes=database_bytes, cluster_bytes=cluster_bytes, **encoding)
+                          database_bytes=database_bytes, cluster_bytes=cluster_bytes,
+                          container_format=container_format, **encoding)
         database_events, database_bytes = cfg["database_events"], cfg["database_bytes"]
         cluster_bytes = cfg["cluster_bytes"]
         if database_events <= 0 or database_bytes <= 0:
@@ -198,7 +200,8 @@ class Writer:
                 buf = db.buffers[name]
                 buf.finish()
                 w = buf.writer.close()
-                return ContainerSpec(name, w.path, w.checksum, w.size, w.cluster_entries, self._schema_id)
+                return ContainerSpec(name, w.path, w.checksum, w.size, w.cluster_entries, self._schema_id,
+                                     format=w.format, cluster_checksums=w.cluster_checksums)
 
             written = _each(finish, list(db.buffers))
             if self._lease is not None:
@@ -296,7 +299,7 @@ class Writer:
         buffers = {}
         try:
             for c in containers:
-                w = ContainerWriter(self.site, f"{directory}/{c}.parquet",
+                w = ContainerWriter(self.site, f"{directory}/{c}{SUFFIX[self.options.container_format]}",
                                     self.schema.arrow_schema(c), _options_for(c, self.options),
                                     commit_record(footer, c))
                 # tags are small: event-sized clusters would make tag queries read thousands of row groups

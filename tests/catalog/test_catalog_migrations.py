@@ -87,6 +87,8 @@ def test_a_level_1_catalog_is_migrated_with_its_data_intact(catalog_url: str) ->
         assert (reco.program, reco.program_version, reco.parameters) == ("", "", {})
         # every container is dated by the version that created it
         assert (raw.created, reco.created) == (104.0, 106.0)
+        # every container before level 6 is a Parquet file, checked by Parquet's own page CRCs
+        assert (raw.format, raw.cluster_checksums, reco.format) == ("parquet", (), "parquet")
         old = catalog.database(ids["db"], version=5).container("reco")
         assert old is not None and (old.id, old.created) == (ids["reco5"], 105.0)
         assert catalog.container_paths() == {
@@ -104,6 +106,24 @@ def test_a_level_1_catalog_is_migrated_with_its_data_intact(catalog_url: str) ->
             DatabaseCommit("qcd", 5, "local", (spec,), idempotency_key="run1-file1")
         )
         assert again.duplicate and again.database_id == ids["db"]
+        # and records the format of new containers, with their per-cluster checksums
+        arrow = ContainerSpec("raw", "qcd/next.arrow", "crc32c:2", 7, (3, 2), ids["schema"], format="arrow",
+                              cluster_checksums=(1, 2**32 - 1, 3))
+        result = catalog.commit_database(DatabaseCommit("qcd", 5, "local", (arrow,)))
+        got = catalog.database(result.database_id).containers[0]
+        assert (got.format, got.cluster_checksums) == ("arrow", (1, 2**32 - 1, 3))
+
+
+def test_container_formats_are_checked(catalog_url: str) -> None:
+    engine, ids = _level_1_catalog(catalog_url)
+    engine.dispose()
+    with Catalog.open(catalog_url, create=False) as catalog:
+        for bad in (ContainerSpec("raw", "qcd/x.orc", "crc32c:1", 5, (5,), ids["schema"], format="orc"),
+                    ContainerSpec("raw", "qcd/x.arrow", "crc32c:1", 5, (2, 3), ids["schema"], format="arrow",
+                                  cluster_checksums=(1,))):
+            with pytest.raises(CatalogError):
+                catalog.commit_database(DatabaseCommit("qcd", 5, "local", (bad,)))
+        assert catalog.version() == 6  # nothing committed
 
 
 def test_migrated_schema_equals_tables_py(catalog: Catalog) -> None:

@@ -62,9 +62,12 @@ def test_any_schema_round_trips(data):
         fed = giod.open(Path(tmp) / "fed", create=True)
         ds = fed.create_dataset("prop", schema)
         split = data.draw(st.integers(1, len(events)))
-        with ds.writer(database_events=split, cluster_events=data.draw(st.integers(1, 4))) as w:
+        fmt = data.draw(st.sampled_from(["arrow", "parquet"]))
+        with ds.writer(database_events=split, cluster_events=data.draw(st.integers(1, 4)),
+                       container_format=fmt) as w:
             w.append(events)
         assert len(ds) == len(events)
+        assert {c.format for db in ds.databases() for c in db.containers} == {fmt}
         back = _indices_only(schema, ds.read())
         assert _normalise(schema, back) == _normalise(schema, events)
         fed.close()

@@ -10,16 +10,20 @@ import giod
 from giod.bench import synthetic
 
 
-@pytest.fixture
-def filled(fed, model):
+def _fill(fed, model, container_format=None):
     ds = fed.create_dataset("qcd", model)
     events = synthetic.events(2000, seed=11)
     # sort by ht inside each database batch so that statistics can prune databases
     order = np.argsort(ak.to_numpy(events.ht), kind="stable")
     events = events[order]
-    with ds.writer(database_events=500, cluster_events=50) as w:
+    with ds.writer(database_events=500, cluster_events=50, container_format=container_format) as w:
         w.append(events)
     return ds, events
+
+
+@pytest.fixture
+def filled(fed, model):
+    return _fill(fed, model)
 
 
 @pytest.mark.parametrize("expr", ["ht > 300", "njets >= 2 and ht > 150", "not (ntracks < 10) or lead_pt > 80",
@@ -45,8 +49,8 @@ def test_statistics_prune_databases(filled):
     assert len(sel) == 10
 
 
-def test_sparse_selection_reads_only_a_few_pages(filled, monkeypatch):
-    ds, events = filled
+def test_sparse_selection_reads_only_a_few_pages(fed, model, monkeypatch):
+    ds, events = _fill(fed, model, "parquet")
     from giod.storage import pages
 
     calls = []
@@ -63,6 +67,24 @@ def test_sparse_selection_reads_only_a_few_pages(filled, monkeypatch):
     arr = sel.read(["hits"])
     assert len(arr) == 1 and arr.hits.x.to_list() == events.hits.x[entry:entry + 1].to_list()
     assert [(n, m) for path, n, m in calls if "raw.tracker" in path] == [(1, 1)]
+
+
+def test_sparse_selection_reads_only_its_record_batches(filled, monkeypatch):
+    ds, events = filled
+    from giod.storage.arrowfile import ArrowContainerReader
+
+    batches = []
+    real = ArrowContainerReader._batches
+
+    def spy(self, which):
+        batches.append((self.path, list(which)))
+        return real(self, which)
+
+    monkeypatch.setattr(ArrowContainerReader, "_batches", spy)
+    entry = 777  # the 278th event of the second database: its 6th cluster of 50
+    arr = ds.select(f"event == {int(events.event[entry])}").read(["hits"])
+    assert arr.hits.x.to_list() == events.hits.x[entry:entry + 1].to_list()
+    assert [which for path, which in batches if "raw.tracker" in path] == [[5]]
 
 
 def test_iterate_chunks(filled):

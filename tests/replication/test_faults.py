@@ -23,6 +23,7 @@ from giod.cli import main
 from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
 from giod.storage import thrift
+from giod.storage.arrowfile import parse_footer
 from giod.storage.checksum import checksum_bytes
 from giod.storage.remote import site_token_env
 
@@ -36,7 +37,13 @@ def _flip(path: Path, offset: int) -> None:
 
 
 def _in_page(path: Path, column: str, rng: random.Random) -> int:
-    """An offset inside the data (not the header) of the first page of ``column`` in the first cluster."""
+    """An offset inside the data (not the header) of the first page of ``column`` in the first cluster;
+    in an Arrow container, inside the body of the first record batch (read whole)."""
+    if path.suffix == ".arrow":
+        raw = path.read_bytes()
+        n = int.from_bytes(raw[-10:-6], "little")
+        first = parse_footer(raw[-10 - n:-10])[0]
+        return int(first["offset"] + first["meta"]) + rng.randrange(int(first["body"]))
     meta = pq.ParquetFile(path).metadata
     rg = meta.row_group(0)
     chunk = next(rg.column(j) for j in range(rg.num_columns) if rg.column(j).path_in_schema.startswith(column))

@@ -43,6 +43,7 @@ FRACTIONS = (0.001, 0.01, 0.1)
 class PageOptions(WriteOptions):
     """giod's write options plus pyarrow's limit on rows per page."""
 
+    container_format: str = "parquet"  # pages are a Parquet matter
     max_rows_per_page: int | None = None
     write_batch_size: int | None = None
 

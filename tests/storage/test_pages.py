@@ -318,7 +318,7 @@ def test_giod_containers(tmp_path: Path) -> None:
 
     fed = giod.open(tmp_path, create=True)
     ds = fed.create_dataset("s", synthetic.schema())
-    with ds.writer(cluster_events=700, options=WriteOptions(data_page_size=2048)) as w:
+    with ds.writer(cluster_events=700, options=WriteOptions(container_format="parquet", data_page_size=2048)) as w:
         w.append(synthetic.events(2000, seed=3))
     files = sorted((tmp_path / "data" / "s").glob("*/*.parquet"))
     assert len(files) == 4

@@ -224,7 +224,7 @@ class Measured:
 
 
 def _projected_bytes(fed: Any, ds: Any, columns: Sequence[str] | None) -> dict[int, int]:
-    """Compressed bytes of the Parquet column chunks each database's read touches."""
+    """Compressed bytes each database's read touches: Parquet column chunks; Arrow record batches (whole)."""
     import pyarrow.parquet as pq
 
     from giod.selection import resolve_columns
@@ -235,6 +235,9 @@ def _projected_bytes(fed: Any, ds: Any, columns: Sequence[str] | None) -> dict[i
         total = 0
         for container, paths in proj.columns.items():
             rec = db.container(container)
+            if rec.format == "arrow":  # record batches are read whole, every column with them
+                total += rec.size
+                continue
             site = fed.site(next(s.name for s in fed.sites() if s.id in rec.site_ids))
             meta = pq.ParquetFile(site.local_path(rec.path)).metadata
             wanted = tuple(paths)

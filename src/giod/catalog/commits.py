@@ -25,7 +25,7 @@ from sqlalchemy import select
 from giod.catalog.engine import Transactions, Unchanged
 from giod.catalog.prepared import CommitStatements, execute
 from giod.catalog.queries import bound, chunks, not_found
-from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
+from giod.catalog.records import CONTAINER_FORMATS, CommitResult, ContainerSpec, DatabaseCommit
 from giod.catalog.tables import (
     containers,
     databases,
@@ -60,6 +60,13 @@ def _check_specs(specs: Sequence[ContainerSpec], n_events: int, where: str) -> N
             raise CatalogError(f"{where}: a container needs a name and a path")
         if not 0 <= c.size < _INT64:
             raise CatalogError(f"{where}: container {c.name!r} has size {c.size}")
+        if c.format not in CONTAINER_FORMATS:
+            raise CatalogError(f"{where}: container {c.name!r} has format {c.format!r} "
+                               f"(known: {', '.join(CONTAINER_FORMATS)})")
+        if c.cluster_checksums and (len(c.cluster_checksums) != len(c.cluster_entries) + 1
+                                    or not all(0 <= int(x) < 1 << 32 for x in c.cluster_checksums)):
+            raise CatalogError(f"{where}: container {c.name!r} needs one CRC-32C per cluster and one "
+                               "for the footer")
         if c.cluster_entries and sum(c.cluster_entries) != n_events:
             raise CatalogError(
                 f"{where}: container {c.name!r} holds {sum(c.cluster_entries)} entries "
@@ -80,6 +87,8 @@ def _container_rows(
             "checksum": c.checksum,
             "size": c.size,
             "cluster_entries": json.dumps([int(n) for n in c.cluster_entries]),
+            "format": c.format,
+            "cluster_checksums": json.dumps([int(x) for x in c.cluster_checksums]),
             "schema_id": c.schema_id,
             "program": c.program or program,
             "program_version": c.program_version or program_version,

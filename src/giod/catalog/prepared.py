@@ -95,7 +95,7 @@ _DATABASE_COLUMNS = (
 )  # fmt: skip
 _CONTAINER_COLUMNS = (
     "database_id", "name", "path", "checksum", "size", "cluster_entries", "schema_id",
-    "created_version", "program", "program_version", "parameters", "created",
+    "created_version", "program", "program_version", "parameters", "created", "format", "cluster_checksums",
 )  # fmt: skip
 
 

@@ -297,6 +297,8 @@ def _load_containers(
             c.c.program_version,
             c.c.parameters,
             c.c.created,
+            c.c.format,
+            c.c.cluster_checksums,
         )
         .select_from(c.join(d, d.c.id == c.c.database_id).outerjoin(r, good))
         .where(cond, visible(c, version))
@@ -327,6 +329,8 @@ def _load_containers(
                 row[11],
                 dict(parameters[params]),
                 row[13],
+                row[14],
+                tuple(json.loads(row[15])) if row[15] != "[]" else (),
             )
         )
     return held

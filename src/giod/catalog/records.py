@@ -38,6 +38,10 @@ class SiteRecord:
     distance: int
 
 
+#: the file formats a container may have (giod.storage.container writes them)
+CONTAINER_FORMATS = ("arrow", "parquet")
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     """A container file written by a writer, to be registered at commit."""
@@ -53,6 +57,8 @@ class ContainerSpec:
     program: str = ""
     program_version: str = ""
     parameters: dict[str, Any] = field(default_factory=dict, hash=False)
+    format: str = "parquet"  # "arrow" (Arrow IPC file) or "parquet"
+    cluster_checksums: tuple[int, ...] = ()  # Arrow files: CRC-32C of each record batch, then of the footer
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class ContainerRecord:
     program_version: str = ""
     parameters: dict[str, Any] = field(default_factory=dict, hash=False)
     created: float = 0.0  # unix time of the registration
+    format: str = "parquet"  # "arrow" (Arrow IPC file) or "parquet" (every container before level 5)
+    cluster_checksums: tuple[int, ...] = ()  # Arrow files: CRC-32C of each record batch, then of the footer
 
 
 @dataclass(frozen=True)

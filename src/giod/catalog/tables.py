@@ -168,6 +168,9 @@ containers = Table(
     Column("program_version", Text, nullable=False, server_default=""),
     Column("parameters", Text, nullable=False, server_default="{}"),  # JSON
     Column("created", Double, nullable=False, server_default=text("0")),  # unix time
+    # The file format (level 5): every container before it is Parquet.
+    Column("format", Text, nullable=False, server_default="parquet"),
+    Column("cluster_checksums", Text, nullable=False, server_default="[]"),  # JSON: CRC-32C per batch, then footer
     Index("containers_by_database", "database_id"),
     Index("containers_by_path", "path"),
     sqlite_autoincrement=True,

@@ -31,7 +31,7 @@ __all__ = ["dump", "dump_stats", "load", "load_many", "load_stats"]
 R = TypeVar("R")
 
 # fields holding tuples, and nested record types, per record type
-_TUPLES = {"cluster_entries", "site_ids", "parents"}
+_TUPLES = {"cluster_entries", "site_ids", "parents", "cluster_checksums"}
 _NESTED: dict[str, type] = {"containers": ContainerRecord}
 _NESTED_BY_TYPE: dict[type, dict[str, type]] = {DatabaseCommit: {"containers": ContainerSpec}}
 KNOWN = (

@@ -142,7 +142,7 @@ def read_replica(catalog: Any, open_site: Callable[[str], Site], candidates: Seq
                 site.expect_size(container.path, container.size)
             balancer.begin(rec.name)
             try:
-                reader = ContainerReader(site, container.path, expected_size=container.size)
+                reader = ContainerReader.of(site, container)
                 opened = True
                 try:
                     result = read(reader)

@@ -1,9 +1,12 @@
-"""Container files: one Parquet file per container of a database.
+"""Container files: one file per container of a database, Arrow IPC or Parquet.
 
 A container holds one row per event and one column per collection (a list of
-structs) or per tag. Each Parquet row group is one *cluster*, the unit of I/O.
-Files are written through a site's :class:`~giod.storage.site.PendingFile`, so
-the CRC-32C checksum is computed on the bytes as they go out, and the file only
+structs) or per tag. Each cluster, the unit of I/O, is one record batch of an
+Arrow IPC file (the default: no per-value levels to decode, see
+``giod.storage.arrowfile``) or one row group of a Parquet file (the format of
+the first giod releases, and a per-dataset choice for data-lake tools). Files
+are written through a site's :class:`~giod.storage.site.PendingFile`, so the
+CRC-32C checksum is computed on the bytes as they go out, and the file only
 appears under its final name once it is durable.
 """
 
@@ -21,15 +24,27 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giod.errors import IntegrityError, NotFound, StorageError
+from giod.errors import GiodError, IntegrityError, NotFound, StorageError
+from giod.storage.arrowfile import ArrowContainerReader, ArrowFileWriter
 from giod.storage.checksum import Checksum
 from giod.storage.site import PendingFile, Site
 
 
+#: the container formats giod writes and reads, by the name the catalog records
+FORMATS = ("arrow", "parquet")
+SUFFIX = {"arrow": ".arrow", "parquet": ".parquet"}
+
+
 @dataclass(frozen=True)
 class WriteOptions:
-    """How container files are encoded (measured choices in docs/storage.md)."""
+    """How container files are encoded (measured choices in docs/storage.md).
 
+    ``container_format`` is ``arrow`` (Arrow IPC file) or ``parquet``; the
+    Parquet-only settings (dictionary, byte-stream split, pages) leave Arrow
+    files alone.
+    """
+
+    container_format: str = "arrow"
     compression: str = "zstd"
     compression_level: int | None = 1
     use_dictionary: bool = False  # floats and indices gain nothing from dictionaries
@@ -110,6 +125,14 @@ class WrittenContainer:
     checksum: str
     size: int
     cluster_entries: tuple[int, ...]
+    format: str = "parquet"
+    cluster_checksums: tuple[int, ...] = ()  # Arrow files: CRC-32C of each record batch, then of the footer
+
+
+def check_format(name: str) -> str:
+    if name not in FORMATS:
+        raise StorageError(f"unknown container format {name!r} (giod writes {', '.join(FORMATS)})")
+    return name
 
 
 #: footer key-value entry where writers record what the catalog needs to register the file again
@@ -127,12 +150,21 @@ class ContainerWriter:
         self.path = path
         self.schema = schema
         self._metadata = metadata
+        self.format = check_format(options.container_format)
         self._pending = site.create(path)
-        self._sink = _ChecksummingSink(self._pending)
-        self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), buffer_size=_SINK_BUFFER)
+        self._arrow: ArrowFileWriter | None = None
         try:
-            self._writer = pq.ParquetWriter(self._stream, schema, **options.parquet_kwargs(schema))
-        except (pa.ArrowException, OSError) as exc:
+            if self.format == "arrow":
+                # Arrow IPC keeps key-value metadata with the schema, which the footer repeats
+                schema = schema.with_metadata({**(schema.metadata or {}), **metadata}) if metadata else schema
+                self._arrow = ArrowFileWriter(self._pending, path, schema, options.compression,
+                                              options.compression_level, _SINK_BUFFER)
+            else:
+                self._sink = _ChecksummingSink(self._pending)
+                self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"),
+                                                       buffer_size=_SINK_BUFFER)
+                self._writer = pq.ParquetWriter(self._stream, schema, **options.parquet_kwargs(schema))
+        except (pa.ArrowException, OSError, StorageError) as exc:
             self._pending.discard()
             raise StorageError(f"cannot start container {path}: {exc}") from exc
         self._clusters: list[int] = []
@@ -141,8 +173,11 @@ class ContainerWriter:
         if table.num_rows == 0:
             return
         try:
-            self._writer.write_table(table, row_group_size=table.num_rows)
-        except (pa.ArrowException, OSError) as exc:
+            if self._arrow is not None:
+                self._arrow.write_batch(table)
+            else:
+                self._writer.write_table(table, row_group_size=table.num_rows)
+        except (pa.ArrowException, OSError, StorageError) as exc:
             self.abort()
             raise StorageError(f"cannot write container {self.path}: {exc}") from exc
         self._clusters.append(table.num_rows)
@@ -154,24 +189,34 @@ class ContainerWriter:
     def close(self) -> WrittenContainer:
         """Finish the file, make it durable and publish it under its final name."""
         try:
-            if self._metadata:
-                self._writer.add_key_value_metadata(self._metadata)
-            self._writer.close()
-            self._stream.close()  # the buffered tail goes through the checksum to the file
-        except (pa.ArrowException, OSError) as exc:
+            if self._arrow is not None:
+                self._arrow.close()
+            else:
+                if self._metadata:
+                    self._writer.add_key_value_metadata(self._metadata)
+                self._writer.close()
+                self._stream.close()  # the buffered tail goes through the checksum to the file
+        except (pa.ArrowException, OSError, StorageError) as exc:
             self.abort()
             raise StorageError(f"cannot finish container {self.path}: {exc}") from exc
         self._pending.publish()
+        if self._arrow is not None:
+            whole = self._arrow.checksum
+            return WrittenContainer(self.path, whole.hexdigest(), whole.size, tuple(self._clusters), "arrow",
+                                    tuple(self._arrow.checksums))
         return WrittenContainer(
             self.path, self._sink.checksum.hexdigest(), self._sink.checksum.size, tuple(self._clusters)
         )
 
     def abort(self) -> None:
         # already failing: whatever close() says, the temporary file goes
-        with contextlib.suppress(Exception):
-            self._writer.close()
-        with contextlib.suppress(Exception):
-            self._stream.close()
+        if self._arrow is not None:
+            self._arrow.abort()
+        else:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            with contextlib.suppress(Exception):
+                self._stream.close()
         self._pending.discard()
 
 
@@ -252,15 +297,26 @@ def object_counts(path: str, size: int, collection: str) -> np.ndarray | None:
 
 
 class ContainerReader:
-    """Reads columns and clusters of one container file."""
+    """Reads columns and clusters of one container file, Arrow IPC or Parquet.
 
-    def __init__(self, site: Site, path: str, *, expected_size: int | None = None):
+    ``format`` is the one the catalog recorded; ``clusters`` (events per
+    cluster) and ``checksums`` (CRC-32C per record batch) let an Arrow file's
+    batches be found and checked without reading others.
+    """
+
+    def __init__(self, site: Site, path: str, *, expected_size: int | None = None, format: str = "parquet",
+                 clusters: Sequence[int] | None = None, checksums: Sequence[int] | None = None):
         self.site = site
         self.path = path
+        self.format = format
         self._source: Any = None
+        self._arrow: ArrowContainerReader | None = None
         # the file's identity for the object counts: only a size the catalog vouches for
         self._key = (path, expected_size) if expected_size is not None else None
         local = site.local_path(path)
+        if format not in FORMATS:
+            raise IntegrityError(f"container {path}: unknown format {format!r} (this giod reads "
+                                 f"{', '.join(FORMATS)})")
         try:
             if expected_size is not None:
                 actual = site.size(path)
@@ -269,6 +325,10 @@ class ContainerReader:
                         f"container {path} on site {site.name} has {actual} bytes, "
                         f"the catalog recorded {expected_size}: truncated or replaced"
                     )
+            if format == "arrow":
+                size = expected_size if expected_size is not None else site.size(path)
+                self._arrow = ArrowContainerReader(site, path, size=size, clusters=clusters, checksums=checksums)
+                return
             source: Any = local if local is not None else site.open(path)
             self._source = source
             self._file = pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=True)
@@ -279,44 +339,71 @@ class ContainerReader:
         except (pa.ArrowException, OSError) as exc:
             raise IntegrityError(f"container {path} on site {site.name} is unreadable: {exc}") from exc
 
+    @classmethod
+    def of(cls, site: Site, record: Any) -> ContainerReader:
+        """The reader of a catalog's container record (path, size, format, clusters, checksums)."""
+        return cls(site, record.path, expected_size=record.size, format=getattr(record, "format", "parquet"),
+                   clusters=record.cluster_entries or None,
+                   checksums=getattr(record, "cluster_checksums", ()) or None)
+
     @property
     def arrow_schema(self) -> pa.Schema:
-        return self._file.schema_arrow
+        return self._arrow.schema if self._arrow is not None else self._file.schema_arrow
 
     @property
     def num_row_groups(self) -> int:
-        return self._file.num_row_groups
+        return self._arrow.num_batches if self._arrow is not None else self._file.num_row_groups
 
     def read(
         self, columns: Sequence[str] | None = None, row_groups: Sequence[int] | None = None
     ) -> pa.Table:
         """Read ``columns`` (Parquet paths) of the given clusters (all by default)."""
         try:
-            if row_groups is None:
+            if self._arrow is not None:
+                table = self._arrow.read(columns, row_groups)
+            elif row_groups is None:
                 table = self._file.read(columns=list(columns) if columns is not None else None)
             else:
                 table = self._file.read_row_groups(
                     list(row_groups), columns=list(columns) if columns is not None else None
                 )
+        except GiodError:
+            raise
         except (pa.ArrowException, OSError) as exc:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
         self._remember(table, None if row_groups is None else self._group_rows(row_groups))
         return table
 
     def _group_rows(self, row_groups: Sequence[int]) -> np.ndarray:
-        meta = self._file.metadata
-        first = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+        if self._arrow is not None:
+            first = self._arrow.batch_rows()
+        else:
+            meta = self._file.metadata
+            first = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
         return np.concatenate([np.arange(first[g], first[g + 1]) for g in row_groups] or [np.zeros(0, np.int64)])
+
+    def _n_rows(self) -> int:
+        return int(self._arrow.batch_rows()[-1]) if self._arrow is not None else self._file.metadata.num_rows
 
     def _remember(self, table: pa.Table, rows: np.ndarray | None) -> None:
         if self._key is not None:
-            _COUNTS.remember(self._key, self._file.metadata.num_rows, table, rows)
+            _COUNTS.remember(self._key, self._n_rows(), table, rows)
 
     def read_rows(self, columns: Sequence[str] | None, rows: np.ndarray) -> pa.Table:
-        """Only the given rows, reading only the Parquet pages that hold them.
+        """Only the given rows: for Arrow files only the record batches holding them, for Parquet files
+        only the pages holding them.
 
-        Falls back to whole clusters for files without a page index.
+        Falls back to whole clusters for Parquet files without a page index.
         """
+        if self._arrow is not None:
+            try:
+                table = self._arrow.read_rows(columns, rows)
+            except GiodError:
+                raise
+            except (pa.ArrowException, OSError) as exc:
+                raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
+            self._remember(table, np.asarray(rows))
+            return table
         from giod.storage.pages import read_rows
 
         local = self.site.local_path(self.path)
@@ -334,6 +421,9 @@ class ContainerReader:
         return table
 
     def close(self) -> None:
+        if self._arrow is not None:
+            self._arrow.close()
+            return
         reader = getattr(self._file, "reader", None)
         if reader is not None and hasattr(reader, "close"):
             reader.close()

@@ -29,6 +29,7 @@ from giod.catalog.migrations import (
     v0003_tokens,
     v0004_rules,
     v0005_leases,
+    v0006_container_format,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -41,6 +42,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     3: v0003_tokens.upgrade,
     4: v0004_rules.upgrade,
     5: v0005_leases.upgrade,
+    6: v0006_container_format.upgrade,
 }
 
 _KEY = "schema_version"

@@ -41,6 +41,12 @@ router = APIRouter(tags=["files"])
 
 CONTENT_TYPE = "application/vnd.apache.parquet"
 UPLOAD_BUFFER = 1 << 20  # bytes of an upload gathered before each write (done in a worker thread)
+ARROW_CONTENT_TYPE = "application/vnd.apache.arrow.file"  # the IANA name of Arrow's file format
+
+
+def content_type(path: str) -> str:
+    """The media type of a container file, by its name (giod names files after their format)."""
+    return ARROW_CONTENT_TYPE if path.endswith(".arrow") else CONTENT_TYPE
 
 
 NAMES_SECONDS = 2.0  # a dataset name with '/' (made before the name grammar) is seen within this time
@@ -161,7 +167,7 @@ def head_file(request: Request, site: str, path: str) -> Response:
     if _none_match(request, etag):
         return _not_modified(st, etag)
     headers = _limit_headers(st) | {"content-length": str(info.st_size), "etag": etag}
-    return Response(status_code=200, headers=headers, media_type=CONTENT_TYPE)
+    return Response(status_code=200, headers=headers, media_type=content_type(path))
 
 
 @router.get("/files/{site}/{path:path}", summary="A container file, whole or in byte ranges",
@@ -185,7 +191,7 @@ def get_file(request: Request, site: str, path: str) -> Response:
         if header is None:
             headers["content-length"] = str(size)
             return StreamingResponse(_stream(st, fd, file_chunks(fd, 0, size)), headers=headers,
-                                     media_type=CONTENT_TYPE)
+                                     media_type=content_type(path))
         ranges = parse_range(header, size, max_ranges=st.limits.max_ranges,
                              max_bytes=st.limits.max_request_bytes)
     except RangeRefused as exc:
@@ -199,8 +205,8 @@ def get_file(request: Request, site: str, path: str) -> Response:
         a, b = ranges[0]
         headers |= {"content-range": f"bytes {a}-{b - 1}/{size}", "content-length": str(b - a)}
         return StreamingResponse(_stream(st, fd, file_chunks(fd, a, b)), status_code=206, headers=headers,
-                                 media_type=CONTENT_TYPE)
-    boundary, length, body = multipart(fd, ranges, size, CONTENT_TYPE)
+                                 media_type=content_type(path))
+    boundary, length, body = multipart(fd, ranges, size, content_type(path))
     headers["content-length"] = str(length)
     return StreamingResponse(_stream(st, fd, body), status_code=206, headers=headers,
                              media_type=f"multipart/byteranges; boundary={boundary}")

@@ -1,0 +1,386 @@
+"""Arrow IPC container files: one record batch per cluster, no per-value levels.
+
+An Arrow IPC file (``pyarrow.ipc.new_file``) stores each cluster as one
+record batch whose buffers (validity, offsets, values) are the in-memory
+Arrow buffers, each compressed on its own (zstd or lz4) or stored raw. Lists
+of structs need no repetition/definition levels, so reading is a
+decompression and, uncompressed, a memory map (docs/storage.md,
+docs/decisions.md §37). pyarrow, polars and DuckDB read the files as they are.
+
+giod reads the file itself: the footer's block table gives the byte range
+of every record batch, so a selection fetches only the batches holding its
+events (locally from a memory map, remotely as coalesced range requests),
+and each batch's bytes are checked against the CRC-32C the writer recorded
+in the catalog before they are decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import google_crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from giod.errors import IntegrityError, NotFound, StorageError
+from giod.storage.checksum import Checksum
+from giod.storage.site import PendingFile, Site
+
+MAGIC = b"ARROW1"
+#: bytes read from the end of a remote file to find the footer in one request
+TAIL = 64 << 10
+#: batches this close in the file are fetched in one range (0: only neighbours, which touch)
+COALESCE_GAP = 0
+#: codecs an Arrow IPC file can carry per buffer ("none": raw)
+CODECS = ("zstd", "lz4", "none")
+
+_BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
+
+
+def crc32c(data: Any) -> int:
+    """CRC-32C of a buffer, without copying it."""
+    return int(google_crc32c.extend(0, np.frombuffer(data, dtype=np.uint8)))
+
+
+def ipc_options(compression: str, level: int | None) -> ipc.IpcWriteOptions:
+    if compression not in CODECS:
+        raise StorageError(f"Arrow containers take compression {', '.join(CODECS)}, not {compression!r}")
+    if compression == "none":
+        return ipc.IpcWriteOptions(compression=None)
+    return ipc.IpcWriteOptions(compression=pa.Codec(compression, level if compression == "zstd" else None))
+
+
+class _BatchSink:
+    """File-like sink for the IPC writer: checksums the whole file and each record batch.
+
+    A record batch message is everything from a mark (``begin``) to the next
+    flush; the schema message, written just before the first batch, is
+    skipped by reading its length from the bytes that pass. What comes after
+    the last batch (the footer) is kept, to check the writer's block table.
+    """
+
+    def __init__(self, pending: PendingFile):
+        self.pending = pending
+        self.checksum = Checksum()
+        self.closed = False
+        self.tail = bytearray()  # bytes since the last batch: the footer, once closed
+        self._batch: int | None = None  # the batch's CRC while one is written
+        self._from = 0  # where the batch starts, once known
+        self._head = bytearray()  # the first 16 bytes: magic, padding, the schema message's length
+
+    def begin(self) -> None:
+        self._batch = 0
+        self._from = self.checksum.size if self.checksum.size else -1  # -1: after the schema message
+
+    def end(self) -> tuple[int, int, int]:
+        """(offset, length, CRC-32C) of the batch written since ``begin``."""
+        crc, self._batch = self._batch, None
+        self.tail = bytearray()
+        return self._from, self.checksum.size - self._from, int(crc or 0)
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        at = self.checksum.size
+        if len(self._head) < 16:
+            self._head += view[: 16 - len(self._head)]
+            if self._from == -1 and len(self._head) == 16:
+                # magic (8 bytes), then the schema message: 0xFFFFFFFF, int32 length, metadata
+                self._from = 16 + int.from_bytes(self._head[12:16], "little", signed=True)
+        if self._batch is not None:
+            skip = max(0, self._from - at) if self._from >= 0 else len(view)
+            if skip < len(view):
+                self._batch = google_crc32c.extend(self._batch, np.frombuffer(view[skip:], dtype=np.uint8))
+        else:
+            self.tail += view
+        self.checksum.update(view)
+        self.pending.write(view)
+        return len(view)
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self.checksum.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ArrowFileWriter:
+    """Writes one Arrow IPC container: one record batch per cluster, the CRC-32C of each noted."""
+
+    def __init__(self, pending: PendingFile, path: str, schema: pa.Schema, compression: str, level: int | None,
+                 buffer_size: int):
+        self.path = path
+        self._sink = _BatchSink(pending)
+        self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), buffer_size=buffer_size)
+        self._writer = ipc.new_file(self._stream, schema, options=ipc_options(compression, level))
+        self.blocks: list[tuple[int, int]] = []
+        self.checksums: list[int] = []  # one per record batch, then the footer's (after close)
+
+    @property
+    def checksum(self) -> Checksum:
+        return self._sink.checksum
+
+    def write_batch(self, table: pa.Table) -> None:
+        batches = table.combine_chunks().to_batches()
+        self._stream.flush()
+        self._sink.begin()
+        for b in batches:  # one: every column of a combined table is one chunk
+            self._writer.write_batch(b)
+        self._stream.flush()
+        offset, length, crc = self._sink.end()
+        self.blocks.append((offset, length))
+        self.checksums.append(crc)
+
+    def close(self) -> None:
+        self._writer.close()
+        self._stream.close()
+        tail = bytes(self._sink.tail)
+        n = int.from_bytes(tail[-10:-6], "little")
+        # the footer must name the very ranges that were checksummed
+        got = [(int(b["offset"]), int(b["meta"]) + int(b["body"])) for b in parse_footer(tail[-10 - n:-10])]
+        if got != self.blocks:
+            raise StorageError(f"container {self.path}: record batches written at {self.blocks}, "
+                               f"the footer says {got}")
+        self.checksums.append(crc32c(tail[-10 - n:]))
+
+    def abort(self) -> None:
+        for obj in (self._writer, self._stream):
+            try:
+                obj.close()
+            except Exception:  # noqa: BLE001 - already failing: the temporary file goes regardless
+                pass
+
+
+def parse_footer(footer: bytes | memoryview) -> np.ndarray:
+    """The record-batch blocks (offset, metadata length, body length) of an IPC footer (a flatbuffer)."""
+    buf = memoryview(footer)
+
+    def u32(p: int) -> int:
+        return int.from_bytes(buf[p:p + 4], "little")
+
+    def u16(p: int) -> int:
+        return int.from_bytes(buf[p:p + 2], "little")
+
+    if len(buf) < 8:
+        raise IntegrityError("the Arrow footer is too short")
+    table = u32(0)
+    vtable = table - int.from_bytes(buf[table:table + 4], "little", signed=True)
+    if not (0 <= table < len(buf) and 0 <= vtable < len(buf)):
+        raise IntegrityError("the Arrow footer is malformed")
+    field = 3  # Footer: version, schema, dictionaries, recordBatches, custom_metadata
+    if 4 + 2 * field >= u16(vtable) or (slot := u16(vtable + 4 + 2 * field)) == 0:
+        return np.zeros(0, dtype=_BLOCK)
+    vec = table + slot + u32(table + slot)
+    n = u32(vec)
+    if vec + 4 + n * _BLOCK.itemsize > len(buf):
+        raise IntegrityError("the Arrow footer's block table runs past its end")
+    return np.frombuffer(buf, dtype=_BLOCK, count=n, offset=vec + 4)
+
+
+def _schema_of(footer: bytes | memoryview) -> pa.Schema:
+    # pyarrow finds the schema in a footer alone: give it the footer between the two magics
+    n = len(footer).to_bytes(4, "little")
+    shell = pa.py_buffer(MAGIC + b"\0\0" + bytes(footer) + n + MAGIC)
+    return ipc.open_file(pa.BufferReader(shell)).schema
+
+
+class ArrowContainerReader:
+    """Reads clusters (record batches) and columns of one Arrow IPC container file.
+
+    ``clusters`` are the events of each batch and ``checksums`` the CRC-32C
+    of each batch's bytes and, last, of the footer, as the catalog recorded
+    them: the footer is checked on opening, every batch before it is decoded.
+    """
+
+    def __init__(self, site: Site, path: str, *, size: int, clusters: Sequence[int] | None = None,
+                 checksums: Sequence[int] | None = None):
+        self.site = site
+        self.path = path
+        self.size = size
+        local = site.local_path(path)
+        self._map: pa.Buffer | None = None
+        self._file: Any = None
+        if local is not None:
+            with pa.memory_map(str(local)) as mm:
+                self._map = mm.read_buffer()  # zero-copy; the mapping lives as long as the buffer
+        else:
+            self._file = site.open(path)
+        try:
+            # the footer first, checked before it is believed: it says where everything else is
+            self._open_footer(checksums[-1] if checksums else None)
+        except (pa.ArrowException, ValueError) as exc:
+            raise IntegrityError(f"container {path} on site {site.name}: unreadable Arrow footer: {exc}") from exc
+        n = len(self.blocks)
+        if checksums:
+            if len(checksums) != n + 1:
+                raise IntegrityError(f"container {path} on site {site.name} has {n} record batches, "
+                                     f"the catalog recorded {len(checksums) - 1} checksums")
+        if clusters is not None and len(clusters) != n:
+            raise IntegrityError(f"container {path} on site {site.name} has {n} record batches, "
+                                 f"the catalog recorded {len(clusters)} clusters")
+        self.clusters = None if clusters is None else np.asarray(clusters, dtype=np.int64)
+        self.checksums = list(checksums) if checksums else None
+
+    def _open_footer(self, crc: int | None) -> None:
+        if self.size < len(MAGIC) * 2 + 4:
+            raise IntegrityError(f"container {self.path} on site {self.site.name} is too short for an Arrow file")
+        # one request for footer and tail from far away; a memory map just looks
+        tail = self._ranges([(max(0, self.size - (TAIL if self._map is None else 10)), self.size)])[0]
+        if bytes(tail[-6:]) != MAGIC:
+            raise IntegrityError(f"container {self.path} on site {self.site.name} does not end as an Arrow file "
+                                 "(truncated?)")
+        n = int.from_bytes(bytes(tail[-10:-6]), "little", signed=True)
+        if not 0 < n <= self.size - 18:
+            raise IntegrityError(f"container {self.path} on site {self.site.name}: footer length {n} is impossible")
+        if n + 10 > len(tail):
+            tail = self._ranges([(self.size - n - 10, self.size)])[0]
+        footer = memoryview(tail)[len(tail) - 10 - n:len(tail) - 10]
+        # checksummed with its length and magic
+        if crc is not None and crc32c(memoryview(tail)[len(tail) - 10 - n:]) != crc:
+            raise IntegrityError(f"container {self.path} on site {self.site.name}: CRC-32C mismatch in the footer "
+                                 "(the bytes changed since they were written)")
+        blocks = parse_footer(footer)
+        ends = blocks["offset"] + blocks["meta"] + blocks["body"]
+        if len(blocks) and (blocks["offset"].min() < 8 or ends.max() > self.size - 10 - n):
+            raise IntegrityError(f"container {self.path} on site {self.site.name}: record batches lie outside "
+                                 "the file")
+        self.blocks = np.stack([blocks["offset"], ends], axis=1) if len(blocks) else np.zeros((0, 2), np.int64)
+        self.schema = _schema_of(footer)
+
+    # ------------------------------------------------------------------ bytes
+
+    def _ranges(self, ranges: Sequence[tuple[int, int]]) -> list[Any]:
+        if self._map is not None:
+            return [self._map.slice(a, b - a) for a, b in ranges]
+        f = self._file
+        if hasattr(f, "read_many"):  # a remote file: all in flight at once
+            return [pa.py_buffer(d) for d in f.read_many(list(ranges))]
+        out = []
+        for a, b in ranges:
+            f.seek(a)
+            out.append(pa.py_buffer(f.read(b - a)))
+        return out
+
+    def _batches(self, which: Sequence[int]) -> list[pa.RecordBatch]:
+        """The record batches ``which`` (sorted), fetched in few ranges, checked and decoded."""
+        if not len(which):
+            return []
+        spans = self.blocks[np.asarray(which, dtype=np.int64)]
+        # neighbouring batches travel in one range
+        groups: list[list[int]] = [[0]]
+        for i in range(1, len(spans)):
+            if spans[i, 0] - spans[groups[-1][-1], 1] <= COALESCE_GAP:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        got = self._ranges([(int(spans[g[0], 0]), int(spans[g[-1], 1])) for g in groups])
+        out: list[pa.RecordBatch] = []
+        for g, data in zip(groups, got, strict=True):
+            base = int(spans[g[0], 0])
+            if len(data) != int(spans[g[-1], 1]) - base:
+                raise IntegrityError(f"container {self.path} on site {self.site.name}: short read")
+            for i in g:
+                a, b = int(spans[i, 0]) - base, int(spans[i, 1]) - base
+                out.append(self._decode(int(which[i]), data.slice(a, b - a)))
+        return out
+
+    def _decode(self, index: int, data: pa.Buffer) -> pa.RecordBatch:
+        where = f"container {self.path} on site {self.site.name}, record batch {index}"
+        if self.checksums is not None and crc32c(data) != self.checksums[index]:
+            raise IntegrityError(f"{where}: CRC-32C mismatch (the bytes changed since they were written)")
+        try:
+            batch = ipc.read_record_batch(ipc.read_message(data), self.schema)
+            if self.checksums is None:
+                batch.validate(full=True)  # nothing vouches for the bytes: at least they must make sense
+        except (pa.ArrowException, ValueError) as exc:
+            raise IntegrityError(f"{where} is corrupt: {exc}") from exc
+        if self.clusters is not None and batch.num_rows != self.clusters[index]:
+            raise IntegrityError(f"{where} has {batch.num_rows} events, the catalog recorded "
+                                 f"{self.clusters[index]}")
+        return batch
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def num_batches(self) -> int:
+        return len(self.blocks)
+
+    def read(self, columns: Sequence[str] | None, batches: Sequence[int] | None = None) -> pa.Table:
+        """``columns`` (Parquet-style paths: ``coll``, ``coll.list.element.field``) of the given batches."""
+        which = np.arange(self.num_batches) if batches is None else np.asarray(sorted(batches), dtype=np.int64)
+        table = pa.Table.from_batches(self._batches(which), schema=self.schema)
+        return project(table, columns)
+
+    def batch_rows(self) -> np.ndarray:
+        """The first entry of every batch, and the total, as a cumulative array."""
+        if self.clusters is None:  # no catalog figures: the batches' own (reads every batch)
+            counts = [b.num_rows for b in self._batches(np.arange(self.num_batches))]
+            self.clusters = np.asarray(counts, dtype=np.int64)
+        return np.concatenate([[0], np.cumsum(self.clusters)])
+
+    def read_rows(self, columns: Sequence[str] | None, rows: np.ndarray) -> pa.Table:
+        """Only the given entries (sorted), reading only the record batches that hold them."""
+        first = self.batch_rows()
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) and (rows[0] < 0 or rows[-1] >= first[-1]):
+            raise IntegrityError(f"container {self.path} holds {first[-1]} events, not entry {rows[-1]}")
+        batch = np.searchsorted(first, rows, side="right") - 1
+        which = np.unique(batch)
+        table = pa.Table.from_batches(self._batches(which), schema=self.schema)
+        # where each batch read starts in ``table``, then each entry's place in it
+        starts = np.zeros(self.num_batches, dtype=np.int64)
+        starts[which] = np.concatenate([[0], np.cumsum(self.clusters[which])[:-1]])
+        return project(table.take(pa.array(starts[batch] + rows - first[batch])), columns)
+
+    def close(self) -> None:
+        self._map = None
+        if self._file is not None and hasattr(self._file, "close"):
+            self._file.close()
+
+
+def project(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
+    """Keep ``columns`` as pyarrow's Parquet reader does: ``coll`` whole, ``coll.list.element.f`` one member."""
+    if columns is None:
+        return table
+    whole: list[str] = []
+    members: dict[str, list[str]] = {}
+    for c in columns:
+        parts = c.split(".")
+        if len(parts) == 1:
+            whole.append(c)
+        else:
+            members.setdefault(parts[0], []).append(parts[-1])
+    names, arrays = [], []
+    for name in dict.fromkeys([c.split(".")[0] for c in columns]):
+        if name not in table.column_names:
+            raise NotFound(f"no column {name!r} in the container (it has {', '.join(table.column_names)})")
+        col = table.column(name)
+        if name not in whole:
+            col = _members(col, members[name])
+        names.append(name)
+        arrays.append(col)
+    fields = [pa.field(n, a.type, nullable=table.schema.field(n).nullable) for n, a in zip(names, arrays)]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=table.schema.metadata))
+
+
+def _members(col: pa.ChunkedArray, members: list[str]) -> pa.ChunkedArray:
+    chunks = []
+    item = col.type.value_field
+    for chunk in col.chunks:
+        struct = chunk.values
+        kept = [struct.field(m) for m in members]
+        sub = pa.StructArray.from_arrays(kept, fields=[item.type.field(m) for m in members])
+        chunks.append(pa.ListArray.from_arrays(chunk.offsets, sub, type=pa.list_(pa.field(item.name, sub.type,
+                                                                                           nullable=item.nullable))))
+    typ = pa.list_(pa.field(item.name, pa.struct([item.type.field(m) for m in members]), nullable=item.nullable))
+    return pa.chunked_array(chunks, type=typ)
