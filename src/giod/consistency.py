@@ -50,6 +50,7 @@ from giod.federation import Federation
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER
+from giod.storage.arrowfile import describe
 from giod.storage.container import COMMIT_KEY, SUFFIX
 from giod.storage.site import FileInfo, Site, is_temporary
 
@@ -384,19 +385,29 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
                   "parameters": dict(meta.get("parameters") or {})}
     specs, stats, counts = [], {}, set()
     for f, m in found:
+        arrow = f.path.endswith(SUFFIX["arrow"])
         with site.open(f.path) as fh:
-            md = pq.read_metadata(fh)
-            clusters = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups))
-        container = str(m.get("container") or posixpath.basename(f.path).removesuffix(SUFFIX["arrow"]).removesuffix(SUFFIX["parquet"]))
+            if arrow:
+                data = fh.read()
+                clusters, crcs = describe(data)
+                tags = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+            else:
+                md = pq.read_metadata(fh)
+                clusters, crcs = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups)), ()
+        base = posixpath.basename(f.path).removesuffix(SUFFIX["arrow"]).removesuffix(SUFFIX["parquet"])
+        container = str(m.get("container") or base)
         if container not in ds.schema.containers and container != TAG_CONTAINER:
             return refused(f"{f.path} is no container of dataset {name}")
         counts.add(sum(clusters))
         checksum, size = file_checksum(site, f.path)
         specs.append(ContainerSpec(container, f.path, checksum, size, clusters, ds.schema_id,
+                                   format="arrow" if arrow else "parquet", cluster_checksums=crcs,
                                    **(provenance if is_pass else {})))
         if container == TAG_CONTAINER:
-            with site.open(f.path) as fh:
-                merge_stats(stats, pq.read_table(fh))
+            if not arrow:
+                with site.open(f.path) as fh:
+                    tags = pq.read_table(fh)
+            merge_stats(stats, tags)
     if len(counts) != 1:
         return refused("its containers hold different numbers of events")
     n = counts.pop()

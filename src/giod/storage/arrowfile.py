@@ -187,6 +187,20 @@ def parse_footer(footer: bytes | memoryview) -> np.ndarray:
     return np.frombuffer(buf, dtype=_BLOCK, count=n, offset=vec + 4)
 
 
+def describe(data: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Events of each record batch, and the CRC-32C of each batch then of the footer, of a whole
+    Arrow container's bytes: what a writer registers, found again from the file alone."""
+    buf = memoryview(data)
+    n = int.from_bytes(bytes(buf[-10:-6]), "little", signed=True)
+    if bytes(buf[-6:]) != MAGIC or not 0 < n <= len(buf) - 18:
+        raise IntegrityError("not a whole Arrow file")
+    blocks = parse_footer(buf[len(buf) - 10 - n:len(buf) - 10])
+    reader = ipc.open_file(pa.py_buffer(bytes(buf)))
+    events = tuple(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    crcs = [crc32c(buf[int(b["offset"]):int(b["offset"]) + int(b["meta"]) + int(b["body"])]) for b in blocks]
+    return events, (*crcs, crc32c(buf[len(buf) - 10 - n:]))
+
+
 def _schema_of(footer: bytes | memoryview) -> pa.Schema:
     # pyarrow finds the schema in a footer alone: give it the footer between the two magics
     n = len(footer).to_bytes(4, "little")
