@@ -45,8 +45,8 @@ def _codec(ds):
 def test_writer_takes_every_documented_setting_as_a_keyword(tmp_path, codec, stored):
     fed = giod.open(tmp_path / "fed", create=True)
     ds = fed.create_dataset("s", synthetic.schema())
-    with ds.writer(compression=codec, compression_level=3, byte_stream_split=False, page_checksums=False,
-                   database_events=30, cluster_bytes=1 << 20) as w:
+    with ds.writer(container_format="parquet", compression=codec, compression_level=3, byte_stream_split=False,
+                   page_checksums=False, database_events=30, cluster_bytes=1 << 20) as w:
         w.append(synthetic.events(50, seed=2))
     assert [d.n_events for d in ds.databases()] == [30, 20]
     assert _codec(ds) == stored
