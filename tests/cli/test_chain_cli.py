@@ -162,3 +162,44 @@ def test_ctrl_c_in_reconstruct_commits_nothing(tmp_path: Path, monkeypatch: pyte
 
 def test_model_of_a_simulated_dataset_is_the_physics_model(chain: str) -> None:
     assert giod.open(chain).dataset("qcd").schema.fingerprint == Schema.from_yaml(model_text()).fingerprint
+
+
+def test_cut_flow_rows_are_consistent_with_the_histogram(chain: str) -> None:
+    from giod.analysis import dijet
+
+    ds = giod.open(chain).dataset("qcd")
+    expression = "njets >= 1"
+    h, flow = dijet.run_with_cutflow(ds, expression, histogram=dijet.mass_histogram(20, 0, 250))
+    counts = [n for _, n in flow.rows]
+    assert [cut.split(":")[0] for cut, _ in flow.rows[:2]] == ["events in the dataset", "tag selection"]
+    assert all(b <= a for a, b in zip(counts, counts[1:], strict=False))
+    assert counts[0] == len(ds) and counts[1] == len(ds.select(expression))
+    assert counts[-1] == int(h.sum())
+    # each row counted independently, from the jets read back
+    jets = ds.select(expression).read(["jets"]).jets
+    good = jets[(jets.pt > 30) & (abs(jets.eta) < 2.5)]
+    assert counts[2] == int(ak.sum(ak.num(good) >= 2))
+    masses = dijet.dijet_masses(jets)
+    assert counts[3] == len(masses) and counts[4] == int(np.sum(masses < 250))
+    # every share in the table is a percentage, with its uncertainty between the ends
+    for _, kept, of_before, of_all in flow.table():
+        assert kept.replace(",", "").isdigit() and of_before.endswith("%") and of_all.endswith("%")
+
+
+def test_analyze_and_demo_print_the_cut_flow(chain: str, tmp_path: Path) -> None:
+    from giod.analysis import dijet
+
+    r = giod_cli(chain, "analyze", "dijet", "qcd", "--where", "njets >= 1", "-o", str(tmp_path / "d.png"))
+    assert r.exit_code == 0, r.output
+    h, flow = dijet.run_with_cutflow(giod.open(chain).dataset("qcd"), "njets >= 1",
+                                     histogram=dijet.mass_histogram(60, 0, 2000))
+    assert r.output.lstrip().startswith(f"{int(h.sum()):,} events in the histogram")
+    assert "cut flow" in r.output and "|Δη| of the two leading" in r.output and "tag selection" in r.output
+    r = CliRunner().invoke(main, ["demo", "--events", "40", "--workers", "1", "--output", str(tmp_path / "demo")])
+    assert r.exit_code == 0, r.output
+    assert "cut flow of the di-jet analysis" in r.output and "m_jj within the histogram" in r.output
+    with giod.open(tmp_path / "demo" / "federation") as fed:
+        _, flow = dijet.run_with_cutflow(fed.dataset("qcd"), "njets >= 2 and lead_jet_pt > 60",
+                                         histogram=dijet.mass_histogram(50, 0, 1000))
+    shown = [ln for ln in r.output.splitlines() if "in di-jet histogram" in ln]
+    assert shown and shown[0].split("│")[-2].strip() == f"{flow.rows[-1][1]:,}"
