@@ -500,8 +500,6 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
     from giod.physics.validation import report_rows
     from giod.physics.validation import validate as run
 
-    if max_events is not None and max_events <= 0:
-        raise ConfigError(f"--max-events must be positive, got {max_events}")
     summary = run(_open(federation).dataset(dataset), output, max_events=max_events)
     rows = [list(row) for row in report_rows(summary)]
     _table(f"validation of {dataset} ({summary['events']:,} events)", ["quantity", "value"], rows)
