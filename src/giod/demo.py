@@ -60,7 +60,7 @@ def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str,
         t0 = time.perf_counter()
         ds = fed.dataset("qcd")
         stats["selected"] = len(ds.select(SELECTION))
-        h = dijet.run(ds, SELECTION, histogram=dijet.mass_histogram(50, 0, 1000))
+        h, stats["cutflow"] = dijet.run_with_cutflow(ds, SELECTION, histogram=dijet.mass_histogram(50, 0, 1000))
         stats["analysis_s"] = time.perf_counter() - t0
     png = dijet.plot(h, str(output / "dijet.png"), title="giod demo: di-jet mass, simulated QCD multi-jet",
                      label="reconstructed anti-kt R=0.4 jets")
@@ -110,7 +110,8 @@ def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]
         sel = ds.select("njets >= 2 and lead_pt > 60")
         stats["selected"] = len(sel)
         stats["selection"] = "njets >= 2 and lead_pt > 60"
-        h = dijet.run(ds, "njets >= 2 and lead_pt > 60", histogram=dijet.mass_histogram(50, 0, 600))
+        h, stats["cutflow"] = dijet.run_with_cutflow(ds, "njets >= 2 and lead_pt > 60",
+                                                     histogram=dijet.mass_histogram(50, 0, 600))
         stats["analysis_s"] = time.perf_counter() - t0
     png = dijet.plot(h, str(output / "dijet.png"), title="giod demo: di-jet mass", label="synthetic events")
     summary = ds.summary()
@@ -132,6 +133,8 @@ def demo(n_events: int | None, synthetic: bool, workers: int, output: str) -> No
     from rich.console import Console
     from rich.table import Table
 
+    from giod.cli import print_cutflow
+
     if n_events is None:
         n_events = 100_000 if synthetic else 10_000
     if n_events <= 0:
@@ -150,11 +153,12 @@ def demo(n_events: int | None, synthetic: bool, workers: int, output: str) -> No
     t.add_row("generate/simulate + store", f"{s['events'] / s['write_s']:,.0f} events/s")
     t.add_row("reconstruction pass", f"{s['events'] / s['reco_s']:,.0f} events/s")
     t.add_row(f"selected ({s['selection']})", f"{s['selected']:,}")
-    t.add_row("in di-jet histogram", f"{s['in_histogram']:,}")
+    t.add_row("in di-jet histogram (cut flow below)", f"{s['in_histogram']:,}")
     t.add_row("analysis (select + read + fill)", f"{s['analysis_s']:.2f} s")
     t.add_row("federation version", str(s["version"]))
     t.add_row("total time", f"{time.perf_counter() - start:.1f} s")
     Console().print(t)
+    print_cutflow(s["cutflow"], "cut flow of the di-jet analysis")
     click.echo(f"plot: {s['png']}")
     click.echo(f"look around: giod -f {s['federation']} ls   |   giod -f {s['federation']} show {s['dataset']}")
     click.echo(f"event display: giod -f {s['federation']} serve --anonymous-read, then open "

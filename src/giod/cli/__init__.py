@@ -73,6 +73,20 @@ def _table(title: str, header: list[str], rows: list[list[Any]]) -> None:
     Console().print(t)
 
 
+def print_cutflow(cutflow: Any, title: str) -> None:
+    """A cut-flow table: each cut, the events it keeps, and their share of the row before and of the first."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("cut")
+    for name in ("events kept", "of the row before", "of all"):
+        t.add_column(name, justify="right")
+    for row in cutflow.table():
+        t.add_row(*row)
+    Console().print(t)
+
+
 @click.group(cls=_Group)
 @click.version_option(package_name="giod")
 @click.option("-f", "--federation", "federation", default=None, metavar="PATH_OR_URL",
@@ -476,10 +490,12 @@ def analyze(analysis: str, dataset: str, expression: str | None, output: str, je
         if executor.dashboard:
             click.echo(f"Dask dashboard: {executor.dashboard}")
         task = bar.add_task(f"{analysis} on {executor.name}", total=None)
-        h = dijet.run(ds, expression, collection=jets, histogram=dijet.mass_histogram(60, 0, max_mass),
-                      scheduler=executor, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        h, cutflow = dijet.run_with_cutflow(
+            ds, expression, collection=jets, histogram=dijet.mass_histogram(60, 0, max_mass), scheduler=executor,
+            progress=lambda done, total: bar.update(task, completed=done, total=total))
     dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset)
     click.echo(f"{int(h.sum()):,} events in the histogram; plot: {output}")
+    print_cutflow(cutflow, f"cut flow, di-jet analysis of {dataset}")
 
 
 @main.command()
@@ -492,11 +508,11 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
     Example: giod validate qcd -o validation/
     """
+    from giod.physics.validation import report_rows
     from giod.physics.validation import validate as run
 
     summary = run(_open(federation).dataset(dataset), output, max_events=max_events)
-    rows = [[k, v] for part in ("tracking", "jets") for k, v in summary[part].items()
-            if not isinstance(v, list | dict)]
+    rows = [list(row) for row in report_rows(summary)]
     _table(f"validation of {dataset} ({summary['events']:,} events)", ["quantity", "value"], rows)
     for name, ok in summary["targets"].items():
         click.echo(f"{'meets' if ok else 'MISSES'} the target for {name.replace('_', ' ')}")
@@ -505,7 +521,7 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
 from giod.bench.cli import bench  # noqa: E402 - the commands live beside their code
 from giod.bench.replicate import command as bench_replicate  # noqa: E402
-from giod.cli import replication, serving  # noqa: E402, F401 - their commands register on main
+from giod.cli import chain, replication, serving  # noqa: E402, F401 - their commands register on main
 from giod.demo import demo  # noqa: E402
 
 bench.add_command(bench_replicate)

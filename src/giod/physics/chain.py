@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from giod.distributed import Target
     from giod.federation import Dataset, Federation
 
-__all__ = ["RAW_COLLECTIONS", "reconstruct_dataset", "simulate_into"]
+__all__ = ["RAW_COLLECTIONS", "reconstruct_dataset", "simulate_into", "to_reconstruct"]
 
 #: What the raw pass stores.
 RAW_COLLECTIONS = ("mcparticles", "tracker_hits", "calo_cells")
@@ -63,16 +63,20 @@ def simulate_into(
     run: int = 1,
     database_events: int | None = None,
     progress: Progress | None = None,
+    append: bool = False,
 ) -> Dataset:
     """Create ``dataset`` and fill it with ``n_events`` simulated raw events.
 
     Batch ``k`` is generated and simulated with seeds derived from
     ``(seed, k)``: the same arguments give bit-identical datasets.
     ``progress`` is called with the number of events of each stored batch.
+    With ``append``, an existing dataset of the physics model is filled
+    further (its events numbered on from its last entry, seeds derived from
+    ``(seed, k, first entry)`` so that an append never repeats earlier
+    events); a dataset of another model is refused with ``DataError``.
     """
     from giod.physics.detector import Detector
     from giod.physics.generator import generate
-    from giod.physics.simulate import simulate
 
     if n_events <= 0:
         raise ConfigError(f"n_events must be positive, got {n_events}")
@@ -87,7 +91,32 @@ def simulate_into(
         _module()  # MissingDependency, saying how to install it
     elif generator != "builtin":
         generate(0, seed=seed, generator=generator)  # ConfigError naming the generators
-    ds = fed.create_dataset(dataset, Schema.from_yaml(model_text()))
+    schema = Schema.from_yaml(model_text())
+    created = not (append and dataset in fed.datasets())
+    if created:
+        ds = fed.create_dataset(dataset, schema)
+    else:
+        ds = fed.dataset(dataset)
+        if ds.schema.fingerprint != schema.fingerprint:
+            raise DataError(f"dataset {dataset} follows the model {ds.schema.name!r}, not {schema.name!r}: "
+                            "simulate into a new dataset")
+    first = 0 if created else len(ds)
+    try:
+        _fill(ds, n_events, first, detector, seed=seed, batch=batch, pthat_min=pthat_min, pileup=pileup,
+              generator=generator, run=run, database_events=database_events, progress=progress)
+    except BaseException:
+        # a dataset created here that no database reached is not left behind, empty
+        if created and len(fed.dataset(dataset)) == 0:
+            fed.catalog.delete_dataset(dataset)
+        raise
+    return fed.dataset(dataset)
+
+
+def _fill(ds: Dataset, n_events: int, first: int, detector: Any, *, seed: int, batch: int, pthat_min: float,
+          pileup: float, generator: str, run: int, database_events: int | None, progress: Progress | None) -> None:
+    from giod.physics.generator import generate
+    from giod.physics.simulate import simulate
+
     parameters = {"seed": seed, "pthat_min": pthat_min, "pileup": pileup, "generator": generator, "run": run}
     writer_options: dict[str, Any] = {}
     if database_events is not None:
@@ -96,14 +125,14 @@ def simulate_into(
                    **writer_options) as writer:
         for k, start in enumerate(range(0, n_events, batch)):
             n = min(batch, n_events - start)
-            gen_seed, sim_seed = (int(s) for s in np.random.SeedSequence([seed, k]).generate_state(2))
+            entropy = [seed, k] if first == 0 else [seed, k, first]
+            gen_seed, sim_seed = (int(s) for s in np.random.SeedSequence(entropy).generate_state(2))
             truth = generate(n, seed=gen_seed, pthat_min=pthat_min, pileup=pileup, generator=generator,
-                             run=run, first_event=start)
+                             run=run, first_event=first + start)
             events = simulate(truth, detector, seed=sim_seed)
             writer.append(events[list(RAW_COLLECTIONS)])
             if progress is not None:
                 progress(n)
-    return fed.dataset(dataset)
 
 
 def reconstruct_dataset(
@@ -151,6 +180,11 @@ def reconstruct_dataset(
         raise
     assert version is not None  # there was at least one database to do
     return version
+
+
+def to_reconstruct(dataset: Dataset, *, force: bool = False) -> list[DatabaseRecord]:
+    """The databases :func:`reconstruct_dataset` would reconstruct, with its errors for a dataset it refuses."""
+    return _databases_to_do(dataset, force)
 
 
 def _databases_to_do(ds: Dataset, force: bool) -> list[DatabaseRecord]:

@@ -32,7 +32,7 @@ import numpy as np
 from giod.errors import DataError
 from giod.physics.calibration import match_jets, truth_jets
 
-__all__ = ["TARGETS", "validate"]
+__all__ = ["TARGETS", "report_rows", "validate"]
 
 #: The issue's targets.
 TARGETS = {"tracking_efficiency": 0.95, "fake_rate": 0.05, "jet_response_tolerance": 0.10,
@@ -153,6 +153,7 @@ def _measure(events: ak.Array) -> dict[str, np.ndarray]:
     n_jets = np.asarray(ak.num(jets, axis=1), dtype=np.int64)
     jet = {c: _flat(jets[c]).astype(np.float64) for c in ("pt", "eta", "phi", "mass")}
     match = match_jets(truth["n"], truth["eta"], truth["phi"], n_jets, jet["eta"], jet["phi"])
+    out["jet_truth_matched"] = match[np.abs(truth["eta"]) < JET_ETA_MAX] >= 0
     central = (np.abs(truth["eta"]) < JET_ETA_MAX) & (match >= 0)
     out["jet_true_pt"] = truth["pt"][central]
     out["jet_response"] = jet["pt"][match[central]] / truth["pt"][central]
@@ -249,10 +250,11 @@ def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
             "efficiency": eff, "efficiency_error": eff_err,
             "fake_rate": fake, "fake_rate_error": fake_err, "duplicate_rate": dup,
             "particles": int(accept.sum()), "tracks": int(trk_accept.sum()),
+            "particles_found": int(d["mc_found"][accept].sum()), "fake_tracks": int(d["trk_fake"][trk_accept].sum()),
             "pt_resolution": {_label(PT_BINS, b): float(v) for b, v in enumerate(res) if np.isfinite(v)},
         },
         "jets": {
-            "matched": int(len(d["jet_response"])),
+            "matched": int(len(d["jet_response"])), "particle_jets": int(len(d["jet_truth_matched"])),
             "response": {_label(JET_PT_BINS, b): float(v) for b, v in enumerate(response) if np.isfinite(v)},
             "response_above_50": float(np.median(d["jet_response"][above])) if above.any() else float("nan"),
             "worst_response_deviation_above_50": worst,
@@ -273,3 +275,57 @@ def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
 
 def _label(edges: np.ndarray, b: int) -> str:
     return f"{edges[b]:g}-{edges[b + 1]:g}"
+
+
+def _percent(p: float, err: float | None = None) -> str:
+    """A fraction in percent with as many decimals as its uncertainty (or its size) needs."""
+    if not np.isfinite(p):
+        return "—"
+    scale = err if err is not None and err > 0 else abs(p)
+    digits = 1 if scale <= 0 else int(min(max(1 - np.floor(np.log10(100 * scale)), 1), 4))
+    text = f"{100 * p:.{digits}f}"
+    return f"{text} ± {100 * err:.{digits}f} %" if err is not None and np.isfinite(err) else f"{text} %"
+
+
+def _share(k: int, n: int) -> str:
+    """``k`` of ``n`` in percent with its binomial uncertainty."""
+    if n == 0:
+        return "— (none)"
+    p = k / n
+    return _percent(p, float(np.sqrt(max(p * (1 - p), 1.0 / n) / n)))
+
+
+def report_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary of :func:`validate` as rows of a table a physicist reads: what was measured, on
+    which objects (in words), and the value as a percentage with its uncertainty or a count."""
+    t, j, dj = summary["tracking"], summary["jets"], summary["dijet"]
+    acc = f"pT > {TRACK_PT_MIN:g} GeV, |η| < {TRACK_ETA_MAX:g}"
+    rows = [
+        (f"charged final-state particles ({acc})", f"{t['particles']:,}"),
+        ("  of them found by a track (≥ 75 % of its hits from the particle)", f"{t['particles_found']:,}"),
+        ("tracking efficiency", _percent(t["efficiency"], t["efficiency_error"])),
+        (f"reconstructed tracks ({acc})", f"{t['tracks']:,}"),
+        ("  of them fakes (no particle made ≥ 75 % of their hits)", f"{t['fake_tracks']:,}"),
+        ("fake rate", _percent(t["fake_rate"], t["fake_rate_error"])),
+        ("duplicate rate (matched tracks beyond the first per particle)", _percent(t["duplicate_rate"])),
+    ]
+    for label, width in t["pt_resolution"].items():
+        rows.append((f"track σ(pT)/pT, true pT {label.replace('-', '–')} GeV", _percent(width)))
+    rows += [
+        (f"particle jets (anti-kt R = 0.4, pT > 10 GeV, |η| < {JET_ETA_MAX:g})", f"{j['particle_jets']:,}"),
+        ("  of them matched by a reconstructed jet (ΔR < 0.2)", f"{j['matched']:,}"),
+        ("jet matching efficiency", _share(j["matched"], j["particle_jets"])),
+    ]
+    for label, response in j["response"].items():
+        rows.append((f"jet response (median reco / particle pT), {label.replace('-', '–')} GeV",
+                     f"{response:.3f} ({100 * (response - 1):+.1f} %)"))
+    rows += [
+        (f"jet response above {TARGETS['jet_response_min_pt']:g} GeV", f"{j['response_above_50']:.3f}"),
+        (f"worst deviation from 1 above {TARGETS['jet_response_min_pt']:g} GeV (target ≤ "
+         f"{100 * TARGETS['jet_response_tolerance']:g} %)", _percent(j["worst_response_deviation_above_50"])),
+        (f"events with two leading jets pT > {DIJET_CUTS[0]:g} GeV, |η| < {DIJET_CUTS[1]:g}: reconstructed",
+         f"{dj['events_reco']:,} of {summary['events']:,}"),
+        ("  the same from particle jets", f"{dj['events_truth']:,} of {summary['events']:,}"),
+        ("di-jet mass, median reco / particle-jet", f"{dj['mass_ratio_median']:.3f}"),
+    ]
+    return rows
