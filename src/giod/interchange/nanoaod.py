@@ -14,6 +14,7 @@ the import follows it exactly instead of guessing from branch names.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 import awkward as ak
 import numpy as np
 
-from giod.errors import ConfigError, DataError, NotFound, SchemaError
+from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
 from giod.interchange.encoding import numpy_dtype
 from giod.interchange.rootfile import DEFAULT_TREE, _open, _reading  # noqa: F401 - DEFAULT_TREE: re-exported
 from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
@@ -48,6 +49,10 @@ class ImportReport:
     collections: tuple[str, ...]
     tags: tuple[str, ...]
     skipped: dict[str, str]
+    checksum: str | None = None  # "sha256:<hex>" of the file; None for a URL
+
+
+IMPORT_PROGRAM = "giod import"  # the program recorded in the provenance of imported databases
 
 
 # ---------------------------------------------------------------- reading
@@ -174,6 +179,25 @@ def _dataset_for(target: Any, name: str, schema: Schema) -> tuple[Any, bool]:
     return ds, False
 
 
+def file_checksum(path: str | os.PathLike[str]) -> str | None:
+    """``sha256:<hex>`` of a local file's bytes; None for a URL (it would have to be read twice)."""
+    if "://" in os.fspath(path):
+        return None
+    with _reading(path), open(path, "rb") as fh:
+        return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _refuse_reimport(ds: Any, checksum: str, path: str | os.PathLike[str]) -> None:
+    """ConflictError when a database of ``ds`` was imported from a file with this checksum."""
+    for db in ds.databases():
+        if db.parameters.get("source_checksum") == checksum:
+            src = db.parameters.get("source") or "a file"
+            raise ConflictError(
+                f"{os.fspath(path)} is already in dataset {ds.name} (imported from {src} with the same "
+                f"{checksum.split(':', 1)[0]}, database {db.id}); use --append (append=True) to add it again"
+            )
+
+
 def import_root(
     fed_or_dataset: Any,
     path: str | os.PathLike[str],
@@ -182,18 +206,27 @@ def import_root(
     tree: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     step_size: int | str = "100 MB",
+    append: bool = False,
 ) -> ImportReport:
     """Import every event of a ROOT tree into a dataset, creating it if needed.
 
     ``fed_or_dataset`` is a Federation (the dataset is created with the file's
     schema unless it exists with the same one) or a Dataset. ``progress`` is
-    called with (events done, events in the file) after every chunk.
+    called with (events done, events in the file) after every chunk. A file
+    whose checksum the dataset's provenance already holds raises
+    ConflictError unless ``append`` is true.
     """
     layout = inspect_tree(path, tree)
     ds, created = _dataset_for(fed_or_dataset, dataset_name, layout.schema)
+    checksum = file_checksum(path)
+    if checksum is not None and not created and not append:
+        _refuse_reimport(ds, checksum, path)
+    provenance = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
+    if checksum is not None:
+        provenance["source_checksum"] = checksum
     done = chunks = 0
     try:
-        with ds.writer() as writer:
+        with ds.writer(program=IMPORT_PROGRAM, parameters=provenance) as writer:
             for events in iterate_events(path, layout, step_size=step_size):
                 writer.append(events)
                 done += len(events)
@@ -214,4 +247,5 @@ def import_root(
         collections=tuple(layout.collections),
         tags=tuple(layout.tags),
         skipped=dict(layout.skipped),
+        checksum=checksum,
     )
