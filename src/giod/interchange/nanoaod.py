@@ -187,15 +187,20 @@ def file_checksum(path: str | os.PathLike[str]) -> str | None:
         return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def _refuse_reimport(ds: Any, checksum: str, path: str | os.PathLike[str]) -> None:
-    """ConflictError when a database of ``ds`` was imported from a file with this checksum."""
-    for db in ds.databases():
-        if db.parameters.get("source_checksum") == checksum:
-            src = db.parameters.get("source") or "a file"
-            raise ConflictError(
-                f"{os.fspath(path)} is already in dataset {ds.name} (imported from {src} with the same "
-                f"{checksum.split(':', 1)[0]}, database {db.id}); use --append (append=True) to add it again"
-            )
+def _refuse_reimport(ds: Any, checksum: str, path: str | os.PathLike[str], n_entries: int) -> None:
+    """ConflictError when databases of ``ds`` were imported from a file with this checksum."""
+    held = [db for db in ds.databases() if db.parameters.get("source_checksum") == checksum]
+    if not held:
+        return
+    n = sum(db.n_events for db in held)
+    # fewer events than the file has: an import into an existing dataset that was interrupted
+    part = "all" if n >= n_entries else f"{n:,} of the {n_entries:,}"
+    ids = ", ".join(str(db.id) for db in held[:5]) + (", ..." if len(held) > 5 else "")
+    raise ConflictError(
+        f"{os.fspath(path)} is already in dataset {ds.name}: {part} of its events, from "
+        f"{held[0].parameters.get('source') or 'a file'} with the same {checksum.split(':', 1)[0]} "
+        f"(database {ids}); use --append (append=True) to add it again"
+    )
 
 
 def import_root(
@@ -220,7 +225,7 @@ def import_root(
     ds, created = _dataset_for(fed_or_dataset, dataset_name, layout.schema)
     checksum = file_checksum(path)
     if checksum is not None and not created and not append:
-        _refuse_reimport(ds, checksum, path)
+        _refuse_reimport(ds, checksum, path, layout.n_entries)
     provenance = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
     if checksum is not None:
         provenance["source_checksum"] = checksum
