@@ -109,7 +109,14 @@ def test_unknown_untagged_collection_is_skipped_whole(tmp_path: Path) -> None:
 
     events = ak.zip(
         {
-            "_collection0": ak.zip({"Jet_pt": ak.Array([[1.0, 2.0], []]), "Jet_eta": ak.Array([[0.5, 0.1], []])}),
+            "_collection0": ak.zip(
+                {
+                    "Jet_pt": ak.Array([[1.0, 2.0], []]),
+                    "Jet_eta": ak.Array([[0.5, 0.1], []]),
+                    "Jet_hits": ak.Array([[[1, 2], [3]], []]),  # a list per jet: giod has no such field type
+                },
+                depth_limit=2,
+            ),
             "_collection1": ak.zip({"Foo_a": ak.Array([[1.0], [2.0]]), "Bar_b": ak.Array([[3], [4]])}),
             "run": np.array([1, 2], dtype=np.uint32),
         },
@@ -121,7 +128,8 @@ def test_unknown_untagged_collection_is_skipped_whole(tmp_path: Path) -> None:
     layout = inspect_tree(path)
     assert list(layout.collections) == ["Jet"]
     assert set(layout.schema.collection_type("Jet").fields) == {"pt", "eta"}
-    assert list(layout.skipped) == ["_collection1"]
+    assert list(layout.skipped) == ["_collection0.Jet_hits", "_collection1"]
+    assert "unsupported field type" in layout.skipped["_collection0.Jet_hits"]
     why = layout.skipped["_collection1"]
     assert "Foo_a, Bar_b" in why and "share no collection name" in why
     assert not any(k.startswith("_collection1") for k in layout.mapping)
@@ -130,7 +138,7 @@ def test_unknown_untagged_collection_is_skipped_whole(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["import", str(path), "--dataset", "odd", "--create", "-f", str(fed)])
     assert r.exit_code == 0, r.output
     skipped = [ln for ln in r.output.splitlines() if "skipped _collection" in ln]
-    assert len(skipped) == 1 and "Foo_a, Bar_b" in skipped[0]
+    assert len(skipped) == 2 and "Foo_a, Bar_b" in skipped[1] and "Jet_hits" in skipped[0]
     with giod.open(fed) as opened:
         read = opened.dataset("odd").read()
         assert read.Jet.pt.tolist() == [[1.0, 2.0], []] and set(ak.fields(read)) == {"Jet", "run"}

@@ -142,6 +142,20 @@ def _events_from_chunk(chunk: ak.Array, layout: TreeLayout) -> ak.Array:
     return ak.Array(ak.contents.RecordArray(list(columns.values()), list(columns), length=n_events))
 
 
+def _filter_names(layout: TreeLayout) -> list[str]:
+    """What to ask uproot for: an RNTuple field read whole, unless some of its subfields are skipped.
+
+    uproot matches subfield names in time that grows with the square of the
+    number of fields; naming top-level fields reads an importer-style NanoAOD
+    about three times faster.
+    """
+    if layout.kind != "RNTuple":
+        return layout.branches
+    partial = {k.split(".", 1)[0] for k in layout.skipped if "." in k}
+    tops = (k.split(".", 1)[0] for k in layout.branches)
+    return list(dict.fromkeys(t if t not in partial else k for t, k in zip(tops, layout.branches, strict=True)))
+
+
 def iterate_events(
     path: str | os.PathLike[str], layout: TreeLayout, step_size: int | str = "100 MB"
 ) -> Iterator[ak.Array]:
@@ -150,7 +164,7 @@ def iterate_events(
     Relation indices are int32; indices outside the target collection of
     their event become -1.
     """
-    wanted = layout.branches
+    wanted = _filter_names(layout)
     with _open(path) as file, _reading(path):
         chunks = file[layout.tree_name].iterate(filter_name=wanted, step_size=step_size, library="ak")
         for chunk in chunks:
