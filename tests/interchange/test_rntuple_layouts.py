@@ -16,6 +16,8 @@ import awkward as ak
 import numpy as np
 import pytest
 import uproot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner
 
 from giod.interchange import TreeLayout, import_root, inspect_tree
@@ -158,3 +160,54 @@ def test_nothing_readable_is_one_line_naming_the_fields(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["import", str(path), "--dataset", "odd", "--create", "-f", str(fed)])
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert r.exit_code == 2 and len(lines) == 1 and "_collection0" in lines[0], r.output
+
+
+_DTYPES = ["bool", "int8", "uint8", "int16", "int32", "uint32", "int64", "float32", "float64"]
+
+
+@st.composite
+def _untagged_files(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, dict[str, np.ndarray]], list[np.ndarray]]:
+    """Importer-style columns as uproot writes them: ``_collectionN`` of records ``X_f``, and scalars."""
+    n_events = draw(st.integers(1, 6))
+    names = draw(st.lists(st.sampled_from(["Jet", "Muon", "Tau", "SV", "LHEPart"]), min_size=1, max_size=3,
+                          unique=True))
+    columns: dict[str, Any] = {}
+    want: dict[str, dict[str, np.ndarray]] = {}
+    counts_of = []
+    for i, coll in enumerate(names):
+        counts = np.array(draw(st.lists(st.integers(0, 3), min_size=n_events, max_size=n_events)), dtype=np.int64)
+        counts_of.append(counts)
+        fields = draw(st.lists(st.sampled_from(["pt", "eta", "charge", "mass"]), min_size=1, max_size=3, unique=True))
+        record = {}
+        for f in fields:
+            dtype = np.dtype(draw(st.sampled_from(_DTYPES)))
+            size = int(counts.sum()) * dtype.itemsize
+            raw = np.frombuffer(draw(st.binary(min_size=size, max_size=size)), dtype=np.uint8)
+            # any bits, NaNs of every payload included
+            flat = raw % 2 == 1 if dtype == np.bool_ else raw.view(dtype).copy()
+            record[f"{coll}_{f}"] = ak.unflatten(flat, counts)
+            want.setdefault(coll, {})[f] = flat
+        columns[f"_collection{i}"] = ak.zip(record)
+    columns["run"] = np.arange(n_events, dtype=np.uint32)
+    return columns, want, counts_of
+
+
+@settings(deadline=None, max_examples=60,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(_untagged_files())
+def test_untagged_collections_round_trip_bit_exact(
+    tmp_path: Path, case: tuple[dict[str, Any], dict[str, dict[str, np.ndarray]], list[np.ndarray]]
+) -> None:
+    from giod.interchange import iterate_events
+
+    columns, want, counts_of = case
+    path = tmp_path / "u.root"
+    with uproot.recreate(path) as f:
+        f.mkrntuple("Events", ak.zip(columns, depth_limit=1))
+    layout = inspect_tree(path)
+    assert layout.skipped == {} and list(layout.collections) == sorted(want) and list(layout.tags) == ["run"]
+    events = ak.concatenate(list(iterate_events(path, layout)))
+    for (coll, fields), counts in zip(want.items(), counts_of, strict=True):
+        assert ak.num(events[coll], axis=1).tolist() == counts.tolist()
+        for f, flat in fields.items():
+            assert _bits(events[coll][f]) == (str(flat.dtype), flat.tobytes()), f"{coll}.{f}"
