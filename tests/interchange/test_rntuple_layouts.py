@@ -211,3 +211,28 @@ def test_untagged_collections_round_trip_bit_exact(
         assert ak.num(events[coll], axis=1).tolist() == counts.tolist()
         for f, flat in fields.items():
             assert _bits(events[coll][f]) == (str(flat.dtype), flat.tobytes()), f"{coll}.{f}"
+
+
+def test_unmarked_copies_of_an_untagged_collection_are_not_imported_twice(tmp_path: Path) -> None:
+    # uproot writes no projections: ROOT's aliases come back as plain fields
+    pt = ak.values_astype(ak.Array([[1.0, 2.0], [], [3.0]]), np.float32)
+    events = ak.zip(
+        {
+            "Jet_pt": pt,
+            "_collection0": ak.zip({"Jet_pt": pt, "Jet_eta": pt * 2}),
+            "nJet": np.array([2, 0, 1], dtype=np.uint32),
+            "Tau_pt": pt,  # no Tau collection: a list of its own
+            "run": np.array([1, 1, 2], dtype=np.uint32),
+        },
+        depth_limit=1,
+    )
+    path = tmp_path / "copies.root"
+    with uproot.recreate(path) as f:
+        f.mkrntuple("Events", events)
+    layout = inspect_tree(path)
+    assert list(layout.collections) == ["Jet", "Tau_pt"] and list(layout.tags) == ["run"]
+    assert layout.skipped == {
+        "Jet_pt": "a copy of _collection0.Jet_pt",
+        "nJet": "the number of Jet objects, which giod derives from the collection",
+    }
+    assert layout.mapping["_collection0.Jet_pt"] == ("Jet", "pt")

@@ -249,6 +249,7 @@ def _draft_rntuple(ntuple: Any) -> _Draft:
     for alias, source in projected.items():
         counters.setdefault(source, []).append(alias)
     draft = _Draft()
+    untagged: dict[str, str] = {}  # collection -> the _collectionN field it comes from
     for name, content in zip(form.fields, form.contents, strict=True):
         inner = content.content if isinstance(content, ak.forms.ListOffsetForm) else None
         coll = name
@@ -286,7 +287,28 @@ def _draft_rntuple(ntuple: Any) -> _Draft:
                 draft.skipped[name] = "no field of a supported type"
         else:
             draft.skipped[name] = f"unsupported type {content.type}"
+        if coll != name:
+            untagged[coll] = name
+    _drop_copies(draft, untagged)
     return draft
+
+
+def _drop_copies(draft: _Draft, untagged: dict[str, str]) -> None:
+    """Drop loose copies of an untagged collection that the file does not mark as projections.
+
+    A list ``Jet_pt`` beside ``_collection10.Jet_pt``, or a scalar ``nJet``
+    beside the collection ``Jet``, would otherwise be imported a second time.
+    """
+    sub = {key.split(".", 1)[1]: key for c in untagged for key, _ in draft.fields.get(c, {}).values()}
+    for name in [c for c in draft.fields if c not in untagged and c in sub]:
+        if list(draft.fields[name]) == ["value"]:
+            del draft.fields[name], draft.counters[name]
+            draft.skipped[name] = f"a copy of {sub[name]}"
+    for coll in untagged:
+        for counter in (f"n{coll}", f"N{coll}"):
+            if counter in draft.tags:
+                del draft.tags[counter]
+                draft.skipped[counter] = f"the number of {coll} objects, which giod derives from the collection"
 
 
 def _target(written: str, collections: list[str]) -> str | None:
