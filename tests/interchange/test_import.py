@@ -42,7 +42,7 @@ def test_import_creates_then_appends(fed: Any, hzz: Path) -> None:
     assert ds.schema == inspect_tree(hzz).schema
     assert ak.array_equal(ds.read().Jet.Px, px)
 
-    again = import_root(ds, hzz, "hzz")  # a Dataset works as well as a Federation
+    again = import_root(ds, hzz, "hzz", append=True)  # a Dataset works as well as a Federation
     assert not again.created and again.n_events == n
     assert len(fed.dataset("hzz")) == 2 * n
 

@@ -236,9 +236,12 @@ def schema_check(file: str, old: str | None) -> None:
 @click.option("--dataset", required=True, help="Dataset to create or append to.")
 @click.option("--tree", default=None, help="Tree name (default: Events, or the only tree).")
 @click.option("--create", is_flag=True, help="Create the federation first if there is none (as giod init).")
+@click.option("--append", is_flag=True, help="Add the file again even if the dataset already holds it.")
 @federation_option
-def import_(file: str, dataset: str, tree: str | None, create: bool, federation: str) -> None:
+def import_(file: str, dataset: str, tree: str | None, create: bool, append: bool, federation: str) -> None:
     """Import a NanoAOD-style ROOT file (TTree or RNTuple) into an existing federation.
+
+    A file the dataset already holds (same checksum) is refused unless --append is given.
 
     Example: giod init ./myfed && giod import nano.root --dataset ttbar -f ./myfed
     """
@@ -249,7 +252,7 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, federation:
     fed = _open(federation, create=create)
     with Progress(transient=True) as bar:
         task = bar.add_task(f"importing {Path(file).name}", total=None)
-        report = import_root(fed, file, dataset, tree=tree,
+        report = import_root(fed, file, dataset, tree=tree, append=append,
                              progress=lambda done, total: bar.update(task, completed=done, total=total))
     click.echo(f"imported {report.n_events:,} events from tree {report.tree} into dataset {report.dataset}: "
                f"{len(report.collections)} collections, {len(report.tags)} tags, "

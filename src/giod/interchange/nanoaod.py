@@ -14,6 +14,7 @@ the import follows it exactly instead of guessing from branch names.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 import awkward as ak
 import numpy as np
 
-from giod.errors import ConfigError, DataError, NotFound, SchemaError
+from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
 from giod.interchange.encoding import numpy_dtype
 from giod.interchange.rootfile import DEFAULT_TREE, _open, _reading  # noqa: F401 - DEFAULT_TREE: re-exported
 from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
@@ -48,6 +49,10 @@ class ImportReport:
     collections: tuple[str, ...]
     tags: tuple[str, ...]
     skipped: dict[str, str]
+    checksum: str | None = None  # "sha256:<hex>" of the file; None for a URL
+
+
+IMPORT_PROGRAM = "giod import"  # the program recorded in the provenance of imported databases
 
 
 # ---------------------------------------------------------------- reading
@@ -137,6 +142,20 @@ def _events_from_chunk(chunk: ak.Array, layout: TreeLayout) -> ak.Array:
     return ak.Array(ak.contents.RecordArray(list(columns.values()), list(columns), length=n_events))
 
 
+def _filter_names(layout: TreeLayout) -> list[str]:
+    """What to ask uproot for: an RNTuple field read whole, unless some of its subfields are skipped.
+
+    uproot matches subfield names in time that grows with the square of the
+    number of fields; naming top-level fields reads an importer-style NanoAOD
+    about three times faster.
+    """
+    if layout.kind != "RNTuple":
+        return layout.branches
+    partial = {k.split(".", 1)[0] for k in layout.skipped if "." in k}
+    tops = (k.split(".", 1)[0] for k in layout.branches)
+    return list(dict.fromkeys(t if t not in partial else k for t, k in zip(tops, layout.branches, strict=True)))
+
+
 def iterate_events(
     path: str | os.PathLike[str], layout: TreeLayout, step_size: int | str = "100 MB"
 ) -> Iterator[ak.Array]:
@@ -145,7 +164,7 @@ def iterate_events(
     Relation indices are int32; indices outside the target collection of
     their event become -1.
     """
-    wanted = layout.branches
+    wanted = _filter_names(layout)
     with _open(path) as file, _reading(path):
         chunks = file[layout.tree_name].iterate(filter_name=wanted, step_size=step_size, library="ak")
         for chunk in chunks:
@@ -174,6 +193,30 @@ def _dataset_for(target: Any, name: str, schema: Schema) -> tuple[Any, bool]:
     return ds, False
 
 
+def file_checksum(path: str | os.PathLike[str]) -> str | None:
+    """``sha256:<hex>`` of a local file's bytes; None for a URL (it would have to be read twice)."""
+    if "://" in os.fspath(path):
+        return None
+    with _reading(path), open(path, "rb") as fh:
+        return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _refuse_reimport(ds: Any, checksum: str, path: str | os.PathLike[str], n_entries: int) -> None:
+    """ConflictError when databases of ``ds`` were imported from a file with this checksum."""
+    held = [db for db in ds.databases() if db.parameters.get("source_checksum") == checksum]
+    if not held:
+        return
+    n = sum(db.n_events for db in held)
+    # fewer events than the file has: an import into an existing dataset that was interrupted
+    part = "all" if n >= n_entries else f"{n:,} of the {n_entries:,}"
+    ids = ", ".join(str(db.id) for db in held[:5]) + (", ..." if len(held) > 5 else "")
+    raise ConflictError(
+        f"{os.fspath(path)} is already in dataset {ds.name}: {part} of its events, from "
+        f"{held[0].parameters.get('source') or 'a file'} with the same {checksum.split(':', 1)[0]} "
+        f"(database {ids}); use --append (append=True) to add it again"
+    )
+
+
 def import_root(
     fed_or_dataset: Any,
     path: str | os.PathLike[str],
@@ -182,18 +225,27 @@ def import_root(
     tree: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     step_size: int | str = "100 MB",
+    append: bool = False,
 ) -> ImportReport:
     """Import every event of a ROOT tree into a dataset, creating it if needed.
 
     ``fed_or_dataset`` is a Federation (the dataset is created with the file's
     schema unless it exists with the same one) or a Dataset. ``progress`` is
-    called with (events done, events in the file) after every chunk.
+    called with (events done, events in the file) after every chunk. A file
+    whose checksum the dataset's provenance already holds raises
+    ConflictError unless ``append`` is true.
     """
     layout = inspect_tree(path, tree)
     ds, created = _dataset_for(fed_or_dataset, dataset_name, layout.schema)
+    checksum = file_checksum(path)
+    if checksum is not None and not created and not append:
+        _refuse_reimport(ds, checksum, path, layout.n_entries)
+    provenance = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
+    if checksum is not None:
+        provenance["source_checksum"] = checksum
     done = chunks = 0
     try:
-        with ds.writer() as writer:
+        with ds.writer(program=IMPORT_PROGRAM, parameters=provenance) as writer:
             for events in iterate_events(path, layout, step_size=step_size):
                 writer.append(events)
                 done += len(events)
@@ -214,4 +266,5 @@ def import_root(
         collections=tuple(layout.collections),
         tags=tuple(layout.tags),
         skipped=dict(layout.skipped),
+        checksum=checksum,
     )

@@ -17,6 +17,7 @@ from giod.interchange.rootfile import _find_tree, _open, _reading
 from giod.schema import Schema
 
 _IDX = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)Idx(.*)$")
+_UNTAGGED = re.compile(r"^_collection[0-9]+$")  # ROOT's RNTupleImporter: one per counter group
 
 Mapped = tuple[str, str] | str  # (collection, field or relation) or a tag name
 
@@ -202,12 +203,71 @@ def _form_dtype(form: Any) -> str | None:
     return None
 
 
+def _projections(ntuple: Any) -> dict[str, str]:
+    """Top-level projected fields (ROOT's aliases such as ``nJet``, ``Jet_pt``) -> top-level field they alias."""
+    records = list(ntuple.field_records)
+
+    def top(i: int) -> int:
+        seen = set()
+        while records[i].parent_field_id != i and i not in seen:
+            seen.add(i)
+            i = records[i].parent_field_id
+        return i
+
+    out: dict[str, str] = {}
+    for i, r in enumerate(records):
+        source = getattr(r, "source_field_id", None)
+        if r.parent_field_id == i and source is not None and 0 <= source < len(records):
+            if int(getattr(r, "flags", 0) or 0) & 0x02:  # PROJECTED in the RNTuple specification
+                out[r.field_name] = records[top(source)].field_name
+    return out
+
+
+def _untagged_name(name: str, subfields: list[str], counters: list[str]) -> str | None:
+    """The collection an untagged ``_collectionN`` holds: ``Jet`` for subfields ``Jet_pt``, ``Jet_eta``, ...
+
+    ROOT's importer names the group's counter (projected as ``nJet``); without
+    one, the prefix every subfield shares before ``_``, or the only subfield's
+    own name (``LHEPdfWeight``), is used.
+    """
+    for counter in counters:
+        coll = _collection_of(counter, subfields)
+        if all(f == coll or f.startswith(coll + "_") for f in subfields):
+            return coll
+    if len(subfields) == 1 and "_" not in subfields[0]:
+        return subfields[0]
+    prefixes = {f.split("_", 1)[0] for f in subfields}
+    if len(prefixes) == 1 and all("_" in f for f in subfields):
+        return prefixes.pop()
+    return None
+
+
 def _draft_rntuple(ntuple: Any) -> _Draft:
     form = ntuple.to_akform()[0]
+    projected = _projections(ntuple)
+    counters: dict[str, list[str]] = {}  # projected cardinality -> what it counts
+    for alias, source in projected.items():
+        counters.setdefault(source, []).append(alias)
     draft = _Draft()
+    untagged: dict[str, str] = {}  # collection -> the _collectionN field it comes from
     for name, content in zip(form.fields, form.contents, strict=True):
         inner = content.content if isinstance(content, ak.forms.ListOffsetForm) else None
-        if not is_name(name):
+        coll = name
+        if name in projected:  # read through the field it aliases, never twice
+            continue
+        if _UNTAGGED.match(name) and isinstance(inner, ak.forms.RecordForm):
+            found = _untagged_name(name, list(inner.fields), [c for c in counters.get(name, []) if c[:1] in "nN"])
+            if found is None or not is_name(found):
+                draft.skipped[name] = (
+                    f"untagged collection whose subfields ({', '.join(inner.fields[:3])}"
+                    f"{', ...' if len(inner.fields) > 3 else ''}) share no collection name"
+                )
+                continue
+            if found in draft.counters or found in draft.tags:
+                draft.skipped[name] = f"untagged collection {found!r} clashes with another field"
+                continue
+            coll = found
+        if not is_name(name) and coll == name:
             draft.skipped[name] = f"{name!r} is not a usable name"
         elif (dtype := _form_dtype(content)) is not None:
             draft.tags[name] = (name, dtype)
@@ -215,19 +275,40 @@ def _draft_rntuple(ntuple: Any) -> _Draft:
             draft.counters[name] = None
             draft.add_field(name, "value", name, dtype)
         elif isinstance(inner, ak.forms.RecordForm):
-            draft.counters[name] = None
+            draft.counters[coll] = None
             for fname, fcontent in zip(inner.fields, inner.contents, strict=True):
                 key = f"{name}.{fname}"
                 if (dtype := _form_dtype(fcontent)) is None:
                     draft.skipped[key] = f"unsupported field type {fcontent.type}"
                 else:
-                    draft.add_field(name, _member_of(name, fname), key, dtype)
-            if not draft.fields.get(name):
-                del draft.counters[name]
+                    draft.add_field(coll, _member_of(coll, fname), key, dtype)
+            if not draft.fields.get(coll):
+                del draft.counters[coll]
                 draft.skipped[name] = "no field of a supported type"
         else:
             draft.skipped[name] = f"unsupported type {content.type}"
+        if coll != name:
+            untagged[coll] = name
+    _drop_copies(draft, untagged)
     return draft
+
+
+def _drop_copies(draft: _Draft, untagged: dict[str, str]) -> None:
+    """Drop loose copies of an untagged collection that the file does not mark as projections.
+
+    A list ``Jet_pt`` beside ``_collection10.Jet_pt``, or a scalar ``nJet``
+    beside the collection ``Jet``, would otherwise be imported a second time.
+    """
+    sub = {key.split(".", 1)[1]: key for c in untagged for key, _ in draft.fields.get(c, {}).values()}
+    for name in [c for c in draft.fields if c not in untagged and c in sub]:
+        if list(draft.fields[name]) == ["value"]:
+            del draft.fields[name], draft.counters[name]
+            draft.skipped[name] = f"a copy of {sub[name]}"
+    for coll in untagged:
+        for counter in (f"n{coll}", f"N{coll}"):
+            if counter in draft.tags:
+                del draft.tags[counter]
+                draft.skipped[counter] = f"the number of {coll} objects, which giod derives from the collection"
 
 
 def _target(written: str, collections: list[str]) -> str | None:
@@ -335,5 +416,8 @@ def inspect_tree(path: str | os.PathLike[str], tree: str | None = None) -> TreeL
             draft = _draft_rntuple(obj) if kind == "RNTuple" else _draft_ttree(obj)
             n = int(obj.num_entries)
     if not draft.fields and not draft.tags:
-        raise DataError(f"tree {name!r} in {os.fspath(path)} has no branch giod can read")
+        why = "; ".join(f"{k}: {v}" for k, v in list(draft.skipped.items())[:5])
+        more = f"; and {len(draft.skipped) - 5} more" if len(draft.skipped) > 5 else ""
+        detail = f" (skipped {why}{more})" if why else ""
+        raise DataError(f"tree {name!r} in {os.fspath(path)} has no branch giod can read{detail}")
     return _layout_from_draft(draft, name, n, kind)
