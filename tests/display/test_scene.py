@@ -99,7 +99,7 @@ def test_phoenix_event_data(sim):
     (key, event), = data.items()
     assert key == f"sim run {scene['run']} event {scene['event']}"
     assert event["event number"] == scene["event"] and event["run number"] == scene["run"]
-    assert event["units"] == {"length": "mm", "energy": "MeV"}
+    assert event["units"] == "length mm, energy MeV"  # a string: Phoenix takes objects for collections
     tracks = event["Tracks"]["tracks"]
     assert len(tracks) == scene["objects"]["tracks"]["n"]
     points = scene["objects"]["tracks"]["path"]["points"]
@@ -120,7 +120,14 @@ def test_phoenix_event_data(sim):
     assert {"energy", "eta", "phi", "radius", "z"} <= set(cells[0])
     jets = event["Jets"]["jets"]
     assert all(j["coneR"] == 0.4 for j in jets)
-    assert jets[0]["energy"] >= jets[0]["pt"]  # E >= pT
+    assert jets[0]["energy"] >= jets[0]["pT"]  # E >= pT
+    # a jet's constituents as Phoenix links, "collection:index"
+    assert jets[0]["LinkedTracks"] == [f"tracks:{i}" for i in jets[0]["tracks"]]
+    assert jets[0]["LinkedClusters"] == [f"clusters:{i}" for i in jets[0]["clusters"]]
+    clusters = event["CaloClusters"]["clusters"]
+    pos = scene["objects"]["clusters"]["position"]
+    assert clusters[0]["radius"] == pytest.approx(math.hypot(pos["x"][0], pos["y"][0]) * 10, abs=0.01)
+    assert clusters[0]["z"] == pytest.approx(abs(pos["z"][0]) * 10, abs=0.01)
     met = event["MissingEnergy"]["met"][0]
     assert math.hypot(met["etx"], met["ety"]) == pytest.approx(scene["met"]["pt"] * 1000, rel=1e-3)
     assert math.atan2(met["ety"], met["etx"]) == pytest.approx(scene["met"]["phi"], abs=1e-3)
