@@ -131,3 +131,23 @@ def test_nanoaod_event_in_phoenix(nano_root, phoenix_build):
     check_met(event, built)
     assert check_leptons(event, built, charges) > 0
     fed.close()
+
+
+@pytest.mark.rootdata
+def test_px_py_pz_e_event_in_phoenix(hzz_root, phoenix_build):
+    """uproot's HZZ sample gives objects as Px, Py, Pz, E and the MET as MET_px, MET_py."""
+    fed = giod.open(hzz_root, create=False)
+    ds = fed["hzz"]
+    entry = next(e for e in range(50) if len(ds.event(e, ["Jet"]).Jet) and len(ds.event(e, ["Muon"]).Muon))
+    stored = ds.event(entry, ["Jet", "Muon", "MET_px", "MET_py"])
+    event, built = built_event(phoenix_build, phoenix_event(ds, entry))
+    assert {"Jets", "Muons", "MissingEnergy"} <= set(built)
+    jets = built["Jets"]["Jet"]
+    p = np.stack([np.asarray(stored.Jet[c], dtype=np.float64) for c in ("Px", "Py", "Pz")], axis=1)
+    # the export keeps 4 decimals of eta and phi
+    np.testing.assert_allclose([j["direction"] for j in jets], p / np.linalg.norm(p, axis=1)[:, None], atol=2e-4)
+    (met,) = built["MissingEnergy"].values()
+    np.testing.assert_allclose(met[0]["points"][-1][:2], [float(stored.MET_px) * 1000, float(stored.MET_py) * 1000],
+                               rtol=1e-4)
+    assert check_leptons(event, built, {"Muon": np.asarray(stored.Muon.Charge)}) == len(stored.Muon)
+    fed.close()
