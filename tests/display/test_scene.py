@@ -218,3 +218,24 @@ def test_px_py_pz_e_read_back_as_pt_eta_phi_mass(pt, eta, phi, mass):
     assert math.cos(out["phi"][0] - phi) == pytest.approx(1.0, abs=1e-9)
     # the mass of a light, energetic object is lost to rounding in E^2 - p^2; its energy is not
     assert math.hypot(math.hypot(pt, pz), out["mass"][0]) == pytest.approx(e, rel=1e-9)
+
+
+@pytest.mark.rootdata
+def test_nanoaod_leptons_carry_phoenix_charge_convention(nano_root):
+    """Phoenix's loader bends a lepton as ``pdgId > 0 ? 1 : -1``: pdgId has the charge's sign."""
+    fed = giod.open(nano_root, create=False)
+    ds = fed["ttbar"]
+    for kind, name, size in (("Muons", "Muon", 13), ("Electrons", "Electron", 11), ("Photons", "Photon", 22)):
+        entry = next(e for e in range(100) if len(ds.event(e, [name])[name]))
+        stored = ds.event(entry, [name])[name]
+        (event,) = phoenix_event(ds, entry).values()
+        objs = event[kind][name]
+        charge = np.asarray(stored.charge).tolist()
+        assert [o["charge"] for o in objs] == charge
+        assert all(o["pT"] == o["pt"] for o in objs)
+        if kind == "Photons":  # neutral: drawn as a cluster
+            assert [o["pdgId"] for o in objs] == np.asarray(stored.pdgId).tolist()
+            continue
+        assert [o["pdgId"] for o in objs] == [q * size for q in charge]
+        assert [o["pdgIdPDG"] for o in objs] == np.asarray(stored.pdgId).tolist()
+    fed.close()

@@ -54,7 +54,7 @@ _COMPOUND = {"muons": "Muons", "electrons": "Electrons", "photons": "Photons"}
 #: |PDG id| of a role's particles, for collections that store a charge but no id.
 _PDG = {"muons": 13, "electrons": 11, "photons": 22}
 #: Which Phoenix link key a relation to a role becomes.
-_LINKS = {"tracks": ("LinkedTracks", "Tracks"), "clusters": ("LinkedClusters", "CaloClusters")}
+_LINKS = {"tracks": "LinkedTracks", "clusters": "LinkedClusters"}
 
 
 def event_key(content: EventContent) -> str:
@@ -140,12 +140,15 @@ def _charge_and_id(coll: Any) -> dict[str, list[Any]]:
     """``charge``, Phoenix's ``pdgId`` (signed as the charge) and ``pdgIdPDG`` of a lepton or photon collection."""
     f = coll.fields
     pdg = f.get("pdgId")
+    if coll.role == "photons":  # neutral: Phoenix draws a cluster, the sign does not matter
+        out = {"pdgId": column(pdg) if pdg is not None else [_PDG["photons"]] * len(coll)}
+        return out | ({"charge": column(f["charge"])} if "charge" in f else {})
     if "charge" in f:
         charge = f["charge"].astype(np.int64)
-    elif pdg is not None and coll.role != "photons":
+    elif pdg is not None:
         charge = -np.sign(pdg).astype(np.int64)  # PDG: negative leptons have positive ids
     else:
-        return {} if pdg is None else {"pdgIdPDG": column(pdg)}
+        return {}
     size = np.abs(pdg).astype(np.int64) if pdg is not None else np.full(len(coll), _PDG[coll.role], np.int64)
     # Phoenix's loader takes the charge of a lepton it extrapolates as `pdgId > 0 ? 1 : -1`, the
     # opposite of the PDG convention (an e+ is -11); like Phoenix's ATLAS loader, give it the
@@ -161,8 +164,8 @@ def _links(coll: Any, content: EventContent) -> dict[str, list[list[str]]]:
     out: dict[str, list[list[str]]] = {}
     for rel in coll.relations.values():
         role = content.role_of(rel.target)
-        if role in _LINKS and _LINKS[role][0] not in out:
-            out[_LINKS[role][0]] = [[f"{rel.target}:{i}" for i in idx] for idx in rel.lists()]
+        if role in _LINKS and _LINKS[role] not in out:
+            out[_LINKS[role]] = [[f"{rel.target}:{i}" for i in idx] for idx in rel.lists()]
     return out
 
 
