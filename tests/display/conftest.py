@@ -3,9 +3,12 @@
 The federation is made once per session: ``sim`` (simulated and
 reconstructed events), ``raw`` (simulated, not yet reconstructed) and
 ``weights`` (a model with nothing a display can draw). The NanoAOD file of the
-CMS open data beside the repository is imported on demand. Chromium is
-Debian's ``chromium`` package (or ``$GIOD_CHROMIUM``) driven by playwright;
-without either the browser tests skip, except under ``CI=true``.
+CMS open data and uproot's HZZ sample beside the repository are imported on
+demand. Phoenix's loader runs in node, installed from the npm registry once per
+session (``phoenix_build``). Chromium is
+Debian's ``chromium`` package (or ``$GIOD_CHROMIUM``) driven by playwright.
+Without node/npm, Chromium or playwright the tests needing them skip, except
+under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ def phoenix_build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[st
     (modules / "package.json").write_text('{"private": true}')
     try:
         subprocess.run([str(npm), "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error",
-                        *PHOENIX_PACKAGES], cwd=modules, check=True, capture_output=True, text=True, timeout=900)
+                        *PHOENIX_PACKAGES], cwd=modules, check=True, capture_output=True, text=True, timeout=240)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         _missing(f"npm install {' '.join(PHOENIX_PACKAGES)} failed: {(getattr(exc, 'stderr', '') or exc)!s:.500}")
 
@@ -158,7 +161,7 @@ def phoenix_build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[st
         path = modules / "event.json"
         path.write_text(json.dumps(data, allow_nan=False))
         done = subprocess.run([str(node), str(PHOENIX_BUILD), str(modules), str(path)],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout)  # type: ignore[no-any-return]
 
