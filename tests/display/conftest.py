@@ -3,16 +3,21 @@
 The federation is made once per session: ``sim`` (simulated and
 reconstructed events), ``raw`` (simulated, not yet reconstructed) and
 ``weights`` (a model with nothing a display can draw). The NanoAOD file of the
-CMS open data beside the repository is imported on demand. Chromium is
-Debian's ``chromium`` package (or ``$GIOD_CHROMIUM``) driven by playwright;
-without either the browser tests skip, except under ``CI=true``.
+CMS open data and uproot's HZZ sample beside the repository are imported on
+demand. Phoenix's loader runs in node, installed from the npm registry once per
+session (``phoenix_build``). Chromium is
+Debian's ``chromium`` package (or ``$GIOD_CHROMIUM``) driven by playwright.
+Without node/npm, Chromium or playwright the tests needing them skip, except
+under ``CI=true``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,7 @@ from giod.server.app import ServerThread, create_app
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 TTBAR = "nanoAOD_2015_CMS_Open_Data_ttbar.root"
+HZZ = "uproot-HZZ.root"
 
 WEIGHTS_MODEL = """
 schema_version: 1
@@ -109,6 +115,57 @@ def nano_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import_root(fed, path, "ttbar")
     fed.close()
     return root
+
+
+@pytest.fixture(scope="session")
+def hzz_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A federation holding uproot's HZZ sample (objects as Px, Py, Pz, E; MET_px, MET_py) as ``hzz``."""
+    from giod.interchange.nanoaod import import_root
+
+    path = DATA / HZZ
+    if not path.is_file():
+        _missing(f"open-data file {HZZ} not found in {DATA.resolve()}")
+    root = tmp_path_factory.mktemp("hzz") / "fed"
+    fed = giod.open(root, create=True)
+    import_root(fed, path, "hzz")
+    fed.close()
+    return root
+
+
+# ------------------------------------------------------------------ Phoenix in node
+
+#: What the Phoenix test installs from the npm registry: Phoenix's released loader, and a DOM
+#: for the menus it imports.
+PHOENIX_PACKAGES = ("phoenix-event-display@~3.0.5", "jsdom@^24")
+PHOENIX_BUILD = Path(__file__).resolve().parent / "phoenix_node" / "build.mjs"
+
+
+@pytest.fixture(scope="session")
+def phoenix_build(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Build Phoenix event data with Phoenix's own loader in node: what each object became.
+
+    The packages are installed once per session into the session's temporary directory.
+    """
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        _missing("node and npm are needed to run Phoenix's loader (apt-get install nodejs npm)")
+    modules = tmp_path_factory.mktemp("phoenix-npm")
+    (modules / "package.json").write_text('{"private": true}')
+    try:
+        subprocess.run([str(npm), "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error",
+                        *PHOENIX_PACKAGES], cwd=modules, check=True, capture_output=True, text=True, timeout=240)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        _missing(f"npm install {' '.join(PHOENIX_PACKAGES)} failed: {(getattr(exc, 'stderr', '') or exc)!s:.500}")
+
+    def build(data: dict[str, Any]) -> dict[str, Any]:
+        path = modules / "event.json"
+        path.write_text(json.dumps(data, allow_nan=False))
+        done = subprocess.run([str(node), str(PHOENIX_BUILD), str(modules), str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    return build
 
 
 # ------------------------------------------------------------------ browser

@@ -254,6 +254,26 @@ def test_nanoaod_event_shows_jets_leptons_and_met(page, nano_root):
     assert not page.errors, page.errors
 
 
+@pytest.mark.rootdata
+def test_px_py_pz_e_event_shows_jets_muons_and_met(page, hzz_root):
+    """uproot's HZZ sample (Px, Py, Pz, E; MET_px, MET_py) draws, where it had nothing the display draws."""
+    import giod
+
+    fed = giod.open(hzz_root, create=False)
+    entry = next(e for e in range(50) if len(fed["hzz"].event(e, ["Muon"]).Muon) > 0)
+    event = fed["hzz"].event(entry, ["Jet", "Muon"])
+    with ServerThread(create_app(fed, anonymous_read=True)) as url:
+        state = open_display(page, url, f"dataset=hzz&entry={entry}")
+        assert state["ready"], state["error"]
+        c = state["counts"]
+        assert (c["jets"], c["muons"], c["met"]) == (len(event.Jet), len(event.Muon), 1)
+        rphi = pixels(page.page, "#viewRphi")
+        assert near(rphi, (255, 42, 109)) > 20  # the muon line
+        assert near(rphi, (199, 125, 255), tol=40) > 20  # the missing-energy arrow
+    fed.close()
+    assert not page.errors, page.errors
+
+
 # ------------------------------------------------------------------ federation browser
 
 

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import giod
 from giod.display import event_scene, find_roles, load_event, phoenix_event
@@ -99,7 +101,7 @@ def test_phoenix_event_data(sim):
     (key, event), = data.items()
     assert key == f"sim run {scene['run']} event {scene['event']}"
     assert event["event number"] == scene["event"] and event["run number"] == scene["run"]
-    assert event["units"] == {"length": "mm", "energy": "MeV"}
+    assert event["units"] == "length mm, energy MeV"  # a string: Phoenix takes objects for collections
     tracks = event["Tracks"]["tracks"]
     assert len(tracks) == scene["objects"]["tracks"]["n"]
     points = scene["objects"]["tracks"]["path"]["points"]
@@ -120,7 +122,14 @@ def test_phoenix_event_data(sim):
     assert {"energy", "eta", "phi", "radius", "z"} <= set(cells[0])
     jets = event["Jets"]["jets"]
     assert all(j["coneR"] == 0.4 for j in jets)
-    assert jets[0]["energy"] >= jets[0]["pt"]  # E >= pT
+    assert jets[0]["energy"] >= jets[0]["pT"]  # E >= pT
+    # a jet's constituents as Phoenix links, "collection:index"
+    assert jets[0]["LinkedTracks"] == [f"tracks:{i}" for i in jets[0]["tracks"]]
+    assert jets[0]["LinkedClusters"] == [f"clusters:{i}" for i in jets[0]["clusters"]]
+    clusters = event["CaloClusters"]["clusters"]
+    pos = scene["objects"]["clusters"]["position"]
+    assert clusters[0]["radius"] == pytest.approx(math.hypot(pos["x"][0], pos["y"][0]) * 10, abs=0.01)
+    assert clusters[0]["z"] == pytest.approx(abs(pos["z"][0]) * 10, abs=0.01)
     met = event["MissingEnergy"]["met"][0]
     assert math.hypot(met["etx"], met["ety"]) == pytest.approx(scene["met"]["pt"] * 1000, rel=1e-3)
     assert math.atan2(met["ety"], met["etx"]) == pytest.approx(scene["met"]["phi"], abs=1e-3)
@@ -165,4 +174,68 @@ def test_nanoaod_shows_jets_leptons_and_met(nano_root):
     assert len(event_data["Jets"]["Jet"]) == len(event.Jet)
     assert len(event_data["Muons"]["Muon"]) == len(event.Muon)
     assert "MissingEnergy" in event_data and "Tracks" not in event_data
+    fed.close()
+
+
+@pytest.mark.rootdata
+def test_px_py_pz_e_objects_and_met_xy_are_drawn(hzz_root):
+    """Objects given as Px, Py, Pz, E and the MET as MET_px, MET_py draw as (pt, eta, phi, mass) would."""
+    fed = giod.open(hzz_root, create=False)
+    ds = fed["hzz"]
+    assert find_roles(ds.schema) == {"jets": "Jet", "muons": "Muon", "electrons": "Electron", "photons": "Photon"}
+    entry = next(e for e in range(50) if len(ds.event(e, ["Jet"]).Jet) and len(ds.event(e, ["Muon"]).Muon))
+    scene = event_scene(ds, entry)
+    json.dumps(scene, allow_nan=False)
+    stored = ds.event(entry, ["Jet", "Muon", "MET_px", "MET_py"])
+    for role, name in (("jets", "Jet"), ("muons", "Muon")):
+        objs = scene["objects"][role]
+        px, py, pz, e = (np.asarray(stored[name][c], dtype=np.float64) for c in ("Px", "Py", "Pz", "E"))
+        f = objs["fields"]
+        np.testing.assert_allclose(f["pt"], np.hypot(px, py), rtol=1e-4)
+        np.testing.assert_allclose(f["phi"], np.arctan2(py, px), atol=1e-4)
+        np.testing.assert_allclose(np.sinh(f["eta"]) * f["pt"], pz, rtol=1e-3)
+        np.testing.assert_allclose(objs["energy"], e, rtol=1e-3)
+        np.testing.assert_allclose(f["Px"], px, rtol=1e-4)  # the stored fields stay
+    assert scene["objects"]["muons"]["fields"]["charge"] == np.asarray(stored.Muon.Charge).tolist()
+    met_x, met_y = float(stored.MET_px), float(stored.MET_py)
+    assert scene["met"] == {"pt": pytest.approx(math.hypot(met_x, met_y)), "phi": pytest.approx(math.atan2(met_y, met_x)),
+                            "source": "tags MET_px, MET_py"}
+    fed.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(pt=st.floats(0.5, 5000), eta=st.floats(-5, 5), phi=st.floats(-math.pi, math.pi), mass=st.floats(0, 200))
+def test_px_py_pz_e_read_back_as_pt_eta_phi_mass(pt, eta, phi, mass):
+    from giod.display.content import _polar
+
+    pz = pt * math.sinh(eta)
+    e = math.sqrt(pt * pt + pz * pz + mass * mass)
+    fields = {"Px": np.array([pt * math.cos(phi)], np.float64), "Py": np.array([pt * math.sin(phi)], np.float64),
+              "Pz": np.array([pz], np.float64), "E": np.array([e], np.float64)}
+    out = _polar(fields)
+    assert out["pt"][0] == pytest.approx(pt, rel=1e-9)
+    assert out["eta"][0] == pytest.approx(eta, abs=1e-7)
+    assert math.cos(out["phi"][0] - phi) == pytest.approx(1.0, abs=1e-9)
+    # the mass of a light, energetic object is lost to rounding in E^2 - p^2; its energy is not
+    assert math.hypot(math.hypot(pt, pz), out["mass"][0]) == pytest.approx(e, rel=1e-9)
+
+
+@pytest.mark.rootdata
+def test_nanoaod_leptons_carry_phoenix_charge_convention(nano_root):
+    """Phoenix's loader bends a lepton as ``pdgId > 0 ? 1 : -1``: pdgId has the charge's sign."""
+    fed = giod.open(nano_root, create=False)
+    ds = fed["ttbar"]
+    for kind, name, size in (("Muons", "Muon", 13), ("Electrons", "Electron", 11), ("Photons", "Photon", 22)):
+        entry = next(e for e in range(100) if len(ds.event(e, [name])[name]))
+        stored = ds.event(entry, [name])[name]
+        (event,) = phoenix_event(ds, entry).values()
+        objs = event[kind][name]
+        charge = np.asarray(stored.charge).tolist()
+        assert [o["charge"] for o in objs] == charge
+        assert all(o["pT"] == o["pt"] for o in objs)
+        if kind == "Photons":  # neutral: drawn as a cluster
+            assert [o["pdgId"] for o in objs] == np.asarray(stored.pdgId).tolist()
+            continue
+        assert [o["pdgId"] for o in objs] == [q * size for q in charge]
+        assert [o["pdgIdPDG"] for o in objs] == np.asarray(stored.pdgId).tolist()
     fed.close()

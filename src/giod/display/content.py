@@ -7,12 +7,16 @@ the missing transverse energy and the run/event numbers among the tags. The
 same rules cover giod's simulated events (``tracker_hits``, ``tracks``,
 ``calo_cells``, ``clusters``, ``jets``; tags ``met``/``met_phi``) and
 NanoAOD imports (``Jet``, ``Muon``, ``Electron``, ``Photon``, ``Tau``; tags
-``MET_pt``/``MET_phi``). Only the columns of those collections and tags are
+``MET_pt``/``MET_phi``). Jets, leptons and photons may also be given as
+``px, py, pz`` (any case, with ``E`` or ``energy``; uproot's HZZ sample) and
+the missing energy as ``MET_px``/``MET_py``: the display reads them as
+``pt, eta, phi`` (and ``mass`` from the energy). Only the columns of those collections and tags are
 read, and only from the database holding the event.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +25,7 @@ import numpy as np
 
 from giod.errors import DataError, NotFound
 
-__all__ = ["ROLES", "Collection", "EventContent", "Relation", "find_roles", "load_event"]
+__all__ = ["MOMENTUM_ROLES", "ROLES", "Collection", "EventContent", "Relation", "find_roles", "load_event"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,15 @@ ROLES: dict[str, Rule] = {
     "taus": Rule(frozenset({"pt", "eta", "phi"}), ("taus", "tau")),
 }
 
+#: Roles whose objects are four-momenta, given as (pt, eta, phi[, mass]) or as (px, py, pz[, E]).
+MOMENTUM_ROLES = ("jets", "muons", "electrons", "photons", "taus")
+#: Field names (lower case) of the (px, py, pz[, E]) convention.
+CARTESIAN = ("px", "py", "pz")
+ENERGY_NAMES = ("e", "energy")
 #: (magnitude, azimuth) tag pairs that give the missing transverse energy, first found wins.
 MET_TAGS = (("met", "met_phi"), ("MET_pt", "MET_phi"), ("PuppiMET_pt", "PuppiMET_phi"), ("MET", "MET_phi"))
+#: (x, y) tag pairs, taken when no (magnitude, azimuth) pair is there.
+MET_XY_TAGS = (("MET_px", "MET_py"), ("met_px", "met_py"), ("MET_x", "MET_y"))
 RUN_TAGS = ("run", "runNumber", "run_number")
 EVENT_TAGS = ("event", "eventNumber", "event_number")
 #: Events with more tags than this show only the ones the display uses (NanoAOD has hundreds).
@@ -107,6 +118,16 @@ class EventContent:
         return None
 
 
+def _by_lower(names: Any) -> dict[str, str]:
+    return {n.lower(): n for n in names}
+
+
+def _fills(role: str, rule: Rule, fields: set[str]) -> bool:
+    if rule.fields <= fields:
+        return True
+    return role in MOMENTUM_ROLES and all(c in _by_lower(fields) for c in CARTESIAN)
+
+
 def find_roles(schema: Any) -> dict[str, str]:
     """Role -> collection name for every role a data model can fill."""
     fields = {name: set(schema.collection_type(name).fields) for name in schema.collections}
@@ -117,12 +138,12 @@ def find_roles(schema: Any) -> dict[str, str]:
         choice = None
         for n in rule.names:
             name = by_lower.get(n)
-            if name is not None and name not in taken and rule.fields <= fields[name]:
+            if name is not None and name not in taken and _fills(role, rule, fields[name]):
                 choice = name
                 break
         if choice is None and rule.hint is not None:
             for name in schema.collections:
-                if name not in taken and rule.hint in name.lower() and rule.fields <= fields[name]:
+                if name not in taken and rule.hint in name.lower() and _fills(role, rule, fields[name]):
                     choice = name
                     break
         if choice is not None:
@@ -135,8 +156,13 @@ def _first_tag(schema: Any, candidates: tuple[str, ...]) -> str | None:
     return next((t for t in candidates if t in schema.tags), None)
 
 
-def _met_tags(schema: Any) -> tuple[str, str] | None:
-    return next(((a, b) for a, b in MET_TAGS if a in schema.tags and b in schema.tags), None)
+def _met_tags(schema: Any) -> tuple[str, str, bool] | None:
+    """The missing-energy tag pair, and whether it is (x, y) rather than (magnitude, azimuth)."""
+    for pairs, xy in ((MET_TAGS, False), (MET_XY_TAGS, True)):
+        found = next(((a, b) for a, b in pairs if a in schema.tags and b in schema.tags), None)
+        if found is not None:
+            return (*found, xy)
+    return None
 
 
 def _database_of(dataset: Any, entry: int) -> Any:
@@ -180,14 +206,15 @@ def load_event(dataset: Any, entry: int) -> EventContent:
     if not usable and met is None:
         wanted = ", ".join(f"{role} ({'/'.join(r.names)})" for role, r in ROLES.items())
         raise DataError(f"event {entry} of dataset {ds.name} has nothing the display draws: it needs one of "
-                        f"{wanted}, or missing-energy tags ({', '.join(a for a, _ in MET_TAGS)})"
+                        f"{wanted} (objects with pt, eta, phi or px, py, pz), or missing-energy tags "
+                        f"({', '.join(a for a, _ in MET_TAGS + MET_XY_TAGS)})"
                         + (f"; {'; '.join(notes)}" if notes else ""))
     tag_names: list[str] = []
     if tags_stored:
         if len(schema.tags) <= MAX_TAGS:
             tag_names = list(schema.tags)
         else:
-            tag_names = [t for t in (run_tag, event_tag, *(met or ())) if t is not None]
+            tag_names = [t for t in (run_tag, event_tag, *(met[:2] if met else ())) if t is not None]
             tag_names += [t for t in ("luminosityBlock", "PV_npvs", "PV_npvsGood") if t in schema.tags]
             notes.append(f"{len(schema.tags) - len(tag_names)} more tags are not shown")
     columns = list(dict.fromkeys([*usable.values(), *tag_names]))
@@ -196,7 +223,9 @@ def load_event(dataset: Any, entry: int) -> EventContent:
     tags = {t: _scalar(record[t]) for t in tag_names}
     met_out = None
     if met is not None:
-        met_out = {"pt": float(tags[met[0]]), "phi": float(tags[met[1]]), "source": f"tags {met[0]}, {met[1]}"}
+        a, b = float(tags[met[0]]), float(tags[met[1]])
+        pt, phi = (math.hypot(a, b), math.atan2(b, a)) if met[2] else (a, b)
+        met_out = {"pt": pt, "phi": phi, "source": f"tags {met[0]}, {met[1]}"}
     return EventContent(
         dataset=ds.name, entry=entry, version=int(ds.version), database=db.id,
         run=None if run_tag is None else int(tags[run_tag]),
@@ -211,6 +240,8 @@ def _collection(role: str, name: str, schema: Any, objects: ak.Array) -> Collect
         if fdef.shape:  # arrays per object are not drawn nor listed
             continue
         fields[fname] = np.asarray(ak.to_numpy(objects[fname]))
+    if role in MOMENTUM_ROLES and "pt" not in fields:
+        fields |= _polar(fields)
     relations: dict[str, Relation] = {}
     for rname, rdef in tdef.relations.items():
         col = objects[f"{rname}_index"]
@@ -223,3 +254,19 @@ def _collection(role: str, name: str, schema: Any, objects: ak.Array) -> Collect
         else:
             relations[rname] = Relation(rdef.target, False, np.asarray(ak.to_numpy(col), dtype=np.int64))
     return Collection(role, name, tdef.name, fields, relations)
+
+
+def _polar(fields: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``pt, eta, phi`` (and ``mass``, ``charge``) of objects given as (px, py, pz[, E]); the stored fields stay."""
+    lower = _by_lower(fields)
+    px, py, pz = (fields[lower[c]].astype(np.float64) for c in CARTESIAN)
+    pt = np.hypot(px, py)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = {"pt": pt, "eta": np.arcsinh(pz / pt), "phi": np.arctan2(py, px)}
+    energy = next((fields[lower[e]] for e in ENERGY_NAMES if e in lower), None)
+    if energy is not None:
+        m2 = energy.astype(np.float64) ** 2 - (pt * pt + pz * pz)
+        out["mass"] = np.sqrt(np.maximum(m2, 0.0))  # rounding makes light objects slightly tachyonic
+    if "charge" not in fields and "charge" in lower:
+        out["charge"] = fields[lower["charge"]]
+    return out

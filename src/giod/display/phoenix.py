@@ -10,19 +10,28 @@ of collections named as in giod:
 * ``Hits``: ``[x, y, z]`` points;
 * ``CaloCells``: ``energy``, ``eta``, ``phi``, and ``radius``/``z`` of the
   cell's front face, so that each box sits where the detector has it;
-* ``CaloClusters``: ``energy``, ``eta``, ``phi``, ``cells`` (indices);
-* ``Jets``: ``eta``, ``phi``, ``energy``, ``coneR``, ``pt``, ``mass``, and
-  the indices of their ``tracks`` and ``clusters``;
-* ``Muons``, ``Electrons``, ``Photons`` (and taus as ``Jets``): ``pt``,
-  ``eta``, ``phi``, ``energy``, ``charge``/``pdgId`` when stored, which
-  Phoenix draws without linked tracks by extrapolating from the origin;
+* ``CaloClusters``: ``energy``, ``eta``, ``phi``, ``radius``/``z`` where the
+  cluster's axis meets its calorimeter's face (Phoenix 3.0.5 draws a cluster
+  without them at NaN), ``cells`` (indices);
+* ``Jets``: ``eta``, ``phi``, ``energy``, ``coneR``, ``pT``, ``mass``, and
+  their constituents as ``LinkedTracks``/``LinkedClusters``
+  (``"collection:index"``, Phoenix's form of a link) besides the plain
+  ``tracks``/``clusters`` indices;
+* ``Muons``, ``Electrons``, ``Photons`` (and taus as ``Jets``): ``pt`` (which
+  Phoenix's loader extrapolates from) and ``pT`` (what its cuts are named),
+  ``eta``, ``phi``, ``energy``, ``charge``, and ``pdgId`` signed as Phoenix
+  reads it (the sign of the charge), with the PDG-convention id as
+  ``pdgIdPDG``; ``LinkedTracks``/``LinkedClusters`` where the collection has a
+  relation to the event's tracks or clusters, else Phoenix extrapolates them
+  from the origin;
 * ``MissingEnergy``: ``etx``, ``ety``.
 
 Units follow Phoenix's own defaults, which are scaled for millimetres and
 MeV (a jet of energy E is drawn 0.2·E long, calorimeter boxes sit at radii
 of 1700–1800): lengths in mm, energies and momenta in MeV. ``units`` in the
-event says so for other readers; every other key Phoenix does not know is
-shown as decoration.
+event says so as a string: Phoenix takes every object-valued key of an event
+for a type of collections. Every other key Phoenix does not know is shown as
+decoration.
 """
 
 from __future__ import annotations
@@ -33,14 +42,19 @@ from typing import Any
 import numpy as np
 
 from giod.display.content import EventContent, load_event
-from giod.display.scene import JET_CONE, column, default_detector, energy_of, helix_points
+from giod.display.scene import JET_CONE, cluster_positions, column, default_detector, energy_of, helix_points
 from giod.physics.detector import Detector
 
-__all__ = ["MEV", "MM", "event_key", "phoenix_event", "phoenix_of"]
+__all__ = ["MEV", "MM", "UNITS", "event_key", "phoenix_event", "phoenix_of"]
 
 MM = 10.0  # per cm
 MEV = 1000.0  # per GeV
+UNITS = "length mm, energy MeV"
 _COMPOUND = {"muons": "Muons", "electrons": "Electrons", "photons": "Photons"}
+#: |PDG id| of a role's particles, for collections that store a charge but no id.
+_PDG = {"muons": 13, "electrons": 11, "photons": 22}
+#: Which Phoenix link key a relation to a role becomes.
+_LINKS = {"tracks": "LinkedTracks", "clusters": "LinkedClusters"}
 
 
 def event_key(content: EventContent) -> str:
@@ -64,7 +78,7 @@ def phoenix_of(content: EventContent, detector: Detector | None = None) -> dict[
         "dataset": content.dataset,
         "entry": content.entry,
         "giod version": content.version,
-        "units": {"length": "mm", "energy": "MeV"},
+        "units": UNITS,
     }
     colls = content.collections
     hits = colls.get("hits")
@@ -80,7 +94,9 @@ def phoenix_of(content: EventContent, detector: Detector | None = None) -> dict[
     clusters = colls.get("clusters")
     if clusters is not None:
         f = clusters.fields
-        cols = {"energy": column(f["energy"] * MEV), "eta": column(f["eta"]), "phi": column(f["phi"])}
+        x, y, z = cluster_positions(clusters, det)
+        cols = {"energy": column(f["energy"] * MEV), "eta": column(f["eta"]), "phi": column(f["phi"]),
+                "radius": column(np.hypot(x, y) * MM), "z": column(np.abs(z) * MM)}
         if "cells" in clusters.relations:
             cols["cells"] = clusters.relations["cells"].lists()
         event["CaloClusters"] = {clusters.name: _records(cols)}
@@ -91,12 +107,13 @@ def phoenix_of(content: EventContent, detector: Detector | None = None) -> dict[
             continue
         f = coll.fields
         cols = {"eta": column(f["eta"]), "phi": column(f["phi"]), "energy": column(energy_of(f) * MEV),
-                "coneR": [JET_CONE if role == "jets" else 0.1] * len(coll), "pt": column(f["pt"] * MEV)}
+                "coneR": [JET_CONE if role == "jets" else 0.1] * len(coll), "pT": column(f["pt"] * MEV)}
         if "mass" in f:
             cols["mass"] = column(f["mass"] * MEV)
         for rname in ("tracks", "clusters"):
             if rname in coll.relations:
                 cols[rname] = coll.relations[rname].lists()
+        cols |= _links(coll, content)
         jets[coll.name] = _records(cols)
     if jets:
         event["Jets"] = jets
@@ -105,11 +122,11 @@ def phoenix_of(content: EventContent, detector: Detector | None = None) -> dict[
         if coll is None:
             continue
         f = coll.fields
-        cols = {"pt": column(f["pt"] * MEV), "eta": column(f["eta"]), "phi": column(f["phi"]),
+        pt = column(f["pt"] * MEV)
+        cols = {"pt": pt, "pT": pt, "eta": column(f["eta"]), "phi": column(f["phi"]),
                 "energy": column(energy_of(f) * MEV)}
-        for extra in ("charge", "pdgId"):
-            if extra in f:
-                cols[extra] = column(f[extra])
+        cols |= _charge_and_id(coll)
+        cols |= _links(coll, content)
         event[kind] = {coll.name: _records(cols)}
     if content.met is not None:
         pt, phi = content.met["pt"], content.met["phi"]
@@ -117,6 +134,39 @@ def phoenix_of(content: EventContent, detector: Detector | None = None) -> dict[
             event["MissingEnergy"] = {"met": [{"etx": round(pt * math.cos(phi) * MEV, 1),
                                                "ety": round(pt * math.sin(phi) * MEV, 1)}]}
     return {event_key(content): event}
+
+
+def _charge_and_id(coll: Any) -> dict[str, list[Any]]:
+    """``charge``, Phoenix's ``pdgId`` (signed as the charge) and ``pdgIdPDG`` of a lepton or photon collection."""
+    f = coll.fields
+    pdg = f.get("pdgId")
+    if coll.role == "photons":  # neutral: Phoenix draws a cluster, the sign does not matter
+        out = {"pdgId": column(pdg) if pdg is not None else [_PDG["photons"]] * len(coll)}
+        return out | ({"charge": column(f["charge"])} if "charge" in f else {})
+    if "charge" in f:
+        charge = f["charge"].astype(np.int64)
+    elif pdg is not None:
+        charge = -np.sign(pdg).astype(np.int64)  # PDG: negative leptons have positive ids
+    else:
+        return {}
+    size = np.abs(pdg).astype(np.int64) if pdg is not None else np.full(len(coll), _PDG[coll.role], np.int64)
+    # Phoenix's loader takes the charge of a lepton it extrapolates as `pdgId > 0 ? 1 : -1`, the
+    # opposite of the PDG convention (an e+ is -11); like Phoenix's ATLAS loader, give it the
+    # charge's sign.
+    out = {"charge": column(charge), "pdgId": column(np.sign(charge) * size)}
+    if pdg is not None:
+        out["pdgIdPDG"] = column(pdg)
+    return out
+
+
+def _links(coll: Any, content: EventContent) -> dict[str, list[list[str]]]:
+    """Relations to the event's tracks and clusters as Phoenix links, ``"collection:index"``."""
+    out: dict[str, list[list[str]]] = {}
+    for rel in coll.relations.values():
+        role = content.role_of(rel.target)
+        if role in _LINKS and _LINKS[role] not in out:
+            out[_LINKS[role]] = [[f"{rel.target}:{i}" for i in idx] for idx in rel.lists()]
+    return out
 
 
 def _tracks(tracks: Any, det: Detector) -> list[dict[str, Any]]:
