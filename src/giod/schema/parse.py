@@ -76,7 +76,7 @@ MAX_MODEL_MEMBERS = 10_000
 #: Dimensions of a fixed-size array field (``float32[3][3]`` has 2).
 MAX_ARRAY_DIMS = 8
 #: Elements of one fixed-size array field (the product of its dimensions).
-MAX_ARRAY_ELEMENTS = 65_536
+MAX_ARRAY_ELEMENTS = 1 << 24
 
 _TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")

@@ -105,7 +105,11 @@ def load_yaml(text: str, source: str, *, max_depth: int) -> Located:
     Anchors, aliases and collections nested deeper than ``max_depth`` are a
     SchemaError, found before anything past them is composed.
     """
-    loader = _BoundedLoader(text, source, max_depth)
+    try:
+        # the reader refuses unprintable characters as soon as it is made
+        loader = _BoundedLoader(text, source, max_depth)
+    except yaml.YAMLError as exc:
+        raise SchemaError(f"invalid YAML: {exc}", source=source) from exc
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
