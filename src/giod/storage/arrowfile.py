@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, NotFound, StorageError
-from giod.storage.checksum import Checksum
+from giod.storage.checksum import Checksum, ChecksummingSink
 from giod.storage.site import PendingFile, Site
 
 MAGIC = b"ARROW1"
@@ -52,7 +52,7 @@ def ipc_options(compression: str, level: int | None) -> ipc.IpcWriteOptions:
     return ipc.IpcWriteOptions(compression=pa.Codec(compression, level if compression == "zstd" else None))
 
 
-class _BatchSink:
+class _BatchSink(ChecksummingSink):
     """File-like sink for the IPC writer: checksums the whole file and each record batch.
 
     A record batch message is everything from a mark (``begin``) to the next
@@ -62,9 +62,7 @@ class _BatchSink:
     """
 
     def __init__(self, pending: PendingFile):
-        self.pending = pending
-        self.checksum = Checksum()
-        self.closed = False
+        super().__init__(pending)
         self.tail = bytearray()  # bytes since the last batch: the footer, once closed
         self._batch: int | None = None  # the batch's CRC while one is written
         self._from = 0  # where the batch starts, once known
@@ -94,24 +92,7 @@ class _BatchSink:
                 self._batch = google_crc32c.extend(self._batch, np.frombuffer(view[skip:], dtype=np.uint8))
         else:
             self.tail += view
-        self.checksum.update(view)
-        self.pending.write(view)
-        return len(view)
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self.checksum.size
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
+        return super().write(view)
 
 
 class ArrowFileWriter:

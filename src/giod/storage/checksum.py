@@ -12,7 +12,7 @@ ambiguity.
 
 from __future__ import annotations
 
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import google_crc32c
 import numpy as np
@@ -63,3 +63,33 @@ def algorithm_of(value: str) -> str:
     if not sep or algo != ALGORITHM:
         raise ConfigError(f"unsupported checksum {value!r} (expected '{ALGORITHM}:xxxxxxxx')")
     return algo
+
+
+class ChecksummingSink:
+    """File-like object for pyarrow's writers: checksums every write and forwards it to ``target``."""
+
+    def __init__(self, target: Any):
+        self.pending = target
+        self.checksum = Checksum()
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.checksum.update(view)
+        self.pending.write(view)
+        return len(view)
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self.checksum.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from giod.errors import GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.arrowfile import ArrowContainerReader, ArrowFileWriter
-from giod.storage.checksum import Checksum
+from giod.storage.checksum import ChecksummingSink
 from giod.storage.site import PendingFile, Site
 
 
@@ -89,36 +89,6 @@ def _float_columns(schema: pa.Schema) -> list[str]:
 _SINK_BUFFER = 1 << 20
 
 
-class _ChecksummingSink:
-    """File-like object for pyarrow: checksums and forwards every write."""
-
-    def __init__(self, pending: PendingFile):
-        self.pending = pending
-        self.checksum = Checksum()
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self.checksum.update(view)
-        self.pending.write(view)
-        return len(view)
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self.checksum.size
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
-
-
 @dataclass(frozen=True)
 class WrittenContainer:
     path: str
@@ -160,7 +130,7 @@ class ContainerWriter:
                 self._arrow = ArrowFileWriter(self._pending, path, schema, options.compression,
                                               options.compression_level, _SINK_BUFFER)
             else:
-                self._sink = _ChecksummingSink(self._pending)
+                self._sink = ChecksummingSink(self._pending)
                 self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"),
                                                        buffer_size=_SINK_BUFFER)
                 self._writer = pq.ParquetWriter(self._stream, schema, **options.parquet_kwargs(schema))
