@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,6 +111,24 @@ def test_failed_fetch_reaches_the_reader():
             assert "link down" in str(exc)
         else:
             raise AssertionError("the failure was swallowed")
+    finally:
+        sched.close()
+
+
+def test_a_fetch_that_failed_before_the_read_still_reaches_it():
+    """The reader comes after the failure: it must still get the error, not 'nothing scheduled'."""
+    import concurrent.futures
+
+    def broken(path: str, start: int, stop: int) -> bytes:
+        raise OSError("link down")
+
+    sched = ReadScheduler(broken, streams=2)
+    try:
+        sched.schedule("f", [(0, 10)])
+        concurrent.futures.wait([p.future for p in sched._pieces["f"]])
+        with pytest.raises(OSError, match="link down"):
+            sched.read("f", 0, 10)
+        assert sched.read("f", 0, 10) is None  # taken once: a new schedule fetches the range again
     finally:
         sched.close()
 

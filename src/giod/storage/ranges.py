@@ -131,11 +131,12 @@ class ReadScheduler:
         try:
             data = self._fetch(p.path, p.start, p.stop)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader through the future
+            # the piece stays until a reader takes the failure (read) or gives the path up (release):
+            # forgotten here, a read that came a moment later would find nothing and not see the error
+            p.future.set_exception(exc)
             with self._lock:
                 self._running -= 1
-                self._forget(p)
                 self._pump()
-            p.future.set_exception(exc)
             return
         with self._lock:
             self._running -= 1
@@ -174,7 +175,12 @@ class ReadScheduler:
                     self._start(p)
         parts = []
         for p, begin in needed:
-            data = p.future.result()
+            try:
+                data = p.future.result()
+            except BaseException:
+                with self._lock:
+                    self._forget(p)  # the reader has the failure; a new schedule fetches the range again
+                raise
             parts.append(memoryview(data)[begin - p.start:min(stop, p.stop) - p.start])
         return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
 
