@@ -50,10 +50,11 @@ def _rate_axes(ax: Any, edges: np.ndarray, passed: np.ndarray, total: np.ndarray
     drawn = total >= MIN_ENTRIES
     if fake:
         zero = drawn & (passed == 0)
-        plots.errorbar(ax, edges, np.where(drawn & ~zero, rate, np.nan), low, high, label=point_label)
+        if (drawn & ~zero).any():
+            plots.errorbar(ax, edges, np.where(drawn & ~zero, rate, np.nan), low, high, label=point_label)
         if zero.any():
             plots.errorbar(ax, edges, np.where(zero, high, np.nan), fmt="v", color="C0",
-                           label="no fake: upper end of the 68 % interval")
+                           label=f"{point_label}, no fake: upper end of the 68 % interval")
         ax.set_yscale("log")
         floor = np.concatenate([low[drawn & ~zero], high[zero]])
         floor = floor[floor > 0]
@@ -141,7 +142,7 @@ def figures(d: dict[str, np.ndarray], summary: dict[str, Any]) -> dict[str, Any]
     fig, ax = plt.subplots(figsize=(8, 6.5))
     reco, true = d["mjj_reco"][np.isfinite(d["mjj_reco"])], d["mjj_true"][np.isfinite(d["mjj_true"])]
     top = float(np.max(np.concatenate([reco, true]), initial=1.0))
-    fine = np.arange(0.0, top + 5.0, 5.0)
+    fine = np.arange(0.0, 1.2 * top + 50.0, 5.0)  # room for the empty bin that closes the range
     counts, edges = plots.display_bins(np.histogram(np.concatenate([reco, true]), fine)[0], fine)
     true_n, _ = np.histogram(true, edges)
     reco_n, _ = np.histogram(reco, edges)
