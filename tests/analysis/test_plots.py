@@ -131,3 +131,39 @@ def test_poisson_interval_is_the_score_interval(n: int) -> None:
     for end in (lo[0], hi[0]):
         if end > 0:  # (n - mu)^2 / mu = 1 at both ends
             assert (n - end) ** 2 / end == pytest.approx(1.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("corner", [(1, 1), (0, 1), (1, 0), (0, 0)])
+def test_legend_moves_away_from_points_in_its_corner(corner: tuple[int, int]) -> None:
+    """Points crowd one corner of the axes (and a line crosses the middle): the legend goes elsewhere."""
+    from giod.analysis import plots
+
+    plt = plots.pyplot()
+    fig, ax = plt.subplots(figsize=(8, 6))
+    rng = np.random.default_rng(sum(corner))
+    x = corner[0] * 0.7 + rng.uniform(0.0, 0.3, 40)
+    y = corner[1] * 0.7 + rng.uniform(0.0, 0.3, 40)
+    ax.errorbar(x, y, yerr=0.02, fmt="o", label="points in one corner")
+    ax.errorbar([0.5], [0.5], yerr=0.05, xerr=0.5, fmt="s", label="a bar across the middle")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    plots.legend(ax)
+    assert legend_overlaps(ax) == 0
+    plt.close(fig)
+
+
+def test_legend_goes_outside_when_points_fill_the_axes() -> None:
+    from giod.analysis import plots
+
+    plt = plots.pyplot()
+    fig, ax = plt.subplots(figsize=(8, 6))
+    grid = np.linspace(0.02, 0.98, 12)
+    x, y = np.meshgrid(grid, grid)
+    ax.errorbar(x.ravel(), y.ravel(), yerr=0.03, fmt="o", label="points everywhere")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    legend = plots.legend(ax)
+    assert legend_overlaps(ax) == 0
+    fig.canvas.draw()
+    assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # right of the axes
+    plt.close(fig)
