@@ -85,6 +85,13 @@ def test_dijet_plot_of_simulated_masses_says_simulation_and_energy(tmp_path: Pat
     assert "Simulation" in texts(ax.figure) and "√s = 13.6 TeV" in texts(ax.figure)
 
 
+def test_the_label_knows_the_program_of_giods_simulation() -> None:
+    from giod.analysis import plots
+    from giod.physics.chain import SIMULATE_PROGRAM
+
+    assert plots.SIMULATED_BY == SIMULATE_PROGRAM
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=400), st.integers(0, 3))
 def test_display_bins_keep_every_entry_in_round_bins(counts: list[int], offset: int) -> None:

@@ -17,6 +17,8 @@ __all__ = ["bin_width_text", "dataset_label", "display_bins", "errorbar", "label
 
 #: The sub-label of plots made from giod's own simulation.
 SIMULATION = "Simulation"
+#: The program that giod's simulation records on the databases it writes (``giod.physics.chain``).
+SIMULATED_BY = "giod.physics.simulate"
 
 
 def pyplot() -> Any:
@@ -220,10 +222,10 @@ def legend(ax: Any, **kw: Any) -> Any:
 def dataset_label(dataset: Any) -> dict[str, Any]:
     """The label arguments for a dataset: "Simulation" and giod's √s if giod's simulation wrote it;
     nothing claimed for data brought in from elsewhere."""
-    from giod.physics.chain import SIMULATE_PROGRAM
-    from giod.physics.generator import BuiltinTune
+    if any(db.program == SIMULATED_BY for db in dataset.databases()):
+        # imported only here: analysing imported data needs no physics extra (numba, fastjet)
+        from giod.physics.generator import BuiltinTune
 
-    if any(db.program == SIMULATE_PROGRAM for db in dataset.databases()):
         return {"simulation": True, "com": BuiltinTune().sqrt_s / 1000.0}
     return {"simulation": False, "com": None}
 
