@@ -41,7 +41,7 @@ def _fresh(output: Path) -> Path:
 
 def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str, Any]:
     import giod
-    from giod.analysis import dijet
+    from giod.analysis import dijet, plots
     from giod.physics.chain import reconstruct_dataset, simulate_into
 
     fed_dir = _fresh(output)
@@ -60,10 +60,10 @@ def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str,
         t0 = time.perf_counter()
         ds = fed.dataset("qcd")
         stats["selected"] = len(ds.select(SELECTION))
-        h, stats["cutflow"] = dijet.run_with_cutflow(ds, SELECTION, histogram=dijet.mass_histogram(50, 0, 1000))
+        h, stats["cutflow"] = dijet.run_with_cutflow(ds, SELECTION, histogram=dijet.fine_mass_histogram(1000))
         stats["analysis_s"] = time.perf_counter() - t0
     png = dijet.plot(h, str(output / "dijet.png"), title="giod demo: di-jet mass, simulated QCD multi-jet",
-                     label="reconstructed anti-kt R=0.4 jets")
+                     label="reconstructed anti-kt R=0.4 jets", **plots.dataset_label(ds))
     summary = ds.summary()
     stats.update(databases=summary["n_databases"], bytes=summary["bytes"], png=png, dataset="qcd",
                  version=fed.version, federation=str(fed_dir), in_histogram=int(h.sum()), selection=SELECTION)
@@ -111,7 +111,7 @@ def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]
         stats["selected"] = len(sel)
         stats["selection"] = "njets >= 2 and lead_pt > 60"
         h, stats["cutflow"] = dijet.run_with_cutflow(ds, "njets >= 2 and lead_pt > 60",
-                                                     histogram=dijet.mass_histogram(50, 0, 600))
+                                                     histogram=dijet.fine_mass_histogram(600))
         stats["analysis_s"] = time.perf_counter() - t0
     png = dijet.plot(h, str(output / "dijet.png"), title="giod demo: di-jet mass", label="synthetic events")
     summary = ds.summary()

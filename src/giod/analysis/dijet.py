@@ -49,6 +49,12 @@ def mass_histogram(bins: int = 60, lo: float = 0.0, hi: float = 3000.0) -> hist.
     return hist.Hist.new.Reg(bins, lo, hi, name="mjj", label=r"$m_{jj}$ [GeV]").Double()
 
 
+def fine_mass_histogram(hi: float, width: float = 5.0) -> hist.Hist:
+    """A mass histogram from 0 to ``hi`` GeV in bins of about ``width``: fine enough for the plot to
+    merge bins to a width and range that follow the data (see :func:`giod.analysis.plots.display_bins`)."""
+    return mass_histogram(max(int(round(hi / width)), 1), 0.0, hi)
+
+
 @dataclass(frozen=True)
 class CutFlow:
     """Events kept after each cut of the analysis, in order: ``rows`` are ``(cut, events)``.
@@ -155,22 +161,40 @@ def run_with_cutflow(dataset: Any, expression: str | None = None, *, cuts: Dijet
     return h, CutFlow(tuple(rows))
 
 
-def plot(h: hist.Hist, path: str, *, title: str = "", label: str = "giod") -> str:
-    """Write the histogram as a PNG with the mplhep CMS-like style."""
-    import matplotlib
+def figure(h: hist.Hist, *, title: str = "", label: str = "giod", simulation: bool = False,
+           com: float | None = None) -> Any:
+    """The histogram as a matplotlib figure: points with Poisson (68 %) error bars over the bins that
+    hold entries, the x range and bin width following the data, the bin width in the y label, the
+    legend where it covers no point, and the giod label ("Simulation", √s in TeV when given)."""
+    from matplotlib.ticker import MaxNLocator
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import mplhep
+    from giod.analysis import plots
 
-    plt.style.use(mplhep.style.CMS)
+    plt = plots.pyplot()
+    counts, edges = plots.display_bins(h.values(), h.axes[0].edges)
     fig, ax = plt.subplots(figsize=(8, 6))
-    mplhep.histplot(h, ax=ax, histtype="fill", alpha=0.6, label=label)
-    ax.set_yscale("log" if h.values().max(initial=0) > 100 else "linear")
-    ax.set_ylabel("events / bin")
-    ax.set_title(title or "di-jet invariant mass", fontsize=16)
-    ax.legend()
+    filled = counts > 0
+    low, high = plots.poisson_interval(counts)
+    values = np.where(filled, counts, np.nan)  # an empty bin is not drawn: no point, no error bar
+    plots.errorbar(ax, edges, values, low, high, color="black", label=label)
+    ax.stairs(counts, edges, color="tab:blue", linewidth=1.5, alpha=0.7)
+    ax.set_xlim(edges[0], edges[-1])
+    top = float(np.max(high[filled], initial=1.0))
+    ax.set_ylim(0, 1.35 * top)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, steps=[1, 2, 5, 10]))  # counts: no 2.5 events
+    ax.set_xlabel(h.axes[0].label or r"$m_{jj}$ [GeV]")
+    ax.set_ylabel(plots.bin_width_text(float(edges[1] - edges[0])))
+    if title:
+        ax.set_title(title, fontsize=14, pad=28)
+    plots.label(ax, simulation=simulation, com=com)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    plots.legend(ax)
+    return fig
+
+
+def plot(h: hist.Hist, path: str, *, title: str = "", label: str = "giod", simulation: bool = False,
+         com: float | None = None) -> str:
+    """Write the histogram as a PNG (see :func:`figure`)."""
+    from giod.analysis import plots
+
+    return plots.save(figure(h, title=title, label=label, simulation=simulation, com=com), path)

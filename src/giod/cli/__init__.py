@@ -473,7 +473,8 @@ def recover(dry_run: bool, federation: str) -> None:
 @click.option("--where", "expression", default=None, help="Tag expression selecting the events first.")
 @click.option("-o", "--output", default="dijet.png", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--jets", default=None, help="Jet collection (default: jets/Jet, or any with pt, eta, phi, mass).")
-@click.option("--max-mass", default=2000.0, show_default=True, help="Upper edge of the mass axis (GeV).")
+@click.option("--max-mass", default=2000.0, show_default=True,
+              help="Masses above this (GeV) are left out; the plot's range follows the data.")
 @click.option("--scheduler", default="sync", show_default=True,
               help="Where to run: sync (here), processes[:N] (local pool), localcluster[:N] or tcp://HOST:PORT (Dask).")
 @federation_option
@@ -485,7 +486,7 @@ def analyze(analysis: str, dataset: str, expression: str | None, output: str, je
     """
     from rich.progress import Progress
 
-    from giod.analysis import dijet
+    from giod.analysis import dijet, plots
     from giod.distributed import connect
 
     ds = _open(federation).dataset(dataset)
@@ -494,9 +495,9 @@ def analyze(analysis: str, dataset: str, expression: str | None, output: str, je
             click.echo(f"Dask dashboard: {executor.dashboard}")
         task = bar.add_task(f"{analysis} on {executor.name}", total=None)
         h, cutflow = dijet.run_with_cutflow(
-            ds, expression, collection=jets, histogram=dijet.mass_histogram(60, 0, max_mass), scheduler=executor,
+            ds, expression, collection=jets, histogram=dijet.fine_mass_histogram(max_mass), scheduler=executor,
             progress=lambda done, total: bar.update(task, completed=done, total=total))
-    dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset)
+    dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset, **plots.dataset_label(ds))
     click.echo(f"{int(h.sum()):,} events in the histogram; plot: {output}")
     print_cutflow(cutflow, f"cut flow, di-jet analysis of {dataset}")
 

@@ -1,4 +1,6 @@
-"""The validation's PNG plots (matplotlib with the mplhep CMS-like style)."""
+"""The validation's PNG plots (matplotlib, mplhep's CMS style, the shared helpers of
+:mod:`giod.analysis.plots`): rates in percent with Wilson intervals, widths and medians with their
+statistical errors, log axes with several labelled ticks, legends where they cover no point."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import numpy as np
 
 from giod.physics.validation import (
     ETA_BINS,
+    JET_ETA_MAX,
     JET_PT_BINS,
     PT_BINS,
     TARGETS,
@@ -18,48 +21,74 @@ from giod.physics.validation import (
     binned_widths,
 )
 
-__all__ = ["write_plots"]
+__all__ = ["MIN_ENTRIES", "figures", "write_plots"]
+
+#: Fewest entries for a bin of a rate plot to be drawn (as for the binned medians and widths).
+MIN_ENTRIES = 10
 
 
-def _binned_rate(x: np.ndarray, flags: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _counts(x: np.ndarray, flags: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per bin of ``x``: how many objects are flagged, and how many there are."""
     total, _ = np.histogram(x, edges)
-    hit, _ = np.histogram(x[flags], edges)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = hit / total
-        err = np.sqrt(np.maximum(rate * (1 - rate), 1.0 / np.maximum(total, 1)) / total)
-    return rate, err
+    passed, _ = np.histogram(x[flags], edges)
+    return passed, total
 
 
-def _points(ax: Any, edges: np.ndarray, values: np.ndarray, errors: np.ndarray | None = None, **kw: Any) -> None:
-    centres = 0.5 * (edges[1:] + edges[:-1])
-    ok = np.isfinite(values)
-    ax.errorbar(centres[ok], values[ok], yerr=None if errors is None else errors[ok],
-                xerr=0.5 * np.diff(edges)[ok], fmt="o", markersize=4, **kw)
+def _rate_axes(ax: Any, edges: np.ndarray, passed: np.ndarray, total: np.ndarray, target: float,
+               ylabel: str, point_label: str, fake: bool) -> None:
+    """One rate plot: Wilson intervals, the target, a range that shows both. A bin with fewer than
+    :data:`MIN_ENTRIES` entries is not drawn: its interval would only be a bar across the axis.
+
+    A fake rate is drawn on a log axis: it spans decades, and a bin without a fake is an upper
+    limit (a downward triangle at the interval's upper end), not a point at zero.
+    """
+    from giod.analysis import plots
+
+    low, high = (100 * end for end in plots.wilson_interval(passed, total))  # in percent
+    rate = np.where(total > 0, 100 * passed / np.maximum(total, 1), np.nan)
+    target = 100 * target
+    drawn = total >= MIN_ENTRIES
+    if fake:
+        zero = drawn & (passed == 0)
+        if (drawn & ~zero).any():
+            plots.errorbar(ax, edges, np.where(drawn & ~zero, rate, np.nan), low, high, label=point_label)
+        if zero.any():
+            plots.errorbar(ax, edges, np.where(zero, high, np.nan), fmt="v", color="C0",
+                           label=f"{point_label}, no fake: upper end of the 68 % interval")
+        ax.set_yscale("log")
+        floor = np.concatenate([low[drawn & ~zero], high[zero]])
+        floor = floor[floor > 0]
+        lo = float(floor.min()) / 3 if len(floor) else target / 100
+        hi = max(float(np.nanmax(high[drawn], initial=0.0)), target)
+        ax.set_ylim(lo, min(hi * 30, 100.0))  # room above the points and the target for the legend
+    else:
+        plots.errorbar(ax, edges, np.where(drawn, rate, np.nan), low, high, label=point_label)
+        lo = min(float(np.nanmin(low[drawn], initial=100.0)), target)
+        ax.set_ylim(max(lo - 0.35 * (100 - lo), 0.0), 100 + 0.1 * (100 - lo))
+    ax.axhline(target, color="red", linestyle="--", label=f"target {target:g} %")
+    ax.set_ylabel(f"{ylabel} [%]")
 
 
-def write_plots(d: dict[str, np.ndarray], summary: dict[str, Any], directory: Path) -> list[str]:
-    """Write the validation plots into ``directory``; returns their paths."""
-    import matplotlib
+def figures(d: dict[str, np.ndarray], summary: dict[str, Any]) -> dict[str, Any]:
+    """The validation plots as matplotlib figures, by file name."""
+    from giod.analysis import plots
+    from giod.physics.generator import BuiltinTune
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import mplhep
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    plt = plots.pyplot()
+    out: dict[str, Any] = {}
+    com = BuiltinTune().sqrt_s / 1000.0
 
-    directory.mkdir(parents=True, exist_ok=True)
-    plt.style.use(mplhep.style.CMS)
-    paths = []
-
-    def save(fig: Any, name: str) -> None:
-        for ax in fig.axes:
-            if ax.get_xscale() == "log":  # plain numbers, and no crowded minor labels
-                ax.xaxis.set_major_formatter(ScalarFormatter())
-                ax.xaxis.set_minor_formatter(NullFormatter())
-        path = directory / name
+    def done(fig: Any, name: str) -> None:
+        for ax in fig.axes:  # ticks first: they set the label widths, and so the layout
+            for axis in ("x", "y"):
+                if (ax.get_xscale() if axis == "x" else ax.get_yscale()) == "log":
+                    plots.log_ticks(ax, axis)
         fig.tight_layout()
-        fig.savefig(path, dpi=80)
-        plt.close(fig)
-        paths.append(str(path))
+        for ax in fig.axes:
+            plots.label(ax, simulation=True, com=com)
+            if ax.get_legend_handles_labels()[0]:
+                plots.legend(ax)
+        out[name] = fig
 
     central = np.abs(d["mc_eta"]) < TRACK_ETA_MAX
     trk_central = np.abs(d["trk_eta"]) < TRACK_ETA_MAX
@@ -69,56 +98,69 @@ def write_plots(d: dict[str, np.ndarray], summary: dict[str, Any], directory: Pa
         ("tracking_fake_rate.png", ("trk_pt", "trk_eta"), d["trk_fake"], "fake rate",
          TARGETS["fake_rate"], trk_central, d["trk_pt"] > TRACK_PT_MIN),
     ):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(14, 6))
-        rate, err = _binned_rate(d[flag_x[0]][sel_pt], flag[sel_pt], PT_BINS)
-        _points(left, PT_BINS, rate, err, label=f"|η| < {TRACK_ETA_MAX}")
+        fig, (left, right) = plt.subplots(1, 2, figsize=(15, 6.5))
+        fake = "fake" in name
+        _rate_axes(left, PT_BINS, *_counts(d[flag_x[0]][sel_pt], flag[sel_pt], PT_BINS), target, title,
+                   f"|η| < {TRACK_ETA_MAX:g}", fake)
         left.set_xscale("log")
         left.set_xlabel(r"$p_T$ [GeV]")
-        rate, err = _binned_rate(d[flag_x[1]][sel_eta], flag[sel_eta], ETA_BINS)
-        _points(right, ETA_BINS, rate, err, label=f"$p_T$ > {TRACK_PT_MIN:g} GeV")
+        _rate_axes(right, ETA_BINS, *_counts(d[flag_x[1]][sel_eta], flag[sel_eta], ETA_BINS), target, title,
+                   f"$p_T$ > {TRACK_PT_MIN:g} GeV", fake)
         right.set_xlabel(r"$\eta$")
-        for ax in (left, right):
-            ax.axhline(target, color="red", linestyle="--", label="target")
-            ax.set_ylabel(title)
-            ax.legend(fontsize=12)
-        if "efficiency" in name:
-            left.set_ylim(0.8, 1.02)
-            right.set_ylim(0.8, 1.02)
-        else:
-            left.set_ylim(0, 0.1)
-            right.set_ylim(0, 0.1)
-        save(fig, name)
+        done(fig, name)
 
-    fig, ax = plt.subplots(figsize=(8, 6))
-    _points(ax, PT_BINS, binned_widths(d["res_true_pt"], d["res_delta"], PT_BINS))
+    fig, ax = plt.subplots(figsize=(8, 6.5))
+    width = 100 * binned_widths(d["res_true_pt"], d["res_delta"], PT_BINS)
+    n, _ = np.histogram(d["res_true_pt"], PT_BINS)
+    err = width / np.sqrt(2.0 * np.maximum(n - 1, 1))  # a Gaussian width's statistical error
+    plots.errorbar(ax, PT_BINS, width, width - err, width + err,
+                   label=f"giod, |η| < {TRACK_ETA_MAX:g}\n(half the 16–84 % width)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(r"particle $p_T$ [GeV]")
-    ax.set_ylabel(r"$\sigma(\Delta p_T / p_T)$")
-    save(fig, "track_pt_resolution.png")
+    ax.set_ylabel(r"$\sigma(p_T) / p_T$ [%]")
+    done(fig, "track_pt_resolution.png")
 
-    fig, ax = plt.subplots(figsize=(8, 6))
-    _points(ax, JET_PT_BINS, binned_medians(d["jet_true_pt"], d["jet_response"], JET_PT_BINS),
-            label="median, |η| < 2.5")
+    fig, ax = plt.subplots(figsize=(8, 6.5))
+    response = binned_medians(d["jet_true_pt"], d["jet_response"], JET_PT_BINS)
+    spread = binned_widths(d["jet_true_pt"], d["jet_response"], JET_PT_BINS)
+    n, _ = np.histogram(d["jet_true_pt"], JET_PT_BINS)
+    err = 1.2533 * spread / np.sqrt(np.maximum(n, 1))  # a median's statistical error
+    plots.errorbar(ax, JET_PT_BINS, response, response - err, response + err, label=f"median, |η| < {JET_ETA_MAX:g}")
     tol = TARGETS["jet_response_tolerance"]
-    ax.axhspan(1 - tol, 1 + tol, color="green", alpha=0.15, label=f"±{tol:.0%}")
+    ax.axhspan(1 - tol, 1 + tol, color="green", alpha=0.15, label=f"target ±{tol:.0%} above "
+               f"{TARGETS['jet_response_min_pt']:g} GeV")
     ax.axhline(1.0, color="black", linewidth=1)
     ax.set_xscale("log")
-    ax.set_ylim(0.6, 1.4)
+    shown = np.isfinite(response)  # a wider range only when a point would fall outside the usual one
+    ax.set_ylim(min(0.6, float(np.min(response[shown] - err[shown], initial=1.0)) - 0.05),
+                max(1.4, float(np.max(response[shown] + err[shown], initial=1.0)) + 0.15))
     ax.set_xlabel(r"particle-jet $p_T$ [GeV]")
     ax.set_ylabel(r"$p_T^{reco} / p_T^{particle}$")
-    ax.legend(fontsize=12)
-    save(fig, "jet_response.png")
+    done(fig, "jet_response.png")
 
-    fig, ax = plt.subplots(figsize=(8, 6))
-    reco, true = d["mjj_reco"], d["mjj_true"]
-    finite = np.concatenate([reco[np.isfinite(reco)], true[np.isfinite(true)]])
-    top = float(np.percentile(finite, 99)) * 1.1 if len(finite) else 1.0
-    edges = np.linspace(0.0, max(top, 1.0), 41)
-    ax.hist(true[np.isfinite(true)], edges.tolist(), histtype="step", linewidth=2, label="particle jets")
-    ax.hist(reco[np.isfinite(reco)], edges.tolist(), histtype="step", linewidth=2, label="reconstructed jets")
+    fig, ax = plt.subplots(figsize=(8, 6.5))
+    reco, true = d["mjj_reco"][np.isfinite(d["mjj_reco"])], d["mjj_true"][np.isfinite(d["mjj_true"])]
+    top = float(np.max(np.concatenate([reco, true]), initial=1.0))
+    fine = np.arange(0.0, 1.2 * top + 50.0, 5.0)  # room for the empty bin that closes the range
+    counts, edges = plots.display_bins(np.histogram(np.concatenate([reco, true]), fine)[0], fine)
+    true_n, _ = np.histogram(true, edges)
+    reco_n, _ = np.histogram(reco, edges)
+    ax.stairs(true_n, edges, color="tab:orange", linewidth=2, label="particle jets")
+    low, high = plots.poisson_interval(reco_n)
+    plots.errorbar(ax, edges, np.where(reco_n > 0, reco_n, np.nan), low, high, color="black",
+                   label="reconstructed jets")
+    ax.set_xlim(edges[0], edges[-1])
+    ax.set_ylim(0, 1.35 * max(float(high[reco_n > 0].max(initial=1.0)), float(true_n.max(initial=1))))
     ax.set_xlabel(r"$m_{jj}$ [GeV]")
-    ax.set_ylabel("events / bin")
-    ax.legend(fontsize=12)
-    save(fig, "dijet_mass.png")
-    return paths
+    ax.set_ylabel(plots.bin_width_text(float(edges[1] - edges[0])))
+    done(fig, "dijet_mass.png")
+    return out
+
+
+def write_plots(d: dict[str, np.ndarray], summary: dict[str, Any], directory: Path) -> list[str]:
+    """Write the validation plots into ``directory``; returns their paths."""
+    from giod.analysis import plots
+
+    directory.mkdir(parents=True, exist_ok=True)
+    return [plots.save(fig, str(directory / name)) for name, fig in figures(d, summary).items()]
