@@ -4,7 +4,10 @@ Reading a selection goes, per database:
 
 1. skip the database when its per-database tag statistics show that no
    event can pass (``Expression.may_match``);
-2. read the tag columns the expression needs and evaluate it;
+2. read the tag columns the expression needs and evaluate it; an expression
+   over objects (``count(Jet.pt > 30) >= 2``) is first narrowed by its
+   tag-only terms, then evaluated on the events they left, reading only the
+   object fields it names (and only the pages that hold those events);
 3. read, from each container asked for, only the columns asked for and only
    the Parquet pages that hold selected events (whole clusters when the
    selection is dense; see docs/pages.md);
@@ -82,17 +85,64 @@ def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: se
     return Projection(out, tuple(top))
 
 
+def parse_selection(schema: Schema, text: str | None) -> Expression:
+    """``text`` parsed over the tags and the collections of ``schema`` (every event when empty)."""
+    if not text:
+        return match_all()
+    fields = {name: f.dtype for name, f in schema.tags.items()}
+    collections = {name: {f: d.type_string for f, d in schema.collection_type(name).fields.items()}
+                   for name in schema.collections}
+    return parse(text, fields, collections)
+
+
+def select_local(dataset: Dataset, db: DatabaseRecord, expression: Expression,
+                 local: np.ndarray | None = None) -> np.ndarray | None:
+    """The local entries of ``db`` (of ``local``; of all when None) that pass ``expression``;
+    None when that is all of ``db``'s entries."""
+    everything = np.arange(db.n_events, dtype=np.int64) if local is None else local
+    tags, objects = expression.split()
+    if tags.fields:
+        names = sorted(tags.fields)
+        table = read_database(dataset, db, Projection({TAG_CONTAINER: names}, tuple(names)), local)[TAG_CONTAINER]
+        local = everything[tags.evaluate({name: table.column(name) for name in names})]
+    elif not tags.evaluate({}, size=1)[0]:  # folded to false: the same answer for every event
+        return np.zeros(0, dtype=np.int64)
+    if objects.objects and (local is None or len(local)):
+        local = _select_objects(dataset, db, objects, local)
+    return None if local is None or len(local) == db.n_events else local
+
+
+def _select_objects(dataset: Dataset, db: DatabaseRecord, expression: Expression,
+                    local: np.ndarray | None) -> np.ndarray:
+    """The entries of ``local`` that pass an expression over objects, reading only what it names."""
+    schema = dataset.schema
+    columns = sorted(expression.fields)
+    for collection, members in sorted(expression.objects.items()):
+        if not members:  # only counted: any one column holds the list lengths
+            tdef = schema.collection_type(collection)
+            members = frozenset([next(iter([*tdef.fields, *tdef.relations]))])
+        columns += [f"{collection}.{member}" for member in sorted(members)]
+    proj = resolve_columns(schema, columns, {c.name for c in db.containers})
+    tables = read_database(dataset, db, proj, local)
+    tag = tables.pop(TAG_CONTAINER, None)
+    tag_columns = {} if tag is None else {name: tag.column(name) for name in tag.column_names}
+    names = tuple(expression.objects)
+    events = assemble(schema, Projection({c: p for c, p in proj.columns.items() if c != TAG_CONTAINER}, names),
+                      tables)
+    everything = np.arange(db.n_events, dtype=np.int64) if local is None else local
+    mask = expression.evaluate(tag_columns, objects={name: events[name] for name in names}, size=len(everything))
+    return everything[mask]
+
+
 class Selection:
-    """Events of a dataset snapshot that pass a tag expression."""
+    """Events of a dataset snapshot that pass a selection over tags and objects."""
 
     def __init__(self, dataset: Dataset, expression: str | None = None):
         if dataset.version is None:
             dataset = dataset.pinned()
         self.dataset = dataset
         self.version: int = dataset.version  # type: ignore[assignment]
-        schema = dataset.schema
-        fields = {name: f.dtype for name, f in schema.tags.items()}
-        self.expression: Expression = match_all() if not expression else parse(expression, fields)
+        self.expression: Expression = parse_selection(dataset.schema, expression)
 
     def __repr__(self) -> str:
         return f"<giod.Selection {self.dataset.name} [{self.expression}] at version {self.version}>"
@@ -113,18 +163,9 @@ class Selection:
 
     def _mask(self, db: DatabaseRecord) -> np.ndarray | None:
         """Selected local entries of ``db`` (None means all of them)."""
-        if not self.expression.fields:
-            # folded at parse time to true or false: the same answer for every event
-            everything = bool(self.expression.evaluate({}, size=1)[0])
-            return None if everything else np.zeros(0, dtype=np.int64)
-        tag = db.container(TAG_CONTAINER)
-        if tag is None:
+        if self.expression.fields and db.container(TAG_CONTAINER) is None:
             raise DataError(f"database {db.id} has no tag container: cannot evaluate {self.expression}")
-        names = sorted(self.expression.fields)
-        table = read_database(self.dataset, db, Projection({TAG_CONTAINER: names}, tuple(names)), None)[
-            TAG_CONTAINER]
-        cols = {name: table.column(name).to_numpy() for name in table.column_names}
-        return np.flatnonzero(self.expression.evaluate(cols))
+        return select_local(self.dataset, db, self.expression)
 
     @cached_property
     def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
