@@ -226,7 +226,7 @@ def objects_of(node: Node) -> dict[str, frozenset[str]]:
         elif isinstance(current, Counter):
             found.setdefault(current.collection, set())
         stack.extend(children(current))
-    return {name: frozenset(fields) for name, fields in found.items()}
+    return {name: frozenset(found[name]) for name in sorted(found)}
 
 
 def children(node: Node) -> tuple[Node, ...]:
