@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import awkward as ak
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from giod.errors import ExpressionError
 from giod.expression import parse
 
 FIELDS = {"ht": "float32", "k": "int32"}
@@ -177,3 +179,9 @@ def test_random_object_expressions_match_a_per_event_reference(events, condition
     assert not np.any(got & ~keep)
     both = keep & object_part.evaluate(tags, objects=objects, size=len(events))
     np.testing.assert_array_equal(both, expected)
+
+
+def test_min_of_one_value_per_event_says_how_to_reduce_objects():
+    with pytest.raises(ExpressionError, match=r"min\(\) takes at least 2 arguments, got 1 \(or one value over "
+                                              r"objects, e.g. 'min\(Jet.pt\)'\)"):
+        parse("min(ht) > 1", FIELDS, COLLECTIONS)

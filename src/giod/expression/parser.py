@@ -397,9 +397,10 @@ class _Parser:
         least, most = FUNCTIONS[name.text]
         if len(args) < least or (most is not None and len(args) > most):
             wanted = f"{least}" if least == most else f"at least {least}"
+            hint = f" (or one value over objects, e.g. '{name.text}(Jet.pt)')" if name.text in ("min", "max") else ""
             self.fail(
                 f"{name.text}() takes {wanted} argument{'s' if wanted != '1' else ''},"
-                f" got {len(args)}",
+                f" got {len(args)}{hint}",
                 name.start,
             )
         for arg in args:
