@@ -68,7 +68,8 @@ def object_term(draw):
 def selection(draw):
     (a, fa), (b, fb) = draw(object_term()), draw(object_term())
     ht = draw(st.integers(0, 400))
-    shape = draw(st.sampled_from(["{tag} and {a}", "{tag} and {a} and {b}", "{a} or {b}", "{tag} and ({a} or not {b})"]))
+    shape = draw(st.sampled_from(["{tag} and {a}", "{tag} and {a} and {b}", "{a} or {b}",
+                                  "{tag} and ({a} or not {b})"]))
     text = shape.format(tag=f"ht > {ht}", a=f"({a})", b=f"({b})")
     tag = lambda e: ak.to_numpy(e.ht) > ht  # noqa: E731
     references = {
