@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import awkward as ak
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
@@ -44,10 +45,15 @@ class Projection:
 
     columns: dict[str, list[str]]  # container -> Parquet column paths
     names: tuple[str, ...]  # the top-level fields of the result, in order
+    counters: dict[str, str] = field(default_factory=dict)  # counter -> its collection (nJet -> Jet)
 
 
 def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: set[str]) -> Projection:
-    """Map collection, ``collection.field`` and tag names to container columns."""
+    """Map collection, ``collection.field``, tag and counter (``nJet``) names to container columns.
+
+    A counter that no tag shadows is the length of its collection's lists, read
+    from one column of the collection (or from the collection when it is read).
+    """
     if columns is None:
         names = [c for c in sorted(schema.collections) if schema.container_of(c) in available]
         if TAG_CONTAINER in available:
@@ -57,8 +63,15 @@ def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: se
         columns = [columns]
     out: dict[str, list[str]] = {}
     top: list[str] = []
+    counters: dict[str, str] = {}
     for col in columns:
         head, _, field = col.partition(".")
+        if not field and head not in schema.tags and head not in schema.collections and \
+                head[:1] == "n" and head[1:] in schema.collections:
+            counters[head] = head[1:]
+            if head not in top:
+                top.append(head)
+            continue
         if head in schema.tags and not field:
             container, path = TAG_CONTAINER, head
         elif head in schema.collections:
@@ -82,7 +95,16 @@ def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: se
             paths.append(path)
         if head not in top:
             top.append(head)
-    return Projection(out, tuple(top))
+    for collection in counters.values():  # after the rest: a collection read anyway gives its lengths
+        container = schema.container_of(collection)
+        if container not in available:
+            raise NotFound(f"container {container!r} (holding {collection}) is not in every database of this "
+                           "selection; run the pass that writes it first")
+        paths = out.setdefault(container, [])
+        if not any(p == collection or p.startswith(f"{collection}.") for p in paths):
+            tdef = schema.collection_type(collection)
+            paths.append(f"{collection}.list.element.{next(iter([*tdef.fields, *tdef.relations]))}")
+    return Projection(out, tuple(top), counters)
 
 
 def parse_selection(schema: Schema, text: str | None) -> Expression:
@@ -354,6 +376,11 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
         for name in table.column_names:
             type_name = schema.collections[name].type if name in schema.collections else None
             contents[name] = column_content(table.column(name), type_name)
+    for counter, collection in proj.counters.items():
+        table = tables.get(schema.container_of(collection))
+        if table is not None:
+            lengths = pc.list_value_length(table.column(collection)).to_numpy(zero_copy_only=False)
+            contents[counter] = ak.contents.NumpyArray(lengths.astype(np.int64))
     names = [n for n in proj.names if n in contents]
     if not names:
         return ak.Array(ak.contents.RecordArray([], [], length=0))

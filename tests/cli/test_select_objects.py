@@ -52,3 +52,11 @@ def test_bad_object_expressions_are_one_line_and_exit_2(fed_dir: str, expression
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0]
+
+
+def test_counters_are_columns_of_select(fed_dir: str):
+    events = synthetic.events(250, seed=3)
+    r = CliRunner().invoke(main, ["select", "qcd", "nhits > 0", "--columns", "event,nhits", "--limit", "1",
+                                  "-f", fed_dir])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[1] == f"0: {{'event': {int(events.event[0])}, 'nhits': {len(events.hits[0])}}}"

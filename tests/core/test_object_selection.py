@@ -134,3 +134,18 @@ def test_bad_names_are_expression_errors_with_suggestions(written, text, says, p
         ds.select(text)
     assert says in caught.value.message
     assert caught.value.position == position - 1
+
+
+def test_counters_are_columns_too(written):
+    ds, events = written
+    passed = ak.to_numpy(ak.num(events.cells, axis=1) > 100)
+    sel = ds.select("ncells > 100")
+    got = sel.read(["nhits", "ht", "ncells"])
+    assert got.fields == ["nhits", "ht", "ncells"]
+    assert ak.to_list(got.nhits) == ak.to_list(ak.num(events.hits, axis=1)[passed])
+    assert ak.to_list(got.ncells) == ak.to_list(ak.num(events.cells, axis=1)[passed])
+    with_hits = sel.read(["hits.x", "nhits"])  # the collection read anyway gives the lengths
+    assert with_hits.hits.fields == ["x"] and ak.to_list(with_hits.nhits) == ak.to_list(got.nhits)
+    assert ak.to_list(ds.query("ncells > 100", ["nhits"]).nhits) == ak.to_list(got.nhits)
+    assert ak.to_list(sel.read(["njets"]).njets) == ak.to_list(events.njets[passed])  # the stored tag
+    assert ak.to_list(ds.select("false").read(["nhits"]).nhits) == []
