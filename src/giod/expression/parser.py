@@ -136,7 +136,8 @@ class _Parser:
         self.index = 0
         self.nesting = 0
         self.kinds: dict[str, Kind] = {}
-        self.scopes: dict[int, str | None] = {}  # id(node) -> the collection it ranges over
+        # id(node) -> (node, the collection it ranges over); the node is kept so that its id is not reused
+        self.scopes: dict[int, tuple[Node, str | None]] = {}
 
     def scope(self, node: Node) -> str | None:
         """The collection over whose objects ``node`` has one value each; None: one value per event."""
@@ -148,8 +149,8 @@ class _Parser:
                 found = None
             else:
                 found = next((s for c in children(node) if (s := self.scope(c)) is not None), None)
-            self.scopes[key] = found
-        return self.scopes[key]
+            self.scopes[key] = (node, found)
+        return self.scopes[key][1]
 
     # -- tokens and errors -------------------------------------------------
 
