@@ -16,6 +16,7 @@ The language is described in ``docs/selection.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -53,7 +54,7 @@ class Expression:
     def __init__(self, text: str, tree: Node, kinds: Mapping[str, Kind]) -> None:
         self.text = text
         self.fields = fields_of(tree)
-        self.objects = objects_of(tree)
+        self.objects = MappingProxyType(objects_of(tree))
         self._tree = tree
         self._kinds = dict(kinds)
 
