@@ -49,7 +49,7 @@ ERRORS = [
     ("ht between 1 or 2", 13, "expected 'and' in 'between … and …'"),
     ("ht == not trigger", 6, "put the negated condition in parentheses"),
     ("njets not 2", 6, "unexpected 'not' after a complete expression"),
-    ("log(ht) > 1", 0, "unknown function 'log'; selections may call abs, max, min, sqrt"),
+    ("log(ht) > 1", 0, "unknown function 'log'; selections may call abs, all, any, count, max, min, sqrt, sum"),
     ("sqrt(ht, met) > 1", 0, "sqrt() takes 1 argument, got 2"),
     ("min(ht) > 1", 0, "min() takes at least 2 arguments, got 1"),
     ("max() > 1", 0, "max() takes at least 2 arguments, got 0"),

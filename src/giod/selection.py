@@ -4,7 +4,10 @@ Reading a selection goes, per database:
 
 1. skip the database when its per-database tag statistics show that no
    event can pass (``Expression.may_match``);
-2. read the tag columns the expression needs and evaluate it;
+2. read the tag columns the expression needs and evaluate it; an expression
+   over objects (``count(Jet.pt > 30) >= 2``) is first narrowed by its
+   tag-only terms, then evaluated on the events they left, reading only the
+   object fields it names (and only the pages that hold those events);
 3. read, from each container asked for, only the columns asked for and only
    the Parquet pages that hold selected events (whole clusters when the
    selection is dense; see docs/pages.md);
@@ -15,13 +18,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import awkward as ak
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
@@ -41,10 +45,15 @@ class Projection:
 
     columns: dict[str, list[str]]  # container -> Parquet column paths
     names: tuple[str, ...]  # the top-level fields of the result, in order
+    counters: dict[str, str] = field(default_factory=dict)  # counter -> its collection (nJet -> Jet)
 
 
 def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: set[str]) -> Projection:
-    """Map collection, ``collection.field`` and tag names to container columns."""
+    """Map collection, ``collection.field``, tag and counter (``nJet``) names to container columns.
+
+    A counter that no tag shadows is the length of its collection's lists, read
+    from one column of the collection (or from the collection when it is read).
+    """
     if columns is None:
         names = [c for c in sorted(schema.collections) if schema.container_of(c) in available]
         if TAG_CONTAINER in available:
@@ -54,8 +63,15 @@ def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: se
         columns = [columns]
     out: dict[str, list[str]] = {}
     top: list[str] = []
+    counters: dict[str, str] = {}
     for col in columns:
         head, _, field = col.partition(".")
+        if not field and head not in schema.tags and head not in schema.collections and \
+                head[:1] == "n" and head[1:] in schema.collections:
+            counters[head] = head[1:]
+            if head not in top:
+                top.append(head)
+            continue
         if head in schema.tags and not field:
             container, path = TAG_CONTAINER, head
         elif head in schema.collections:
@@ -79,20 +95,76 @@ def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: se
             paths.append(path)
         if head not in top:
             top.append(head)
-    return Projection(out, tuple(top))
+    for collection in counters.values():  # after the rest: a collection read anyway gives its lengths
+        container = schema.container_of(collection)
+        if container not in available:
+            raise NotFound(f"container {container!r} (holding {collection}) is not in every database of this "
+                           "selection; run the pass that writes it first")
+        paths = out.setdefault(container, [])
+        if not any(p == collection or p.startswith(f"{collection}.") for p in paths):
+            tdef = schema.collection_type(collection)
+            paths.append(f"{collection}.list.element.{next(iter([*tdef.fields, *tdef.relations]))}")
+    return Projection(out, tuple(top), counters)
+
+
+def parse_selection(schema: Schema, text: str | None) -> Expression:
+    """``text`` parsed over the tags and the collections of ``schema`` (every event when empty)."""
+    if not text:
+        return match_all()
+    fields = {name: f.dtype for name, f in schema.tags.items()}
+    collections = {name: {f: d.type_string for f, d in schema.collection_type(name).fields.items()}
+                   for name in schema.collections}
+    return parse(text, fields, collections)
+
+
+def select_local(dataset: Dataset, db: DatabaseRecord, expression: Expression,
+                 local: np.ndarray | None = None) -> np.ndarray | None:
+    """The local entries of ``db`` (of ``local``; of all when None) that pass ``expression``;
+    None when that is all of ``db``'s entries."""
+    everything = np.arange(db.n_events, dtype=np.int64) if local is None else local
+    tags, objects = expression.split()
+    if tags.fields:
+        names = sorted(tags.fields)
+        table = read_database(dataset, db, Projection({TAG_CONTAINER: names}, tuple(names)), local)[TAG_CONTAINER]
+        local = everything[tags.evaluate({name: table.column(name) for name in names})]
+    elif not tags.evaluate({}, size=1)[0]:  # folded to false: the same answer for every event
+        return np.zeros(0, dtype=np.int64)
+    if objects.objects and (local is None or len(local)):
+        local = _select_objects(dataset, db, objects, local)
+    return None if local is None or len(local) == db.n_events else local
+
+
+def _select_objects(dataset: Dataset, db: DatabaseRecord, expression: Expression,
+                    local: np.ndarray | None) -> np.ndarray:
+    """The entries of ``local`` that pass an expression over objects, reading only what it names."""
+    schema = dataset.schema
+    columns = sorted(expression.fields)
+    for collection, members in sorted(expression.objects.items()):
+        if not members:  # only counted: any one column holds the list lengths
+            tdef = schema.collection_type(collection)
+            members = frozenset([next(iter([*tdef.fields, *tdef.relations]))])
+        columns += [f"{collection}.{member}" for member in sorted(members)]
+    proj = resolve_columns(schema, columns, {c.name for c in db.containers})
+    tables = read_database(dataset, db, proj, local)
+    tag = tables.pop(TAG_CONTAINER, None)
+    tag_columns = {} if tag is None else {name: tag.column(name) for name in tag.column_names}
+    names = tuple(expression.objects)
+    events = assemble(schema, Projection({c: p for c, p in proj.columns.items() if c != TAG_CONTAINER}, names),
+                      tables)
+    everything = np.arange(db.n_events, dtype=np.int64) if local is None else local
+    mask = expression.evaluate(tag_columns, objects={name: events[name] for name in names}, size=len(everything))
+    return everything[mask]
 
 
 class Selection:
-    """Events of a dataset snapshot that pass a tag expression."""
+    """Events of a dataset snapshot that pass a selection over tags and objects."""
 
     def __init__(self, dataset: Dataset, expression: str | None = None):
         if dataset.version is None:
             dataset = dataset.pinned()
         self.dataset = dataset
         self.version: int = dataset.version  # type: ignore[assignment]
-        schema = dataset.schema
-        fields = {name: f.dtype for name, f in schema.tags.items()}
-        self.expression: Expression = match_all() if not expression else parse(expression, fields)
+        self.expression: Expression = parse_selection(dataset.schema, expression)
 
     def __repr__(self) -> str:
         return f"<giod.Selection {self.dataset.name} [{self.expression}] at version {self.version}>"
@@ -113,18 +185,9 @@ class Selection:
 
     def _mask(self, db: DatabaseRecord) -> np.ndarray | None:
         """Selected local entries of ``db`` (None means all of them)."""
-        if not self.expression.fields:
-            # folded at parse time to true or false: the same answer for every event
-            everything = bool(self.expression.evaluate({}, size=1)[0])
-            return None if everything else np.zeros(0, dtype=np.int64)
-        tag = db.container(TAG_CONTAINER)
-        if tag is None:
+        if self.expression.fields and db.container(TAG_CONTAINER) is None:
             raise DataError(f"database {db.id} has no tag container: cannot evaluate {self.expression}")
-        names = sorted(self.expression.fields)
-        table = read_database(self.dataset, db, Projection({TAG_CONTAINER: names}, tuple(names)), None)[
-            TAG_CONTAINER]
-        cols = {name: table.column(name).to_numpy() for name in table.column_names}
-        return np.flatnonzero(self.expression.evaluate(cols))
+        return select_local(self.dataset, db, self.expression)
 
     @cached_property
     def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
@@ -313,6 +376,11 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
         for name in table.column_names:
             type_name = schema.collections[name].type if name in schema.collections else None
             contents[name] = column_content(table.column(name), type_name)
+    for counter, collection in proj.counters.items():
+        table = tables.get(schema.container_of(collection))
+        if table is not None:
+            lengths = pc.list_value_length(table.column(collection)).to_numpy(zero_copy_only=False)
+            contents[counter] = ak.contents.NumpyArray(lengths.astype(np.int64))
     names = [n for n in proj.names if n in contents]
     if not names:
         return ak.Array(ak.contents.RecordArray([], [], length=0))

@@ -341,9 +341,10 @@ def _write_parquet(path: str, chunks: Any, empty: Callable[[], Any]) -> None:
 @federation_option
 def select(dataset: str, expression: str | None, columns: str | None, limit: int, count: bool,
            output: str | None, federation: str) -> None:
-    """Select events by a tag expression.
+    """Select events by an expression over tags and objects.
 
-    Example: giod select qcd "njets >= 2 and ht > 500" --columns ht,njets
+    Example: giod select qcd "njets >= 2 and ht > 500" --columns ht,njets;
+    giod select ttbar "count(Jet.pt > 30) >= 2 and Muon.pt[0] > 25" --count
     """
     if limit < 0:
         raise ConfigError(f"--limit must be 0 or more, got {limit}")

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +22,13 @@ import numpy as np
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
-from giod.selection import Projection, assemble, read_database, resolve_columns, stored_containers
+from giod.selection import assemble, parse_selection, read_database, resolve_columns, select_local, stored_containers
 
 if TYPE_CHECKING:
+    from giod.expression import Expression
     from giod.federation import Dataset, Federation
-    from giod.selection import Selection
+    from giod.schema import Schema
+    from giod.selection import Projection, Selection
 
 
 #: Environment variable a worker sets to declare the site it runs at.
@@ -68,7 +70,7 @@ class Job:
     target: Target
     dataset: str
     version: int
-    expression: str  # tag expression text ("true": every event)
+    expression: str  # selection text ("true": every event)
     columns: tuple[str, ...]  # collections, ``collection.field`` and tags to read
 
 
@@ -88,10 +90,10 @@ class Partition:
         return self.stop - self.start
 
 
-def _containers_read(proj: Projection, expression_fields: Iterable[str]) -> list[str]:
+def _containers_read(proj: Projection, expression: Expression, schema: Schema) -> list[str]:
     names = list(proj.columns)
-    if set(expression_fields) and TAG_CONTAINER not in names:
-        names.append(TAG_CONTAINER)
+    wanted = ([TAG_CONTAINER] if expression.fields else []) + [schema.container_of(c) for c in expression.objects]
+    names += [c for c in dict.fromkeys(wanted) if c not in names]
     return names
 
 
@@ -116,7 +118,7 @@ def plan(sel: Selection, columns: Sequence[str] | None, *, partition_events: int
     elif isinstance(columns, str):
         columns = [columns]
     job = Job(Target.of(fed), ds.name, int(sel.version), sel.expression.text, tuple(columns))
-    names = _containers_read(proj, sel.expression.fields)
+    names = _containers_read(proj, sel.expression, ds.schema)
     site_names = {s.id: s.name for s in fed.sites()}
     parts: list[Partition] = []
     for db in databases:
@@ -237,21 +239,7 @@ def read_partition(job: Job, part: Partition, fed: Federation | None = None,
     db = part.database
     local: np.ndarray | None = None if (part.start == 0 and part.stop == db.n_events) else \
         np.arange(part.start, part.stop, dtype=np.int64)
-    from giod.expression import parse
-
-    fields = {name: f.dtype for name, f in ds.schema.tags.items()}
-    expression = parse(job.expression, fields)
-    if expression.fields:
-        names = sorted(expression.fields)
-        tags = read_database(ds, db, Projection({TAG_CONTAINER: names}, tuple(names)), local)[TAG_CONTAINER]
-        mask = np.asarray(expression.evaluate({n: tags.column(n).to_numpy() for n in tags.column_names}),
-                          dtype=bool)
-        base = np.arange(part.start, part.stop, dtype=np.int64)
-        local = base[mask]
-        if len(local) == db.n_events:
-            local = None
-    elif not expression.evaluate({}, size=1)[0]:  # folded to false: no event of any partition
-        local = np.zeros(0, dtype=np.int64)
+    local = select_local(ds, db, parse_selection(ds.schema, job.expression), local)
     proj = resolve_columns(ds.schema, list(columns if columns is not None else job.columns),
                            {c.name for c in db.containers})
     chunk = assemble(ds.schema, proj, read_database(ds, db, proj, local))

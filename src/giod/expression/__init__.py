@@ -1,10 +1,11 @@
-"""Tag-selection expressions: ``ds.select("njets >= 2 and ht > 500")``.
+"""Selection expressions: ``ds.select("njets >= 2 and ht > 500")``, ``ds.select("count(Jet.pt > 30) >= 2")``.
 
 The text is split by our own tokenizer and parsed by a precedence-climbing
 parser into a typed syntax tree; nothing of it is ever handed to ``eval`` or
 to Python's ``ast`` module. An ``Expression`` can then be
 
-- evaluated over tag columns with numpy (``evaluate``),
+- evaluated over tag columns with numpy, and over the objects of collections
+  with awkward (``evaluate``),
 - checked against a database's per-field (min, max) statistics, to skip whole
   databases that cannot hold a match (``may_match``),
 - translated into a pyarrow dataset filter (``to_pyarrow``).
@@ -15,6 +16,7 @@ The language is described in ``docs/selection.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -25,7 +27,7 @@ from giod.expression.arrow import to_arrow
 from giod.expression.bounds import may_match_tree
 from giod.expression.evaluate import evaluate_tree
 from giod.expression.lexer import MAX_LENGTH
-from giod.expression.nodes import Constant, Kind, Node, fields_of, render
+from giod.expression.nodes import Constant, Kind, Logical, Node, fields_of, objects_of, render
 from giod.expression.parser import MAX_DEPTH, parse_tree
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "Expression", "match_all", "parse"]
@@ -34,34 +36,63 @@ Column: TypeAlias = np.ndarray | pa.Array | pa.ChunkedArray
 
 
 class Expression:
-    """A parsed, type-checked selection over tag fields; build it with ``parse``.
+    """A parsed, type-checked selection over tag fields and objects; build it with ``parse``.
 
-    ``text`` is the text it was parsed from, ``fields`` the tag fields it reads.
-    Expressions are immutable, hashable and picklable; two are equal when their
-    canonical forms (``str(expression)``) are.
+    ``text`` is the text it was parsed from, ``fields`` the tag fields it reads,
+    ``objects`` the collections it reads, each with the fields of its objects
+    it reads (none for a collection it only counts). Expressions are
+    immutable, hashable and picklable; two are equal when their canonical
+    forms (``str(expression)``) are.
     """
 
-    __slots__ = ("_kinds", "_tree", "fields", "text")
+    __slots__ = ("_kinds", "_tree", "fields", "objects", "text")
 
     text: str
     fields: frozenset[str]
+    objects: Mapping[str, frozenset[str]]
 
     def __init__(self, text: str, tree: Node, kinds: Mapping[str, Kind]) -> None:
         self.text = text
         self.fields = fields_of(tree)
+        self.objects = MappingProxyType(objects_of(tree))
         self._tree = tree
         self._kinds = dict(kinds)
 
-    def evaluate(self, columns: Mapping[str, Column], *, size: int | None = None) -> np.ndarray:
+    def evaluate(
+        self,
+        columns: Mapping[str, Column],
+        *,
+        size: int | None = None,
+        objects: Mapping[str, Any] | None = None,
+    ) -> np.ndarray:
         """The boolean mask of the events that match, one entry per event.
 
         ``columns`` maps each field in ``fields`` to its values (numpy or
-        pyarrow; other columns are ignored). Events where a field read is null
-        never match. ``size`` gives the number of events when the expression
-        reads no field and ``columns`` is empty. Raises ``DataError`` for a
-        missing, ragged or wrongly typed column.
+        pyarrow; other columns are ignored); ``objects`` maps each collection
+        in ``objects`` to the events' lists of objects (an awkward array of
+        records with at least the fields read). Events where a tag field read
+        is null never match. ``size`` gives the number of events when the
+        expression reads nothing. Raises ``DataError`` for a missing, ragged
+        or wrongly typed column.
         """
-        return evaluate_tree(self._tree, self._kinds, columns, size)
+        return evaluate_tree(self._tree, self._kinds, columns, size, objects)
+
+    def split(self) -> tuple[Expression, Expression]:
+        """``(tags, objects)``: the top-level ``and`` terms of this selection that read tags only,
+        and the others (each ``true`` when there are none). An event passes this selection when
+        it passes both, so the tag part prunes databases and events before objects are read."""
+        if not self.objects:
+            return self, match_all()
+        terms = self._tree.operands if isinstance(self._tree, Logical) and self._tree.op == "and" else (self._tree,)
+        tags = [term for term in terms if not objects_of(term)]
+        return self._conjunction(tags), self._conjunction([term for term in terms if objects_of(term)])
+
+    def _conjunction(self, terms: list[Node]) -> Expression:
+        if not terms:
+            return match_all()
+        tree = terms[0] if len(terms) == 1 else Logical(
+            "bool", terms[0].start, terms[-1].end, 1 + max(t.depth for t in terms), "and", tuple(terms))
+        return Expression(render(tree), tree, {name: self._kinds[name] for name in fields_of(tree)})
 
     def may_match(self, stats: Mapping[str, tuple[float | None, float | None]]) -> bool:
         """Whether any event of a database with these per-field (min, max) can match.
@@ -98,16 +129,20 @@ class Expression:
         return (Expression, (self.text, self._tree, self._kinds))
 
 
-def parse(text: str, fields: Mapping[str, str]) -> Expression:
-    """Parse and type-check a selection over tag fields.
+def parse(
+    text: str, fields: Mapping[str, str], collections: Mapping[str, Mapping[str, str]] | None = None
+) -> Expression:
+    """Parse and type-check a selection over tag fields and the objects of collections.
 
     ``fields`` maps each tag field to its dtype (``"int32"``, ``"float32"``,
-    ``"bool"``, … in numpy or Arrow spelling). Raises ``ExpressionError`` with
-    the position of the problem for bad syntax, unknown fields or functions,
+    ``"bool"``, … in numpy or Arrow spelling); ``collections`` maps each
+    collection to the fields of its objects and their dtypes. Raises
+    ``ExpressionError`` with the position of the problem (and suggestions for
+    a misspelt name) for bad syntax, unknown fields, collections or functions,
     type errors, a result that is not a condition, empty text, or text longer
     than ``MAX_LENGTH`` characters or nested deeper than ``MAX_DEPTH``.
     """
-    tree, kinds = parse_tree(text, fields)
+    tree, kinds = parse_tree(text, fields, collections)
     return Expression(text, tree, kinds)
 
 

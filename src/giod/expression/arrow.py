@@ -17,6 +17,7 @@ import operator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from giod.errors import ExpressionError
 from giod.expression.nodes import (
     Arithmetic,
     Between,
@@ -30,6 +31,7 @@ from giod.expression.nodes import (
     Node,
     Not,
     fields_of,
+    objects_of,
 )
 
 _TYPES = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64()}
@@ -53,7 +55,12 @@ _ARITHMETIC = {
 
 
 def to_arrow(node: Node) -> pc.Expression:
-    """The pyarrow dataset expression for a boolean ``node``."""
+    """The pyarrow dataset expression for a boolean ``node`` over tag fields only."""
+    if objects := objects_of(node):
+        raise ExpressionError(
+            f"a selection over the objects of {', '.join(sorted(objects))} cannot be pushed into a"
+            " pyarrow scan of tags"
+        )
     validity = [pc.field(name).is_valid() for name in sorted(fields_of(node))]
     return functools.reduce(operator.and_, validity, _build(node))
 

@@ -26,13 +26,16 @@ from giod.expression.nodes import (
     Call,
     Compare,
     Constant,
+    Counter,
     Field,
+    Index,
     Kind,
     Logical,
     Member,
     Negate,
     Node,
     Not,
+    Reduce,
 )
 
 INF = math.inf
@@ -88,6 +91,10 @@ def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> 
             return Interval(value, value, False)
         case Field(name=name, kind=kind):
             return _field(name, kind, stats.get(name))
+        case Counter() | Reduce() | Index():
+            # objects have no statistics: anything their kind allows (a missing value only
+            # makes a comparison false, which "maybe" covers)
+            return MAYBE if node.kind == "bool" else UNKNOWN if node.kind == "float" else UNKNOWN_INT
         case Not(operand=operand):
             inner = truth(operand)
             return Truth(inner.can_false, inner.can_true)

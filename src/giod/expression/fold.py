@@ -1,4 +1,4 @@
-"""Fold the parts of a syntax tree that read no tag field into constants.
+"""Fold the parts of a syntax tree that read no field (of tags or of objects) into constants.
 
 A part without a field has one value for every event, so it is computed once,
 at parse time, with the evaluator's own numpy arithmetic: the folded tree
@@ -30,12 +30,16 @@ from giod.expression.nodes import (
     Call,
     Compare,
     Constant,
+    Counter,
     Field,
+    Index,
     Logical,
     Member,
     Negate,
     Node,
     Not,
+    ObjectField,
+    Reduce,
 )
 
 _INT64_MIN = -(2**63)
@@ -50,7 +54,7 @@ def _fold(node: Node, text: str) -> tuple[Node, bool]:
     """The folded node and whether it reads a field."""
     if isinstance(node, Constant):
         return node, False
-    if isinstance(node, Field):
+    if isinstance(node, Field | ObjectField | Counter):
         return node, True
     reads = False
 
@@ -61,7 +65,7 @@ def _fold(node: Node, text: str) -> tuple[Node, bool]:
         return folded
 
     match node:
-        case Negate(operand=operand) | Not(operand=operand):
+        case Negate(operand=operand) | Not(operand=operand) | Reduce(operand=operand) | Index(operand=operand):
             node = _rebuilt(node, operand=sub(operand))
         case Arithmetic(op=op, left=left, right=right):
             node = _rebuilt(node, left=sub(left), right=sub(right))

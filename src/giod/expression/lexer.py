@@ -1,8 +1,9 @@
 """Split selection text into tokens.
 
 Only ASCII letters, digits, ``_``, the operators of the language, parentheses,
-commas and white space are accepted; anything else (quotes, dots outside
-numbers, brackets, ``@``, non-ASCII characters) is an error at its position.
+brackets, commas and white space are accepted; a ``.`` joins a collection to a
+field of its objects (``Jet.pt`` is one name token). Anything else (quotes,
+other dots, ``@``, non-ASCII characters) is an error at its position.
 Keywords are case-insensitive and come out in lower case; ``&&``, ``||`` and
 ``!`` come out as ``and``, ``or`` and ``not``.
 """
@@ -25,9 +26,9 @@ KEYWORDS = frozenset({"and", "or", "not", "in", "between", "true", "false"})
 _ALIASES = {"&&": "and", "||": "or", "!": "not"}
 
 _NUMBER = re.compile(r"(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?")
 # Longest first, so that "**" wins over "*" and "<=" over "<".
-_OPERATOR = re.compile(r"\*\*|==|!=|<=|>=|&&|\|\||[-+*/%<>!(),]")
+_OPERATOR = re.compile(r"\*\*|==|!=|<=|>=|&&|\|\||[-+*/%<>!(),\[\]]")
 _SPACE = re.compile(r"[ \t\r\n]+")
 _AFTER_NUMBER = re.compile(r"[A-Za-z0-9_.]")
 _HINTS = {
@@ -36,9 +37,7 @@ _HINTS = {
     "|": "use 'or' (or '||')",
     "'": "there are no strings in selections",
     '"': "there are no strings in selections",
-    ".": "only numbers may contain '.'",
-    "[": "use '(' and ')' for grouping",
-    "]": "use '(' and ')' for grouping",
+    ".": "a '.' joins a collection and a field of its objects, e.g. 'Jet.pt'",
 }
 
 

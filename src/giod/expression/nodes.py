@@ -2,7 +2,10 @@
 
 Every node knows its value kind (``"bool"``, ``"int"`` or ``"float"``), the
 span of the user's text it came from (for error messages) and its depth (to
-bound the work of the recursive passes).
+bound the work of the recursive passes). A node has one value per event,
+except the parts over a collection's objects (``Jet.pt > 30``): they have one
+value per object until a reduction (``count``, ``any``, …) or an index
+(``Jet.pt[0]``) brings them back to one value per event.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "sqrt": (1, 1),
     "min": (2, None),
     "max": (2, None),
+    # reductions over a collection's objects; min and max of one argument reduce too
+    "count": (1, 1),
+    "any": (1, 1),
+    "all": (1, 1),
+    "sum": (1, 1),
 }
+REDUCTIONS = ("count", "any", "all", "sum", "min", "max")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +124,39 @@ class Between(Node):
     negated: bool
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectField(Node):
+    """A field of the objects of a collection (``Jet.pt``): one value per object."""
+
+    collection: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Counter(Node):
+    """The number of objects of a collection in each event (``nJet`` for ``Jet``)."""
+
+    collection: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce(Node):
+    """One of ``REDUCTIONS`` over the objects of each event: one value per event."""
+
+    function: str
+    operand: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Index(Node):
+    """The value of the ``position``-th object of each event (``Jet.pt[0]``); missing when
+    the event has too few objects. Negative positions count from the last object."""
+
+    operand: Node
+    position: int
+
+
 def render(node: Node) -> str:
     """The canonical, fully parenthesised text of ``node``; it parses back to an equal tree."""
     match node:
@@ -127,8 +169,14 @@ def render(node: Node) -> str:
             return repr(value)
         case Constant(value=value):
             return str(value)
-        case Field(name=name):
+        case Field(name=name) | Counter(name=name):
             return name
+        case ObjectField(collection=collection, name=name):
+            return f"{collection}.{name}"
+        case Reduce(function=function, operand=operand):
+            return f"{function}({render(operand)})"
+        case Index(operand=operand, position=position):
+            return f"{render(operand)}[{position}]"
         case Negate(operand=operand):
             return f"(-{render(operand)})"
         case Not(operand=operand):
@@ -166,10 +214,25 @@ def fields_of(node: Node) -> frozenset[str]:
     return frozenset(names)
 
 
+def objects_of(node: Node) -> dict[str, frozenset[str]]:
+    """The collections ``node`` reads, each with the fields of its objects it reads
+    (none for a collection only counted)."""
+    found: dict[str, set[str]] = {}
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ObjectField):
+            found.setdefault(current.collection, set()).add(current.name)
+        elif isinstance(current, Counter):
+            found.setdefault(current.collection, set())
+        stack.extend(children(current))
+    return {name: frozenset(found[name]) for name in sorted(found)}
+
+
 def children(node: Node) -> tuple[Node, ...]:
     """The direct sub-expressions of ``node``."""
     match node:
-        case Negate(operand=operand) | Not(operand=operand):
+        case Negate(operand=operand) | Not(operand=operand) | Reduce(operand=operand) | Index(operand=operand):
             return (operand,)
         case Arithmetic(left=left, right=right):
             return (left, right)

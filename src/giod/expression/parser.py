@@ -2,8 +2,16 @@
 
 Binding powers, loosest first: ``or`` < ``and`` < ``not`` < comparisons,
 ``in``, ``between`` < ``+ -`` < ``* / %`` < unary ``-`` < ``**`` (right
-associative, as in Python). Work is bounded: the text by ``MAX_LENGTH`` and
-both the parser's recursion and the tree's depth by ``MAX_DEPTH``.
+associative, as in Python) < the index ``x[0]``. Work is bounded: the text by
+``MAX_LENGTH`` and both the parser's recursion and the tree's depth by
+``MAX_DEPTH``.
+
+Names are tag fields first: a stored tag ``njets`` wins over the counter of a
+collection ``jets``. Then ``n<Collection>`` counts a collection's objects and
+``Collection.field`` reads a field of its objects; such a per-object value
+may meet per-event values and values of the same collection, never those of
+another collection, and must be reduced (``count``, ``any``, ``all``, ``sum``,
+``min``, ``max``) or indexed before it selects events.
 """
 
 from __future__ import annotations
@@ -19,18 +27,24 @@ from giod.expression.lexer import Token, tokenize
 from giod.expression.nodes import (
     COMPARISONS,
     FUNCTIONS,
+    REDUCTIONS,
     Arithmetic,
     Between,
     Call,
     Compare,
     Constant,
+    Counter,
     Field,
+    Index,
     Kind,
     Logical,
     Member,
     Negate,
     Node,
     Not,
+    ObjectField,
+    Reduce,
+    children,
 )
 
 MAX_DEPTH = 100
@@ -67,14 +81,19 @@ def field_kind(dtype: Any) -> Kind | None:
     return None
 
 
-def parse_tree(text: str, fields: Mapping[str, Any]) -> tuple[Node, dict[str, Kind]]:
-    """Parse and type-check ``text``; return its tree and the kinds of the fields it reads."""
+def parse_tree(
+    text: str, fields: Mapping[str, Any], collections: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[Node, dict[str, Kind]]:
+    """Parse and type-check ``text``; return its tree and the kinds of the tag fields it reads.
+
+    ``collections`` maps each collection to its objects' fields and their dtypes.
+    """
     if not isinstance(text, str):
         raise ExpressionError(f"a selection must be text, not {type(text).__name__}")
     tokens = tokenize(text)
     if tokens[0].kind == "end":
         raise ExpressionError("empty expression", expression=text, position=0)
-    parser = _Parser(text, tokens, fields)
+    parser = _Parser(text, tokens, fields, collections or {})
     node = parser.expression(0)
     leftover = parser.peek()
     if leftover.text == ")":
@@ -91,6 +110,12 @@ def parse_tree(text: str, fields: Mapping[str, Any]) -> tuple[Node, dict[str, Ki
             f" compare it with something, e.g. '{shown} > 0'",
             node.start,
         )
+    if (collection := parser.scope(node)) is not None:
+        parser.fail(
+            f"{parser.quote(node)!r} is a condition on each {collection} object, not on the event;"
+            f" say how many objects must pass, e.g. 'any(...)', 'all(...)' or 'count(...) >= 2'",
+            node.start,
+        )
     return fold(node, text), parser.kinds
 
 
@@ -101,13 +126,31 @@ def _describe(token: Token) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str, tokens: list[Token], fields: Mapping[str, Any]) -> None:
+    def __init__(
+        self, text: str, tokens: list[Token], fields: Mapping[str, Any], collections: Mapping[str, Mapping[str, Any]]
+    ) -> None:
         self.text = text
         self.tokens = tokens
         self.fields = fields
+        self.collections = collections
         self.index = 0
         self.nesting = 0
         self.kinds: dict[str, Kind] = {}
+        # id(node) -> (node, the collection it ranges over); the node is kept so that its id is not reused
+        self.scopes: dict[int, tuple[Node, str | None]] = {}
+
+    def scope(self, node: Node) -> str | None:
+        """The collection over whose objects ``node`` has one value each; None: one value per event."""
+        key = id(node)
+        if key not in self.scopes:
+            if isinstance(node, ObjectField):
+                found: str | None = node.collection
+            elif isinstance(node, Reduce | Index):
+                found = None
+            else:
+                found = next((s for c in children(node) if (s := self.scope(c)) is not None), None)
+            self.scopes[key] = (node, found)
+        return self.scopes[key][1]
 
     # -- tokens and errors -------------------------------------------------
 
@@ -139,6 +182,19 @@ class _Parser:
         depth = 1 + max((_depth_of(part) for part in parts), default=0)
         if depth > MAX_DEPTH:
             self.fail(f"expression is nested too deeply (more than {MAX_DEPTH} levels)", start)
+        nodes = [n for part in parts for n in (part if isinstance(part, tuple) else (part,)) if isinstance(n, Node)]
+        seen: dict[str, Node] = {}
+        for n in nodes:
+            if (collection := self.scope(n)) is not None:
+                seen.setdefault(collection, n)
+        if len(seen) > 1:
+            (a, first), (b, second) = list(seen.items())[:2]
+            self.fail(
+                f"cannot combine the objects of {a} ({self.quote(first)!r}) with those of {b}"
+                f" ({self.quote(second)!r}) object by object; reduce each on its own,"
+                f" e.g. 'any({a}...) and any({b}...)'",
+                second.start,
+            )
         return cls(kind, start, end, depth, *parts)
 
     # -- the Pratt loop ------------------------------------------------------
@@ -176,8 +232,8 @@ class _Parser:
             return Constant(kind, token.start, token.end, 1, token.value)
         if token.kind == "name":
             if self.peek().text == "(":
-                return self.call(token)
-            return self.field(token)
+                return self.indexed(self.call(token))
+            return self.indexed(self.field(token))
         match token.text:
             case "true" | "false":
                 return Constant("bool", token.start, token.end, 1, token.text == "true")
@@ -185,7 +241,7 @@ class _Parser:
                 inner = self.expression(0)
                 closing = self.expect_close(token)
                 # The span takes the parentheses in, so that quoted text stays balanced.
-                return dataclasses.replace(inner, start=token.start, end=closing.end)
+                return self.indexed(dataclasses.replace(inner, start=token.start, end=closing.end))
             case "-":
                 operand = self.expression(_NEGATE)
                 self.need_number(operand, "unary '-'")
@@ -204,6 +260,28 @@ class _Parser:
         if token.text == ")":
             self.fail("unexpected ')'; expected a value", token.start)
         self.fail(f"unexpected {_describe(token)}; expected a value", token.start)
+
+    def indexed(self, node: Node) -> Node:
+        """``node`` followed by ``[k]``: the value of each event's k-th object."""
+        while self.peek().text == "[":
+            opening = self.advance()
+            sign = -1 if self.peek().text == "-" else 1
+            if sign < 0:
+                self.advance()
+            number = self.advance()
+            if number.kind != "number" or not isinstance(number.value, int):
+                self.fail("expected a whole number inside '[ ]', e.g. 'Jet.pt[0]'", number.start)
+            closing = self.advance()
+            if closing.text != "]":
+                self.fail("expected ']' after the index, e.g. 'Jet.pt[0]'", closing.start)
+            if self.scope(node) is None:
+                self.fail(
+                    f"'[{sign * number.value}]' picks one object of a collection, but {self.quote(node)!r}"
+                    " has one value per event",
+                    opening.start,
+                )
+            node = self.make(Index, node.kind, node.start, closing.end, node, sign * number.value)
+        return node
 
     def infix(self, left: Node, power: int) -> Node:
         token = self.advance()
@@ -242,7 +320,18 @@ class _Parser:
 
     def field(self, token: Token) -> Node:
         name = token.text
+        if "." in name:
+            return self.object_field(token)
         if name not in self.fields:
+            if name.startswith("n") and name[1:] in self.collections:
+                return Counter("int", token.start, token.end, 1, name[1:], name)
+            if name in self.collections:
+                example = next(iter(self.collections[name]), "pt")
+                self.fail(
+                    f"{name!r} is a collection: read a field of its objects, e.g. '{name}.{example}',"
+                    f" or count them with 'n{name}'",
+                    token.start,
+                )
             self.fail(self.unknown_field_message(name), token.start)
         kind = field_kind(self.fields[name])
         if kind is None:
@@ -254,7 +343,27 @@ class _Parser:
         self.kinds[name] = kind
         return Field(kind, token.start, token.end, 1, name)
 
+    def object_field(self, token: Token) -> Node:
+        collection, _, member = token.text.partition(".")
+        if collection not in self.collections:
+            self.fail(_unknown("collection", collection, self.collections, self.collections), token.start)
+        members = self.collections[collection]
+        if member not in members:
+            self.fail(_unknown(f"{collection} field", member, members, members), token.start + len(collection) + 1)
+        kind = field_kind(members[member])
+        if kind is None:
+            self.fail(
+                f"field {token.text!r} has type {members[member]!s}, which selections cannot use"
+                " (only numbers and booleans)",
+                token.start,
+            )
+        return ObjectField(kind, token.start, token.end, 1, collection, member)
+
     def unknown_field_message(self, name: str) -> str:
+        if self.collections:
+            counters = [f"n{c}" for c in self.collections if f"n{c}" not in self.fields]
+            names = [*self.fields, *counters]
+            return _unknown("name", name, names, [*names, *self.collections])
         available = sorted(self.fields)
         if not available:
             return f"unknown tag field {name!r}; this dataset has no tag fields"
@@ -282,12 +391,17 @@ class _Parser:
                 self.advance()
                 args.append(self.expression(0))
         closing = self.expect_close(opening)
+        if name.text in REDUCTIONS and len(args) == 1 and (
+            name.text not in ("min", "max") or self.scope(args[0]) is not None
+        ):
+            return self.reduction(name, args[0], closing)
         least, most = FUNCTIONS[name.text]
         if len(args) < least or (most is not None and len(args) > most):
             wanted = f"{least}" if least == most else f"at least {least}"
+            hint = f" (or one value over objects, e.g. '{name.text}(Jet.pt)')" if name.text in ("min", "max") else ""
             self.fail(
                 f"{name.text}() takes {wanted} argument{'s' if wanted != '1' else ''},"
-                f" got {len(args)}",
+                f" got {len(args)}{hint}",
                 name.start,
             )
         for arg in args:
@@ -297,6 +411,24 @@ class _Parser:
         else:
             kind = "int"
         return self.make(Call, kind, name.start, closing.end, name.text, tuple(args))
+
+    def reduction(self, name: Token, arg: Node, closing: Token) -> Node:
+        function = name.text
+        if self.scope(arg) is None:
+            self.fail(
+                f"{function}() goes over the objects of a collection, but {self.quote(arg)!r} has one"
+                f" value per event; e.g. '{function}(Jet.pt > 30)'"
+                if function in ("count", "any", "all")
+                else f"{function}() goes over the objects of a collection, but {self.quote(arg)!r} has one"
+                f" value per event; e.g. '{function}(Jet.pt)'",
+                arg.start,
+            )
+        if function in ("count", "any", "all"):
+            self.need_condition(arg, f"{function}()")
+        else:
+            self.need_number(arg, f"{function}()")
+        kind: Kind = {"count": "int", "any": "bool", "all": "bool"}.get(function, arg.kind)  # type: ignore[assignment]
+        return self.make(Reduce, kind, name.start, closing.end, function, arg)
 
     def comparison(self, left: Node, first: Token) -> Node:
         operands = [left]
@@ -376,6 +508,19 @@ class _Parser:
             self.fail(
                 f"{op.text!r} cannot order conditions (true/false); use '==' or '!='", op.start
             )
+
+
+def _unknown(what: str, name: str, known: Any, suggested: Any) -> str:
+    """``unknown <what> <name>; did you mean …? Available: …``."""
+    available = sorted(known)
+    close = difflib.get_close_matches(name, sorted(suggested), n=3, cutoff=0.6)
+    close += [k for k in sorted(suggested) if k.lower() == name.lower() and k not in close]
+    message = f"unknown {what} {name!r}"
+    message += ("; did you mean " + " or ".join(repr(c) for c in close) + "?") if close else "."
+    shown = ", ".join(available[:_SHOWN_FIELDS])
+    if len(available) > _SHOWN_FIELDS:
+        shown += f", … ({len(available) - _SHOWN_FIELDS} more)"
+    return f"{message} Available: {shown}" if available else message
 
 
 def _depth_of(part: Any) -> int:

@@ -36,7 +36,8 @@ BATCH_ROWS = 65_536  # events per record batch at most (fewer where a database e
 
 class QueryIn(BaseModel):
     dataset: str = Field(min_length=1, max_length=200)
-    where: str | None = Field(None, max_length=10_000, description="Tag expression; all events when absent.")
+    where: str | None = Field(None, max_length=10_000,
+                              description="Selection over tags and objects; all events when absent.")
     columns: list[str] | None = Field(None, max_length=1000, description="Collections, fields or tags.")
     limit: int | None = Field(None, ge=0, le=MAX_ROWS, description=f"At most this many events (≤ {MAX_ROWS:,}).")
     version: int | None = Field(None, ge=0, description="Snapshot version (default: the current one).")
