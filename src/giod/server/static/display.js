@@ -416,10 +416,11 @@ function projectedTowers(calo, proj) {
   for (let c = 0; c < cells.n; c++) {
     const g = det.cells[f.subdetector[c]];
     if (!g || g.calo !== calo || (proj === "rphi" && g.part !== "barrel")) continue;
-    const phi = f.phi[c], eta = f.eta[c];
+    const phi = f.phi[c], eta = f.eta[c], part = g.part === "barrel" ? 0 : 1;
+    // numbers, not strings, as keys: a busy event has 50,000 cells to bin in each projection
     let key;
-    if (proj === "rphi") key = `${g.part}:${Math.floor((((phi % (2 * Math.PI)) + 2 * Math.PI) % (2 * Math.PI)) / g.dphi)}`;
-    else key = `${g.part}:${f.ieta ? f.ieta[c] : Math.floor(eta / g.deta)}:${Math.sin(phi) >= 0 ? 1 : -1}`;
+    if (proj === "rphi") key = part * 1e6 + Math.floor((((phi % (2 * Math.PI)) + 2 * Math.PI) % (2 * Math.PI)) / g.dphi);
+    else key = (part * 1e6 + (f.ieta ? f.ieta[c] : Math.floor(eta / g.deta)) + 5e5) * 2 + (Math.sin(phi) >= 0 ? 1 : 0);
     let b = bins.get(key);
     if (!b) { b = { g, sum: 0, eta, phi, sign: Math.sin(phi) >= 0 ? 1 : -1 }; bins.set(key, b); }
     b.sum += Math.max(0, f.energy[c]);
@@ -768,6 +769,12 @@ async function draw(scene) {
     S.drawn3d = true;
     t3 = performance.now();
   }
+  if (fast) {
+    // the projections' traces are built while plotly.js loads and compiles
+    built.viewRphi = build2d(scene, "rphi");
+    built.viewRz = build2d(scene, "rz");
+    t4 = performance.now();
+  }
   const Plotly = await loadPlotly();
   if (fast) t2 = S.plotlyReadyMs;
   else t2 = performance.now();
@@ -784,9 +791,6 @@ async function draw(scene) {
   };
   const projections = ["viewRphi", "viewRz"];
   if (fast) {
-    built.viewRphi = build2d(scene, "rphi");
-    built.viewRz = build2d(scene, "rz");
-    t4 = performance.now();
     await Promise.all(projections.map(show));
   } else if (S.loads === 0) {
     // a cold page: the 3-D view alone first, then the projections (their SVG work would hold its frame back).
