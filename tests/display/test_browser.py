@@ -290,6 +290,10 @@ def test_bad_input_is_a_clear_message(page, open_server, query, status, words):
     assert state["error"]["status"] == status
     message = page.page.locator("#message")
     assert message.is_visible() and words in message.inner_text()
+    if status:  # every view says it too, the WebGL 3-D view included
+        page.page.wait_for_function("() => window.giodDisplay.renderer !== undefined", timeout=30_000)
+        for view in ("view3d", "viewRphi", "viewRz"):
+            assert words in page.page.locator(f"#{view}").inner_text(), view
     assert page.page.locator("#bar").is_visible()  # the controls stay: never a blank page
     # the browser reports the refused request itself; nothing else may fail
     assert [e for e in page.errors if "Failed to load resource" not in e] == []

@@ -127,6 +127,7 @@ async function view3dFast() {
     S.gl = { name: fastView.renderer, software: fastView.software };
     fastView.background = COLORS.background;
     fastView.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
+    $("view3d").append(el("div", { class: "view-title" }, "3-D"));
     fastView.onClick((x, y) => {
       const hit = fastView.pick(x, y, (uid) => !!(info.get(uid) || {}).role);
       if (hit) onPlotClick({ points: [{ data: { uid: hit.uid }, pointNumber: hit.point }] });
@@ -1149,6 +1150,7 @@ async function load(dataset, entry) {
       S.sceneMs = performance.now();
     } catch (err) {
       failed(err, `cannot show ${dataset} entry ${entry}`);
+      await view3dFast(); // its start would wipe a message already written into the 3-D view
       for (const view of VIEWS) purge(view, explain(err));
       return false;
     }
