@@ -207,7 +207,7 @@ class Page:
     def state(self) -> dict[str, Any]:
         return self.page.evaluate("""() => { const s = window.giodDisplay; return {ready: s.ready, error: s.error,
             dataset: s.dataset, entry: s.entry, counts: s.counts, layers: s.layers, selected: s.selected,
-            highlight: s.highlight, loads: s.loads, timings: s.timings}; }""")
+            highlight: s.highlight, loads: s.loads, timings: s.timings, renderer: s.renderer}; }""")
 
 
 @pytest.fixture

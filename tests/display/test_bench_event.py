@@ -36,3 +36,11 @@ def test_busy_event_has_exactly_the_cells_asked_for():
 def test_fewer_cells_than_the_event_has_is_refused():
     with pytest.raises(ConfigError, match="already has"):
         busy_events([(10, 0.0)])
+
+
+def test_an_unknown_renderer_is_refused_before_any_work(tmp_path):
+    from giod.bench.display import run
+
+    with pytest.raises(ConfigError, match="renderer must be one of webgl, plotly"):
+        run(cells=10, repeat=1, workdir=tmp_path, renderer="three")
+    assert list(tmp_path.iterdir()) == []

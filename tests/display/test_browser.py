@@ -5,6 +5,10 @@ hits are gold, related objects magenta, jets orange. Toggling a layer or
 clicking a jet must change those counts the way a physicist would see it.
 The full page of the main test is saved as a PNG (the test's temporary
 directory, and ``$GIOD_TEST_ARTIFACTS`` when set).
+
+The display's tests run on both of its 3-D paths: the page's own WebGL view
+(``webgl3d.js``), and the plotly.js fallback of an install where that file is
+absent (the browser gets a 404 for it).
 """
 
 from __future__ import annotations
@@ -48,6 +52,37 @@ def changed(a: np.ndarray, b: np.ndarray, tol: int = 30) -> int:
     return int((np.abs(a - b).max(axis=2) > tol).sum())
 
 
+#: What the browser logs for the 404 of the absent webgl3d.js on the fallback path, and nothing else.
+MISSING_FILE = "Failed to load resource: the server responded with a status of 404"
+
+
+@pytest.fixture(params=["webgl", "plotly"])
+def display_page(request, page):
+    """The page on the fast WebGL path, or on the plotly.js fallback (webgl3d.js absent)."""
+    page.renderer = request.param
+    if request.param == "plotly":
+        page.page.route("**/static/webgl3d.js", lambda route: route.fulfill(status=404, body="not found"))
+    return page
+
+
+def errors_of(p) -> list[str]:
+    """Console errors, but for the one expected on the fallback path (its missing file)."""
+    return [e for e in p.errors if not (p.renderer == "plotly" and MISSING_FILE in e)]
+
+
+def check_renderer(p) -> None:
+    """The 3-D view is drawn by the path asked for; the fallback says so, once."""
+    state = p.state()
+    assert state["renderer"] == p.renderer
+    note = p.page.locator("#renderer-note")
+    if p.renderer == "plotly":
+        assert note.is_visible() and "plotly.js" in note.inner_text()
+        assert note.inner_text().count("plotly.js") == 1
+        assert p.page.get_by_text("3-D view drawn with plotly.js").count() == 1
+    else:
+        assert note.is_hidden()
+
+
 def settle(p) -> None:
     p.page.evaluate("() => window.giodDisplay.settled()")
 
@@ -72,15 +107,17 @@ def toggle(p, layer: str) -> None:
     settle(p)
 
 
-def test_display_draws_the_detector_and_the_event(page, open_server, sim, tmp_path):
+def test_display_draws_the_detector_and_the_event(display_page, open_server, sim, tmp_path):
+    page = display_page
     state = open_display(page, open_server.url, "dataset=sim&entry=2")
+    check_renderer(page)
     assert state["ready"] and state["error"] is None
     event = sim["sim"].event(2)
     assert state["counts"]["hits"] == len(event.tracker_hits)
     assert state["counts"]["tracks"] == len(event.tracks)
     assert state["counts"]["ecal"] + state["counts"]["hcal"] == len(event.calo_cells)
     assert state["counts"]["jets"] == len(event.jets)
-    shot = save_artefact(page.page, tmp_path, "display-sim-2.png")
+    shot = save_artefact(page.page, tmp_path, f"display-sim-2-{page.renderer}.png")
     assert shot.stat().st_size > 20_000
 
     views = {v: pixels(page.page, f"#{v}") for v in ("view3d", "viewRphi", "viewRz")}
@@ -110,7 +147,12 @@ def test_display_draws_the_detector_and_the_event(page, open_server, sim, tmp_pa
     for v in views:
         assert changed(views[v], pixels(page.page, f"#{v}")) > 100, v
     toggle(page, "ecal")
-    assert not page.errors, page.errors
+    # the next event in the open page: still one note on the fallback, and every view changes
+    page.page.evaluate("() => window.giodDisplay.load('sim', 3)")
+    check_renderer(page)
+    for v in views:
+        assert changed(views[v], pixels(page.page, f"#{v}")) > 500, v
+    assert errors_of(page) == [], page.errors
 
 
 def test_the_event_is_requested_from_the_head_once_and_drawn_in_3d_first(page, open_server):
@@ -124,7 +166,11 @@ def test_the_event_is_requested_from_the_head_once_and_drawn_in_3d_first(page, o
     common = next(i for i, u in enumerate(requests) if u.endswith("/static/common.js"))
     assert scene[0] < common
     t = state["timings"]
-    assert t["plotly_ready_ms"] <= t["first_draw_at_ms"] <= t["since_navigation_ms"]
+    # the WebGL view draws the 3-D view before plotly.js (the projections) has even been asked for
+    assert state["renderer"] == t["renderer"] == "webgl"
+    assert t["first_draw_at_ms"] <= t["plotly_ready_ms"] <= t["since_navigation_ms"]
+    plotly = next(i for i, u in enumerate(requests) if u.endswith("/vendor/plotly.min.js"))
+    assert plotly > requests.index(next(u for u in requests if u.endswith("/static/webgl3d.js")))
     assert page.page.evaluate("() => window.giodDisplay.drawn3d") is True
     # stepping on goes through the API as usual, once
     page.page.evaluate("() => window.giodDisplay.load('sim', 4)")
@@ -133,12 +179,14 @@ def test_the_event_is_requested_from_the_head_once_and_drawn_in_3d_first(page, o
     assert not page.errors, page.errors
 
 
-def test_clicking_a_jet_highlights_its_tracks_and_clusters(page, open_server, sim):
+def test_clicking_a_jet_highlights_its_tracks_and_clusters(display_page, open_server, sim):
+    page = display_page
     ds = sim["sim"]
     entry, jet = next((e, j) for e in range(6) for j, x in enumerate(ds.event(e, ["jets"]).jets)
                       if len(x.tracks_index) >= 3 and abs(x.eta) < 1.5)
     record = ds.event(entry, ["jets"]).jets[jet]
     open_display(page, open_server.url, f"dataset=sim&entry={entry}")
+    check_renderer(page)
     before = {v: pixels(page.page, f"#{v}") for v in ("view3d", "viewRphi")}
     assert magenta_ish(before["viewRphi"]) < 30
 
@@ -171,6 +219,37 @@ def test_clicking_a_jet_highlights_its_tracks_and_clusters(page, open_server, si
     assert state["selected"] == {"role": "tracks", "index": track}
     assert state["highlight"]["hits"] == sorted(hits)
     assert jet in state["highlight"]["jets"]  # and the jet that holds the track
+    assert errors_of(page) == [], page.errors
+
+
+def test_clicking_a_jet_in_the_webgl_view(page, open_server, sim):
+    """The 3-D view's own picking: a click on a jet's axis selects that jet and lights up its tracks."""
+    ds = sim["sim"]
+    open_display(page, open_server.url, "dataset=sim&entry=1")
+    assert page.state()["renderer"] == "webgl"
+    n = len(ds.event(1, ["jets"]).jets)
+    tips = [page.page.evaluate(f"() => window.giodDisplay.jetTip3d({j})") for j in range(n)]
+    jet = next(j for j, t in enumerate(tips) if t["inside"])
+    before = pixels(page.page, "#view3d")
+    page.page.mouse.click(tips[jet]["x"], tips[jet]["y"])
+    page.page.wait_for_function("() => window.giodDisplay.selected !== null", timeout=30_000)
+    settle(page)
+    state = page.state()
+    assert state["selected"] == {"role": "jets", "index": jet}
+    record = ds.event(1, ["jets"]).jets[jet]
+    assert state["highlight"]["tracks"] == sorted(record.tracks_index.to_list())
+    assert magenta_ish(pixels(page.page, "#view3d")) > magenta_ish(before) + 150
+    # a drag turns the view: pixels move, nothing is selected anew
+    box = page.page.locator("#view3d").bounding_box()
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    turned = pixels(page.page, "#view3d")
+    page.page.mouse.move(cx, cy)
+    page.page.mouse.down()
+    page.page.mouse.move(cx + 120, cy + 40, steps=6)
+    page.page.mouse.up()
+    settle(page)
+    assert changed(turned, pixels(page.page, "#view3d")) > 2000
+    assert page.state()["selected"] == {"role": "jets", "index": jet}
     assert not page.errors, page.errors
 
 
@@ -211,6 +290,10 @@ def test_bad_input_is_a_clear_message(page, open_server, query, status, words):
     assert state["error"]["status"] == status
     message = page.page.locator("#message")
     assert message.is_visible() and words in message.inner_text()
+    if status:  # every view says it too, the WebGL 3-D view included
+        page.page.wait_for_function("() => window.giodDisplay.renderer !== undefined", timeout=30_000)
+        for view in ("view3d", "viewRphi", "viewRz"):
+            assert words in page.page.locator(f"#{view}").inner_text(), view
     assert page.page.locator("#bar").is_visible()  # the controls stay: never a blank page
     # the browser reports the refused request itself; nothing else may fail
     assert [e for e in page.errors if "Failed to load resource" not in e] == []

@@ -338,10 +338,18 @@ def scale(events: int | None, repeat: int | None, quick: bool, output: str, work
     default=None,
     help="Timed page loads per event; medians are quoted [default: 3; 1 with --quick].",
 )
+@click.option(
+    "--renderer",
+    type=click.Choice(["webgl", "plotly"]),
+    default="webgl",
+    show_default=True,
+    help="The page's 3-D view: its own WebGL view, or plotly.js (the fallback where webgl3d.js is absent).",
+)
 @_quick
 @_output
 @_workdir
-def display_(cells: int | None, repeat: int | None, quick: bool, output: str, workdir: str | None) -> None:
+def display_(cells: int | None, repeat: int | None, renderer: str, quick: bool, output: str,
+             workdir: str | None) -> None:
     """Event display: page load to first drawn event in Chromium, 50,000 cells beside a small event.
 
     Needs Chromium (apt-get install chromium) and playwright (the test extra).
@@ -352,5 +360,6 @@ def display_(cells: int | None, repeat: int | None, quick: bool, output: str, wo
 
     n = cells or (module.QUICK_CELLS if quick else module.DEFAULT_CELLS)
     with Bars() as bars:
-        outcome = module.run(cells=n, repeat=repeat or (1 if quick else 3), workdir=_workdir_path(workdir), bars=bars)
+        outcome = module.run(cells=n, repeat=repeat or (1 if quick else 3), workdir=_workdir_path(workdir), bars=bars,
+                             renderer=renderer)
     _publish(outcome, output, module.plot)

@@ -1,12 +1,14 @@
-// The giod event display: one event in 3-D and in r-phi and r-z projections, drawn with plotly.js.
+// The giod event display: one event in 3-D and in r-phi and r-z projections.
 //
+// The 3-D view is drawn by webgl3d.js (plain WebGL), the projections and, where webgl3d.js is missing
+// or WebGL is not there, the 3-D view too by plotly.js, loaded after the first 3-D frame.
 // The scene comes from GET /api/v1/events/{dataset}/{entry} (format "giod-scene/1", see
 // giod.display.scene): detector geometry in cm and, per role (hits, tracks, cells, clusters, jets,
 // muons, electrons, photons, taus), every field as a column and every relation as index lists.
 // The geometry of towers, helices, cones and arrows is built here in typed arrays.
 //
-// window.giodDisplay exposes the page's state (ready, error, layers, selected, highlight, timings)
-// and a few actions (load, select, setLayer) for scripts and tests.
+// window.giodDisplay exposes the page's state (ready, error, layers, selected, highlight, renderer,
+// timings) and a few actions (load, select, setLayer) for scripts and tests.
 
 import { answer, api, explain, el, formatNumber, showMessage, token, tokenBox } from "./common.js";
 
@@ -53,8 +55,10 @@ const VIEW_R = 450; // cm: the 3-D view's box, the calorimeters and a little bey
 const VIEW_Z = 650;
 const VIEWS = ["view3d", "viewRphi", "viewRz"];
 // every cell in the 3-D view costs plotly a line segment to convert and draw: by default a busy event
-// shows its most energetic cells down to the energy of the MAX_3D_CELLS-th (the projections sum them all)
+// shows its most energetic cells down to the energy of the MAX_3D_CELLS-th (the projections sum them all);
+// the WebGL view draws a segment for a few bytes of buffer, so it shows many more
 const MAX_3D_CELLS = 12000;
+const MAX_3D_CELLS_WEBGL = 100000;
 
 const S = {
   ready: false, // an event is drawn
@@ -93,34 +97,80 @@ function glRenderer() {
   }
 }
 
-S.gl = glRenderer();
-if (S.gl.software && new URLSearchParams(location.search).get("antialias") !== "1") {
-  // in software every multisampled pixel is computed four times over: a busy 3-D view draws in less
-  // than half the time without it (plotly asks for antialiasing and has no option to turn it off)
-  const getContext = HTMLCanvasElement.prototype.getContext;
-  HTMLCanvasElement.prototype.getContext = function (kind, options) {
-    if (typeof kind === "string" && kind.includes("webgl")) options = { ...options, antialias: false };
-    return getContext.call(this, kind, options);
-  };
+const PARAMS = new URLSearchParams(location.search);
+
+// The 3-D view is drawn by the small WebGL renderer next to this file (webgl3d.js) unless it is
+// missing or refused (?renderer=plotly): then plotly.js draws it, as it draws the projections.
+const fastModule = PARAMS.get("renderer") === "plotly"
+  ? Promise.resolve({ reason: "?renderer=plotly asks for it" })
+  : import("./webgl3d.js").then((m) => ({ module: m }),
+    (err) => ({ reason: `the page could not load /static/webgl3d.js (${err.message})` }));
+
+let fastView = null; // the WebGL 3-D view once created; undefined after a failure
+/** The fast 3-D view, or null (plotly draws the 3-D view); says once in the page why it is not there. */
+async function view3dFast() {
+  if (fastView) return fastView;
+  if (fastView === undefined) return null;
+  const got = await fastModule;
+  let reason = got.reason;
+  if (got.module) {
+    try {
+      fastView = got.module.createView($("view3d"), { box: [VIEW_R, VIEW_R, VIEW_Z], aspect: [1, 1, VIEW_Z / VIEW_R],
+        eye: [1.25, -1.05, 0.55], up: [0, 1, 0] });
+      if (!fastView) reason = "this browser gives the page no WebGL context";
+    } catch (err) {
+      fastView = null;
+      reason = `the WebGL view failed to start (${err.message})`;
+    }
+  }
+  if (fastView) {
+    S.gl = { name: fastView.renderer, software: fastView.software };
+    fastView.background = COLORS.background;
+    fastView.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
+    $("view3d").append(el("div", { class: "view-title" }, "3-D"));
+    fastView.onClick((x, y) => {
+      const hit = fastView.pick(x, y, (uid) => !!(info.get(uid) || {}).role);
+      if (hit) onPlotClick({ points: [{ data: { uid: hit.uid }, pointNumber: hit.point }] });
+    });
+    S.renderer = "webgl";
+    return fastView;
+  }
+  fastView = undefined;
+  S.renderer = "plotly";
+  const note = $("renderer-note");
+  note.hidden = false;
+  note.textContent = `3-D view drawn with plotly.js, which is slower to start: ${reason}.`;
+  return null;
 }
 
-// plotly.js comes from the installed plotly Python package, loaded by the page's head (async, beside
-// the first scene request); the event's geometry is built while it compiles
-const plotlyReady = new Promise((resolve, reject) => {
-  const done = () => { S.plotlyReadyMs = window.giodPlotlyLoadedMs ?? performance.now(); resolve(window.Plotly); };
-  const fail = () => reject(new Error("plotly.js could not be loaded from /vendor/plotly.min.js " +
-    "(the server needs the 'plotly' Python package)"));
-  if (window.Plotly) { done(); return; }
-  if (window.giodPlotlyFailed) { fail(); return; }
-  let script = document.getElementById("plotly-js");
-  if (!script) {
-    script = document.createElement("script");
-    script.src = "/vendor/plotly.min.js";
-    document.head.append(script);
+let plotlyLoading = null;
+/** plotly.js from the installed plotly Python package, loaded on first use: after the first 3-D frame when
+ * the WebGL view draws it, at once otherwise. */
+function loadPlotly() {
+  if (plotlyLoading) return plotlyLoading;
+  S.gl = S.gl || glRenderer();
+  if (S.gl.software && PARAMS.get("antialias") !== "1") {
+    // in software every multisampled pixel is computed four times over: a busy view draws in less
+    // than half the time without it (plotly asks for antialiasing and has no option to turn it off)
+    const getContext = HTMLCanvasElement.prototype.getContext;
+    HTMLCanvasElement.prototype.getContext = function (kind, options) {
+      if (typeof kind === "string" && kind.includes("webgl")) options = { ...options, antialias: false };
+      return getContext.call(this, kind, options);
+    };
   }
-  script.addEventListener("load", done);
-  script.addEventListener("error", fail);
-});
+  plotlyLoading = new Promise((resolve, reject) => {
+    const done = () => { S.plotlyReadyMs = performance.now(); resolve(window.Plotly); };
+    const script = document.createElement("script");
+    script.src = "/vendor/plotly.min.js";
+    script.async = true;
+    script.addEventListener("load", done);
+    script.addEventListener("error", () => reject(new Error("plotly.js could not be loaded from " +
+      "/vendor/plotly.min.js (the server needs the 'plotly' Python package)")));
+    document.head.append(script);
+  });
+  plotlyLoading.catch((err) => { S.error = { status: 0, kind: "plotly", message: err.message }; showMessage(err.message); });
+  return plotlyLoading;
+}
 
 // ------------------------------------------------------------------ scene access
 
@@ -254,9 +304,10 @@ function metLength(met) { return Math.max(80, Math.min(450, 80 + 4 * met)); }
 /** Cells of one calorimeter ("ecal": codes 1, 2; "hcal": 3, 4). */
 function defaultCellThreshold(scene) {
   const cells = scene.objects.cells;
-  if (!cells || cells.n <= MAX_3D_CELLS) return 0;
+  const most = S.renderer === "webgl" ? MAX_3D_CELLS_WEBGL : MAX_3D_CELLS;
+  if (!cells || cells.n <= most) return 0;
   const e = Float64Array.from(cells.fields.energy).sort().reverse();
-  return Math.ceil(e[MAX_3D_CELLS - 1] * 1000) / 1000;
+  return Math.ceil(e[most - 1] * 1000) / 1000;
 }
 
 function cellsOf(calo, barrelOnly = false) {
@@ -366,10 +417,11 @@ function projectedTowers(calo, proj) {
   for (let c = 0; c < cells.n; c++) {
     const g = det.cells[f.subdetector[c]];
     if (!g || g.calo !== calo || (proj === "rphi" && g.part !== "barrel")) continue;
-    const phi = f.phi[c], eta = f.eta[c];
+    const phi = f.phi[c], eta = f.eta[c], part = g.part === "barrel" ? 0 : 1;
+    // numbers, not strings, as keys: a busy event has 50,000 cells to bin in each projection
     let key;
-    if (proj === "rphi") key = `${g.part}:${Math.floor((((phi % (2 * Math.PI)) + 2 * Math.PI) % (2 * Math.PI)) / g.dphi)}`;
-    else key = `${g.part}:${f.ieta ? f.ieta[c] : Math.floor(eta / g.deta)}:${Math.sin(phi) >= 0 ? 1 : -1}`;
+    if (proj === "rphi") key = part * 1e6 + Math.floor((((phi % (2 * Math.PI)) + 2 * Math.PI) % (2 * Math.PI)) / g.dphi);
+    else key = (part * 1e6 + (f.ieta ? f.ieta[c] : Math.floor(eta / g.deta)) + 5e5) * 2 + (Math.sin(phi) >= 0 ? 1 : 0);
     let b = bins.get(key);
     if (!b) { b = { g, sum: 0, eta, phi, sign: Math.sin(phi) >= 0 ? 1 : -1 }; bins.set(key, b); }
     b.sum += Math.max(0, f.energy[c]);
@@ -704,10 +756,29 @@ async function draw(scene) {
   info.clear();
   S.drawn3d = false;
   const t0 = performance.now();
+  const fast = await view3dFast();
   const built = { view3d: build3d(scene) };
   const t1 = performance.now();
-  const Plotly = await plotlyReady;
-  const t2 = performance.now();
+  let t2 = t1, t3, t4;
+  for (const t of built.view3d.traces) t.visible = visibleFor(info.get(t.uid).layer);
+  if (fast) {
+    // the WebGL view draws everything at once, semi-transparent surfaces too; plotly.js is asked for only
+    // now, so that its seconds of loading and compiling do not hold this frame back
+    $("view3d").querySelectorAll(".view-message").forEach((m) => m.remove()); // left by a failed load
+    fast.react(built.view3d.traces);
+    await frames();
+    S.drawn3d = true;
+    t3 = performance.now();
+  }
+  if (fast) {
+    // the projections' traces are built while plotly.js loads and compiles
+    built.viewRphi = build2d(scene, "rphi");
+    built.viewRz = build2d(scene, "rz");
+    t4 = performance.now();
+  }
+  const Plotly = await loadPlotly();
+  if (fast) t2 = S.plotlyReadyMs;
+  else t2 = performance.now();
   // plotly renders WebGL at twice the screen's pixels by default: four times the fill work, which a
   // software renderer (no GPU) feels on every frame; the screen's own density is sharp enough
   const config = { displaylogo: false, responsive: true, scrollZoom: true,
@@ -719,8 +790,10 @@ async function draw(scene) {
     for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
     return Plotly.react(gd, built[view].traces, built[view].layout, config);
   };
-  let t3, t4;
-  if (S.loads === 0) {
+  const projections = ["viewRphi", "viewRz"];
+  if (fast) {
+    await Promise.all(projections.map(show));
+  } else if (S.loads === 0) {
     // a cold page: the 3-D view alone first, then the projections (their SVG work would hold its frame back).
     // The first 3-D frame leaves out what is semi-transparent (calorimeter surfaces, jet cones; jets show as
     // their axes): plotly's WebGL scene draws everything once more for depth when anything is, which
@@ -734,7 +807,7 @@ async function draw(scene) {
     built.viewRphi = build2d(scene, "rphi");
     built.viewRz = build2d(scene, "rz");
     t4 = performance.now();
-    await Promise.all([show("viewRphi"), show("viewRz")]);
+    await Promise.all(projections.map(show));
     built.view3d.traces = all;
     await show("view3d");
   } else {
@@ -747,9 +820,9 @@ async function draw(scene) {
     S.drawn3d = true;
     t3 = performance.now();
   }
-  Object.assign(S.timings, { build3d_ms: t1 - t0, plotly_wait_ms: t2 - t1, view3d_ms: t3 - t2, first_draw_at_ms: t3,
-    projections_ms: performance.now() - Math.min(t3, t4) });
-  for (const view of VIEWS) {
+  Object.assign(S.timings, { build3d_ms: t1 - t0, plotly_wait_ms: Math.max(0, t2 - t1), view3d_ms: t3 - t1,
+    first_draw_at_ms: t3, projections_ms: performance.now() - Math.min(t3, t4), renderer: S.renderer });
+  for (const view of fast ? projections : VIEWS) {
     const gd = $(view);
     if (!gd._giodClick) {
       gd.on("plotly_click", (ev) => onPlotClick(ev));
@@ -781,7 +854,8 @@ async function setLayer(key, on) {
   const box = document.querySelector(`#layers input[data-layer="${key}"]`);
   if (box) box.checked = !!on;
   if (!S.ready) return;
-  const Plotly = await plotlyReady;
+  if (fastView) for (const [uid, m] of info) if (m.layer === key && uid.startsWith("view3d_")) fastView.visible(uid, !!on);
+  const Plotly = await loadPlotly();
   await Promise.all(VIEWS.map((view) => {
     const gd = $(view), idx = tracesOf(gd, (m) => m.layer === key);
     return idx.length ? Plotly.restyle(gd, { visible: !!on }, idx) : null;
@@ -869,7 +943,7 @@ function merge(parts, dims) {
 }
 
 async function redrawHighlight() {
-  const Plotly = await plotlyReady;
+  const Plotly = await loadPlotly();
   const h = S.highlight, sel = S.selected;
   const jobs = [];
   for (const view of VIEWS) {
@@ -891,8 +965,9 @@ async function redrawHighlight() {
     }
     const selGeo = sel ? geometryOf(sel.role, [sel.index], proj) : null;
     const uid = (name) => uidFor(view, name);
-    const find = (name) => gd.data.findIndex((t) => t.uid === uid(name));
+    const find = (name) => (gd.data || []).findIndex((t) => t.uid === uid(name));
     const update = (name, arrays) => {
+      if (view === "view3d" && fastView) { fastView.restyle(uid(name), { x: arrays[0], y: arrays[1], z: arrays[2] }); return; }
       const i = find(name);
       if (i < 0) return;
       const keys = dims === 3 ? ["x", "y", "z"] : ["x", "y"];
@@ -1075,11 +1150,13 @@ async function load(dataset, entry) {
       S.sceneMs = performance.now();
     } catch (err) {
       failed(err, `cannot show ${dataset} entry ${entry}`);
+      await view3dFast(); // its start would wipe a message already written into the 3-D view
       for (const view of VIEWS) purge(view, explain(err));
       return false;
     }
     const t1 = performance.now();
     S.scene = scene; S.dataset = dataset; S.entry = entry;
+    await view3dFast(); // its renderer sets how many cells the 3-D view shows
     S.minCellEnergy = S.minCellEnergyAsked ?? defaultCellThreshold(scene);
     S.selected = null; S.highlight = { hits: [], tracks: [], cells: [], clusters: [], jets: [] };
     try {
@@ -1116,6 +1193,12 @@ async function load(dataset, entry) {
 
 function purge(view, text) {
   const gd = $(view);
+  if (view === "view3d" && fastView) {
+    fastView.clear();
+    gd.querySelectorAll(".view-message").forEach((m) => m.remove());
+    gd.append(el("div", { class: "muted view-message", style: "padding:12px;position:absolute;top:0;left:0" }, text));
+    return;
+  }
   if (window.Plotly && gd.data) window.Plotly.purge(gd);
   gd.textContent = "";
   gd.append(el("div", { class: "muted", style: "padding:12px" }, text));
@@ -1190,7 +1273,8 @@ async function main() {
   $("phoenix").addEventListener("click", downloadPhoenix);
   $("dataset").addEventListener("change", () => track(load($("dataset").value, 0)));
   renderLayers();
-  plotlyReady.catch((err) => { S.error = { status: 0, kind: "plotly", message: err.message }; showMessage(err.message); });
+  // the 3-D view's WebGL context starts while the event is on its way; without it plotly.js is needed at once
+  view3dFast().then((fast) => { if (!fast) loadPlotly(); });
 
   const params = new URLSearchParams(location.search);
   const threshold = params.get("min_cell_energy");
@@ -1232,6 +1316,13 @@ Object.assign(S, {
     let seen;
     do { seen = pending; await seen; } while (seen !== pending);
     await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  },
+  /** Page coordinates of the tip of jet j's axis in the WebGL 3-D view (null without it). */
+  jetTip3d(j) {
+    if (!fastView || !S.scene || !S.scene.objects.jets) return null;
+    const f = S.scene.objects.jets.fields, d = direction(f.eta[j], f.phi[j]), L = jetLength(f.pt[j]);
+    const [x, y] = fastView.project(d[0] * L, d[1] * L, d[2] * L), box = fastView.canvas.getBoundingClientRect();
+    return { x: box.left + x, y: box.top + y, inside: x >= 0 && y >= 0 && x < box.width && y < box.height };
   },
   /** Page coordinates of the clickable tip of jet j in a projection ("viewRphi" or "viewRz"). */
   jetTip(j, view = "viewRphi") {
