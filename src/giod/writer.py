@@ -23,6 +23,7 @@ again should the catalog lose the commit (``giod recover``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import uuid
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from giod import config
+from giod import config, tagindex
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
 from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
@@ -50,6 +51,7 @@ from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
 from giod.schema import TAG_CONTAINER, Schema
+from giod.storage.arrowfile import CODECS
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
 from giod.storage.site import Site
 
@@ -91,6 +93,8 @@ class _OpenDatabase:
     n_events: int = 0
     nbytes: int = 0
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)
+    tags: list[pa.Table] = field(default_factory=list)  # kept until commit, to build the tag index
+    footer: dict[str, Any] = field(default_factory=dict)  # the commit record every container's footer holds
 
 
 class Writer:
@@ -204,6 +208,9 @@ class Writer:
                                      format=w.format, cluster_checksums=w.cluster_checksums)
 
             written = _each(finish, list(db.buffers))
+            index = self._tag_index(db, written)
+            if index is not None:
+                written.append(index)
             if self._lease is not None:
                 self._lease.confirm()  # the files stay safe from gc for the commit
         except BaseException:
@@ -281,6 +288,28 @@ class Writer:
             "seen_version": seen_version(self.dataset.federation.catalog),
         }
 
+    def _tag_index(self, db: _OpenDatabase, written: list[ContainerSpec]) -> ContainerSpec | None:
+        """Write the tag index of ``db`` beside its tag container (``giod.tagindex``)."""
+        tag = next((c for c in written if c.name == TAG_CONTAINER), None)
+        if tag is None or not db.tags:
+            return None
+        built = tagindex.build(pa.concat_tables(db.tags), tag.path, tag.checksum)
+        db.tags.clear()
+        if built is None:
+            return None
+        table, directory = built
+        # always Arrow: the index is read by record batch
+        codec = self.options.compression if self.options.compression in CODECS else "zstd"
+        options = dataclasses.replace(self.options, container_format="arrow", compression=codec,
+                                      compression_level=self.options.compression_level if codec == "zstd" else None)
+        w = ContainerWriter(self.site, f"{db.directory}/{tagindex.TAG_INDEX}{SUFFIX['arrow']}", table.schema,
+                            options, {**commit_record(db.footer, tagindex.TAG_INDEX), **directory})
+        for start in range(0, table.num_rows, tagindex.BLOCK):
+            w.write_cluster(table.slice(start, tagindex.BLOCK))
+        out = w.close()
+        return ContainerSpec(tagindex.TAG_INDEX, out.path, out.checksum, out.size, out.cluster_entries,
+                             self._schema_id, format=out.format, cluster_checksums=out.cluster_checksums)
+
     def _database(self, containers: tuple[str, ...]) -> _OpenDatabase:
         db = self._open
         if db is not None:
@@ -309,7 +338,7 @@ class Writer:
             for b in buffers.values():
                 b.writer.abort()
             raise
-        self._open = _OpenDatabase(directory, containers, buffers)
+        self._open = _OpenDatabase(directory, containers, buffers, footer=footer)
         return self._open
 
     def _add(self, db: _OpenDatabase, tables: Mapping[str, pa.Table], n: int) -> None:
@@ -320,4 +349,5 @@ class Writer:
             db.nbytes += t.nbytes
             if c == TAG_CONTAINER:
                 merge_stats(db.stats, t)
+                db.tags.append(t)
         db.n_events += n
