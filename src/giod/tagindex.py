@@ -26,6 +26,7 @@ read whole as before (docs/selection.md).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -37,6 +38,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod.expression import Expression
+from giod.storage.arrowfile import CODECS
+from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
+from giod.storage.site import Site
 
 #: the container name of the index; no schema can name a container so (schema names have no '-')
 TAG_INDEX = "tag-index"
@@ -45,7 +49,7 @@ BLOCK = 4096
 #: schema metadata key of the directory
 DIRECTORY_KEY = "giod.tagindex"
 #: past this share of the index's blocks, a selection reads the tag container instead
-MAX_SHARE = 0.25
+MAX_SHARE = 0.1
 _ENTRY = "#entry"  # suffix of a field's entry column: '#' cannot occur in a tag name
 
 
@@ -83,6 +87,24 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
     meta = {"block": BLOCK, "events": n, "tag": tag_path, "checksum": tag_checksum, "fields": directory}
     # json writes nan/inf bounds as NaN/Infinity, which json.loads reads back
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields)), {DIRECTORY_KEY: json.dumps(meta)}
+
+
+def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: str, options: WriteOptions,
+          metadata: Mapping[str, str]) -> WrittenContainer | None:
+    """Write the index of ``tags`` (stored in the tag container ``tag_path``) to ``path``; ``metadata``
+    joins the directory in the footer. None when no tag can be indexed."""
+    built = build(tags, tag_path, tag_checksum)
+    if built is None:
+        return None
+    table, directory = built
+    # always Arrow, whatever the dataset's containers are: the index is read by record batch
+    codec = options.compression if options.compression in CODECS else "zstd"
+    options = dataclasses.replace(options, container_format="arrow", compression=codec,
+                                  compression_level=options.compression_level if codec == "zstd" else None)
+    w = ContainerWriter(site, path, table.schema, options, {**metadata, **directory})
+    for start in range(0, table.num_rows, BLOCK):
+        w.write_cluster(table.slice(start, BLOCK))
+    return w.close()
 
 
 @dataclass(frozen=True)

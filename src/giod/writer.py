@@ -23,7 +23,6 @@ again should the catalog lose the commit (``giod recover``).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import uuid
@@ -51,7 +50,6 @@ from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
 from giod.schema import TAG_CONTAINER, Schema
-from giod.storage.arrowfile import CODECS
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
 from giod.storage.site import Site
 
@@ -291,22 +289,14 @@ class Writer:
     def _tag_index(self, db: _OpenDatabase, written: list[ContainerSpec]) -> ContainerSpec | None:
         """Write the tag index of ``db`` beside its tag container (``giod.tagindex``)."""
         tag = next((c for c in written if c.name == TAG_CONTAINER), None)
-        if tag is None or not db.tags:
+        tables, db.tags = db.tags, []
+        if tag is None or not tables:
             return None
-        built = tagindex.build(pa.concat_tables(db.tags), tag.path, tag.checksum)
-        db.tags.clear()
-        if built is None:
+        out = tagindex.write(self.site, f"{db.directory}/{tagindex.TAG_INDEX}{SUFFIX['arrow']}",
+                             pa.concat_tables(tables), tag.path, tag.checksum, self.options,
+                             commit_record(db.footer, tagindex.TAG_INDEX))
+        if out is None:
             return None
-        table, directory = built
-        # always Arrow: the index is read by record batch
-        codec = self.options.compression if self.options.compression in CODECS else "zstd"
-        options = dataclasses.replace(self.options, container_format="arrow", compression=codec,
-                                      compression_level=self.options.compression_level if codec == "zstd" else None)
-        w = ContainerWriter(self.site, f"{db.directory}/{tagindex.TAG_INDEX}{SUFFIX['arrow']}", table.schema,
-                            options, {**commit_record(db.footer, tagindex.TAG_INDEX), **directory})
-        for start in range(0, table.num_rows, tagindex.BLOCK):
-            w.write_cluster(table.slice(start, tagindex.BLOCK))
-        out = w.close()
         return ContainerSpec(tagindex.TAG_INDEX, out.path, out.checksum, out.size, out.cluster_entries,
                              self._schema_id, format=out.format, cluster_checksums=out.cluster_checksums)
 

@@ -178,15 +178,24 @@ def test_databases_without_an_index_and_stale_indexes_fall_back(local_fed, monke
     assert all(db.container(tagindex.TAG_INDEX) is None for db in old.databases())
     np.testing.assert_array_equal(old.select(f"f32 > {cut!r}").entries(), want)
 
-    # the index of the first database now names another tag container than the catalog's
+
+
+def test_a_pass_that_replaces_the_tags_replaces_their_index(local_fed, monkeypatch):
+    monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)  # databases of three blocks: let the index answer
+    ds, columns = _clustered(local_fed, 20_000, 10_000)
     db = ds.databases()[0]
-    real = tagindex.Directory.of
-
-    def stale(schema):
-        d = real(schema)
-        return None if d is None else tagindex.Directory(d.block, d.events, d.tag, "crc32c:00000000", d.fields)
-
-    monkeypatch.setattr(tagindex.Directory, "of", staticmethod(stale))
+    old_index = db.container(tagindex.TAG_INDEX)
+    new = {name: np.asarray(col)[::-1].copy() for name, col in columns.items()}  # the tags reversed
+    first = {name: col[:10_000] for name, col in new.items()}
+    with ds.extend(program="retag", replace=True) as p:
+        p.write(db, ak.Array(first), containers=["tag"])
+    db = ds.databases()[0]
+    index, tag = db.container(tagindex.TAG_INDEX), db.container("tag")
+    assert index.path != old_index.path
+    directory = local_fed.read_container(index, lambda r: tagindex.Directory.of(r.arrow_schema))
+    assert (directory.tag, directory.checksum) == (tag.path, tag.checksum)
+    values = np.concatenate([first["f32"], columns["f32"][10_000:]])
+    cut = float(np.sort(values)[-21])
     sel = ds.select(f"f32 > {cut!r}")
-    assert sel._indexed(db, db.container("tag")) is None
-    np.testing.assert_array_equal(sel.entries(), want)
+    assert sel._indexed(db, tag) is not None
+    np.testing.assert_array_equal(sel.entries(), np.flatnonzero(values > cut))
