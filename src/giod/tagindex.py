@@ -71,7 +71,9 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
         if not indexable(col.type):
             continue
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        order = pc.array_sort_indices(col, null_placement="at_end")  # stable: ties keep entry order
+        # stable: ties keep entry order; Arrow cannot sort float16, float32 holds every one exactly
+        key = col.cast(pa.float32()) if pa.types.is_float16(col.type) else col
+        order = pc.array_sort_indices(key, null_placement="at_end")
         values = col.take(order)
         valid = n - col.null_count
         head = values.slice(0, valid).to_numpy(zero_copy_only=False)

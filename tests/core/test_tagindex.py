@@ -15,6 +15,7 @@ from tests.test_expression_properties import FIELDS, SETTINGS, SPECIAL_FLOATS, e
 
 import giod
 from giod import tagindex
+from giod.expression import parse
 from giod.storage.arrowfile import ArrowContainerReader
 
 _YAML = """schema_version: 1
@@ -199,3 +200,21 @@ def test_a_pass_that_replaces_the_tags_replaces_their_index(local_fed, monkeypat
     sel = ds.select(f"f32 > {cut!r}")
     assert sel._indexed(db, tag) is not None
     np.testing.assert_array_equal(sel.entries(), np.flatnonzero(values > cut))
+
+
+def test_half_precision_and_unsigned_tags_are_indexed(monkeypatch):
+    """Arrow cannot sort float16: the index sorts a widened copy and keeps the values; uint64 past 2**63."""
+    monkeypatch.setattr(tagindex, "BLOCK", 8)
+    monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)
+    rng = np.random.default_rng(3)
+    columns = {"h": pa.array(rng.normal(size=200).astype(np.float16)),
+               "u": pa.array(rng.integers(0, 2**64 - 1, 200, dtype=np.uint64))}
+    index, meta = tagindex.build(pa.table(columns), "d/x/tag.arrow", "crc32c:0")
+    directory = tagindex.Directory.of(index.schema.with_metadata(meta))
+    assert index.schema.field("h").type == pa.float16()
+    fields = {"h": "float16", "u": "uint64"}
+    for text in ("h > 1.5", "h < -2 or u < 1000000", "abs(h) < 0.01 and u > 0"):
+        expression = parse(text, fields)
+        got = tagindex.select(expression, directory,
+                              lambda blocks: pa.concat_tables([index.slice(int(b) * 8, 8) for b in blocks]))
+        np.testing.assert_array_equal(got, np.flatnonzero(expression.evaluate(columns)), err_msg=text)
