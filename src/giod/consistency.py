@@ -53,6 +53,7 @@ from giod.schema import TAG_CONTAINER
 from giod.storage.arrowfile import describe
 from giod.storage.container import COMMIT_KEY, SUFFIX
 from giod.storage.site import FileInfo, Site, is_temporary
+from giod.tagindex import TAG_INDEX
 
 
 @dataclass
@@ -396,7 +397,7 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
                 clusters, crcs = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups)), ()
         base = posixpath.basename(f.path).removesuffix(SUFFIX["arrow"]).removesuffix(SUFFIX["parquet"])
         container = str(m.get("container") or base)
-        if container not in ds.schema.containers and container != TAG_CONTAINER:
+        if container not in ds.schema.containers and container not in (TAG_CONTAINER, TAG_INDEX):
             return refused(f"{f.path} is no container of dataset {name}")
         counts.add(sum(clusters))
         checksum, size = file_checksum(site, f.path)

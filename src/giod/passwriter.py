@@ -12,7 +12,7 @@ import awkward as ak
 import numpy as np
 import pyarrow.compute as pc
 
-from giod import config
+from giod import config, tagindex
 from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
 from giod.clusters import (
@@ -115,6 +115,19 @@ def write_pass(
                                    cluster_checksums=out.cluster_checksums))
         if c == TAG_CONTAINER:
             merge_stats(stats, table)
+            try:  # new tags get their index (replacing the one of the tags they replace)
+                index = tagindex.write(target, f"{directory}/{tagindex.TAG_INDEX}.{uuid.uuid4().hex[:8]}.arrow",
+                                       table, out.path, out.checksum, options,
+                                       commit_record(record, tagindex.TAG_INDEX))
+            except BaseException:
+                for s in specs:
+                    target.remove(s.path)
+                raise
+            if index is not None:
+                specs.append(ContainerSpec(tagindex.TAG_INDEX, index.path, index.checksum, index.size,
+                                           index.cluster_entries, dataset.schema_id, program=program,
+                                           program_version=program_version, parameters=dict(parameters or {}),
+                                           format=index.format, cluster_checksums=index.cluster_checksums))
     return PassOutput(database.id, tuple(specs), stats)
 
 

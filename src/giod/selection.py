@@ -4,13 +4,17 @@ Reading a selection goes, per database:
 
 1. skip the database when its per-database tag statistics show that no
    event can pass (``Expression.may_match``);
-2. read the tag columns the expression needs and evaluate it; an expression
-   over objects (``count(Jet.pt > 30) >= 2``) is first narrowed by its
-   tag-only terms, then evaluated on the events they left, reading only the
-   object fields it names (and only the pages that hold those events);
+2. find the candidates of an expression over tags through the database's tag
+   index, reading only the blocks of each field's sorted values that may
+   match, and evaluate the expression on them (``giod.tagindex``); without a
+   usable index, or when too much of it would match, read the tag columns
+   whole and evaluate; an expression over objects (``count(Jet.pt > 30) >= 2``)
+   is first narrowed by its tag-only terms, then evaluated on the events they
+   left, reading only the object fields it names (and only the pages that
+   hold those events);
 3. read, from each container asked for, only the columns asked for and only
-   the Parquet pages that hold selected events (whole clusters when the
-   selection is dense; see docs/pages.md);
+   the Arrow record batches (or Parquet pages) that hold selected events
+   (whole clusters when the selection is dense; see docs/pages.md);
 4. adapt old schema versions, convert to awkward, link relations.
 """
 
@@ -27,9 +31,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from giod import tagindex
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
-from giod.errors import DataError, NotFound
+from giod.errors import DataError, GiodError, NotFound
 from giod.expression import Expression, match_all, parse
 from giod.objects import link
 from giod.schema import TAG_CONTAINER, Schema
@@ -185,17 +190,42 @@ class Selection:
 
     def _mask(self, db: DatabaseRecord) -> np.ndarray | None:
         """Selected local entries of ``db`` (None means all of them)."""
-        if self.expression.fields and db.container(TAG_CONTAINER) is None:
+        tag = db.container(TAG_CONTAINER)
+        if self.expression.fields and tag is None:
             raise DataError(f"database {db.id} has no tag container: cannot evaluate {self.expression}")
+        if tag is not None and self.expression.fields and not self.expression.objects:
+            found = self._indexed(db, tag)
+            if found is not None:
+                return found
         return select_local(self.dataset, db, self.expression)
+
+    def _indexed(self, db: DatabaseRecord, tag: ContainerRecord) -> np.ndarray | None:
+        """Selected local entries of ``db`` through its tag index; None when it has none that serves."""
+        rec = db.container(tagindex.TAG_INDEX)
+        if rec is None or tag.schema_id != self.dataset.schema_id:
+            return None  # written before the index existed, or tags under older names and types
+
+        def read(reader: ContainerReader) -> np.ndarray | None:
+            directory = tagindex.Directory.of(reader.arrow_schema)
+            if (directory is None or directory.tag != tag.path or directory.checksum != tag.checksum
+                    or directory.events != db.n_events):
+                return None  # a later pass replaced the tags: this index describes other values
+            return tagindex.select(self.expression, directory, lambda blocks: reader.read(None, blocks))
+
+        try:
+            return self.dataset.federation.read_container(rec, read)
+        except GiodError:
+            return None  # no reachable, sound copy of the index: the tag container is the truth
 
     @cached_property
     def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
         plan = []
         if self.expression.fields:  # the tags of every candidate, fetched ahead from remote sites
             names = sorted(self.expression.fields)
+            # (an index reads only its footer and the blocks that match: nothing to fetch ahead)
             self.dataset.federation.prefetch(
-                [(c, names) for db in self.databases() if (c := db.container(TAG_CONTAINER)) is not None])
+                [(c, names) for db in self.databases()
+                 if (c := db.container(TAG_CONTAINER)) is not None and db.container(tagindex.TAG_INDEX) is None])
         for db in self.databases():
             sel = self._mask(db)
             if sel is None or len(sel):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from giod import config
+from giod import config, tagindex
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
 from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
@@ -91,6 +91,8 @@ class _OpenDatabase:
     n_events: int = 0
     nbytes: int = 0
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)
+    tags: list[pa.Table] = field(default_factory=list)  # kept until commit, to build the tag index
+    footer: dict[str, Any] = field(default_factory=dict)  # the commit record every container's footer holds
 
 
 class Writer:
@@ -204,6 +206,9 @@ class Writer:
                                      format=w.format, cluster_checksums=w.cluster_checksums)
 
             written = _each(finish, list(db.buffers))
+            index = self._tag_index(db, written)
+            if index is not None:
+                written.append(index)
             if self._lease is not None:
                 self._lease.confirm()  # the files stay safe from gc for the commit
         except BaseException:
@@ -281,6 +286,20 @@ class Writer:
             "seen_version": seen_version(self.dataset.federation.catalog),
         }
 
+    def _tag_index(self, db: _OpenDatabase, written: list[ContainerSpec]) -> ContainerSpec | None:
+        """Write the tag index of ``db`` beside its tag container (``giod.tagindex``)."""
+        tag = next((c for c in written if c.name == TAG_CONTAINER), None)
+        tables, db.tags = db.tags, []
+        if tag is None or not tables:
+            return None
+        out = tagindex.write(self.site, f"{db.directory}/{tagindex.TAG_INDEX}{SUFFIX['arrow']}",
+                             pa.concat_tables(tables), tag.path, tag.checksum, self.options,
+                             commit_record(db.footer, tagindex.TAG_INDEX))
+        if out is None:
+            return None
+        return ContainerSpec(tagindex.TAG_INDEX, out.path, out.checksum, out.size, out.cluster_entries,
+                             self._schema_id, format=out.format, cluster_checksums=out.cluster_checksums)
+
     def _database(self, containers: tuple[str, ...]) -> _OpenDatabase:
         db = self._open
         if db is not None:
@@ -309,7 +328,7 @@ class Writer:
             for b in buffers.values():
                 b.writer.abort()
             raise
-        self._open = _OpenDatabase(directory, containers, buffers)
+        self._open = _OpenDatabase(directory, containers, buffers, footer=footer)
         return self._open
 
     def _add(self, db: _OpenDatabase, tables: Mapping[str, pa.Table], n: int) -> None:
@@ -320,4 +339,5 @@ class Writer:
             db.nbytes += t.nbytes
             if c == TAG_CONTAINER:
                 merge_stats(db.stats, t)
+                db.tags.append(t)
         db.n_events += n

@@ -18,6 +18,7 @@ import giod
 from giod.bench import synthetic
 from giod.consistency import fsck, gc
 from giod.federation import CATALOG_FILE
+from giod.tagindex import Directory
 
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
 
@@ -64,17 +65,18 @@ def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_aga
 
     fed = giod.open(target, create=False)
     assert len(fed.dataset("daq")) == 20  # the last commits are gone from the catalog
-    assert [c.name for c in fed.dataset("daq").databases()[0].containers] == ["raw.calo", "raw.tracker", "tag"]
+    assert [c.name for c in fed.dataset("daq").databases()[0].containers] == ["raw.calo", "raw.tracker", "tag",
+                                                                             "tag-index"]
     report = fsck(fed)
     lost = report.by_kind("lost")
-    assert len(lost) == 3 + 2 and report.lost_commits and not report.by_kind("orphan")
+    assert len(lost) == 4 + 2 and report.lost_commits and not report.by_kind("orphan")
     lost_files = [Path(fed.site(p.site).local_path(p.path)) for p in lost]
     fed.close()
 
     r = giod_cli("fsck", "-f", str(target))
-    assert r.returncode == 1 and "5 files of lost commits" in r.stdout and "giod recover" in r.stdout, r.stdout
+    assert r.returncode == 1 and "6 files of lost commits" in r.stdout and "giod recover" in r.stdout, r.stdout
     r = giod_cli("gc", "--grace", "0", "-f", str(target))
-    assert r.returncode == 0 and "0 orphan files removed" in r.stdout and "kept 5 files" in r.stderr, r.stdout
+    assert r.returncode == 0 and "0 orphan files removed" in r.stdout and "kept 6 files" in r.stderr, r.stdout
     assert all(f.exists() for f in lost_files)
     r = giod_cli("recover", "--dry-run", "-f", str(target))
     assert r.returncode == 0 and "0 databases registered again, 0 passes" in r.stdout, r.stdout
@@ -97,6 +99,10 @@ def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_aga
         assert ak.to_list(got.jets.pt) == ak.to_list(want.jets.pt)
         # tag statistics come back too: selections prune with them
         assert len(ds.select("ht > -1")) == 50
+        # and so does the tag index, which still names the tag container it indexes
+        index = fed.read_container(second.container("tag-index"), lambda r: Directory.of(r.arrow_schema))
+        tag = second.container("tag")
+        assert index is not None and (index.tag, index.checksum, index.events) == (tag.path, tag.checksum, 30)
         assert fsck(fed).problems == []
         assert gc(fed, grace_seconds=0) == []
     finally:
@@ -128,4 +134,4 @@ def test_recover_says_why_it_cannot_register_a_dataset_the_catalog_lost_too(tmp_
     assert "cannot register local:late/" in r.stdout and "dataset late is not in the catalog" in r.stdout
     assert "Traceback" not in r.stderr
     with giod.open(target, create=False) as fed:
-        assert len(fsck(fed).by_kind("lost")) == 4  # still there, still reported
+        assert len(fsck(fed).by_kind("lost")) == 5  # still there, still reported

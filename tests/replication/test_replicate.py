@@ -145,7 +145,7 @@ def test_new_databases_and_readers_see_the_copies(home, tmp_path: Path):
     with ds.writer(database_events=60) as w:
         w.append(expected_events()[:30])
     r = replicate(home.catalog, home.site, "qcd", "near")
-    assert r.copied == 4 and r.already == 16  # only the new database's containers
+    assert r.copied == 5 and r.already == 20  # only the new database's containers (tag index included)
     got = ds.read(["hits", "ht"])
     assert len(got) == 270 and ak.array_equal(got.ht[:240], expected_events().ht)
 
@@ -160,7 +160,7 @@ def test_cli_replicate_progress_summary_and_errors(tmp_path: Path):
     assert r.exit_code == 0, r.output
     assert "qcd → backup: 8 copied" in r.output and "0 failed" in r.output
     r = run("replicate", "qcd", "--to", "backup", "-f", f)
-    assert "8 copied" in r.output and "8 already there" in r.output
+    assert "12 copied" in r.output and "8 already there" in r.output  # raw.*, tag-index of 4 databases
     for bad, message in ((["--to", "nowhere"], "no site named 'nowhere'"),
                          (["--to", "backup", "--containers", "reko"], "has no container reko"),
                          (["--to", "backup", "--streams", "0"], "0")):
@@ -179,7 +179,7 @@ def test_sources_are_the_nearest_good_replicas(home, tmp_path: Path):
     for p in all_paths(home):
         (Path(home.root) / "data" / p).write_bytes(b"not what the catalog recorded")
     r = replicate(home.catalog, home.site, "qcd", "near")
-    assert r.ok and r.attempts == r.copied == 16  # no try from the damaged origin
+    assert r.ok and r.attempts == r.copied == 20  # no try from the damaged origin
     for p in all_paths(home):
         assert checksum_bytes((tmp_path / "near" / p).read_bytes()) == home.catalog.checksum_of(p)
 

@@ -61,7 +61,7 @@ def test_site_ls_shows_health(home, tmp_path: Path, monkeypatch):
         assert probe(home.site("far")).reachable
         up = _site_ls(str(home.root))
     down = _site_ls(str(home.root))
-    assert up["local"][3] == "yes" and up["local"][5].startswith("16 ")
+    assert up["local"][3] == "yes" and up["local"][5].startswith("20 ")  # 4 databases × 5 containers
     assert up["backup"][5].startswith("3 ") and up["backup"][6] == "1"  # 3 good, 1 bad
     assert up["backup"][4].endswith(("GB", "TB"))  # the free space of a disk
     assert up["far"][3] == "yes" and up["far"][4] == "?"  # a server does not tell its free space

@@ -151,8 +151,9 @@ def run(
         f"{events:,} events, {HITS_PER_EVENT} hits per event on average; the full scan reads "
         f"{payload / MB:.0f} MB of payload (hits + ht) and cuts with numpy; medians of {repeat} "
         "rounds, every measurement once per round",
-        "selection time = tag query (reads ht of every event) + reading the clusters of hits "
-        "that hold a selected event; 'clusters read' is that share",
+        "selection time = tag query (through the tag index, or reading ht of every event past a tenth "
+        "of the index: docs/selection.md) + reading the clusters of hits that hold a selected event; "
+        "'clusters read' is that share",
     ]
     return Outcome(
         name="select",

@@ -1,0 +1,198 @@
+"""Tag index: each tag field of a database sorted, so that a narrow selection reads only what it can match.
+
+When a writer commits a database, it sorts every numeric or boolean tag field
+(nan after the numbers, nulls last; ties keep entry order) and writes one
+more Arrow IPC container, ``tag-index``, beside the tag container. Its
+record batch ``k`` holds block ``k`` (``BLOCK`` positions) of every field's
+sorted order: the values and the entry numbers they belong to. The file's
+schema metadata carries the directory: per field and block the smallest and
+largest value (a zone map over sorted blocks, read with the footer), the
+number of non-null and of non-nan values, and the path and checksum of the
+tag container the index was built from.
+
+A selection asks, per field it reads, which blocks may hold a match: the
+expression is checked against a block's (min, max) with every other field
+unknown (``Expression.may_match``, the interval arithmetic that also skips
+whole databases), bisecting runs of blocks so that the checks grow with the
+runs that match, not with the blocks. Only the matching blocks are read. An
+event can be selected only if each field it reads lies in a matching block
+(a field's value lies inside its block's range, and nulls never match), so
+the entries found in a matching block of every field are the candidates;
+their values come from those same blocks, and the expression is evaluated
+on them alone. When the matching blocks are more than ``MAX_SHARE`` of the
+index, or the index is missing, stale or unreadable, the tag container is
+read whole as before (docs/selection.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from giod.expression import Expression
+from giod.storage.arrowfile import CODECS
+from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
+from giod.storage.site import Site
+
+#: the container name of the index; no schema can name a container so (schema names have no '-')
+TAG_INDEX = "tag-index"
+#: positions of a field's sorted order per record batch (and per directory entry)
+BLOCK = 4096
+#: schema metadata key of the directory
+DIRECTORY_KEY = "giod.tagindex"
+#: past this share of the index's blocks, a selection reads the tag container instead
+MAX_SHARE = 0.1
+_ENTRY = "#entry"  # suffix of a field's entry column: '#' cannot occur in a tag name
+
+
+def indexable(dtype: pa.DataType) -> bool:
+    """Whether selections can read a tag of this type (numbers and booleans)."""
+    return bool(pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype))
+
+
+def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, dict[str, str]] | None:
+    """The index table of one database's tags (one row per event and position) and its directory as
+    schema metadata; None when no tag can be indexed."""
+    n = tags.num_rows
+    entry_type = pa.uint32() if n < 1 << 32 else pa.int64()
+    arrays: list[pa.Array] = []
+    fields: list[pa.Field] = []
+    directory: dict[str, Any] = {}
+    for name in tags.column_names:
+        col = tags.column(name)
+        if not indexable(col.type):
+            continue
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        # stable: ties keep entry order; Arrow cannot sort float16, float32 holds every one exactly
+        key = col.cast(pa.float32()) if pa.types.is_float16(col.type) else col
+        order = pc.array_sort_indices(key, null_placement="at_end")
+        values = col.take(order)
+        valid = n - col.null_count
+        head = values.slice(0, valid).to_numpy(zero_copy_only=False)
+        numeric = valid - (int(np.count_nonzero(np.isnan(head))) if head.dtype.kind == "f" else 0)
+        starts = np.arange(0, numeric, BLOCK)
+        ends = np.minimum(starts + BLOCK, numeric) - 1
+        directory[name] = {"valid": valid, "numeric": numeric,
+                           "lo": head[starts].tolist(), "hi": head[ends].tolist()}
+        arrays += [values, order.cast(entry_type)]
+        fields += [pa.field(name, col.type), pa.field(name + _ENTRY, entry_type, nullable=False)]
+    if not arrays:
+        return None
+    meta = {"block": BLOCK, "events": n, "tag": tag_path, "checksum": tag_checksum, "fields": directory}
+    # json writes nan/inf bounds as NaN/Infinity, which json.loads reads back
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields)), {DIRECTORY_KEY: json.dumps(meta)}
+
+
+def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: str, options: WriteOptions,
+          metadata: Mapping[str, str]) -> WrittenContainer | None:
+    """Write the index of ``tags`` (stored in the tag container ``tag_path``) to ``path``; ``metadata``
+    joins the directory in the footer. None when no tag can be indexed."""
+    built = build(tags, tag_path, tag_checksum)
+    if built is None:
+        return None
+    table, directory = built
+    # always Arrow, whatever the dataset's containers are: the index is read by record batch
+    codec = options.compression if options.compression in CODECS else "zstd"
+    options = dataclasses.replace(options, container_format="arrow", compression=codec,
+                                  compression_level=options.compression_level if codec == "zstd" else None)
+    w = ContainerWriter(site, path, table.schema, options, {**metadata, **directory})
+    for start in range(0, table.num_rows, BLOCK):
+        w.write_cluster(table.slice(start, BLOCK))
+    return w.close()
+
+
+@dataclass(frozen=True)
+class Directory:
+    """What an index's footer says: block size, events, the tag container it indexes, per-field bounds."""
+
+    block: int
+    events: int
+    tag: str
+    checksum: str
+    fields: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def of(cls, schema: pa.Schema) -> Directory | None:
+        raw = (schema.metadata or {}).get(DIRECTORY_KEY.encode())
+        if raw is None:
+            return None
+        try:
+            meta = json.loads(raw)
+            return cls(int(meta["block"]), int(meta["events"]), str(meta["tag"]), str(meta["checksum"]),
+                       dict(meta["fields"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    @property
+    def n_blocks(self) -> int:
+        return -(-self.events // self.block)
+
+    def blocks(self, expression: Expression, name: str) -> np.ndarray:
+        """The blocks of ``name``'s sorted order that may hold an event ``expression`` selects."""
+        info = self.fields[name]
+        lo, hi = info["lo"], info["hi"]
+        found: list[int] = []
+
+        def visit(i: int, j: int) -> None:  # blocks [i, j) of the numbers: sorted, so lo[i]..hi[j - 1]
+            if not expression.may_match({name: (lo[i], hi[j - 1])}):
+                return
+            if j - i == 1:
+                found.append(i)
+                return
+            mid = (i + j) // 2
+            visit(i, mid)
+            visit(mid, j)
+
+        if lo:
+            visit(0, len(lo))
+        # blocks past the numbers hold nan (a float's bounds always allow it), then nulls (never selected)
+        nan_blocks = range(-(-int(info["numeric"]) // self.block), -(-int(info["valid"]) // self.block))
+        if len(nan_blocks) and expression.may_match({name: (math.nan, math.nan)}):
+            found += list(nan_blocks)
+        return np.asarray(found, dtype=np.int64)
+
+
+def select(expression: Expression, directory: Directory,
+           read: Callable[[np.ndarray], pa.Table]) -> np.ndarray | None:
+    """Selected local entries, read through the index (``read(blocks)`` reads those record batches);
+    None when the index does not cover the expression or would read more than ``MAX_SHARE`` of itself."""
+    names = sorted(expression.fields)
+    if not names or any(n not in directory.fields for n in names):
+        return None
+    matched = {n: directory.blocks(expression, n) for n in names}
+    wanted = np.unique(np.concatenate(list(matched.values())))
+    if len(wanted) > MAX_SHARE * directory.n_blocks:
+        return None
+    if not len(wanted):
+        return np.zeros(0, dtype=np.int64)
+    table = read(wanted)
+    sizes = np.minimum(directory.block, directory.events - wanted * directory.block)
+    if table.num_rows != int(sizes.sum()):
+        return None  # not what the directory describes: the tag container will answer
+    # for every row read: its block and its position in each field's sorted order
+    block_of = np.repeat(wanted, sizes)
+    position = block_of * directory.block + (np.arange(table.num_rows) - np.repeat(np.cumsum(sizes) - sizes, sizes))
+    candidates: np.ndarray | None = None
+    kept: dict[str, tuple[np.ndarray, pa.ChunkedArray]] = {}
+    for n in names:
+        rows = np.isin(block_of, matched[n]) & (position < int(directory.fields[n]["valid"]))
+        mask = pa.array(rows)
+        entries = table.column(n + _ENTRY).filter(mask).to_numpy().astype(np.int64)
+        kept[n] = (entries, table.column(n).filter(mask))
+        candidates = np.sort(entries) if candidates is None else np.intersect1d(candidates, entries,
+                                                                                assume_unique=True)
+    assert candidates is not None
+    columns = {}
+    for n, (entries, values) in kept.items():
+        order = np.argsort(entries, kind="stable")
+        at = order[np.searchsorted(entries[order], candidates)]
+        columns[n] = values.take(pa.array(at))
+    return candidates[expression.evaluate(columns, size=len(candidates))]
