@@ -35,11 +35,13 @@ from giod.catalog.queries import (
     log,
     missing,
     missing_dataset,
+    outside_bounds,
     require_databases,
     require_schemas,
     site_record,
 )
 from giod.catalog.records import (
+    Bounds,
     DatabaseRecord,
     DatasetRecord,
     SchemaRecord,
@@ -309,16 +311,31 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
     # -- databases -----------------------------------------------------------
 
-    def databases(self, dataset: str, version: int | None = None) -> list[DatabaseRecord]:
-        """The dataset's databases visible at ``version``, by first entry (three queries)."""
+    def databases(
+        self,
+        dataset: str,
+        version: int | None = None,
+        *,
+        overlapping: Bounds | None = None,
+    ) -> list[DatabaseRecord]:
+        """The dataset's databases visible at ``version``, by first entry (three queries).
+
+        ``overlapping`` (``{tag field: (lo, hi)}``, closed ranges) keeps only
+        the databases whose tag statistics may hold a value in every range
+        (``records.overlaps``); the pruning runs in SQL, so records are built
+        for the databases kept only.
+        """
         ds_id = (
             select(datasets.c.id)
             .where(datasets.c.name == dataset, visible(datasets, version))
             .scalar_subquery()
         )
+        where = databases.c.dataset_id == ds_id
+        if overlapping:
+            where = where & ~outside_bounds(overlapping, version)
 
         def work(conn: Connection) -> list[DatabaseRecord]:
-            found = load_databases(conn, databases.c.dataset_id == ds_id, version)
+            found = load_databases(conn, where, version)
             if not found and dataset_row(conn, dataset, version) is None:
                 raise missing_dataset(conn, dataset, version)
             return found

@@ -14,6 +14,8 @@ The language is described in ``docs/selection.md``.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
@@ -22,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod.expression.arrow import to_arrow
-from giod.expression.bounds import may_match_tree
+from giod.expression.bounds import may_match_tree, necessary_box
 from giod.expression.evaluate import evaluate_tree
 from giod.expression.lexer import MAX_LENGTH
 from giod.expression.nodes import Constant, Kind, Node, fields_of, render
@@ -70,6 +72,16 @@ class Expression:
         means "maybe". A missing field or a None bound counts as unknown.
         """
         return may_match_tree(self._tree, self._kinds, stats)
+
+    def necessary_box(self) -> dict[str, tuple[float, float]]:
+        """Closed ``{field: (lo, hi)}`` ranges that every matching event lies in.
+
+        A database whose (min, max) of some field lies outside its range
+        cannot match: the catalog prunes by this box in SQL, ``may_match``
+        then tests what is left.
+        """
+        return {name: (lo, hi) for name, (lo, hi) in necessary_box(self._tree).items()
+                if lo != -math.inf or hi != math.inf}
 
     def to_pyarrow(self) -> pc.Expression:
         """The same predicate as a ``pyarrow.compute.Expression``, for dataset scans."""
