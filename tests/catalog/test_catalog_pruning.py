@@ -63,3 +63,24 @@ def test_sql_pruning_equals_the_python_rule(
         pruned = catalog.databases(name, version, overlapping=bounds)
         assert [d.id for d in pruned] == expected
         assert pruned == [d for d in everything if d.id in set(expected)]  # whole records alike
+
+
+def test_a_pruned_listing_of_many_databases_keeps_the_entry_order(catalog: Catalog, monkeypatch) -> None:
+    import giod.catalog.catalog as catalog_module
+    import giod.catalog.queries as queries
+
+    monkeypatch.setattr(queries, "IN_CHUNK", 3)  # the kept ids are loaded in chunks of 3
+    monkeypatch.setattr(catalog_module, "IN_CHUNK", 3)
+    catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    catalog.create_dataset("many", schema_id)
+    catalog.commit_databases([
+        DatabaseCommit("many", 2, SITE, (ContainerSpec("tag", f"many/{i}/tag.arrow", "crc32c:0", 9, (2,),
+                                                       schema_id),), {"ht": (float(i % 4), float(i % 4) + 1)})
+        for i in range(20)
+    ])  # fmt: skip
+    bounds = {"ht": (2.5, 10.0)}
+    everything = catalog.databases("many")
+    pruned = catalog.databases("many", overlapping=bounds)
+    assert pruned == [d for d in everything if overlaps(d.tag_stats, bounds)]
+    assert len(pruned) == 10 and [d.first_entry for d in pruned] == sorted(d.first_entry for d in pruned)
