@@ -21,7 +21,7 @@ import awkward as ak
 
 from giod.catalog import Catalog
 from giod.catalog.engine import NoCatalog
-from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
+from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, StorageError
 from giod.names import check_name
 from giod.objects import OID
@@ -148,12 +148,17 @@ class Federation:
             self._schemas[schema_id] = Schema.from_text(rec.text, source=f"catalog schema {schema_id}")
         return self._schemas[schema_id]
 
-    def snapshot_databases(self, dataset: str, version: int) -> list[DatabaseRecord]:
-        """Databases of ``dataset`` at ``version``, listed once per snapshot (versions are immutable)."""
-        key = (dataset, version)
+    def snapshot_databases(self, dataset: str, version: int, overlapping: Bounds | None = None
+                           ) -> list[DatabaseRecord]:
+        """Databases of ``dataset`` at ``version``, listed once per snapshot (versions are immutable).
+
+        ``overlapping`` keeps only those whose tag statistics overlap the ranges (pruned in SQL).
+        """
+        key = (dataset, version, tuple(sorted((overlapping or {}).items())))
         found = self._snapshots.get(key)
         if found is None:
-            found = self.catalog.databases(dataset, version)
+            found = (self.catalog.databases(dataset, version, overlapping=overlapping) if overlapping
+                     else self.catalog.databases(dataset, version))
             self._snapshots[key] = found
             while len(self._snapshots) > SNAPSHOT_CACHE:
                 self._snapshots.pop(next(iter(self._snapshots)))
@@ -317,11 +322,17 @@ class Dataset:
     def pinned(self) -> Dataset:
         return self if self.version is not None else self.at(self.federation.version)
 
-    def databases(self) -> list[DatabaseRecord]:
-        """The databases of this dataset; a pinned snapshot never changes, so it is cached."""
+    def databases(self, overlapping: Bounds | None = None) -> list[DatabaseRecord]:
+        """The databases of this dataset; a pinned snapshot never changes, so it is cached.
+
+        ``overlapping`` (``{tag field: (lo, hi)}``) keeps only the databases whose
+        tag statistics may hold a value in every range, selected in SQL.
+        """
         if self.version is None:
+            if overlapping:
+                return self.federation.catalog.databases(self.name, None, overlapping=overlapping)
             return self.federation.catalog.databases(self.name, None)
-        return self.federation.snapshot_databases(self.name, self.version)
+        return self.federation.snapshot_databases(self.name, self.version, overlapping)
 
     # -------------------------------------------------------------- writing
 

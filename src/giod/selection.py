@@ -178,10 +178,16 @@ class Selection:
     def _databases(self) -> list[DatabaseRecord]:
         return self.dataset.databases()
 
+    @cached_property
+    def _candidates(self) -> list[DatabaseRecord]:
+        # the catalog prunes by the expression's ranges in SQL: records only for what is left
+        box = self.expression.necessary_box()
+        return self.dataset.databases(box) if box else self._databases
+
     def databases(self) -> list[DatabaseRecord]:
         """Databases that may hold selected events (tag statistics prune the rest)."""
         out = []
-        for db in self._databases:
+        for db in self._candidates:
             stats = {k: (None if v[0] != v[0] else v[0], None if v[1] != v[1] else v[1])
                      for k, v in db.tag_stats.items()}
             if self.expression.may_match(stats):

@@ -126,7 +126,9 @@ def test_catalog_sqlite(tmp_path: Path) -> None:
     assert [(r["backend"], r["databases"]) for r in rows] == [("SQLite", n) for n in (10, 20, 30)]
     for r in rows:
         assert _positive(r["rate"]) and _positive(r["seconds"]) and _positive(r["list_seconds"])
-    assert "registrations/s" in output
+        assert _positive(r["prune_seconds"]) and r["kept"] == 0  # mjj >= 500: 1 database in 101
+    assert data["parameters"]["writers"] == 8
+    assert "registrations/s" in output and "prune s" in output
 
 
 def test_bad_option_is_one_line(tmp_path: Path) -> None:

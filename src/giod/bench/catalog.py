@@ -4,7 +4,9 @@ Each registration is what a writer commits for one database: 4 containers
 (raw.tracker, raw.calo, reco, tag) of 10 clusters each, 8 tag statistics,
 program parameters, one replica. ``run`` adds a fresh dataset to the catalog
 at ``url`` (so it can run against a catalog in use) and, after every
-``step`` registrations, also times listing the whole dataset (three queries).
+``step`` registrations, also times listing the whole dataset (three queries)
+and listing the 1 % of its databases whose tag statistics overlap a
+selection's range (``mjj >= 500``), pruned in SQL as a selection does.
 
 ``durability`` puts the durable default (SQLite ``synchronous=FULL``: every
 commit waits for the WAL to reach the disk) beside ``NORMAL`` (no sync per
@@ -22,6 +24,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -34,6 +37,7 @@ _TAGS = ("njets", "ht", "lead_jet_pt", "mjj", "met", "nmuons", "nelectrons", "nt
 _EVENTS = 10_000
 _CLUSTERS = (1_000,) * 10
 _SITE = "bench"
+_PRUNE = {"mjj": (500.0, float("inf"))}  # a selection's tag range: 1 % of the databases overlap it
 
 
 def _commit(dataset: str, schema_id: int, i: int) -> DatabaseCommit:
@@ -69,13 +73,16 @@ def run(
     n_databases: int = 100_000,
     step: int = 5_000,
     progress: Callable[[int, int], None] | None = None,
+    writers: int = 1,
 ) -> list[dict[str, float]]:
     """Register ``n_databases`` databases; one result per ``step``.
 
     Each result holds ``databases`` (registered so far), ``seconds`` (for this
     step), ``rate`` (registrations/s in this step) and ``list_seconds`` (time
-    to list every database of the dataset afterwards). ``progress(done,
-    total)`` is called after every step.
+    to list every database of the dataset afterwards), ``prune_seconds`` and
+    ``kept`` (the pruned listing: its time and length). ``progress(done,
+    total)`` is called after every step. ``writers`` threads commit
+    concurrently (1: one after the other, each waiting for its own fsync).
     """
     results: list[dict[str, float]] = []
     with Catalog.open(url) as catalog:
@@ -88,19 +95,29 @@ def run(
         while done < n_databases:
             count = min(step, n_databases - done)
             start = time.perf_counter()
-            for i in range(done, done + count):
-                catalog.commit_database(_commit(dataset, schema_id, i))
+            if writers == 1:
+                for i in range(done, done + count):
+                    catalog.commit_database(_commit(dataset, schema_id, i))
+            else:  # concurrent writers of one process: their commits share transactions
+                with ThreadPoolExecutor(writers) as pool:
+                    list(pool.map(lambda i: catalog.commit_database(_commit(dataset, schema_id, i)),
+                                  range(done, done + count)))
             seconds = time.perf_counter() - start
             done += count
             start = time.perf_counter()
             catalog.databases(dataset)
             listed = time.perf_counter() - start
+            start = time.perf_counter()
+            kept = catalog.databases(dataset, overlapping=_PRUNE)
+            pruned = time.perf_counter() - start
             results.append(
                 {
                     "databases": done,
                     "seconds": seconds,
                     "rate": count / seconds,
                     "list_seconds": listed,
+                    "prune_seconds": pruned,
+                    "kept": len(kept),
                 }
             )
             if progress is not None:

@@ -166,6 +166,13 @@ def granularity(events: int | None, repeat: int | None, quick: bool, output: str
     show_default=True,
     help="PostgreSQL server to measure too (a throwaway database is created and dropped); 'none' to skip.",
 )
+@click.option(
+    "--writers",
+    type=click.IntRange(min=1, max=256),
+    default=8,
+    show_default=True,
+    help="Writer threads committing at once (their commits share transactions); 1: one after the other.",
+)
 @_quick
 @_output
 @_workdir
@@ -173,6 +180,7 @@ def catalog_(
     databases: int | None,
     step: int | None,
     postgres: str,
+    writers: int,
     quick: bool,
     output: str,
     workdir: str | None,
@@ -183,7 +191,8 @@ def catalog_(
     """
     n = databases or (200 if quick else 100_000)
     outcome = catalog_outcome(
-        n, step or max(1, n // 20), None if postgres == "none" else postgres, _workdir_path(workdir)
+        n, step or max(1, n // 20), None if postgres == "none" else postgres, _workdir_path(workdir),
+        writers,
     )
     _publish(outcome, output, plot_catalog)
 

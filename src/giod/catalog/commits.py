@@ -15,9 +15,11 @@ once per ``Catalog`` (they are never renamed or deleted).
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -40,6 +42,22 @@ from giod.names import check_container_path
 __all__ = ["CommitMethods"]
 
 _INT64 = 2**63  # sizes and counts are BIGINT columns
+
+GROUP_MAX = 256  # commits per shared transaction: bounds how long one group holds the lock
+
+
+class _Pending:
+    """One commit waiting in the group-commit queue, and then its outcome."""
+
+    __slots__ = ("lead", "ok", "value", "wake", "work")
+
+    def __init__(self, work: Callable[[Any, int], Any]):
+        self.work = work
+        self.lead = False
+        self.ok = False
+        self.value: Any = None
+        self.wake = threading.Event()
+
 
 AddItems = Sequence[tuple[int, Sequence[ContainerSpec], Mapping[str, tuple[float, float]] | None]]
 
@@ -111,6 +129,10 @@ class CommitMethods(Transactions):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self._group_lock = threading.Lock()
+        self._group_queue: list[_Pending] = []
+        self._group_running = False
+        self._group_pid = os.getpid()
         self._sites: dict[str, int] = {}  # name -> id, filled on use
         self._schemas: set[int] = set()  # ids known to exist
         self._statements: CommitStatements | None = None
@@ -131,7 +153,28 @@ class CommitMethods(Transactions):
         Containers record the program that wrote them; a spec that leaves
         ``program``, ``program_version`` or ``parameters`` empty takes the
         database's.
+
+        Threads of one process that commit at the same time share one
+        transaction and one fsync (group commit): each still gets its own
+        version and result, only once that transaction is durable, and a
+        commit that fails is rolled back alone.
         """
+        return self._grouped(self._commit_work(commit))  # type: ignore[no-any-return]
+
+    def commit_databases(self, commits: Sequence[DatabaseCommit]) -> list[CommitResult]:
+        """Register many databases in one transaction: all of them, or none.
+
+        Each gets its own version (in list order) and result, as from
+        ``commit_database``; a repeated idempotency key gives its earlier
+        result with ``duplicate=True``. The first refusal rolls back every one.
+        """
+        if not commits:
+            return []
+        works = [self._commit_work(c) for c in commits]
+        return [value for _, value in self._write_driver_group(works, atomic=True)]
+
+    def _commit_work(self, commit: DatabaseCommit) -> Callable[[Any, int], CommitResult]:
+        """Check ``commit`` and prepare its rows; the transaction's work, to run after the bump."""
         n = commit.n_events
         if not 0 <= n < _INT64:
             raise CatalogError(f"commit refused: n_events is {n}")
@@ -191,7 +234,58 @@ class CommitMethods(Transactions):
             self._log(cur, v, now, f"commit {commit.dataset} db {db_id}")
             return CommitResult(db_id, first, v)
 
-        return self._write_driver(work)
+        return work
+
+    # -- group commit --------------------------------------------------------------------
+
+    def _grouped(self, work: Callable[[Any, int], Any]) -> Any:
+        """Run ``work`` as ``_write_driver`` would, sharing a transaction with concurrent callers.
+
+        The first caller to find no group running leads: it takes every
+        waiting change (its own included, up to GROUP_MAX) into one
+        transaction, hands each waiter its outcome, and passes the lead to
+        the first change that queued meanwhile. Followers only wait.
+        """
+        me = _Pending(work)
+        if self._group_pid != os.getpid():  # forked: the parent's queue and lock are not ours
+            self._group_lock, self._group_queue, self._group_running = threading.Lock(), [], False
+            self._group_pid = os.getpid()
+        with self._group_lock:
+            self._group_queue.append(me)
+            me.lead = not self._group_running
+            self._group_running = True
+        if not me.lead:
+            me.wake.wait()
+        if me.lead:
+            try:
+                with self._group_lock:
+                    batch = self._group_queue[:GROUP_MAX]
+                    del self._group_queue[:GROUP_MAX]
+                self._run_group(batch)
+            finally:
+                with self._group_lock:
+                    if self._group_queue:
+                        nxt = self._group_queue[0]
+                        nxt.lead = True
+                        nxt.wake.set()
+                    else:
+                        self._group_running = False
+        if not me.ok:
+            raise me.value
+        return me.value
+
+    def _run_group(self, batch: list[_Pending]) -> None:
+        try:
+            if len(batch) == 1:  # alone: no savepoint needed
+                outcomes = [(True, self._write_driver(batch[0].work))]
+            else:
+                outcomes = self._write_driver_group([p.work for p in batch], atomic=False)
+        except BaseException as exc:  # nothing of the group is durable
+            outcomes = [(False, exc)] * len(batch)
+        for p, (ok, value) in zip(batch, outcomes, strict=True):
+            p.ok, p.value = ok, value
+            if not p.lead:
+                p.wake.set()
 
     def add_containers(
         self,

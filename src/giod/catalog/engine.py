@@ -19,7 +19,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -50,6 +50,7 @@ SYNCHRONOUS = ("FULL", "NORMAL")
 _JITTER = random.SystemRandom()
 _PG_RETRY = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
 _BUMP = "UPDATE federation SET version = version + 1 RETURNING version"
+_SAVEPOINT = "giod_change"
 
 
 class Unchanged(Exception):
@@ -247,15 +248,22 @@ class Transactions:
     def _raise_unless_transient(
         self, orig: BaseException, exc: Exception, deadline: float
     ) -> None:
-        if isinstance(orig, self._driver_integrity):
-            raise ConflictError(f"catalog change refused: {_reason(orig)}") from exc
-        if not self._transient(orig):
-            raise CatalogError(f"catalog {self._shown}: {_reason(orig)}") from exc
+        refused = self._refusal(orig)
+        if refused is not None:
+            raise refused from exc
         if time.monotonic() >= deadline:
             raise CatalogError(
                 f"catalog {self._shown} stayed locked by other writers for more than "
                 f"{self._timeout:g} s; try again later"
             ) from exc
+
+    def _refusal(self, orig: BaseException) -> Exception | None:
+        """The giod error for a driver error, or None when it is transient (try again)."""
+        if isinstance(orig, self._driver_integrity):
+            return ConflictError(f"catalog change refused: {_reason(orig)}")
+        if not self._transient(orig):
+            return CatalogError(f"catalog {self._shown}: {_reason(orig)}")
+        return None
 
     @staticmethod
     def _transient(orig: BaseException) -> bool:
@@ -336,3 +344,75 @@ class Transactions:
             return self._retrying(attempt)
         except Unchanged as unchanged:
             return unchanged.result  # type: ignore[no-any-return]
+
+    def _write_driver_group(
+        self, works: Sequence[Callable[[Any, int], T]], *, atomic: bool
+    ) -> list[tuple[bool, Any]]:
+        """Several ``_write_driver`` changes in ONE transaction: one lock, one fsync.
+
+        Each change runs in its own savepoint after its own version bump, so
+        each gets its own version, strictly increasing in list order, and a
+        change that fails (or raises ``Unchanged``) is rolled back alone,
+        its bump included. Returns ``(True, result)`` or ``(False, error)``
+        per change, known only once the transaction is durable; if the
+        COMMIT itself fails, every change fails with it. ``atomic``: the first
+        failure rolls back every change and is raised instead.
+        """
+
+        def attempt() -> list[tuple[bool, Any]]:
+            raw = self._engine.raw_connection()
+            try:
+                cursor: Any = raw.cursor()
+                if self.dialect == "sqlite":
+                    cursor.execute("BEGIN IMMEDIATE")
+                outcomes = [self._in_savepoint(raw, cursor, work, atomic) for work in works]
+                raw.commit()
+                return outcomes
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    raw.rollback()
+                raise
+            finally:
+                raw.close()
+
+        return self._retrying(attempt)
+
+    def _in_savepoint(
+        self, raw: Any, cursor: Any, work: Callable[[Any, int], T], atomic: bool
+    ) -> tuple[bool, Any]:
+        """Run one change of a group in a savepoint; ``(ok, result or error)``."""
+        batch: contextlib.AbstractContextManager[Any] = (
+            contextlib.nullcontext() if self.dialect == "sqlite"
+            else raw.driver_connection.pipeline()  # its exit raises what the server refused
+        )
+        keep = False
+        try:
+            with batch:
+                cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
+                cursor.execute(_BUMP)
+                (version,) = cursor.fetchone()
+                outcome: tuple[bool, Any] = (True, work(cursor, int(version)))
+            keep = True
+        except Unchanged as unchanged:
+            outcome = (True, unchanged.result)
+        except (self._driver_error, DBAPIError) as exc:
+            orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+            refused = self._refusal(orig)
+            if refused is None or atomic:
+                raise  # transient: the whole group is tried again; atomic: nothing lands
+            refused.__cause__ = exc
+            outcome = (False, refused)
+        except OverflowError as exc:  # sqlite3 binding a Python int beyond 64 bits
+            if atomic:
+                raise
+            outcome = (False, CatalogError(f"catalog {self._shown}: a number does not fit in 64 bits ({exc})"))
+        except Exception as exc:  # the change's own refusal (no such dataset, ...)
+            if atomic:
+                raise
+            outcome = (False, exc)
+        if keep:
+            cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        else:  # undo this change alone, its version bump included
+            cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+            cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        return outcome

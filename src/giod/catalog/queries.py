@@ -14,7 +14,21 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, String, bindparam, cast, func, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    String,
+    and_,
+    bindparam,
+    cast,
+    exists,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    true,
+)
 from sqlalchemy import update as sql_update
 
 from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
@@ -45,6 +59,7 @@ __all__ = [
     "log",
     "missing",
     "missing_dataset",
+    "outside_bounds",
     "not_found",
     "require_databases",
     "require_schemas",
@@ -195,6 +210,33 @@ def delete_rows(conn: Connection, version: int, container_cond: Any, stats_cond:
 
 
 # -- the listing --------------------------------------------------------------------
+
+
+def outside_bounds(bounds: dict[str, tuple[float, float]], version: int | None) -> ColumnElement[bool]:
+    """True for a database with a field's statistics wholly outside its range in ``bounds``.
+
+    The SQL form of ``records.overlaps`` (negated): unknown bounds (NULL)
+    and contradictory statistics (min > max) rule nothing out.
+    """
+    t = tag_stats.alias("pruning")  # the listing's own queries read tag_stats too
+    tests = []
+    for name, (lo, hi) in sorted(bounds.items()):
+        outside = []
+        if lo > -math.inf:
+            outside.append(t.c.max < float(lo))
+        if hi < math.inf:
+            outside.append(t.c.min > float(hi))
+        if outside:
+            tests.append(and_(t.c.field == name, or_(*outside)))
+    if not tests:
+        return false()
+    return exists().where(
+        t.c.database_id == databases.c.id,
+        visible(t, version),  # type: ignore[arg-type]
+        func.coalesce(t.c.min <= t.c.max, true()),
+        or_(*tests),
+    ).correlate(databases)
+
 
 
 def load_databases(

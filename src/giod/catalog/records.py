@@ -217,3 +217,26 @@ class ReplicaRecord:
     site: str
     state: str  # one of tables.REPLICA_STATES
     checked: float | None  # unix time
+
+
+Bounds = dict[str, tuple[float, float]]
+
+
+def overlaps(tag_stats: dict[str, tuple[float, float]], bounds: Bounds) -> bool:
+    """Whether a database's tag statistics may hold a value in every range of ``bounds``.
+
+    The catalog's rule, done in SQL by ``Catalog.databases(..., overlapping=)``:
+    a field whose known (min, max) lies wholly outside its range rules the
+    database out; a missing field, an unknown (infinite) bound or
+    contradictory statistics (min > max) rule out nothing.
+    """
+    for name, (lo, hi) in bounds.items():
+        got = tag_stats.get(name)
+        if got is None:
+            continue
+        smin, smax = got
+        if smin > smax:
+            continue
+        if smax < lo or smin > hi:
+            return False
+    return True

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 from giod.catalog import wire
 from giod.catalog.leases import LeaseRecord
 from giod.catalog.records import (
+    Bounds,
     CommitResult,
     ContainerSpec,
     DatabaseCommit,
@@ -27,6 +28,7 @@ from giod.catalog.records import (
     SchemaRecord,
     SiteRecord,
     VersionRecord,
+    overlaps,
 )
 from giod.errors import CatalogError, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
@@ -205,11 +207,16 @@ class RemoteCatalog:
 
     # -- databases -------------------------------------------------------------
 
-    def databases(self, dataset: str, version: int | None = None) -> list[DatabaseRecord]:
+    def databases(self, dataset: str, version: int | None = None, *,
+                  overlapping: Bounds | None = None) -> list[DatabaseRecord]:
         v = self._recent(version)
         if v is not None and (dataset, v) in self._databases:
-            return list(self._databases[(dataset, v)])
-        return wire.load_many(DatabaseRecord, self._get(f"/datasets/{quote(dataset, safe='')}/databases{_q(version)}"))
+            found = list(self._databases[(dataset, v)])
+        else:
+            found = wire.load_many(DatabaseRecord,
+                                   self._get(f"/datasets/{quote(dataset, safe='')}/databases{_q(version)}"))
+        # the server sends the whole snapshot (one round trip, cached); pruned here by the same rule
+        return [db for db in found if overlaps(db.tag_stats, overlapping)] if overlapping else found
 
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
         return wire.load(DatabaseRecord, self._get(f"/databases/{int(database_id)}{_q(version)}"))

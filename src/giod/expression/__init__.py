@@ -15,6 +15,8 @@ The language is described in ``docs/selection.md``.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, TypeAlias
@@ -24,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod.expression.arrow import to_arrow
-from giod.expression.bounds import may_match_tree
+from giod.expression.bounds import may_match_tree, necessary_box
 from giod.expression.evaluate import evaluate_tree
 from giod.expression.lexer import MAX_LENGTH
 from giod.expression.nodes import Constant, Kind, Logical, Node, fields_of, objects_of, render
@@ -101,6 +103,16 @@ class Expression:
         means "maybe". A missing field or a None bound counts as unknown.
         """
         return may_match_tree(self._tree, self._kinds, stats)
+
+    def necessary_box(self) -> dict[str, tuple[float, float]]:
+        """Closed ``{field: (lo, hi)}`` ranges that every matching event lies in.
+
+        A database whose (min, max) of some field lies outside its range
+        cannot match: the catalog prunes by this box in SQL, ``may_match``
+        then tests what is left.
+        """
+        return {name: (lo, hi) for name, (lo, hi) in necessary_box(self._tree).items()
+                if lo != -math.inf or hi != math.inf}
 
     def to_pyarrow(self) -> pc.Expression:
         """The same predicate as a ``pyarrow.compute.Expression``, for dataset scans."""

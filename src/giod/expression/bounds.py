@@ -387,3 +387,84 @@ _ARITHMETIC: dict[str, Callable[[Kind, Interval, Interval], Interval]] = {
     "%": _remainder,
     "**": _power,
 }
+
+
+# -- the necessary box, for pruning in SQL ---------------------------------------------
+
+Box = dict[str, tuple[float, float]]
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+
+def necessary_box(node: Node) -> Box:
+    """Closed ranges ``{field: (lo, hi)}`` that every matching event's fields lie in.
+
+    Only comparisons of a numeric field with constants, ``and``/``or``,
+    ``between`` and ``in`` give a range; anything else constrains nothing.
+    A comparison is false for nan, so a matching event's value is a number
+    in the range. Bounds are rounded to float like the catalog's statistics
+    (rounding is monotone, so ``max < lo`` still proves that no value
+    reaches ``lo``). A database whose statistics lie outside the box for any
+    field cannot match; ``may_match`` stays the finer test.
+    """
+    match node:
+        case Logical(op="and", operands=operands):
+            box: Box = {}
+            for part in operands:
+                for name, (lo, hi) in necessary_box(part).items():
+                    old_lo, old_hi = box.get(name, (-INF, INF))
+                    box[name] = (max(lo, old_lo), min(hi, old_hi))
+            return box
+        case Logical(op="or", operands=operands):
+            boxes = [necessary_box(part) for part in operands]
+            common = set.intersection(*(set(b) for b in boxes)) if boxes else set()
+            return {
+                name: (min(b[name][0] for b in boxes), max(b[name][1] for b in boxes))
+                for name in common
+            }
+        case Compare(operands=operands, ops=ops):
+            box = {}
+            for op, a, b in zip(ops, operands, operands[1:], strict=False):
+                single = _compared(op, a, b)
+                if single is not None:
+                    name, (lo, hi) = single
+                    old_lo, old_hi = box.get(name, (-INF, INF))
+                    box[name] = (max(lo, old_lo), min(hi, old_hi))
+            return box
+        case Between(operand=Field(name=name, kind=kind), low=Constant() as low,
+                     high=Constant() as high, negated=False) if kind != "bool":
+            lo, hi = _float(low.value), _float(high.value)
+            return {} if lo is None or hi is None else {name: (lo, hi)}
+        case Member(operand=Field(name=name, kind=kind), items=items, negated=False) if (
+            kind != "bool" and items and all(isinstance(i, Constant) for i in items)
+        ):
+            values = [_float(i.value) for i in items]  # type: ignore[attr-defined]
+            if any(v is None for v in values):
+                return {}
+            return {name: (min(values), max(values))}  # type: ignore[type-var]
+    return {}
+
+
+def _compared(op: str, a: Node, b: Node) -> tuple[str, tuple[float, float]] | None:
+    if isinstance(b, Field) and isinstance(a, Constant):
+        a, b, op = b, a, _FLIP.get(op, op)
+    if not (isinstance(a, Field) and isinstance(b, Constant)) or a.kind == "bool":
+        return None
+    value = _float(b.value)
+    if value is None or isinstance(b.value, bool):
+        return None
+    if op in ("<", "<="):
+        return a.name, (-INF, value)
+    if op in (">", ">="):
+        return a.name, (value, INF)
+    if op == "==":
+        return a.name, (value, value)
+    return None  # !=
+
+
+def _float(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return None if math.isnan(out) else out
