@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -23,6 +26,18 @@ class Served:
 
     def remote(self, token: str | None = None) -> giod.Federation:
         return giod.open(self.url, token=self.admin if token is None else token)
+
+    def query(self, **body) -> tuple[int, bytes]:
+        """Status and body of ``POST /api/v1/query`` on dataset qcd (unless named), as the admin."""
+        u = urlsplit(self.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.request("POST", "/api/v1/query", body=json.dumps({"dataset": "qcd", **body}).encode(),
+                         headers={"content-type": "application/json", "authorization": f"Bearer {self.admin}"})
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
 
 
 def serve(path: Path, **options) -> Iterator[Served]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pytest
@@ -29,20 +27,9 @@ def served(tmp_path_factory: pytest.TempPathFactory):
     yield from serve(path)
 
 
-def _query(served, **body) -> tuple[int, bytes]:
-    u = urlsplit(served.url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    conn.request("POST", "/api/v1/query", body=json.dumps({"dataset": "qcd", **body}).encode(),
-                 headers={"content-type": "application/json", "authorization": f"Bearer {served.admin}"})
-    r = conn.getresponse()
-    data = r.read()
-    conn.close()
-    return r.status, data
-
-
 @pytest.mark.parametrize("where", ["false", "1 > 2", "not true", "njets > 1 and false"])
 def test_a_false_selection_answers_no_events(served, where):
-    status, data = _query(served, where=where, columns=["ht", "njets"])
+    status, data = served.query(where=where, columns=["ht", "njets"])
     assert status == 200
     table = pa.ipc.open_stream(data).read_all()
     assert table.num_rows == 0 and table.column_names == ["ht", "njets"]
@@ -53,12 +40,12 @@ def test_a_false_selection_answers_no_events(served, where):
 
 @pytest.mark.parametrize("where", ["true", "not false", "2 > 1"])
 def test_a_true_selection_answers_every_event(served, where):
-    status, data = _query(served, where=where, columns=["ht"])
+    status, data = served.query(where=where, columns=["ht"])
     assert status == 200 and pa.ipc.open_stream(data).read_all().num_rows == EVENTS
 
 
 def test_a_constant_zero_divisor_is_a_400(served):
-    status, data = _query(served, where="1 % 0 == 0", columns=["ht"])
+    status, data = served.query(where="1 % 0 == 0", columns=["ht"])
     assert status == 400
     answer = json.loads(data)
     assert answer["error"] == "ExpressionError" and "by zero" in answer["message"]
@@ -68,7 +55,7 @@ def test_a_constant_zero_divisor_is_a_400(served):
 
 @pytest.mark.parametrize("limit", [-1, 10**12, 2.5, "many"])
 def test_a_bad_limit_is_refused(served, limit):
-    status, data = _query(served, where="ht > 0", columns=["ht"], limit=limit)
+    status, data = served.query(where="ht > 0", columns=["ht"], limit=limit)
     assert 400 <= status < 500 and json.loads(data)["error"] == "DataError"
     if isinstance(limit, int):
         with pytest.raises(giod.DataError, match="limit"):
@@ -76,7 +63,7 @@ def test_a_bad_limit_is_refused(served, limit):
 
 
 def test_an_empty_dataset_answers_its_fields(served):
-    status, data = _query(served, dataset="fresh", columns=["ht", "jets.pt"])
+    status, data = served.query(dataset="fresh", columns=["ht", "jets.pt"])
     table = pa.ipc.open_stream(data).read_all()
     assert status == 200 and table.num_rows == 0 and table.column_names == ["ht", "jets"]
     got = served.remote().dataset("fresh").read(["ht", "jets.pt"])
@@ -85,5 +72,5 @@ def test_an_empty_dataset_answers_its_fields(served):
 
 def test_a_limit_bounds_the_answer(served):
     for limit, rows in ((0, 0), (3, 3), (MAX_ROWS, EVENTS)):
-        status, data = _query(served, where="ht > -1", columns=["ht"], limit=limit)
+        status, data = served.query(where="ht > -1", columns=["ht"], limit=limit)
         assert status == 200 and pa.ipc.open_stream(data).read_all().num_rows == rows

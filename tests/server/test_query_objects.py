@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import awkward as ak
 import numpy as np
@@ -34,17 +32,6 @@ def events():
     return synthetic.events(EVENTS, seed=17)
 
 
-def _query(served, **body) -> tuple[int, bytes]:
-    u = urlsplit(served.url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-    conn.request("POST", "/api/v1/query", body=json.dumps({"dataset": "qcd", **body}).encode(),
-                 headers={"content-type": "application/json", "authorization": f"Bearer {served.admin}"})
-    r = conn.getresponse()
-    data = r.read()
-    conn.close()
-    return r.status, data
-
-
 CUTS = [
     ("count(jets.pt > 40) >= 2 and ht > 100",
      lambda e: (ak.sum(e.jets.pt > 40, axis=1) >= 2) & (e.ht > 100)),
@@ -59,7 +46,7 @@ CUTS = [
 def test_the_server_selects_on_objects(served, events, where, reference):
     expected = ak.to_numpy(events.event)[ak.to_numpy(reference(events))]
     assert 0 < len(expected) < EVENTS
-    status, data = _query(served, where=where, columns=["event", "jets.pt"])
+    status, data = served.query(where=where, columns=["event", "jets.pt"])
     assert status == 200
     table = pa.ipc.open_stream(data).read_all()
     np.testing.assert_array_equal(table.column("event").to_numpy(), expected)
@@ -73,7 +60,7 @@ def test_the_server_selects_on_objects(served, events, where, reference):
     ("nhit > 50", "did you mean 'nhits'"),
 ])
 def test_a_misspelt_collection_or_field_is_a_400_with_suggestions(served, where, says):
-    status, data = _query(served, where=where, columns=["event"])
+    status, data = served.query(where=where, columns=["event"])
     assert status == 400
     answer = json.loads(data)
     assert answer["error"] == "ExpressionError" and says in answer["message"]
