@@ -1,23 +1,28 @@
-# The two commands are the whole set-up: `make demo` and `make test`.
+# The two commands are the whole set-up: `make demo` and `make test`; `make lint` is what CI checks first.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv clean
+.PHONY: demo test lint venv clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[test,physics,pythia,dask]'
+# giod with every extra, and the benchmarks (`giod bench`), both editable
+$(STAMP): pyproject.toml benchmarks/pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[test,physics,pythia,dask,lint]' -e ./benchmarks
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 demo: $(STAMP)
 	$(VENV)/bin/giod demo

@@ -1,6 +1,6 @@
 """Container layouts measured on this machine: Parquet as giod writes it against Arrow IPC files.
 
-The same synthetic events (``giod.bench.synthetic``: hits, cells, tracks and
+The same synthetic events (``giod.testing.synthetic``: hits, cells, tracks and
 jets as ``list<struct<…>>``) are written once per layout, one file per
 container as giod lays them out, clusters of about 16 MB, and an fsync before
 the clock stops. A read is file → Arrow → awkward (``ak.from_arrow``) of every
@@ -25,10 +25,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-from giod.bench import synthetic
 from giod.columns import containers_in, to_tables
 from giod.storage.checksum import checksum_bytes
 from giod.storage.container import WriteOptions
+from giod.testing import synthetic
 
 MB = 1e6
 CLUSTER_BYTES = 16 << 20

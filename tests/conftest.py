@@ -71,3 +71,14 @@ def catalog(catalog_url: str) -> Iterator[Any]:
     opened = Catalog.open(catalog_url)
     yield opened
     opened.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `giod bench` is the benchmarks distribution's entry point; where it is not installed
+    # (benchmarks/ is on pytest's pythonpath), the tests still reach it through `giod`.
+    from giod.cli import main, plugin_commands
+
+    if "bench" not in plugin_commands():
+        from giod_bench.cli import bench
+
+        main.add_command(bench)

@@ -20,7 +20,7 @@ LAYER = {
     "federation": 5, "consistency": 5, "tagindex": 5,
     "distributed": 6, "dask": 6,
     "interchange": 7, "physics": 7, "analysis": 7, "display": 7,
-    "cli": 9, "server": 9, "demo": 9, "bench": 9,
+    "cli": 9, "server": 9, "demo": 9, "testing": 9,
 }
 
 

@@ -65,7 +65,7 @@ def _from_columns(columns: Mapping[str, Any], schema: Schema | None) -> ak.Array
                 layout = ak.from_arrow(value, highlevel=False)
             else:
                 layout = ak.to_layout(value)
-        except Exception as exc:  # noqa: BLE001 - awkward raises several types for malformed input
+        except Exception as exc:
             raise DataError(f"{name}: cannot read the values as an array ({exc})") from exc
         contents[str(name)] = _strip_options(layout)
     lengths = {n: c.length for n, c in contents.items()}
@@ -80,7 +80,7 @@ def _from_dicts(events: list[Mapping[str, Any]], schema: Schema | None) -> ak.Ar
     try:
         # the same array as ak.Array(events): the dicts and awkward forms are checked alike
         return ak.from_iter(events)
-    except Exception:  # noqa: BLE001 - e.g. integers beyond int64: read column by column below
+    except Exception:  # noqa: BLE001, S110 - e.g. integers beyond int64: read column by column below
         pass
     keys: dict[str, None] = {}
     for e in events:
@@ -93,7 +93,7 @@ def _python_column(values: list[Any], name: str, schema: Schema | None) -> ak.co
     """One collection or tag given as Python values, one per event."""
     try:
         return ak.from_iter(values, highlevel=False)
-    except Exception:  # noqa: BLE001 - integers beyond int64 somewhere below
+    except Exception:  # noqa: BLE001, S110 - integers beyond int64 somewhere below
         pass
     if schema is not None and name not in schema.collections and name not in schema.tags:
         raise _unknown_name(name, schema)  # as to_tables would say, before any value is looked at
@@ -119,7 +119,7 @@ def _python_leaf(values: list[Any], where: str, fdef: FieldDef | None) -> ak.con
     """Values of one field or tag that awkward cannot read as they are: integers beyond int64."""
     try:
         return ak.from_iter(values, highlevel=False)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001, S110 - the values are checked one by one below
         pass
     expected = fdef.type_string if fdef else "numbers"
     scalars = list(_scalars(values))
@@ -317,7 +317,7 @@ def to_tables(
                 continue
             try:
                 counts[name] = np.asarray(ak.num(events[name], axis=1), dtype=np.int64)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise DataError(f"collection {name}: expected a list of objects per event, got "
                                 f"{events[name].type}") from exc
     out: dict[str, pa.Table] = {}

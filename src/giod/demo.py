@@ -74,7 +74,7 @@ def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str,
 def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]:
     import giod
     from giod.analysis import dijet
-    from giod.bench import synthetic
+    from giod.testing import synthetic
 
     fed_dir = _fresh(output)
     fed = giod.open(fed_dir, create=True)

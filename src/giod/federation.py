@@ -80,7 +80,7 @@ class Federation:
         if not fed.catalog.sites():
             try:
                 fed.catalog.add_site(LOCAL_SITE, LOCAL_SITE_DIR, 0)
-            except Exception:  # noqa: BLE001 - a concurrent opener added it first
+            except Exception:
                 if not fed.catalog.sites():
                     raise
         return fed

@@ -67,7 +67,7 @@ def _flat_numpy(arr: ak.Array, where: str, expected: str = "numbers") -> np.ndar
     _refuse_layout(arr.layout, where, expected)
     try:
         out = ak.to_numpy(arr, allow_missing=False)
-    except Exception as exc:  # noqa: BLE001 - awkward's errors vary by layout
+    except Exception as exc:
         raise DataError(f"{where}: values are missing or not numeric ({exc})") from exc
     if out.dtype.kind not in "biuf":
         raise DataError(f"{where}: expected {expected}, got {arr.type}")
@@ -126,7 +126,7 @@ def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.Da
         size = int(np.prod(fdef.shape))
         try:
             regular = ak.to_regular(values, axis=-1) if values.ndim > 1 else values
-        except Exception as exc:  # noqa: BLE001 - ragged inner lists
+        except Exception as exc:
             raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}") from exc
         flat = _flat_numpy(regular, where, fdef.type_string)
         if flat.ndim < 2 or int(np.prod(flat.shape[1:])) != size:

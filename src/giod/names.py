@@ -28,7 +28,7 @@ __all__ = ["MAX_NAME", "check_container_path", "check_name", "check_path", "data
 
 MAX_NAME = 128
 # re.ASCII: no Unicode letters or digits (look-alikes, right-to-left marks); fullmatch: no trailing "\n"
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,%d}" % (MAX_NAME - 1), re.ASCII)
+_NAME = re.compile(rf"[A-Za-z][A-Za-z0-9_.-]{{0,{MAX_NAME - 1}}}", re.ASCII)
 
 
 def is_name(name: object) -> bool:

@@ -142,7 +142,7 @@ def test_catalog_postgres(tmp_path: Path) -> None:
     import psycopg
     from sqlalchemy.engine import make_url
 
-    from giod.bench.cli import POSTGRES_URL, _throwaway_postgres
+    from giod_bench.cli import POSTGRES_URL, _throwaway_postgres
 
     try:
         psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
@@ -179,7 +179,7 @@ def test_catalog_postgres(tmp_path: Path) -> None:
 def test_help_quotes_the_module_defaults(name: str) -> None:
     import importlib
 
-    module = importlib.import_module(f"giod.bench.{name}")
+    module = importlib.import_module(f"giod_bench.{name}")
     result = CliRunner().invoke(main, ["bench", name, "--help"])
     assert result.exit_code == 0
     text = " ".join(result.output.split())

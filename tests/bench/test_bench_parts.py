@@ -11,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 import uproot
 
-from giod.bench import daq, granularity, synthetic
-from giod.bench.report import Column, round_robin, stopwatch
 from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
+from giod.testing import synthetic
+from giod_bench import daq, granularity
+from giod_bench.report import Column, round_robin, stopwatch
 
 
 def test_one_container_model_keeps_types_and_drops_containers() -> None:

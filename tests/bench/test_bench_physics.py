@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 import giod
-from giod.bench import recon, simulate
 from giod.cli import main
 from giod.physics.chain import reconstruct_dataset, simulate_into
+from giod_bench import recon, simulate
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from giod.bench import wan, xrootd
 from giod.cli import main
+from giod_bench import wan, xrootd
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -16,9 +16,9 @@ import awkward as ak
 import numpy as np
 import pytest
 
-from giod.bench.netlab import LatencyProxy
-from giod.bench.xrootd import XRootDServer, missing, read_branch
 from giod.errors import ConfigError
+from giod.testing.netlab import LatencyProxy
+from giod_bench.xrootd import XRootDServer, missing, read_branch
 
 
 @pytest.fixture(scope="module")

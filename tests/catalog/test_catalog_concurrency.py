@@ -40,7 +40,7 @@ def _in_workers(target: Callable[..., list[Any]], *args: Any) -> list[list[Any]]
         try:
             start.wait(30)
             queue.put((worker, target(worker, *args), None))
-        except Exception as exc:  # noqa: BLE001  (the parent asserts there was none)
+        except Exception as exc:
             queue.put((worker, None, f"{type(exc).__name__}: {exc}"))
 
     processes = [_mp.Process(target=main, args=(w,)) for w in range(WORKERS)]

@@ -10,8 +10,8 @@ import pytest
 from catalog_samples import DATASET, SITE, seed
 from sqlalchemy import event
 
-from giod.bench import catalog as bench
 from giod.catalog import Catalog
+from giod_bench import catalog as bench
 
 N_DATABASES = 500
 

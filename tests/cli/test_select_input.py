@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 import giod
-from giod.bench import synthetic
 from giod.cli import main
+from giod.testing import synthetic
 
 EVENTS = 250
 

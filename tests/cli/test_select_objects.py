@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 import giod
-from giod.bench import synthetic
 from giod.cli import main
+from giod.testing import synthetic
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import giod
-from giod.bench import synthetic
 from giod.cli import main
 from giod.errors import ConfigError, ConflictError
+from giod.testing import synthetic
 
 UNREACHABLE = "ftp://nosuchhost.invalid/x"
 

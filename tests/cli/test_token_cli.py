@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import giod
-from giod.bench import synthetic
 from giod.cli import main
 from giod.errors import AuthError
+from giod.testing import synthetic
 
 
 @pytest.fixture

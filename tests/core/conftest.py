@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import fresh_postgres_schema
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres), "remote"])

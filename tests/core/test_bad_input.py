@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import giod
-from giod.bench import synthetic
 from giod.consistency import fsck
+from giod.testing import synthetic
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import awkward as ak
 import numpy as np
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 WRITERS = 4
 COMMITS = 8

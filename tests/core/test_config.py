@@ -6,7 +6,7 @@ import pytest
 
 import giod
 from giod import config
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 
 def test_order_file_env_args(tmp_path):

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 FIELDS = {"njets": "int", "ntracks": "int", "ht": "float", "lead_pt": "float"}
 

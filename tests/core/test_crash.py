@@ -19,8 +19,8 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.bench import synthetic
 from giod.consistency import fsck, gc
+from giod.testing import synthetic
 
 KILLS = 100
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 
 def test_an_empty_dataset_reads_as_no_events_with_the_fields_asked_for(tmp_path: Path):

@@ -22,13 +22,13 @@ import pytest
 from tests.conftest import fresh_postgres_schema
 
 import giod
-from giod.bench import synthetic
 from giod.consistency import fsck, gc
+from giod.testing import synthetic
 
 WRITER = textwrap.dedent("""
     import sys
     import giod
-    from giod.bench import synthetic
+    from giod.testing import synthetic
 
     target, stop = sys.argv[1], sys.argv[2]
     fed = giod.open(target, create=False)

@@ -15,17 +15,17 @@ from pathlib import Path
 import awkward as ak
 
 import giod
-from giod.bench import synthetic
 from giod.consistency import fsck, gc
 from giod.federation import CATALOG_FILE
 from giod.tagindex import Directory
+from giod.testing import synthetic
 
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
 
 LAST_COMMITS = textwrap.dedent("""
     import os, signal, sys
     import giod
-    from giod.bench import synthetic
+    from giod.testing import synthetic
 
     RAW = %r
     fed = giod.open(sys.argv[1], create=False)
@@ -38,7 +38,7 @@ LAST_COMMITS = textwrap.dedent("""
         p.write(first, synthetic.events(20, seed=1)[["tracks", "jets"]])
         p.write(second, events[["tracks", "jets"]])
     os.kill(os.getpid(), signal.SIGKILL)  # no clean close: nothing checkpoints the WAL
-""" % (RAW,))
+""" % (RAW,))  # noqa: UP031 - the script's own braces stay as written
 
 
 def giod_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -112,7 +112,7 @@ def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_aga
 LOST_DATASET = textwrap.dedent("""
     import os, signal, sys
     import giod
-    from giod.bench import synthetic
+    from giod.testing import synthetic
 
     fed = giod.open(sys.argv[1], create=False)
     with fed.create_dataset("late", synthetic.schema()).writer() as w:

@@ -13,7 +13,7 @@ import pytest
 
 import giod
 import giod.selection
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 EVENTS = 600
 

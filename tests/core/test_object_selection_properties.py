@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 EVENTS = 300
 
@@ -71,7 +71,7 @@ def selection(draw):
     shape = draw(st.sampled_from(["{tag} and {a}", "{tag} and {a} and {b}", "{a} or {b}",
                                   "{tag} and ({a} or not {b})"]))
     text = shape.format(tag=f"ht > {ht}", a=f"({a})", b=f"({b})")
-    tag = lambda e: ak.to_numpy(e.ht) > ht  # noqa: E731
+    tag = lambda e: ak.to_numpy(e.ht) > ht
     references = {
         "{tag} and {a}": lambda e: tag(e) & _missing_false(fa(e)),
         "{tag} and {a} and {b}": lambda e: tag(e) & _missing_false(fa(e)) & _missing_false(fb(e)),

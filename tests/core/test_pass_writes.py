@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 
 import giod
-from giod.bench import synthetic
 from giod.columns import to_tables
 from giod.storage.checksum import checksum_stream
 from giod.storage.container import _ObjectCounts, object_counts
+from giod.testing import synthetic
 
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
 

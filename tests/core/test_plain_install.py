@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 OPTIONAL = ("cloudpickle", "dask", "distributed", "dask_awkward")
 

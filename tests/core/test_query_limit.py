@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 
 @pytest.fixture(scope="module")

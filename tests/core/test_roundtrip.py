@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 
 def _gather(values: ak.Array, index: ak.Array) -> list:

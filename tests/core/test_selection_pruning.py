@@ -5,7 +5,7 @@ from __future__ import annotations
 import awkward as ak
 import numpy as np
 
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 
 def test_selection_builds_records_only_for_databases_that_may_match(fed, model, monkeypatch):

@@ -22,7 +22,7 @@ import awkward as ak
 import numpy as np
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 HERE = Path(__file__).resolve().parent
 TARGET = HERE / "golden_parquet"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from giod.bench.display import busy_events
 from giod.errors import ConfigError
 from giod.physics.detector import Detector
+from giod_bench.display import busy_events
 
 
 def test_busy_event_has_exactly_the_cells_asked_for():
@@ -39,7 +39,7 @@ def test_fewer_cells_than_the_event_has_is_refused():
 
 
 def test_an_unknown_renderer_is_refused_before_any_work(tmp_path):
-    from giod.bench.display import run
+    from giod_bench.display import run
 
     with pytest.raises(ConfigError, match="renderer must be one of webgl, plotly"):
         run(cells=10, repeat=1, workdir=tmp_path, renderer="three")

@@ -198,7 +198,8 @@ def test_px_py_pz_e_objects_and_met_xy_are_drawn(hzz_root):
         np.testing.assert_allclose(f["Px"], px, rtol=1e-4)  # the stored fields stay
     assert scene["objects"]["muons"]["fields"]["charge"] == np.asarray(stored.Muon.Charge).tolist()
     met_x, met_y = float(stored.MET_px), float(stored.MET_py)
-    assert scene["met"] == {"pt": pytest.approx(math.hypot(met_x, met_y)), "phi": pytest.approx(math.atan2(met_y, met_x)),
+    assert scene["met"] == {"pt": pytest.approx(math.hypot(met_x, met_y)),
+                            "phi": pytest.approx(math.atan2(met_y, met_x)),
                             "source": "tags MET_px, MET_py"}
     fed.close()
 

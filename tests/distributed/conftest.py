@@ -17,7 +17,7 @@ if os.environ.get("CI") != "true":  # on a laptop without the extra these tests 
     pytest.importorskip("dask_awkward", reason="needs the dask extra: pip install 'giod[dask]'")
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 SITES = ("cern", "caltech")
 DATASET = "syn"

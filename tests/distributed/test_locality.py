@@ -53,8 +53,8 @@ def test_a_worker_declares_its_site_with_an_environment_variable(fed: giod.Feder
 
 
 def test_a_worker_reads_the_replica_at_its_own_site(tmp_path, monkeypatch) -> None:
-    from giod.bench import synthetic
     from giod.replication import replicate
+    from giod.testing import synthetic
 
     with giod.open(tmp_path / "fed", create=True) as fed:
         fed.add_site("near", str(tmp_path / "near"), 1)

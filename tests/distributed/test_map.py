@@ -10,9 +10,9 @@ import pytest
 
 import giod
 from giod.analysis import dijet
-from giod.bench import synthetic
 from giod.distributed import MapReport
 from giod.errors import ConfigError, DataError
+from giod.testing import synthetic
 
 from .conftest import DATABASES, DATASET
 
@@ -151,7 +151,7 @@ def test_giods_local_cluster_is_quiet_and_keeps_the_users_settings(client) -> No
     for worker, settings in client.run(seen).items():  # the workers, made by their nannies
         assert settings == quiet, worker
     first = sorted(client.scheduler_info()["workers"])[0]
-    with pytest.raises(Exception):  # noqa: B017 - the worker dies under the call
+    with pytest.raises(Exception):
         client.run(os._exit, 1, workers=[first])
     client.wait_for_workers(2, timeout=60)
     restarted = client.run(seen)

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from giod.bench.scale import Costs, model, simulate_job
 from giod.cli import main
+from giod_bench.scale import Costs, model, simulate_job
 
 BASE = Costs(events=1000, compute_s=1.0, bytes=100e6, overhead_s=0.01, open_s=0.02, catalog_s=0.002,
              tasks_per_visit=100, scheduler_rate=2000, disk_rate=500e6)

@@ -102,9 +102,9 @@ def test_failed_import_leaves_no_dataset(tmp_path, monkeypatch):
     import pytest as _pytest
 
     import giod
-    from giod.bench import synthetic
     from giod.interchange import nanoaod
     from giod.interchange.export import write_root
+    from giod.testing import synthetic
 
     src = tmp_path / "small.root"
     write_root(src, synthetic.events(50, seed=1)[["jets", "ht", "njets"]], _jets_only_schema())

@@ -84,7 +84,7 @@ def test_tree_without_collections_gives_tags(zmumu: Path) -> None:
 
 
 def test_relation_naming_rules(tmp_path: Path) -> None:
-    ints = lambda rows: ak.values_astype(ak.Array(rows), np.int32)  # noqa: E731
+    ints = lambda rows: ak.values_astype(ak.Array(rows), np.int32)
     path = write_tree(
         tmp_path / "t.root",
         {

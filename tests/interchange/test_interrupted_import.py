@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import fresh_postgres_schema
 
 import giod
 from giod.consistency import fsck, gc
 from giod.interchange import import_root
+from tests.conftest import fresh_postgres_schema
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -16,9 +16,9 @@ import awkward as ak
 import numpy as np
 import pytest
 import uproot
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from click.testing import CliRunner
 
 from giod.interchange import TreeLayout, import_root, inspect_tree
 

@@ -4,8 +4,6 @@ are as legible as the ticks, the bin width on histograms, the giod "Simulation" 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import awkward as ak
 import numpy as np
 import pytest

@@ -22,9 +22,9 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.bench import synthetic
 from giod.server.app import ServerThread, create_app
 from giod.storage.remote import site_token_env
+from giod.testing import synthetic
 
 EVENTS = 240
 PER_DATABASE = 60  # 4 databases x 4 containers = 16 files

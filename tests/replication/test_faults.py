@@ -18,7 +18,6 @@ import pytest
 from click.testing import CliRunner
 
 import giod
-from giod.bench.netlab import Faults, LatencyProxy
 from giod.cli import main
 from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
@@ -26,6 +25,7 @@ from giod.storage import thrift
 from giod.storage.arrowfile import parse_footer
 from giod.storage.checksum import checksum_bytes
 from giod.storage.remote import site_token_env
+from giod.testing.netlab import Faults, LatencyProxy
 
 from .conftest import ServeProcess, all_paths, files_under, states_at
 

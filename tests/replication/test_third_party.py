@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 import giod
-from giod.bench.netlab import Faults, LatencyProxy
 from giod.errors import AuthError
 from giod.replication import replicate, verify
 from giod.storage.checksum import checksum_bytes
 from giod.storage.remote import site_token_env
+from giod.testing.netlab import Faults, LatencyProxy
 
 from .conftest import Remote, all_paths, files_under, start_remote, states_at
 
@@ -133,7 +133,7 @@ def test_a_source_token_refused_is_said_once_and_nothing_is_left(home, remote_si
 def _post(url: str, token: str, headers: dict[str, str]) -> tuple[int, Any]:
     req = urllib.request.Request(url, method="POST", headers={"authorization": f"Bearer {token}", **headers})
     try:
-        with urllib.request.urlopen(req) as r:  # noqa: S310 - a loopback test server
+        with urllib.request.urlopen(req) as r:
             return r.status, [json.loads(line) for line in r.read().splitlines()]
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())

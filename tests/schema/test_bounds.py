@@ -137,7 +137,8 @@ def test_array_shapes_are_bounded(shape: list[int]) -> None:
 def test_a_billion_by_a_billion_is_refused() -> None:
     with pytest.raises(SchemaError, match=f"1,000,000,000,000,000,000 elements; at most {MAX_ARRAY_ELEMENTS:,}"):
         Schema.from_text(model("x: float32[1000000000][1000000000]"))
-    with pytest.raises(SchemaError, match=f"at most {MAX_ARRAY_ELEMENTS:,}"):  # tags are scalars, but are checked the same way
+    # tags are scalars, but are checked the same way
+    with pytest.raises(SchemaError, match=f"at most {MAX_ARRAY_ELEMENTS:,}"):
         Schema.from_text(model(extra="tags: {t2: 'float32[1000000000]'}\n"))
 
 

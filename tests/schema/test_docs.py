@@ -41,7 +41,7 @@ def test_full_example_loads_and_runs(
     out = io.StringIO()
     monkeypatch.chdir(tmp_path)
     with contextlib.redirect_stdout(out):
-        exec(compile(code, str(DOC), "exec"), {})  # noqa: S102 - our own documentation
+        exec(compile(code, str(DOC), "exec"), {})
     printed = out.getvalue().splitlines()
     assert printed[0] == expected[0]
     assert printed[1] == "reco Jet"

@@ -31,11 +31,11 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.bench import synthetic
 from giod.consistency import fsck
 from giod.server.bounds import MAX_BODY_BYTES
 from giod.storage.checksum import checksum_bytes
 from giod.storage.remote import Limits
+from giod.testing import synthetic
 from tests.server.conftest import Served, serve
 
 UPLOAD_LIMIT = 64 << 10

@@ -8,7 +8,6 @@ from pathlib import Path
 from giod.server import cache as server_cache
 from tests.server.test_http_semantics import Site, call, site  # noqa: F401 - site is a fixture
 
-
 # --------------------------------------------------------------------------- conditional requests
 
 

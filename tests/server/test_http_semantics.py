@@ -16,8 +16,8 @@ import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 
 import giod
-from giod.bench import synthetic
 from giod.server.app import ServerThread, create_app
+from giod.testing import synthetic
 
 # pages and liveness: answered to anyone, on purpose
 PUBLIC = {"/healthz", "/", "/display", "/vendor/plotly.min.js"}

@@ -20,7 +20,6 @@ from click.testing import CliRunner
 from sqlalchemy import insert
 
 import giod
-from giod.bench import synthetic
 from giod.catalog import wire
 from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.catalog.tables import dataset_schemas, datasets
@@ -29,6 +28,7 @@ from giod.errors import CatalogError, ConfigError
 from giod.schema import Schema
 from giod.server.app import ServerThread, create_app
 from giod.storage.checksum import checksum_bytes
+from giod.testing import synthetic
 from tests.server.test_security import call
 
 OLD = "alpha/sub"  # a name from before the grammar

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from giod.bench import synthetic
+from giod.testing import synthetic
 from tests.server.conftest import Served, serve
 
 schemathesis = pytest.importorskip("schemathesis")

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pytest
 
 import giod
-from giod.bench import synthetic
 from giod.server.app import ServerThread, create_app
+from giod.testing import synthetic
 
 
 def _hostport(url: str) -> tuple[str, int]:

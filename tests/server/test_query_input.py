@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from tests.server.conftest import serve
 
 import giod
-from giod.bench import synthetic
 from giod.server.routes.query import MAX_ROWS
+from giod.testing import synthetic
+from tests.server.conftest import serve
 
 EVENTS = 400
 

@@ -9,10 +9,10 @@ import awkward as ak
 import numpy as np
 import pyarrow as pa
 import pytest
-from tests.server.conftest import serve
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
+from tests.server.conftest import serve
 
 EVENTS = 300
 

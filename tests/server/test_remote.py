@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import giod
-from giod.bench import synthetic
+from giod.testing import synthetic
 
 
 @pytest.fixture

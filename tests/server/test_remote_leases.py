@@ -5,9 +5,9 @@ from __future__ import annotations
 import awkward as ak
 import pytest
 
-from giod.bench import synthetic
 from giod.consistency import gc
 from giod.errors import DataError, Forbidden, NotFound
+from giod.testing import synthetic
 
 
 def test_gc_on_the_server_spares_a_remote_writers_published_files(served):

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from giod.bench import synthetic
 from giod.catalog import wire
 from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.catalog.tables import tokens
 from giod.server.app import ServerThread, create_app
 from giod.storage.checksum import checksum_bytes
+from giod.testing import synthetic
 from tests.server.conftest import Served, serve
 
 CANARY = b"CANARY-7f3e9c1d-never-served"

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import giod
-from giod.bench import synthetic
 from giod.server.app import ServerThread, create_app
 from giod.storage.checksum import checksum_bytes
 from giod.storage.site import LocalPending
+from giod.testing import synthetic
 from tests.server.test_query_bounds import Local, _hostport, call, local  # noqa: F401 - local is a fixture
 
 

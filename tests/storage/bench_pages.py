@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import giod
-from giod.bench import synthetic
 from giod.storage import pages
 from giod.storage.container import WriteOptions
+from giod.testing import synthetic
 
 PAGES = ("8", "32", "128", "1024")
 FRACTIONS = (0.001, 0.01, 0.1)
@@ -60,7 +60,7 @@ class CountingFile:
     """A read-only file object that counts the bytes and reads it hands out."""
 
     def __init__(self, path: str):
-        self.f = open(path, "rb", buffering=0)  # noqa: SIM115
+        self.f = open(path, "rb", buffering=0)
         self.name = path
         self.bytes = 0
         self.reads = 0

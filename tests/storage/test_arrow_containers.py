@@ -11,15 +11,15 @@ import pyarrow.ipc as ipc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.schema.strategies import events_for, schemas
 
 import giod
-from giod.bench import synthetic
 from giod.columns import to_tables
 from giod.errors import IntegrityError
 from giod.storage.arrowfile import ArrowContainerReader, parse_footer
 from giod.storage.container import ContainerReader, ContainerWriter, WriteOptions
 from giod.storage.site import open_site
+from giod.testing import synthetic
+from tests.schema.strategies import events_for, schemas
 
 
 def _write(site, path: str, table: pa.Table, sizes: list[int], **options) -> tuple:

@@ -313,8 +313,8 @@ def test_damage_raises_only_giod_errors(cut: int, junk: bytes) -> None:
 
 def test_giod_containers(tmp_path: Path) -> None:
     import giod
-    from giod.bench import synthetic
     from giod.storage.container import WriteOptions
+    from giod.testing import synthetic
 
     fed = giod.open(tmp_path, create=True)
     ds = fed.create_dataset("s", synthetic.schema())

@@ -65,7 +65,7 @@ from giod.catalog.tables import (
     visible,
 )
 from giod.catalog.tokens import TokenMethods
-from giod.errors import CatalogError, ConflictError, NotFound
+from giod.errors import ConflictError, NotFound
 from giod.names import check_name
 
 __all__ = ["Catalog"]

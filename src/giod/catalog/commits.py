@@ -280,7 +280,7 @@ class CommitMethods(Transactions):
                 outcomes = [(True, self._write_driver(batch[0].work))]
             else:
                 outcomes = self._write_driver_group([p.work for p in batch], atomic=False)
-        except BaseException as exc:  # nothing of the group is durable
+        except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable
             outcomes = [(False, exc)] * len(batch)
         for p, (ok, value) in zip(batch, outcomes, strict=True):
             p.ok, p.value = ok, value

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, ColumnElement, delete, func, insert, literal, select, update
+from sqlalchemy import ColumnElement, Connection, delete, func, insert, literal, select, update
 
 from giod.catalog.engine import Transactions
 from giod.catalog.tables import leases
@@ -194,7 +194,7 @@ class _Keeper:
                 try:
                     started = time.monotonic()
                     renewed = group[0].catalog.renew_leases([g.record.id for g in group], group[0].seconds)
-                except Exception:  # noqa: BLE001 - a catalog briefly away: the next round tries again
+                except Exception:  # noqa: BLE001, S112 - a catalog briefly away: the next round tries again
                     continue
                 for lease in group:
                     if lease.record.id in renewed:

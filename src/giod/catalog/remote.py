@@ -291,8 +291,7 @@ class RemoteCatalog:
             try:
                 reader = pa.ipc.open_stream(r)
                 yield reader.schema
-                for batch in reader:
-                    yield batch
+                yield from reader
             except pa.ArrowException as exc:
                 raise CatalogError(f"{what}: malformed answer: {exc}") from exc
             except (urllib3.exceptions.HTTPError, OSError) as exc:  # the answer was cut short

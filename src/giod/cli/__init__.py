@@ -16,14 +16,46 @@ from typing import Any
 
 import click
 
-from giod.errors import ConfigError, GiodError
+from giod.errors import ConfigError, GiodError, MissingDependency
 
 DEFAULT_FEDERATION = "giod-data"
 EXIT_BAD_INPUT = 2
 
 
+#: Commands whose modules are heavy (awkward, pyarrow) load when run, so that
+#: ``giod --help`` stays fast; their one-line help is given here.
+LAZY_COMMANDS = {"demo": "Run the main job end to end on an embedded federation."}
+#: Other distributions add commands through this entry-point group (``giod bench``).
+PLUGIN_GROUP = "giod.commands"
+BENCH_MISSING = (
+    "giod bench is not installed: the benchmarks are a separate distribution; from a source "
+    "checkout run `make venv` or `pip install -e ./benchmarks`"
+)
+
+
+def plugin_commands() -> dict[str, Any]:
+    """The entry points of the ``giod.commands`` group, by command name (not loaded)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
+
+
+def _bench_missing() -> click.Command:
+    """A stand-in ``giod bench`` that says how to install the benchmarks, whatever its arguments."""
+
+    def missing(args: tuple[str, ...]) -> None:
+        raise MissingDependency(BENCH_MISSING)
+
+    return click.Command(
+        "bench", callback=missing, add_help_option=False,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        short_help="Benchmarks (not installed: pip install -e ./benchmarks).",
+    )
+
+
 class _Group(click.Group):
-    """A click group that turns GiodError into one line and exit code 2."""
+    """A click group that turns GiodError into one line and exit code 2, and loads heavy commands lazily."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -31,6 +63,43 @@ class _Group(click.Group):
         except GiodError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(EXIT_BAD_INPUT)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS, *plugin_commands(), "bench"})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is not None:
+            return command
+        if name == "demo":
+            from giod.demo import demo
+
+            command = demo
+        elif name in (plugins := plugin_commands()):
+            try:
+                command = plugins[name].load()
+            except ImportError as exc:
+                raise MissingDependency(f"giod {name}: its distribution does not import ({exc})") from exc
+        elif name == "bench":
+            command = _bench_missing()
+        else:
+            return None
+        self.add_command(command, name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the lazy commands are listed from LAZY_COMMANDS, without importing them
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS and name not in self.commands:
+                rows.append((name, LAZY_COMMANDS[name]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def federation_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -524,11 +593,4 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
     click.echo(f"plots in {output}")
 
 
-from giod.bench.cli import bench  # noqa: E402 - the commands live beside their code
-from giod.bench.replicate import command as bench_replicate  # noqa: E402
 from giod.cli import chain, replication, serving  # noqa: E402, F401 - their commands register on main
-from giod.demo import demo  # noqa: E402
-
-bench.add_command(bench_replicate)
-main.add_command(bench)
-main.add_command(demo)

@@ -39,7 +39,8 @@ def _progress() -> Any:
 @click.option("--pileup", default=0.0, show_default=True, type=float,
               help="Mean number of pile-up interactions per event.")
 @click.option("--seed", default=1, show_default=True, type=int, help="Random seed (same seed, same events).")
-@click.option("--pthat-min", default=50.0, show_default=True, type=float, help="Lower pT-hat of the hard scatter (GeV).")
+@click.option("--pthat-min", default=50.0, show_default=True, type=float,
+              help="Lower pT-hat of the hard scatter (GeV).")
 @click.option("--run", "run_number", default=1, show_default=True, type=int, help="Run number the events carry.")
 @click.option("--database-events", default=None, type=int, help="Events per database (default: the writer's).")
 @federation_option
@@ -135,4 +136,5 @@ def reconstruct(dataset: str, workers: int | None, scheduler: str | None, force:
         if executor is not None:
             executor.close()
     n = sum(db.n_events for db in todo)
-    click.echo(f"reconstructed {n:,} events in {_count(len(todo), 'database')} of {dataset}: reco and tag at version {version}")
+    click.echo(f"reconstructed {n:,} events in {_count(len(todo), 'database')} of {dataset}: "
+               f"reco and tag at version {version}")

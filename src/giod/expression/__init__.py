@@ -16,7 +16,6 @@ The language is described in ``docs/selection.md``.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, TypeAlias

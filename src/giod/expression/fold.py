@@ -67,7 +67,7 @@ def _fold(node: Node, text: str) -> tuple[Node, bool]:
     match node:
         case Negate(operand=operand) | Not(operand=operand) | Reduce(operand=operand) | Index(operand=operand):
             node = _rebuilt(node, operand=sub(operand))
-        case Arithmetic(op=op, left=left, right=right):
+        case Arithmetic(left=left, right=right):
             node = _rebuilt(node, left=sub(left), right=sub(right))
             _refuse_zero_divisor(node, text)
         case Call(args=args):

@@ -67,7 +67,7 @@ class RawJets:
 
 
 @functools.cache
-def _fastjet():  # noqa: ANN202 - the module, imported once
+def _fastjet():
     try:
         import fastjet
     except ImportError as exc:

@@ -138,7 +138,7 @@ class ArrowFileWriter:
         for obj in (self._writer, self._stream):
             try:
                 obj.close()
-            except Exception:  # noqa: BLE001 - already failing: the temporary file goes regardless
+            except Exception:  # noqa: BLE001, S110 - already failing: the temporary file goes regardless
                 pass
 
 
@@ -364,7 +364,7 @@ def project(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
             col = _members(col, members[name])
         names.append(name)
         arrays.append(col)
-    fields = [pa.field(n, a.type, nullable=table.schema.field(n).nullable) for n, a in zip(names, arrays)]
+    fields = [pa.field(n, a.type, nullable=table.schema.field(n).nullable) for n, a in zip(names, arrays, strict=True)]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=table.schema.metadata))
 
 

@@ -27,8 +27,7 @@ import pyarrow.parquet as pq
 from giod.errors import GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.arrowfile import ArrowContainerReader, ArrowFileWriter
 from giod.storage.checksum import ChecksummingSink
-from giod.storage.site import PendingFile, Site
-
+from giod.storage.site import Site
 
 #: the container formats giod writes and reads, by the name the catalog records
 FORMATS = ("arrow", "parquet")

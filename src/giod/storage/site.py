@@ -209,7 +209,7 @@ class LocalSite(Site):
 
     def open(self, path: str) -> BinaryIO:
         try:
-            return open(self._full(path), "rb")  # noqa: SIM115 - caller closes
+            return open(self._full(path), "rb")
         except FileNotFoundError as exc:
             raise NotFound(f"file {path} is missing on site {self.name}") from exc
         except OSError as exc:
@@ -294,7 +294,7 @@ class FsspecSite(Site):
             self.fs, self.root = fsspec.core.url_to_fs(url)
         except ImportError as exc:
             raise ConfigError(f"site {name}: {url} needs a package that is not installed ({exc})") from exc
-        except Exception as exc:  # noqa: BLE001 - each back end raises its own kinds
+        except Exception as exc:
             raise StorageError(f"site {name} cannot be reached at {url}: {_why(exc)}") from exc
 
     def _full(self, path: str) -> str:
@@ -308,7 +308,7 @@ class FsspecSite(Site):
             raise NotFound(f"file {path} is missing on site {self.name}") from exc
         except GiodError:
             raise
-        except Exception as exc:  # noqa: BLE001 - each back end raises its own kinds
+        except Exception as exc:
             raise StorageError(f"site {self.name}: {path or 'its root'} cannot be read: {_why(exc)}") from exc
 
     def create(self, path: str, *, direct: bool = False) -> PendingFile:

@@ -30,9 +30,9 @@ from fastapi.responses import StreamingResponse
 
 from giod.errors import ConflictError, DataError, IntegrityError, NotFound, StorageError, TooLarge
 from giod.names import dataset_of_path
+from giod.server.auth import Caller
 from giod.server.byteranges import RangeRefused, file_chunks, multipart, parse_range
 from giod.server.routes import pull
-from giod.server.auth import Caller
 from giod.server.state import ServerState, need, state
 from giod.storage.checksum import Checksum
 from giod.storage.site import LocalSite, check_relpath

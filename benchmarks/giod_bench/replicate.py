@@ -3,7 +3,7 @@
 Two servers run in processes of their own, each over a federation of its
 own: site *a* holds the dataset (written to it through the server), site *b*
 receives the copies. A home catalog registers both. For every round-trip
-time a :class:`~giod.bench.netlab.LatencyProxy` (a child process) stands
+time a :class:`~giod.testing.netlab.LatencyProxy` (a child process) stands
 in front of site *a*. ``giod.replication.replicate`` copies every container
 to *b* with 1, 4, 16 and 64 streams (files at once): the copying process asks
 *b*'s server, which fetches each file from *a* through the proxy itself (a
@@ -56,10 +56,10 @@ from typing import Any
 
 import click
 
-from giod.bench.options import numbers
-from giod.bench.report import MB, Bars, Column, Outcome, Table, figure, grouped_bars, ratio, round_robin, save
 from giod.errors import ConfigError, GiodError
 from giod.storage.site import fsync_path
+from giod_bench.options import numbers
+from giod_bench.report import MB, Bars, Column, Outcome, Table, figure, grouped_bars, ratio, round_robin, save
 
 __all__ = ["DEFAULT_EVENTS", "QUICK_EVENTS", "QUICK_RTTS_MS", "QUICK_STREAMS", "RTTS_MS", "STREAMS", "command", "plot",
            "run"]
@@ -104,12 +104,12 @@ def run(events: int = DEFAULT_EVENTS, streams: Sequence[int] = STREAMS, rtts_ms:
         bars: Bars | None = None) -> Outcome:
     """Measure replication between two giod servers at each RTT, beside ``cp`` and ``curl``."""
     import giod
-    from giod.bench import synthetic
-    from giod.bench.netlab import LatencyProxy
-    from giod.bench.wan import serve_federation
     from giod.catalog import Catalog
     from giod.replication import replicate
     from giod.storage.remote import site_token_env
+    from giod.testing import synthetic
+    from giod.testing.netlab import LatencyProxy
+    from giod_bench.wan import serve_federation
 
     if events < DATABASES or repeat < 1 or not streams or any(s < 1 for s in streams) \
             or not rtts_ms or any(r < 0 for r in rtts_ms):
@@ -356,7 +356,7 @@ def command(events: int | None, repeat: int | None, quick: bool, output: str, wo
 
     Example: giod bench replicate --quick
     """
-    from giod.bench.report import publish
+    from giod_bench.report import publish
 
     streams = QUICK_STREAMS if quick else STREAMS
     if streams_text is not None:

@@ -26,7 +26,9 @@ import awkward as ak
 import numpy as np
 
 import giod
-from giod.bench.report import (
+from giod.errors import ConfigError, StorageError
+from giod.schema import Schema
+from giod_bench.report import (
     MB,
     Bars,
     Column,
@@ -39,8 +41,6 @@ from giod.bench.report import (
     round_robin,
     save,
 )
-from giod.errors import ConfigError, StorageError
-from giod.schema import Schema
 
 __all__ = [
     "DEFAULT_EVENTS",

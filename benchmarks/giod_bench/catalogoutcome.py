@@ -1,6 +1,6 @@
 """The catalog benchmark as ``giod bench catalog`` runs it: SQLite, and PostgreSQL when reachable.
 
-:func:`giod.bench.catalog.run` measures one catalog; this module runs it on
+:func:`giod_bench.catalog.run` measures one catalog; this module runs it on
 SQLite and on a throwaway PostgreSQL database, and holds the table and plot.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from giod.bench.report import Bars, Column, Outcome, Table, figure, ratio, save
+from giod_bench.report import Bars, Column, Outcome, Table, figure, ratio, save
 
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -25,7 +25,7 @@ def catalog_outcome(
     ``writers`` threads of one process commit at once (their commits share
     transactions: group commit); 1 commits one after the other.
     """
-    from giod.bench import catalog
+    from giod_bench import catalog
 
     results: dict[str, list[dict[str, float]]] = {}
     notes: list[str] = []

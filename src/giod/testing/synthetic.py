@@ -19,7 +19,7 @@ from giod.schema import Schema
 @cache
 def schema() -> Schema:
     """The synthetic data model (hits, cells, tracks → hits, jets → tracks, tags)."""
-    text = resources.files("giod.bench").joinpath("synthetic.yaml").read_text()
+    text = resources.files("giod.testing").joinpath("synthetic.yaml").read_text()
     return Schema.from_yaml(text)
 
 

@@ -1,4 +1,4 @@
-"""The latency proxy (giod.bench.netlab) against real servers on loopback.
+"""The latency proxy (giod.testing.netlab) against real servers on loopback.
 
 Timing assertions have wide margins for a busy machine, yet each fails when
 the feature it checks is missing: a proxy without delay answers in well under
@@ -18,7 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from click.testing import CliRunner
 
-from giod.bench.netlab import (
+from giod.cli import main
+from giod.errors import ConfigError
+from giod.testing.netlab import (
     Faults,
     LatencyProxy,
     echo_server,
@@ -27,8 +29,6 @@ from giod.bench.netlab import (
     ping,
     source_server,
 )
-from giod.cli import main
-from giod.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def test_isolated_proxy_runs_in_a_child_process(echo):
     with LatencyProxy(echo, rtt=rtt, isolate=True) as proxy:
         times = ping(proxy.address, count=3)
         with pytest.raises(ConfigError, match="isolated"):
-            proxy.stats  # noqa: B018
+            proxy.stats
     assert min(times) >= rtt * 0.99
     assert statistics.median(times) <= rtt * 1.1 + 0.05
 

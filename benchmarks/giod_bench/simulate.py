@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 import giod
-from giod.bench.recon import Phases
-from giod.bench.report import MB, Bars, Column, Outcome, Table, Timing, figure, grouped_bars, ratio, round_robin, save
 from giod.errors import ConfigError
 from giod.physics.chain import RAW_COLLECTIONS, SIMULATE_PROGRAM, simulate_into
+from giod_bench.recon import Phases
+from giod_bench.report import MB, Bars, Column, Outcome, Table, Timing, figure, grouped_bars, ratio, round_robin, save
 
 __all__ = ["DEFAULT_EVENTS", "PHASES", "QUICK_EVENTS", "generators", "plot", "run"]
 

@@ -1,6 +1,6 @@
 """The latency proxy's engine: its settings and the network model, on one asyncio event loop.
 
-:class:`giod.bench.netlab.LatencyProxy` is the handle that runs it; the
+:class:`giod.testing.netlab.LatencyProxy` is the handle that runs it; the
 module docstring there describes the model (delay, handshake, bandwidth,
 faults).
 """

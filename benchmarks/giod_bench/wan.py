@@ -4,7 +4,7 @@ The setup writes one dataset (the read collection, ``hits``, is about 150 MB
 by default), exports that collection to one ROOT file, and serves both: the
 federation with ``giod serve`` and the ROOT file with an XRootD server, each
 in a process of its own. For every round-trip time a
-:class:`~giod.bench.netlab.LatencyProxy` (in a child process, with the
+:class:`~giod.testing.netlab.LatencyProxy` (in a child process, with the
 bandwidth cap) stands in front of each server, and these clients read the
 collection through it, in turn, round after round:
 
@@ -28,9 +28,9 @@ read (same files from disk) and the link's cap are the physical limits.
 A second part measures 1, 8, 64 concurrent clients straight at the server
 (no proxy): aggregate MB/s, errors and request latency percentiles.
 
-The data and peers live in :mod:`giod.bench.wanpeers`, the concurrent
-clients in :mod:`giod.bench.wancrowd`, the tables and the plot in
-:mod:`giod.bench.wanresults`.
+The data and peers live in :mod:`giod_bench.wanpeers`, the concurrent
+clients in :mod:`giod_bench.wancrowd`, the tables and the plot in
+:mod:`giod_bench.wanresults`.
 """
 
 from __future__ import annotations
@@ -42,14 +42,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from giod.bench.report import Bars, Outcome
-from giod.bench.wancrowd import (  # noqa: F401 - re-exported
+from giod.errors import ConfigError
+from giod_bench.report import Bars, Outcome
+from giod_bench.wancrowd import (  # noqa: F401 - re-exported
     AGGREGATE_SHARE,
     PIECE,
     _aggregate_worker,
     aggregate,
 )
-from giod.bench.wanpeers import (  # noqa: F401 - re-exported
+from giod_bench.wanpeers import (  # noqa: F401 - re-exported
     AMS,
     AMS_PAGES,
     AMS_SECONDS,
@@ -80,7 +81,7 @@ from giod.bench.wanpeers import (  # noqa: F401 - re-exported
     read_xrootd,
     serve_federation,
 )
-from giod.bench.wanresults import (  # noqa: F401 - re-exported
+from giod_bench.wanresults import (  # noqa: F401 - re-exported
     AGGREGATE_COLUMNS,
     COLUMNS,
     LIMIT_COLUMNS,
@@ -88,7 +89,6 @@ from giod.bench.wanresults import (  # noqa: F401 - re-exported
     _outcome,
     plot,
 )
-from giod.errors import ConfigError
 
 __all__ = [
     "CLIENTS",
@@ -127,7 +127,7 @@ def run(
 
     ``bandwidth`` is the cap in bytes/s (None: no cap).
     """
-    from giod.bench.netlab import LatencyProxy
+    from giod.testing.netlab import LatencyProxy
 
     if events < 4 or repeat < 1 or not rtts_ms or any(r < 0 for r in rtts_ms) or any(c < 1 for c in clients):
         raise ConfigError("events (≥ 4), repeat and clients must be positive, RTTs not negative")
@@ -170,7 +170,7 @@ def run(
                                         continue
                                     try:
                                         samples.setdefault(key, []).append(clock())
-                                    except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, not fatal
+                                    except Exception as exc:
                                         if label == GIOD:
                                             raise
                                         failures[key] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -221,7 +221,7 @@ class _Tokens:
 
 @contextmanager
 def _maybe_proxy(target: tuple[str, int] | None, rtt: float, bandwidth: float | None) -> Iterator[Any]:
-    from giod.bench.netlab import LatencyProxy
+    from giod.testing.netlab import LatencyProxy
 
     if target is None:
         yield None

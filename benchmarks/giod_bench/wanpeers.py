@@ -1,7 +1,7 @@
 """The WAN benchmark's data and its peers: the dataset and ROOT file they read, the servers, the readers.
 
 Each reader reads the one collection the benchmark measures (``giod bench
-wan``, :mod:`giod.bench.wan`) and returns how long it took: AMS-style pages,
+wan``, :mod:`giod_bench.wan`) and returns how long it took: AMS-style pages,
 the giod client, pyarrow + fsspec HTTP, uproot + XRootD, the server-side
 query, and the local reads that are the limits.
 """
@@ -76,8 +76,8 @@ def _hits_schema(schema: Any) -> Any:
 def _build(work: Path, events: int, advance: Callable[[int], None]) -> _Data:
     """The dataset (databases of DATABASE_EVENTS events at most) and the collection as one ROOT file."""
     import giod
-    from giod.bench import synthetic
     from giod.interchange.export import write_root
+    from giod.testing import synthetic
 
     per_db = max(1, min(DATABASE_EVENTS, events // 4))
     fed = giod.open(work / "fed", create=True)
@@ -152,7 +152,7 @@ def serve_federation(fed_path: Path) -> Iterator[tuple[str, int]]:
 @contextmanager
 def _xrootd_server(directory: Path, notes: list[str]) -> Iterator[tuple[str, int] | None]:
     """An XRootD server exporting ``directory``; None, with a note saying why, when it cannot run here."""
-    from giod.bench import xrootd
+    from giod_bench import xrootd
 
     reason = xrootd.missing()
     if reason is not None:

@@ -26,8 +26,8 @@ The model (docs/latency.md has the measured limits):
 The proxy runs an asyncio loop in a background thread, or with
 ``isolate=True`` in a child process, so that a benchmark's client does not
 share an interpreter (and its GIL) with the proxy. The settings and the
-model live in :mod:`giod.bench.proxyloop`; the loopback servers and
-clients that measure a path in :mod:`giod.bench.netprobe`.
+model live in :mod:`giod.testing.proxyloop`; the loopback servers and
+clients that measure a path in :mod:`giod.testing.netprobe`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from giod.bench.netprobe import echo_server, fetch, ping, source_server  # noqa: F401 - re-exported
-from giod.bench.proxyloop import (  # noqa: F401 - BURST_BYTES, MAX_QUEUE_SECONDS: re-exported
+from giod.errors import ConfigError, GiodError
+from giod.testing.netprobe import echo_server, fetch, ping, source_server  # noqa: F401 - re-exported
+from giod.testing.proxyloop import (  # noqa: F401 - BURST_BYTES, MAX_QUEUE_SECONDS: re-exported
     BURST_BYTES,
     DEFAULT_WINDOW,
     MAX_QUEUE_SECONDS,
@@ -53,10 +54,6 @@ from giod.bench.proxyloop import (  # noqa: F401 - BURST_BYTES, MAX_QUEUE_SECOND
     _check_port,
     _Proxy,
 )
-from giod.errors import ConfigError, GiodError
-
-if TYPE_CHECKING:
-    from giod.bench.report import Outcome
 
 # -------------------------------------------------------------- the handle
 
@@ -131,7 +128,7 @@ class LatencyProxy:
             try:
                 self._proxy = _Proxy(self.settings, loop)
                 ready.append(loop.run_until_complete(self._proxy.start()))
-            except BaseException as exc:  # reported to the starting thread
+            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
                 ready.append(exc)
                 started.set()
                 loop.close()
@@ -202,7 +199,7 @@ class LatencyProxy:
     def _start_child(self) -> None:
         s = self.settings
         argv = [
-            sys.executable, "-m", "giod.bench.netlab",
+            sys.executable, "-m", "giod.testing.netlab",
             "--target", f"{s.target[0]}:{s.target[1]}",
             "--host", s.listen[0], "--listen", str(s.listen[1]),
             "--rtt", repr(s.rtt * 1000), "--window", str(s.window),
@@ -216,8 +213,10 @@ class LatencyProxy:
             if value is not None:
                 argv += [f"--{name.replace('_', '-')}", str(value)]
         # errors go to a file: a pipe nobody reads while the proxy runs could fill and stall it
-        errors = tempfile.TemporaryFile(mode="w+")
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL, text=True)
+        errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed once the child answers
+        # this interpreter, with arguments built above from typed settings
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL,  # noqa: S603
+                                 text=True)
         self._child = child
         assert child.stdout is not None
         with selectors.DefaultSelector() as sel:
@@ -272,71 +271,6 @@ def serve(settings: Settings, announce: Callable[[str], None]) -> None:
     asyncio.run(main())
 
 
-# ------------------------------------------------------------- measuring
-
-
-def calibrate(
-    rtts: tuple[float, ...] = (0.0, 0.010, 0.050, 0.150, 0.250),
-    *,
-    bandwidth: float | None = None,
-    size: int = 100_000_000,
-    pings: int = 10,
-    repeat: int = 3,
-    isolate: bool = True,
-) -> Outcome:
-    """Measure the proxy itself: ping times against the asked RTT, one-request transfers against the model.
-
-    Servers run on loopback; the first row is the direct path, without proxy, as the peer.
-    """
-    from giod.bench.report import Column, Outcome, Table
-
-    rows: list[dict[str, Any]] = []
-    with echo_server() as echo, source_server() as source:
-
-        def measure(label: str, rtt: float | None, echo_at: tuple[str, int], source_at: tuple[str, int]) -> None:
-            times = sorted(ping(echo_at, count=pings))
-            seconds = sorted(fetch(source_at, size) for _ in range(repeat))
-            ping_s, fetch_s = times[len(times) // 2], seconds[len(seconds) // 2]
-            model = None if rtt is None else rtt + (size / bandwidth if bandwidth else 0.0)
-            rows.append({
-                "path": label, "rtt_ms": None if rtt is None else rtt * 1000, "ping_ms": ping_s * 1000,
-                "excess_ms": None if rtt is None else (ping_s - rtt) * 1000, "fetch_s": fetch_s,
-                "model_s": model, "rate": size / fetch_s / 1e6,
-                "goodput": size / (fetch_s - rtt) / 1e6 if rtt is not None and fetch_s > rtt else None,
-            })  # fmt: skip
-
-        measure("direct", None, echo, source)
-        for rtt in rtts:
-            with (
-                LatencyProxy(echo, rtt=rtt, bandwidth=bandwidth, isolate=isolate) as pe,
-                LatencyProxy(source, rtt=rtt, bandwidth=bandwidth, isolate=isolate) as ps,
-            ):
-                measure("proxy", rtt, pe.address, ps.address)
-    cap = "no cap" if bandwidth is None else f"{bandwidth * 8 / 1e6:g} Mbit/s cap"
-    columns = [
-        Column("path", "path"), Column("rtt_ms", "asked RTT ms", "{:.0f}"),
-        Column("ping_ms", "ping ms", "{:.2f}"), Column("excess_ms", "ping − asked ms", "{:+.2f}"),
-        Column("fetch_s", f"{size / 1e6:.0f} MB s", "{:.3f}"), Column("model_s", "model s", "{:.3f}"),
-        Column("rate", "MB/s", "{:,.0f}"), Column("goodput", "MB/s after 1st RTT", "{:,.0f}"),
-    ]  # fmt: skip
-    return Outcome(
-        name="proxy",
-        parameters={
-            "rtts": list(rtts),
-            "bandwidth": bandwidth,
-            "size": size,
-            "pings": pings,
-            "repeat": repeat,
-            "isolate": isolate,
-        },
-        tables=[Table("results", f"latency proxy on loopback ({cap}, medians)", columns, rows)],
-        notes=[
-            "ping: median of one-connection request/response of 32 bytes; model: RTT + size / bandwidth",
-            "fetch: one request of SIZE bytes on a warm connection, one RTT included",
-        ],
-    )
-
-
 def parse_target(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (or ``[IPv6]:PORT``) as a tuple; ConfigError when malformed."""
     match = re.fullmatch(r"\[?([^\[\]]+?)\]?:(\d+)", text.strip())
@@ -347,11 +281,36 @@ def parse_target(text: str) -> tuple[str, int]:
     return match.group(1), port
 
 
-if __name__ == "__main__":  # the child process of LatencyProxy(isolate=True)
-    from giod.bench.cli import bench
+def _child(argv: list[str]) -> None:
+    """The isolated proxy's process: the options :meth:`LatencyProxy._start_child` passes, then :func:`serve`."""
+    import argparse
 
+    parser = argparse.ArgumentParser(prog="python -m giod.testing.netlab")
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--listen", type=int, default=0)
+    parser.add_argument("--rtt", type=float, default=0.0, help="milliseconds")
+    parser.add_argument("--window", type=int, default=DEFAULT_WINDOW)
+    parser.add_argument("--bandwidth", type=float, default=None, help="Mbit/s")
+    parser.add_argument("--no-handshake", action="store_true")
+    for name in ("--drop-after", "--flip-at", "--connections"):
+        parser.add_argument(name, type=int, default=None)
+    args = parser.parse_args(argv)
+    settings = Settings(
+        target=parse_target(args.target),
+        rtt=args.rtt / 1000,
+        bandwidth=None if args.bandwidth is None else args.bandwidth * 1e6 / 8,
+        window=args.window,
+        handshake=not args.no_handshake,
+        listen=(args.host, args.listen),
+        faults=Faults(drop_after=args.drop_after, flip_at=args.flip_at, connections=args.connections),
+    )
+    serve(settings, lambda line: print(line, flush=True))
+
+
+if __name__ == "__main__":  # the child process of LatencyProxy(isolate=True)
     try:
-        bench(["proxy", *sys.argv[1:]], prog_name="giod bench")
+        _child(sys.argv[1:])
     except GiodError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from giod.bench.report import Outcome, publish
 from giod.errors import ConfigError
+from giod_bench.report import Outcome, publish
 
 DEFAULT_OUTPUT = "benchmarks/results"
 

@@ -52,8 +52,8 @@ import awkward as ak
 import numpy as np
 
 import giod
-from giod.bench.report import Bars, Column, Outcome, Table, figure, ratio, save
 from giod.errors import ConfigError, MissingDependency
+from giod_bench.report import Bars, Column, Outcome, Table, figure, ratio, save
 
 __all__ = ["DEFAULT_CELLS", "QUICK_CELLS", "RENDERERS", "TARGET_S", "busy_events", "chromium", "launch", "plot", "run"]
 

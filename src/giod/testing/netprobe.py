@@ -1,6 +1,6 @@
 """Loopback servers and clients that measure a path: echo and source servers, ping and fetch.
 
-They measure the latency proxy (:func:`giod.bench.netlab.calibrate`) and
+They measure the latency proxy (``giod bench proxy --check``) and
 serve the tests of clients that go through it.
 """
 

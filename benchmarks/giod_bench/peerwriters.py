@@ -1,8 +1,8 @@
 """The peers' writers: the same events as plain pyarrow Parquet, uproot TTree and RNTuple, and ``dd``.
 
 Every file is fsync'ed before the writer returns, as giod's are. The DAQ
-benchmark (:mod:`giod.bench.daq`) times them beside giod's writers, and
-the read benchmark (:mod:`giod.bench.read`) writes its peer files with them.
+benchmark (:mod:`giod_bench.daq`) times them beside giod's writers, and
+the read benchmark (:mod:`giod_bench.read`) writes its peer files with them.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ import awkward as ak
 import numpy as np
 
 import giod
-from giod.bench import synthetic
-from giod.bench.report import (
+from giod.errors import ConfigError, StorageError
+from giod.testing import synthetic
+from giod_bench.report import (
     MB,
     Bars,
     Column,
@@ -38,7 +39,6 @@ from giod.bench.report import (
     save,
     stopwatch,
 )
-from giod.errors import ConfigError, StorageError
 
 __all__ = ["CLUSTERS", "COLLECTION", "DEFAULT_EVENTS", "FRACTIONS", "QUICK_EVENTS", "plot", "run"]
 

@@ -62,8 +62,6 @@ import awkward as ak
 import numpy as np
 
 import giod
-from giod.bench import synthetic
-from giod.bench.report import MB, Bars, Column, Outcome, Table, figure, ratio, round_robin, save
 from giod.catalog.records import DatabaseRecord
 from giod.distributed import (
     DaskExecutor,
@@ -77,6 +75,8 @@ from giod.distributed import (
 )
 from giod.errors import ConfigError
 from giod.physics.chain import reconstruct_dataset, simulate_into
+from giod.testing import synthetic
+from giod_bench.report import MB, Bars, Column, Outcome, Table, figure, ratio, round_robin, save
 
 __all__ = ["DEFAULT_EVENTS", "QUICK_EVENTS", "Costs", "model", "plot", "run", "simulate_job"]
 

@@ -25,8 +25,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import giod
-from giod.bench import daq, synthetic
-from giod.bench.report import (
+from giod.columns import containers_in, to_tables
+from giod.errors import ConfigError
+from giod.selection import assemble, read_database, resolve_columns
+from giod.testing import synthetic
+from giod_bench import daq
+from giod_bench.report import (
     MB,
     Bars,
     Column,
@@ -40,9 +44,6 @@ from giod.bench.report import (
     save,
     stopwatch,
 )
-from giod.columns import containers_in, to_tables
-from giod.errors import ConfigError
-from giod.selection import assemble, read_database, resolve_columns
 
 __all__ = ["COLLECTION", "DEFAULT_EVENTS", "QUICK_EVENTS", "plot", "run"]
 

@@ -14,7 +14,7 @@ commit), in interleaved rounds, so that the fsync-bound rate and the
 CPU-bound rate show side by side; on PostgreSQL the pair is
 ``synchronous_commit`` on and off. From a shell::
 
-    python -m giod.bench.catalog --databases 1000 --rounds 3 [--postgres URL]
+    python -m giod_bench.catalog --databases 1000 --rounds 3 [--postgres URL]
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import statistics
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit
@@ -62,7 +62,7 @@ def _commit(dataset: str, schema_id: int, i: int) -> DatabaseCommit:
         containers=containers,
         tag_stats=tags,
         writer=f"bench:{i % 8}",
-        program="giod.bench.catalog",
+        program="giod_bench.catalog",
         program_version="1",
         parameters={"seed": i, "generator": "synthetic", "pileup": 40},
     )
@@ -162,7 +162,7 @@ def durability(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the registration rate of each durability mode (median of interleaved rounds)."""
-    parser = argparse.ArgumentParser(prog="python -m giod.bench.catalog", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m giod_bench.catalog", description=main.__doc__)
     parser.add_argument("--databases", type=int, default=1_000, help="registrations per round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per mode")
     parser.add_argument("--postgres", default=None, help="URL of a scratch PostgreSQL database")

@@ -11,9 +11,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from giod.bench.report import MB
-from giod.bench.wanpeers import _Data, _file_url
 from giod.errors import GiodError
+from giod_bench.report import MB
+from giod_bench.wanpeers import _Data, _file_url
 
 PIECE = 4 << 20  # concurrent clients' range requests: the read scheduler's piece size
 AGGREGATE_SHARE = 16  # at most this many times the collection is read in all by the concurrent clients
@@ -95,7 +95,7 @@ def aggregate(address: tuple[str, int], token: str, data: _Data, clients: int) -
         first = i * len(pieces) // clients  # clients start at different places, as independent jobs would
         plans.append([pieces[(first + k) % len(pieces)] for k in range(each)])
     processes = min(clients, max(1, os.cpu_count() or 1))
-    argv = [sys.executable, "-c", "from giod.bench.wancrowd import _aggregate_worker; _aggregate_worker()"]
+    argv = [sys.executable, "-c", "from giod_bench.wancrowd import _aggregate_worker; _aggregate_worker()"]
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(processes)]
     results: list[dict[str, Any]] = []
     try:

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from giod.bench.report import MB, Column, Outcome, Table, figure, ratio, save
-from giod.bench.wancrowd import PIECE
-from giod.bench.wanpeers import (
+from giod_bench.report import MB, Column, Outcome, Table, figure, ratio, save
+from giod_bench.wancrowd import PIECE
+from giod_bench.wanpeers import (
     AMS,
     AMS_PAGES,
     CLIENT_ORDER,

@@ -30,8 +30,11 @@ import numpy as np
 import yaml
 
 import giod
-from giod.bench import synthetic
-from giod.bench.peerwriters import (  # noqa: F401 - ZSTD_LEVEL, _slice: re-exported
+from giod.columns import containers_in, to_tables
+from giod.errors import ConfigError, StorageError
+from giod.schema import Schema
+from giod.testing import synthetic
+from giod_bench.peerwriters import (  # noqa: F401 - ZSTD_LEVEL, _slice: re-exported
     ZSTD_LEVEL,
     _slice,
     peer_chunk,
@@ -42,7 +45,7 @@ from giod.bench.peerwriters import (  # noqa: F401 - ZSTD_LEVEL, _slice: re-expo
     write_rntuple,
     write_ttree,
 )
-from giod.bench.report import (
+from giod_bench.report import (
     MB,
     Bars,
     Column,
@@ -54,9 +57,6 @@ from giod.bench.report import (
     round_robin,
     save,
 )
-from giod.columns import containers_in, to_tables
-from giod.errors import ConfigError, StorageError
-from giod.schema import Schema
 
 __all__ = [
     "DEFAULT_EVENTS",
@@ -91,7 +91,7 @@ _WRITER_TIMEOUT = 3600.0
 
 def one_container_schema() -> Schema:
     """The synthetic model without ``containers``: every collection in container ``events``."""
-    text = resources.files("giod.bench").joinpath("synthetic.yaml").read_text()
+    text = resources.files("giod.testing").joinpath("synthetic.yaml").read_text()
     model = yaml.safe_load(text)
     model.pop("containers", None)
     model["name"] = f"{model['name']}_one_container"

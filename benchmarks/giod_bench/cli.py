@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import click
 
-from giod.bench.catalogoutcome import (  # noqa: F401 - CATALOG_COLUMNS, _throwaway_postgres: re-exported
+from giod.errors import ConfigError
+from giod_bench.catalogoutcome import (  # noqa: F401 - CATALOG_COLUMNS, _throwaway_postgres: re-exported
     CATALOG_COLUMNS,
     POSTGRES_URL,
     _throwaway_postgres,
     catalog_outcome,
     plot_catalog,
 )
-from giod.bench.options import (  # noqa: F401 - re-exported
+from giod_bench.options import (  # noqa: F401 - re-exported
     DEFAULT_OUTPUT,
     _options,
     _output,
@@ -27,9 +28,8 @@ from giod.bench.options import (  # noqa: F401 - re-exported
     _workdir_path,
     numbers,
 )
-from giod.bench.proxycli import proxy
-from giod.bench.report import Bars
-from giod.errors import ConfigError
+from giod_bench.proxycli import proxy
+from giod_bench.report import Bars
 
 
 @click.group()
@@ -62,7 +62,7 @@ def daq(
 
     Example: giod bench daq --events 100000 --writers 1,2,4
     """
-    from giod.bench import daq as module
+    from giod_bench import daq as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     try:
@@ -85,7 +85,7 @@ def read(events: int | None, repeat: int | None, quick: bool, output: str, workd
 
     Example: giod bench read --events 100000
     """
-    from giod.bench import read as module
+    from giod_bench import read as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     with Bars() as bars:
@@ -113,7 +113,7 @@ def select(
 
     Example: giod bench select --events 10000000 --clusters 1000,default
     """
-    from giod.bench import select as module
+    from giod_bench import select as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     sizes: list[int | None] = []
@@ -136,7 +136,7 @@ def granularity(events: int | None, repeat: int | None, quick: bool, output: str
 
     Example: giod bench granularity --events 100
     """
-    from giod.bench import granularity as module
+    from giod_bench import granularity as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     with Bars() as bars:
@@ -242,7 +242,7 @@ def wan(
 
     Example: giod bench wan --rtts 0,50,250 --bandwidth-mbit 1000
     """
-    from giod.bench import wan as module
+    from giod_bench import wan as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     if rtts is None:
@@ -285,7 +285,7 @@ def recon(
 
     Example: giod bench recon --events 10000 --workers 1,2
     """
-    from giod.bench import recon as module
+    from giod_bench import recon as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     try:
@@ -306,7 +306,7 @@ def simulate(events: int | None, repeat: int | None, quick: bool, output: str, w
 
     Example: giod bench simulate --events 10000
     """
-    from giod.bench import simulate as module
+    from giod_bench import simulate as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     with Bars() as bars:
@@ -323,7 +323,7 @@ def scale(events: int | None, repeat: int | None, quick: bool, output: str, work
 
     Example: giod bench scale --events 2000
     """
-    from giod.bench import scale as module
+    from giod_bench import scale as module
 
     n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
     with Bars() as bars:
@@ -365,10 +365,15 @@ def display_(cells: int | None, repeat: int | None, renderer: str, quick: bool, 
 
     Example: giod bench display --cells 50000 --repeat 5
     """
-    from giod.bench import display as module
+    from giod_bench import display as module
 
     n = cells or (module.QUICK_CELLS if quick else module.DEFAULT_CELLS)
     with Bars() as bars:
         outcome = module.run(cells=n, repeat=repeat or (1 if quick else 3), workdir=_workdir_path(workdir), bars=bars,
                              renderer=renderer)
     _publish(outcome, output, module.plot)
+
+
+from giod_bench.replicate import command as _replicate  # noqa: E402 - after the group it joins
+
+bench.add_command(_replicate)
