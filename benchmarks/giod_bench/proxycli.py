@@ -10,6 +10,7 @@ import click
 from giod.errors import ConfigError
 from giod.testing.netlab import LatencyProxy
 from giod.testing.netprobe import echo_server, fetch, ping, source_server
+from giod.testing.proxyloop import DEFAULT_WINDOW, Faults, Settings
 from giod_bench.options import _quick
 from giod_bench.report import Column, Outcome, Table
 
@@ -102,16 +103,21 @@ def proxy(
         return
     if target is None:
         raise ConfigError("--target HOST:PORT is required (or --check)")
-    settings = netlab.Settings(
+    settings = Settings(
         target=netlab.parse_target(target),
         rtt=rtt / 1000,
         bandwidth=rate,
-        window=window or netlab.DEFAULT_WINDOW,
+        window=window or DEFAULT_WINDOW,
         handshake=not no_handshake,
         listen=(host, listen),
-        faults=netlab.Faults(drop_after=drop_after, flip_at=flip_at, connections=connections),
+        faults=Faults(drop_after=drop_after, flip_at=flip_at, connections=connections),
     )
-    netlab.serve(settings, lambda line: click.echo(line, nl=True) or sys.stdout.flush())
+
+    def announce(line: str) -> None:
+        click.echo(line)
+        sys.stdout.flush()
+
+    netlab.serve(settings, announce)
 
 
 def calibrate(

@@ -78,11 +78,11 @@ def _view(
         assert isinstance(idx_layout, ak.contents.ListOffsetArray)
         inner = np.asarray(idx_layout.offsets)
         start, stop = int(inner[0]), int(inner[-1])
-        local = np.asarray(idx_layout.content.data)[start:stop].astype(np.int64)  # type: ignore[attr-defined]
+        local = np.asarray(idx_layout.content.data)[start:stop].astype(np.int64)
         global_index = local + np.repeat(base, np.diff(inner))
         view = ak.contents.IndexedArray(ak.index.Index64(global_index), target.content)
         return ak.contents.ListOffsetArray(ak.index.Index64((inner - start).astype(np.int64)), view)
-    local = np.asarray(idx_layout.data).astype(np.int64)  # type: ignore[attr-defined]
+    local = np.asarray(idx_layout.data).astype(np.int64)
     global_index = np.where(local >= 0, local + base, -1)
     return ak.contents.IndexedOptionArray(ak.index.Index64(global_index), target.content)
 

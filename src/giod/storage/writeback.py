@@ -33,7 +33,7 @@ def _load() -> Callable[[int, int, int, int], int] | None:
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 _sync_file_range = _load()

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from giod.testing import synthetic
-    from giod.testing.netlab import Faults, LatencyProxy, Stats
+    from giod.testing.netlab import LatencyProxy
     from giod.testing.netprobe import echo_server, fetch, ping, source_server
+    from giod.testing.proxyloop import Faults, Stats
 
 __all__ = ["Faults", "LatencyProxy", "Stats", "echo_server", "fetch", "ping", "source_server", "synthetic"]
 

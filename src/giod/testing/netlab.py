@@ -167,7 +167,8 @@ class LatencyProxy:
     def stats(self) -> Stats:
         """A snapshot of the connections and bytes so far."""
         proxy = self._running()
-        return self._call(lambda: Stats(**vars(proxy.stats)))
+        stats: Stats = self._call(lambda: Stats(**vars(proxy.stats)))
+        return stats
 
     @property
     def faults(self) -> Faults:
