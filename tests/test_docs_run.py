@@ -2,7 +2,8 @@
 
 Each file's ``python`` and ``sh`` blocks run in order in one fresh directory
 (the repository's ``examples/`` beside them), python blocks sharing one
-namespace, shell blocks under ``bash -eu`` with ``giod`` on the PATH. A block
+namespace (blocks written as ``>>>`` sessions have their outputs checked),
+shell blocks under ``bash -eu`` with ``giod`` on the PATH. A block
 that cannot run here (a server that runs until interrupted, a file not
 shipped) says so on the line before its fence::
 
@@ -11,6 +12,7 @@ shipped) says so on the line before its fence::
 
 from __future__ import annotations
 
+import doctest
 import os
 import re
 import subprocess
@@ -24,11 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*\S.*-->$")
 LANGUAGES = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shell": "sh"}
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# docs whose blocks are still fragments (names defined elsewhere, files not shipped, minutes of
-# simulation): each block is to be completed or marked `not run` with its reason, then the doc
-# leaves this list
-FRAGMENTS = {"catalog.md", "cli.md", "distributed.md", "interchange.md", "latency.md", "pages.md", "physics.md",
-             "replication.md"}
 
 
 @dataclass
@@ -82,8 +79,6 @@ def _giod_on_path(bin_dir: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_code_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if path.name in FRAGMENTS:
-        pytest.skip(f"{path.name}: its code blocks are fragments, not yet marked or completed")
     runnable = [b for b in blocks(path.read_text()) if b.run]
     if not runnable:
         pytest.skip(f"{path.name} has no block to run")
@@ -97,12 +92,24 @@ def test_code_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     namespace: dict[str, object] = {"__name__": "__docs__"}
     for block in runnable:
         where = f"{path.name}:{block.line}"
-        if block.language == "python":
+        if block.code.lstrip().startswith(">>>"):
+            _doctest(block.code, where, namespace)
+        elif block.language == "python":
             exec(compile(block.code, where, "exec"), namespace)  # the repository's own docs
         else:
             done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=work, env=env,
                                   capture_output=True, text=True, timeout=300, check=False)
             assert done.returncode == 0, f"{where}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+
+
+def _doctest(code: str, where: str, namespace: dict[str, object]) -> None:
+    """A block written as an interactive session: its outputs are checked, as doctest does."""
+    test = doctest.DocTestParser().get_doctest(code, namespace, where, where, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
+    runner.run(test, out=report.append, clear_globs=False)
+    namespace.update(test.globs)  # the doctest ran on a copy: later blocks see its names
+    assert runner.failures == 0, "".join(report)
 
 
 def _readme() -> str:
