@@ -382,9 +382,12 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
         return refused(f"dataset {name} is not in the catalog")
     if ds.schema.fingerprint != meta.get("schema"):
         return refused(f"the files have another schema than dataset {name} has now")
-    provenance = {"program": str(meta.get("program") or ""), "program_version": str(meta.get("program_version") or ""),
-                  "parameters": dict(meta.get("parameters") or {})}
-    specs, stats, counts = [], {}, set()
+    provenance: dict[str, Any] = {
+        "program": str(meta.get("program") or ""), "program_version": str(meta.get("program_version") or ""),
+        "parameters": dict(meta.get("parameters") or {})}
+    specs: list[ContainerSpec] = []
+    stats: dict[str, Any] = {}
+    counts: set[int] = set()
     for f, m in found:
         arrow = f.path.endswith(SUFFIX["arrow"])
         with site.open(f.path) as fh:

@@ -39,17 +39,17 @@ def find_jets(schema: Any) -> str:
                   if set(JET_FIELDS) <= set(schema.collection_type(name).fields)]
     for name in candidates:
         if name.lower() in ("jets", "jet"):
-            return name
+            return str(name)
     if candidates:
-        return candidates[0]
+        return str(candidates[0])
     raise DataError("the dataset has no jet collection with fields pt, eta, phi and mass")
 
 
-def mass_histogram(bins: int = 60, lo: float = 0.0, hi: float = 3000.0) -> hist.Hist:
+def mass_histogram(bins: int = 60, lo: float = 0.0, hi: float = 3000.0) -> hist.Hist[Any]:
     return hist.Hist.new.Reg(bins, lo, hi, name="mjj", label=r"$m_{jj}$ [GeV]").Double()
 
 
-def fine_mass_histogram(hi: float, width: float = 5.0) -> hist.Hist:
+def fine_mass_histogram(hi: float, width: float = 5.0) -> hist.Hist[Any]:
     """A mass histogram from 0 to ``hi`` GeV in bins of about ``width``: fine enough for the plot to
     merge bins to a width and range that follow the data (see :func:`giod.analysis.plots.display_bins`)."""
     return mass_histogram(max(int(round(hi / width)), 1), 0.0, hi)
@@ -101,13 +101,13 @@ def dijet_masses(jets: ak.Array, cuts: DijetCuts = DijetCuts()) -> np.ndarray:
     return ak.to_numpy((j1 + j2)[keep].mass).astype(np.float64)
 
 
-def fill(h: hist.Hist, chunk: ak.Array, collection: str, cuts: DijetCuts = DijetCuts()) -> hist.Hist:
+def fill(h: hist.Hist[Any], chunk: ak.Array, collection: str, cuts: DijetCuts = DijetCuts()) -> hist.Hist[Any]:
     h.fill(mjj=dijet_masses(chunk[collection], cuts))
     return h
 
 
-def _fill_empty(template: hist.Hist, collection: str, cuts: DijetCuts,
-                chunk: ak.Array) -> tuple[hist.Hist, tuple[int, ...]]:
+def _fill_empty(template: hist.Hist[Any], collection: str, cuts: DijetCuts,
+                chunk: ak.Array) -> tuple[hist.Hist[Any], tuple[int, ...]]:
     """One partition: its histogram and the events left after each cut (they add up over partitions)."""
     h = template.copy()
     j1, j2 = _two_leading(chunk[collection], cuts)
@@ -122,7 +122,7 @@ def _fill_empty(template: hist.Hist, collection: str, cuts: DijetCuts,
 
 def run(dataset: Any, expression: str | None = None, *, cuts: DijetCuts = DijetCuts(),
         collection: str | None = None, step_size: int = 200_000,
-        histogram: hist.Hist | None = None, scheduler: Any = "sync", progress: Any = None) -> hist.Hist:
+        histogram: hist.Hist[Any] | None = None, scheduler: Any = "sync", progress: Any = None) -> hist.Hist[Any]:
     """Fill the di-jet mass histogram over a dataset (optionally pre-selected by tags).
 
     ``scheduler`` is where the partitions (at most ``step_size`` entries
@@ -134,8 +134,8 @@ def run(dataset: Any, expression: str | None = None, *, cuts: DijetCuts = DijetC
 
 
 def run_with_cutflow(dataset: Any, expression: str | None = None, *, cuts: DijetCuts = DijetCuts(),
-                     collection: str | None = None, step_size: int = 200_000, histogram: hist.Hist | None = None,
-                     scheduler: Any = "sync", progress: Any = None) -> tuple[hist.Hist, CutFlow]:
+                     collection: str | None = None, step_size: int = 200_000, histogram: hist.Hist[Any] | None = None,
+                     scheduler: Any = "sync", progress: Any = None) -> tuple[hist.Hist[Any], CutFlow]:
     """As :func:`run`, with the cut flow: the events of the dataset, of the tag selection, with two
     jets passing the pT and |η| cuts, passing the |Δη| cut, and with a mass inside the histogram."""
     coll = collection or find_jets(dataset.schema)
@@ -161,7 +161,7 @@ def run_with_cutflow(dataset: Any, expression: str | None = None, *, cuts: Dijet
     return h, CutFlow(tuple(rows))
 
 
-def figure(h: hist.Hist, *, title: str = "", label: str = "giod", simulation: bool = False,
+def figure(h: hist.Hist[Any], *, title: str = "", label: str = "giod", simulation: bool = False,
            com: float | None = None) -> Any:
     """The histogram as a matplotlib figure: points with Poisson (68 %) error bars over the bins that
     hold entries, the x range and bin width following the data, the bin width in the y label, the
@@ -192,7 +192,7 @@ def figure(h: hist.Hist, *, title: str = "", label: str = "giod", simulation: bo
     return fig
 
 
-def plot(h: hist.Hist, path: str, *, title: str = "", label: str = "giod", simulation: bool = False,
+def plot(h: hist.Hist[Any], path: str, *, title: str = "", label: str = "giod", simulation: bool = False,
          com: float | None = None) -> str:
     """Write the histogram as a PNG (see :func:`figure`)."""
     from giod.analysis import plots

@@ -77,8 +77,8 @@ def _nice(x: float) -> float:
     scale = 10.0 ** np.floor(np.log10(x))
     for m in (1.0, 2.0, 2.5, 5.0, 10.0):
         if m * scale >= x * (1 - 1e-9):
-            return m * scale
-    return 10.0 * scale
+            return float(m * scale)
+    return float(10.0 * scale)
 
 
 def display_bins(counts: np.ndarray, edges: np.ndarray, target: int | None = None) -> tuple[np.ndarray, np.ndarray]:

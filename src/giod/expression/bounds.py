@@ -433,15 +433,15 @@ def necessary_box(node: Node) -> Box:
             return box
         case Between(operand=Field(name=name, kind=kind), low=Constant() as low,
                      high=Constant() as high, negated=False) if kind != "bool":
-            lo, hi = _float(low.value), _float(high.value)
-            return {} if lo is None or hi is None else {name: (lo, hi)}
+            first, last = _float(low.value), _float(high.value)
+            return {} if first is None or last is None else {name: (first, last)}
         case Member(operand=Field(name=name, kind=kind), items=items, negated=False) if (
             kind != "bool" and items and all(isinstance(i, Constant) for i in items)
         ):
             values = [_float(i.value) for i in items]  # type: ignore[attr-defined]
             if any(v is None for v in values):
                 return {}
-            return {name: (min(values), max(values))}  # type: ignore[type-var]
+            return {name: (min(values), max(values))}  # type: ignore[type-var, dict-item]
     return {}
 
 

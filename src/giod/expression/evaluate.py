@@ -108,7 +108,8 @@ def evaluate_constant(node: Node) -> bool | int | float:
     """The value of a ``node`` that reads no field, as a Python scalar of its kind."""
     with np.errstate(all="ignore"):
         value = _evaluate(node, {})
-    return _PYTHON[node.kind](value)
+    result: bool | int | float = _PYTHON[node.kind](value)
+    return result
 
 
 def _length_of_any(columns: Mapping[str, Any]) -> int:

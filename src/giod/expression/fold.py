@@ -69,6 +69,7 @@ def _fold(node: Node, text: str) -> tuple[Node, bool]:
             node = _rebuilt(node, operand=sub(operand))
         case Arithmetic(left=left, right=right):
             node = _rebuilt(node, left=sub(left), right=sub(right))
+            assert isinstance(node, Arithmetic)
             _refuse_zero_divisor(node, text)
         case Call(args=args):
             node = _rebuilt(node, args=tuple(sub(arg) for arg in args))

@@ -6,13 +6,8 @@ a dataset. :func:`write_root` and :func:`write_parquet` write events back out.
 """
 
 from giod.interchange.export import write_parquet, write_root
-from giod.interchange.nanoaod import (
-    ImportReport,
-    TreeLayout,
-    import_root,
-    inspect_tree,
-    iterate_events,
-)
+from giod.interchange.nanoaod import ImportReport, import_root, iterate_events
+from giod.interchange.treelayout import TreeLayout, inspect_tree
 
 __all__ = [
     "ImportReport",

@@ -75,7 +75,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self.source, self.max_depth, self.depth = source, max_depth, 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent) or event.anchor is not None:
             raise SchemaError(
@@ -85,7 +85,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 line=line,
             )
         if not isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)  # type: ignore[return-value]
         self.depth += 1
         if self.depth > self.max_depth:
             raise SchemaError(
@@ -94,7 +94,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 line=line,
             )
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)  # type: ignore[return-value]
         finally:
             self.depth -= 1
 
