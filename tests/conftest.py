@@ -75,7 +75,7 @@ def catalog(catalog_url: str) -> Iterator[Any]:
 
 def pytest_configure(config: pytest.Config) -> None:
     # `giod bench` is the benchmarks distribution's entry point; where it is not installed
-    # (benchmarks/ is on pytest's pythonpath), the tests still reach it through `giod`.
+    # (benchmarks/src is on pytest's pythonpath), the tests still reach it through `giod`.
     from giod.cli import main, plugin_commands
 
     if "bench" not in plugin_commands():

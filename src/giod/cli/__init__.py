@@ -88,11 +88,15 @@ class _Group(click.Group):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # the lazy commands are listed from LAZY_COMMANDS, without importing them
+        # lazy commands are listed from LAZY_COMMANDS, plugins with their distribution's summary: none is imported
         rows = []
+        plugins = plugin_commands()
         for name in self.list_commands(ctx):
             if name in LAZY_COMMANDS and name not in self.commands:
                 rows.append((name, LAZY_COMMANDS[name]))
+                continue
+            if name in plugins and name not in self.commands and plugins[name].dist is not None:
+                rows.append((name, plugins[name].dist.metadata["Summary"] or ""))
                 continue
             command = self.get_command(ctx, name)
             if command is not None and not command.hidden:

@@ -8,9 +8,6 @@ from typing import Any
 import click
 
 from giod.errors import ConfigError
-from giod.testing.netlab import LatencyProxy
-from giod.testing.netprobe import echo_server, fetch, ping, source_server
-from giod.testing.proxyloop import DEFAULT_WINDOW, Faults, Settings
 from giod_bench.options import _quick
 from giod_bench.report import Column, Outcome, Table
 
@@ -90,7 +87,8 @@ def proxy(
 
     Example: giod bench proxy --target 127.0.0.1:8000 --listen 9000 --rtt 50 --bandwidth 1000
     """
-    from giod.testing import netlab
+    from giod.testing import netlab  # asyncio and the proxy load when the command runs
+    from giod.testing.proxyloop import DEFAULT_WINDOW, Faults, Settings
     from giod_bench.report import print_tables
 
     rate = None if bandwidth is None else bandwidth * 1e6 / 8
@@ -133,6 +131,9 @@ def calibrate(
 
     Servers run on loopback; the first row is the direct path, without proxy, as the peer.
     """
+    from giod.testing.netlab import LatencyProxy
+    from giod.testing.netprobe import echo_server, fetch, ping, source_server
+
     rows: list[dict[str, Any]] = []
     with echo_server() as echo, source_server() as source:
 

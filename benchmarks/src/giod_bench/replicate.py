@@ -57,7 +57,6 @@ from typing import Any
 import click
 
 from giod.errors import ConfigError, GiodError
-from giod.storage.site import fsync_path
 from giod_bench.options import numbers
 from giod_bench.report import MB, Bars, Column, Outcome, Table, figure, grouped_bars, ratio, round_robin, save
 
@@ -302,6 +301,8 @@ def _outcome(events: int, files: int, size: int, streams: Sequence[int], rtts_ms
 
 def _fsync_tree(root: Path) -> None:
     """fsync every file and folder below ``root`` (what giod does for each copy before publishing it)."""
+    from giod.storage.site import fsync_path
+
     for folder, _dirs, files in os.walk(root):
         for name in [*files, "."]:
             fsync_path(os.path.join(folder, name))
