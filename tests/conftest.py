@@ -75,10 +75,14 @@ def catalog(catalog_url: str) -> Iterator[Any]:
 
 def pytest_configure(config: pytest.Config) -> None:
     # `giod bench` is the benchmarks distribution's entry point; where it is not installed
-    # (benchmarks/src is on pytest's pythonpath), the tests still reach it through `giod`.
+    # (benchmarks/src is on pytest's pythonpath), the tests still reach it through `giod`,
+    # and the benchmarks' child processes import it from the same place.
+    import giod_bench
     from giod.cli import main, plugin_commands
 
     if "bench" not in plugin_commands():
         from giod_bench.cli import bench
 
         main.add_command(bench)
+    here = str(Path(giod_bench.__file__).resolve().parents[1])
+    os.environ["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])

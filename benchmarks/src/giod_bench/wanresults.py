@@ -64,8 +64,9 @@ def _outcome(
                 "client": label, "rtt_ms": rtt, "median_s": med, "best_s": min(seconds), "seconds": seconds,
                 "mb_per_s": size / MB / med, "open_s": _median([r.open_s for r in reads]),
                 "after_open_mb_per_s": None if reads[0].open_s is None
-                else size / MB / _median([r.seconds - (r.open_s or 0.0) for r in reads]),
-                "wire_mb": None if reads[0].wire is None or label == AMS else _median([r.wire for r in reads]) / MB,
+                else size / MB / statistics.median([r.seconds - (r.open_s or 0.0) for r in reads]),
+                "wire_mb": None if reads[0].wire is None or label == AMS
+                else (_median([r.wire for r in reads]) or 0) / MB,
                 "detail": min(reads, key=lambda r: abs(r.seconds - med)).detail,  # of the most typical round
             })  # fmt: skip
     by = {(r["client"], r["rtt_ms"]): r for r in rows}
@@ -76,7 +77,7 @@ def _outcome(
         r["vs_ams"] = ratio(r["mb_per_s"], ams)
         r["vs_xrootd"] = ratio(r["mb_per_s"], xrd)
     direct_s = statistics.median(r.seconds for r in direct)
-    limits = [
+    limits: list[dict[str, Any]] = [
         {"what": "link cap", "mb_per_s": cap, "seconds": None if cap is None else size / bandwidth},  # type: ignore[operator]
         *({"what": label, "mb_per_s": size / MB / statistics.median(t), "seconds": statistics.median(t)}
           for label, t in local.items()),
@@ -226,14 +227,14 @@ def plot(outcome: Outcome, path: Path) -> None:
     ax.legend(fontsize="small")
     crowd = outcome.table("aggregate").rows
     if crowd:
-        x = np.arange(len(crowd))
-        ax2.bar(x, [c["mb_per_s"] for c in crowd], color="tab:orange", label="aggregate MB/s")
-        ax2.set_xticks(x, [str(c["clients"]) for c in crowd])
+        slots = np.arange(len(crowd))
+        ax2.bar(slots, [c["mb_per_s"] for c in crowd], color="tab:orange", label="aggregate MB/s")
+        ax2.set_xticks(slots, [str(c["clients"]) for c in crowd])
         ax2.set_xlabel("concurrent clients (0 ms, no proxy)")
         ax2.set_ylabel("aggregate MB/s")
         twin = ax2.twinx()
-        twin.plot(x, [c["p99_ms"] for c in crowd], marker="s", color="tab:red", label="p99 request ms")
-        twin.plot(x, [c["p50_ms"] for c in crowd], marker="o", color="tab:purple", label="p50 request ms")
+        twin.plot(slots, [c["p99_ms"] for c in crowd], marker="s", color="tab:red", label="p99 request ms")
+        twin.plot(slots, [c["p50_ms"] for c in crowd], marker="o", color="tab:purple", label="p50 request ms")
         twin.set_ylabel(f"request latency ms ({PIECE >> 20} MB ranges)")
         twin.legend(fontsize="small", loc="upper left")
         ax2.grid(axis="y", alpha=0.3)

@@ -7,6 +7,7 @@ failures print one line and exit with code 2; there are no tracebacks.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -33,6 +34,7 @@ BENCH_MISSING = (
 )
 
 
+@functools.cache  # one scan of the installed distributions per process
 def plugin_commands() -> dict[str, Any]:
     """The entry points of the ``giod.commands`` group, by command name (not loaded)."""
     from importlib.metadata import entry_points
