@@ -195,4 +195,4 @@ def select(expression: Expression, directory: Directory,
         order = np.argsort(entries, kind="stable")
         at = order[np.searchsorted(entries[order], candidates)]
         columns[n] = values.take(pa.array(at))
-    return candidates[expression.evaluate(columns, size=len(candidates))]
+    return np.asarray(candidates[expression.evaluate(columns, size=len(candidates))])

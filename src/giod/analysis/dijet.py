@@ -98,7 +98,7 @@ def dijet_masses(jets: ak.Array, cuts: DijetCuts = DijetCuts()) -> np.ndarray:
     """Di-jet invariant masses of events whose two leading jets pass the cuts."""
     j1, j2 = _two_leading(jets, cuts)
     keep = abs(j1.eta - j2.eta) < cuts.delta_eta
-    return ak.to_numpy((j1 + j2)[keep].mass).astype(np.float64)
+    return np.asarray(ak.to_numpy((j1 + j2)[keep].mass), dtype=np.float64)
 
 
 def fill(h: hist.Hist[Any], chunk: ak.Array, collection: str, cuts: DijetCuts = DijetCuts()) -> hist.Hist[Any]:

@@ -62,7 +62,7 @@ class LeaseMethods(Transactions):
         """The catalog's clock as unix seconds, evaluated by the database server."""
         if self.dialect == "sqlite":
             return (func.julianday("now") - 2440587.5) * 86400.0
-        return func.extract("epoch", func.clock_timestamp())
+        return func.extract("epoch", func.clock_timestamp())  # type: ignore[return-value] # a float expression
 
     def take_lease(self, site: str, prefix: str, holder: str, seconds: float) -> LeaseRecord:
         """A new lease on the files under ``prefix`` at ``site``, live for ``seconds`` unless renewed."""

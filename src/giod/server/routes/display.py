@@ -150,8 +150,8 @@ def _entries(request: Request, ds: Any, where: str | None) -> np.ndarray:
     key = (ds.name, ds.version, where or "")
     hit = cache.get(key)
     if hit is not None:
-        return hit
-    entries = ds.select(where or None).entries()
+        return np.asarray(hit)
+    entries = np.asarray(ds.select(where or None).entries())
     cache.put(key, entries)
     return entries
 
