@@ -272,13 +272,16 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
 
     Example: giod export qcd --format root -o qcd.root --where "njets >= 2"
     """
-    from giod.interchange.export import write_parquet, write_root
+    from giod.interchange.export import root_names, write_parquet, write_root
 
     fed = _open(federation)
     ds = fed.dataset(dataset)
     sel = ds.select(expression)
     chunks = sel.iterate()
-    (write_root if fmt == "root" else write_parquet)(output, chunks, ds.schema)
+    if fmt == "root":  # spelled as the file the dataset was imported from, if it was
+        write_root(output, chunks, ds.schema, names=root_names(sel))
+    else:
+        write_parquet(output, chunks, ds.schema)
     click.echo(f"wrote {len(sel):,} events to {output}")
 
 

@@ -24,7 +24,7 @@ import awkward as ak
 import numpy as np
 
 from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
-from giod.interchange.encoding import numpy_dtype
+from giod.interchange.encoding import ROOT_NAMES, numpy_dtype
 from giod.interchange.rootfile import DEFAULT_TREE, _open, _reading  # noqa: F401 - DEFAULT_TREE: re-exported
 from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
     CollectionPlan,
@@ -240,7 +240,8 @@ def import_root(
     checksum = file_checksum(path)
     if checksum is not None and not created and not append:
         _refuse_reimport(ds, checksum, path, layout.n_entries)
-    provenance = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
+    provenance: dict[str, Any] = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
+    provenance[ROOT_NAMES] = layout.names.to_dict()  # how the export spells the file again
     if checksum is not None:
         provenance["source_checksum"] = checksum
     done = chunks = 0
