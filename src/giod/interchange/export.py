@@ -35,7 +35,7 @@ from giod.interchange.encoding import (  # noqa: F401 - the encoding's names sta
     relation_from_index,
 )
 from giod.objects import INDEX_SUFFIX
-from giod.schema import Schema
+from giod.schema import STRING, Schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -62,6 +62,17 @@ def _numbers(arr: ak.Array, where: str) -> np.ndarray:
     if out.dtype.kind not in "biuf":
         raise DataError(f"{where}: expected numbers, got {arr.type}")
     return out
+
+
+def _text(arr: ak.Array, where: str) -> ak.Array:
+    """Strings, one per object or event; DataError for anything else."""
+    if arr.layout.is_option or arr.layout.parameter("__array__") != "string":
+        raise DataError(f"{where}: expected strings, got {arr.type}")
+    return arr
+
+
+def _no_text() -> ak.Array:
+    return ak.Array([""])[:0]
 
 
 def _cast(values: np.ndarray, dtype: str, shape: tuple[int, ...], where: str) -> np.ndarray:
@@ -105,6 +116,9 @@ def _flatten_events(events: ak.Array, schema: Schema) -> _FlatEvents:
         for name, fdef in tdef.fields.items():
             where = f"{coll}.{name}"
             values = _get(objects, name, f"field of {coll}")
+            if fdef.dtype == STRING:
+                members[name] = _text(values, where)
+                continue
             members[name] = _cast(_numbers(values, where), fdef.dtype, fdef.shape, where)
         present = set(ak.fields(objects))
         for name, rdef in tdef.relations.items():
@@ -126,6 +140,9 @@ def _flatten_events(events: ak.Array, schema: Schema) -> _FlatEvents:
         flat.members[coll] = members
     for tag, fdef in schema.tags.items():
         where = f"tag {tag}"
+        if fdef.dtype == STRING:
+            flat.tags[tag] = _text(_get(events, tag, "tag"), where)
+            continue
         values = _numbers(_get(events, tag, "tag"), where)
         flat.tags[tag] = _cast(values, fdef.dtype, fdef.shape, where)
     return flat
@@ -199,6 +216,9 @@ def _root_arrays(flat: _FlatEvents, schema: Schema, enc: Encoding) -> tuple[dict
                 counter_of[keys[0]] = counter
                 counter_of[keys[1]] = enc.counters[f"{coll}_{name}"]
                 continue
+            if isinstance(value, ak.Array):  # uproot writes strings per event, not per object
+                raise DataError(f"{coll}.{name}: strings of objects cannot be written to a ROOT tree "
+                                "(strings per event, as tags, can)")
             columns = value.reshape(len(value), len(keys)) if len(keys) > 1 else value[:, None]
             for i, key in enumerate(keys):  # a fixed-size field is split into one branch per element
                 out[key] = ak.unflatten(columns[:, i], counts)
@@ -243,12 +263,17 @@ def _empty(schema: Schema) -> _FlatEvents:
     for coll in schema.collections:
         tdef = schema.collection_type(coll)
         flat.counts[coll] = np.zeros(0, np.int64)
-        members: dict[str, Any] = {n: np.zeros((0, *f.shape), numpy_dtype(f.dtype)) for n, f in tdef.fields.items()}
+        members: dict[str, Any] = {
+            n: _no_text() if f.dtype == STRING else np.zeros((0, *f.shape), numpy_dtype(f.dtype))
+            for n, f in tdef.fields.items()
+        }
         for n, r in tdef.relations.items():
             idx = np.zeros(0, np.int32)
             members[n] = (np.zeros(0, np.int64), idx) if r.many else idx
         flat.members[coll] = members
-    flat.tags = {t: np.zeros(0, numpy_dtype(f.dtype)) for t, f in schema.tags.items()}
+    flat.tags = {
+        t: _no_text() if f.dtype == STRING else np.zeros(0, numpy_dtype(f.dtype)) for t, f in schema.tags.items()
+    }
     return flat
 
 
@@ -319,10 +344,12 @@ def write_root(
 # ------------------------------------------------------------- Parquet out
 
 
-def _arrow_values(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+def _arrow_values(values: np.ndarray | ak.Array, arrow_type: pa.DataType) -> pa.Array:
     """Flat values (one row per object, inner dimensions for fixed arrays) as ``arrow_type``."""
     import pyarrow as pa
 
+    if isinstance(values, ak.Array):  # strings
+        return ak.to_arrow(values, extensionarray=False).cast(arrow_type)
     if pa.types.is_fixed_size_list(arrow_type):
         inner = _arrow_values(values.reshape(-1, *values.shape[2:]), arrow_type.value_type)
         return pa.FixedSizeListArray.from_arrays(inner, type=arrow_type)
@@ -355,7 +382,7 @@ def _arrow_table(flat: _FlatEvents, schema: Schema, arrow_schema: pa.Schema) -> 
         offsets = pa.array(_offsets(counts).astype(np.int32))
         columns.append(pa.ListArray.from_arrays(offsets, struct, type=list_type))
     for tag, values in flat.tags.items():
-        columns.append(pa.array(values, type=arrow_schema.field(tag).type))
+        columns.append(_arrow_values(values, arrow_schema.field(tag).type))
     return pa.Table.from_arrays(columns, schema=arrow_schema)
 
 
@@ -371,7 +398,7 @@ def write_parquet(path: str | os.PathLike[str], arrays: Iterable[ak.Array] | ak.
 
     model = _as_schema(schema)
     fields = [pa.field(c, model.arrow_type(c), nullable=False) for c in model.collections]
-    fields += [pa.field(t, pa.from_numpy_dtype(numpy_dtype(f.dtype)), nullable=False) for t, f in model.tags.items()]
+    fields += [pa.field(t, f.arrow_type, nullable=False) for t, f in model.tags.items()]
     arrow_schema = pa.schema(fields, metadata={b"giod.schema": model.to_yaml().encode()})
     target = os.fspath(path)
     try:

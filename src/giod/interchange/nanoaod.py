@@ -33,7 +33,7 @@ from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
     TreeLayout,
     inspect_tree,
 )
-from giod.schema import Schema
+from giod.schema import STRING, Schema
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,11 @@ def _member(chunk: ak.Array, m: Member, n_obj: int, limit: np.ndarray | None, wh
             raise DataError(f"{where}: list lengths do not match the stored indices")
         values = _in_range(idx, np.repeat(limit, per_object))
         return ak.contents.ListOffsetArray(_offsets(per_object), ak.contents.NumpyArray(values))
+    if m.dtype == STRING:  # one string per event (a tag): awkward's layout is already giod's
+        text = _column(chunk, m.keys[0])
+        if text.parameter("__array__") != "string" or text.length != n_obj:
+            raise DataError(f"{where}: branch {m.keys[0]!r} does not hold one string per event")
+        return text
     flats = [_flat(chunk, k, where) for k in m.keys]
     values = flats[0] if len(flats) == 1 else np.stack(flats, axis=-1)
     if len(values) != n_obj:  # a broken file

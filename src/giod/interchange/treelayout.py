@@ -23,7 +23,7 @@ from giod.interchange.encoding import (
     relation_from_index,
 )
 from giod.interchange.rootfile import _find_tree, _open, _reading
-from giod.schema import Schema
+from giod.schema import STRING, Schema
 
 _IDX = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)Idx(.*)$")
 _UNTAGGED = re.compile(r"^_collection[0-9]+$")  # ROOT's RNTupleImporter: one per counter group
@@ -118,7 +118,7 @@ def _describe(interp: Any, typename: str) -> tuple[str, str | None, tuple[int, .
             return "skip", None, (), f"jagged fixed-size arrays ({typename}) are not supported"
         return "jagged", name, (), ""
     if type(interp).__name__ == "AsStrings":
-        return "skip", None, (), "strings are not supported"
+        return "scalar", STRING, (), ""
     if isinstance(interp, AsJagged):
         return "skip", None, (), f"doubly-jagged type {typename} is not supported"
     return "skip", None, (), f"unsupported type {typename}"
@@ -135,7 +135,9 @@ class _Draft:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def add_field(self, coll: str, member: str, key: str, dtype: str) -> None:
-        if not is_name(member) or member.endswith("_index"):
+        if dtype == STRING:
+            self.skipped[key] = "strings of objects in a collection are not supported (strings per event are)"
+        elif not is_name(member) or member.endswith("_index"):
             self.skipped[key] = f"{member!r} is not a usable field name"
         elif member in self.fields.setdefault(coll, {}):
             self.skipped[key] = f"field {member!r} of {coll} already comes from another branch"
@@ -211,9 +213,11 @@ def _draft_ttree(tree: Any) -> _Draft:
 
 
 def _form_dtype(form: Any) -> str | None:
-    """The giod dtype of a plain numeric RNTuple field, else None."""
+    """The giod dtype of a plain numeric RNTuple field (or ``string``), else None."""
     if isinstance(form, ak.forms.NumpyForm) and not form.inner_shape:
         return _dtype_name(np.dtype(form.primitive))
+    if isinstance(form, ak.forms.ListOffsetForm) and form.parameter("__array__") == "string":
+        return STRING
     return None
 
 
