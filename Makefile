@@ -11,7 +11,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[test,physics,pythia,dask]'
+	$(PY) -m pip install -q -e '.[test,physics,pythia,dask,coffea]'
 	touch $(STAMP)
 
 venv: $(STAMP)
