@@ -114,3 +114,20 @@ def test_example_runs(ttbar: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     out = main([str(ttbar), str(tmp_path / "fed")])
     assert int(out["run"]["events"]) == int(out["dask"]["events"]) > 0
     assert "muons" in capsys.readouterr().out
+
+
+def test_fileset_for_coffeas_runner(dataset: giod.Dataset, tmp_path: Path) -> None:
+    from coffea.nanoevents import NanoAODSchema
+    from coffea.processor import IterativeExecutor, Runner
+
+    from examples.coffea_nanoaod import MuonJetProcessor
+
+    sel = dataset.select("nMuon >= 1")
+    fileset = giod_coffea.to_fileset({"ttbar": sel}, tmp_path, partition_events=70)
+    assert len(fileset["ttbar"]["files"]) == 3 and set(fileset["ttbar"]["files"].values()) == {"Events"}
+    out = Runner(IterativeExecutor(), schema=NanoAODSchema, chunksize=50)(fileset, MuonJetProcessor(),
+                                                                          treename="Events")
+    expected = giod_coffea.run(MuonJetProcessor(), {"ttbar": sel})
+    assert {k: int(v) for k, v in out.items() if k != "matched_pt"} == \
+        {k: int(v) for k, v in expected.items() if k != "matched_pt"}
+    assert float(out["matched_pt"]) == pytest.approx(float(expected["matched_pt"]), rel=1e-6)

@@ -15,11 +15,15 @@ computation touches it, and only then is the giod column behind it read, so
   database (or database range), as ``giod.dask.from_selection`` plans them;
 - :func:`apply_to_selections` and :func:`run`: a coffea ``ProcessorABC``
   over giod selections, the way coffea's ``apply_to_fileset`` (lazy, Dask)
-  and ``Runner`` (chunk by chunk, outputs accumulated) run it over files.
+  and ``Runner`` (chunk by chunk, outputs accumulated) run it over files;
+- :func:`to_fileset`: the selections exported as NanoAOD ROOT files, one per
+  partition, in coffea's fileset form, for coffea's own ``Runner`` and other
+  tools that read files only (a copy of the data, unlike the above).
 """
 
 from __future__ import annotations
 
+import os
 import types
 import uuid as uuidlib
 from collections.abc import Iterator, Mapping
@@ -39,7 +43,7 @@ from giod.schema import STRING, Schema
 if TYPE_CHECKING:
     from giod.selection import Selection
 
-__all__ = ["apply_to_selections", "dask_nanoevents", "nanoevents", "run"]
+__all__ = ["apply_to_selections", "dask_nanoevents", "nanoevents", "run", "to_fileset"]
 
 _INSTALL = "coffea is not installed: pip install 'giod[coffea]'"
 
@@ -293,3 +297,29 @@ def run(processor: Any, selections: Mapping[str, Selection], *, partition_events
         for part in parts:
             outputs.append(processor.process(task(part)))
     return processor.postprocess(accumulate(outputs))
+
+
+def to_fileset(selections: Mapping[str, Selection], directory: str | os.PathLike[str], *,
+               partition_events: int | None = None) -> dict[str, dict[str, Any]]:
+    """Export each selection as NanoAOD ROOT files, one per partition, and describe them as a coffea fileset.
+
+    Returns ``{name: {"files": {path: tree}, "metadata": {...}}}``, what
+    coffea's ``Runner`` and ``apply_to_fileset`` take. The files are exact
+    exports (:func:`~giod.interchange.write_root` with the dataset's
+    :func:`~giod.interchange.root_names`), written under ``directory``.
+    """
+    from giod.interchange.export import write_root
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, sel in selections.items():
+        names = root_names(sel) or RootNames()
+        files: dict[str, str] = {}
+        job, parts = plan(sel, None, partition_events=partition_events)
+        for part in parts:
+            events, _ = read_partition(job, part)
+            path = os.path.join(os.fspath(directory), f"{name}-db{part.database.id}-{part.start}-{part.stop}.root")
+            write_root(path, events, sel.dataset.schema, names=names)
+            files[path] = names.tree
+        out[name] = {"files": files, "metadata": {"giod_dataset": sel.dataset.name, "giod_version": sel.version,
+                                                   "giod_selection": str(sel.expression)}}
+    return out
