@@ -270,6 +270,9 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
 def export(dataset: str, fmt: str, output: str, expression: str | None, federation: str) -> None:
     """Export a dataset (or a selection) to ROOT or Parquet.
 
+    A dataset imported from ROOT is written back with the tree, counter and
+    branch names and types of the file it came from.
+
     Example: giod export qcd --format root -o qcd.root --where "njets >= 2"
     """
     from giod.interchange.export import root_names, write_parquet, write_root
