@@ -71,6 +71,42 @@ def test_strings_round_trip(tmp_path_factory: pytest.TempPathFactory, monkeypatc
         assert branch.typename == "char*" and branch.array().tolist() == [e["Type"] for e in events]
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres), "remote"])
+def any_fed(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A federation on each catalog backend, and through a real giod server on loopback."""
+    if request.param == "remote":
+        from tests.server.conftest import serve
+
+        for served in serve(tmp_path / "served"):
+            f = served.remote()
+            yield f
+            f.close()
+        return
+    if request.param == "postgresql":
+        from tests.conftest import fresh_postgres_schema
+
+        f = giod.open(fresh_postgres_schema(request), create=True)
+        f.add_site("local", str(tmp_path / "site"), 0)
+    else:
+        f = giod.open(str(tmp_path / "fed"), create=True)
+    yield f
+    f.close()
+
+
+def test_strings_on_every_backend(any_fed: Any) -> None:
+    ds = any_fed.create_dataset("x", Schema.from_dict(MODEL))
+    events = [{"Muon": [{"pt": 1.0, "label": "tight"}], "Type": "GT", "run": 0},
+              {"Muon": [], "Type": "TT", "run": 1},
+              {"Muon": [{"pt": 2.0, "label": "μ"}, {"pt": 3.0, "label": ""}], "Type": "GG", "run": 2}]
+    with ds.writer() as w:
+        w.append(events)
+    back = any_fed.dataset("x").read()
+    assert back.Type.tolist() == ["GT", "TT", "GG"]
+    assert back.Muon.label.tolist() == [["tight"], [], ["μ", ""]]
+    picked = any_fed.dataset("x").select("run >= 1 and nMuon >= 1").read()
+    assert picked.Type.tolist() == ["GG"] and picked.Muon.label.tolist() == [["μ", ""]]
+
+
 def test_where_strings_cannot_go(tmp_path: Path) -> None:
     for bad, why in [("string[3]", r"unknown dtype 'string\[3\]'"), ({"type": "string", "default": "x"}, "no default")]:
         model = {**MODEL, "tags": {"Type": bad}}
