@@ -12,7 +12,7 @@ $(VENV)/bin/python:
 
 # giod with every extra, and the benchmarks (`giod bench`), both editable
 $(STAMP): pyproject.toml benchmarks/pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[test,physics,pythia,dask,lint]' -e ./benchmarks
+	$(PY) -m pip install -q -e '.[test,physics,pythia,dask,coffea,lint]' -e ./benchmarks
 	touch $(STAMP)
 
 venv: $(STAMP)

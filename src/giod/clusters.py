@@ -62,7 +62,7 @@ def merge_stats(stats: dict[str, tuple[float, float]], table: pa.Table) -> None:
     """Widen per-field (min, max) with the values in ``table``."""
     for name in table.column_names:
         col = table.column(name)
-        if len(col) == 0:
+        if len(col) == 0 or pa.types.is_string(col.type):  # text has no bounds that selections use
             continue
         mm = pc.min_max(col)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()

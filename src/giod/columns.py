@@ -28,7 +28,7 @@ from giod.fieldvalues import (
     _strip_options,
     field_width,  # noqa: F401 - re-exported
 )
-from giod.schema import TAG_CONTAINER, FieldDef, Schema
+from giod.schema import STRING, TAG_CONTAINER, FieldDef, Schema
 
 
 def as_events(events: Any, schema: Schema | None = None) -> ak.Array:
@@ -202,7 +202,7 @@ def _collection_column(
             value: np.ndarray = np.full(size, fdef.default, dtype=fdef.dtype)
             arrays.append(_fixed(value, types[fname]))
             continue
-        flat = None if fdef.shape else objs.values(fname)
+        flat = None if fdef.shape or fdef.dtype == STRING else objs.values(fname)
         if flat is not None:
             arrays.append(pa.array(_cast(flat, fdef, where), type=types[fname]))
         else:
@@ -333,7 +333,8 @@ def to_tables(
                     columns.append(pa.array(np.full(len(events), fdef.default, dtype=fdef.dtype),
                                             type=fld.type))
                 else:
-                    flat = _leaf(top.content(fld.name)) if top is not None and not fdef.shape else None
+                    plain = top is not None and not fdef.shape and fdef.dtype != STRING
+                    flat = _leaf(top.content(fld.name)) if plain else None
                     if flat is not None:
                         columns.append(pa.array(_cast(flat, fdef, f"tag {fld.name}"), type=fld.type))
                     else:
@@ -369,6 +370,10 @@ def _content(array: pa.Array) -> ak.contents.Content:
         return ak.contents.RecordArray([_content(c) for c in children], names, length=len(array))
     if pa.types.is_boolean(t):
         return ak.contents.NumpyArray(array.to_numpy(zero_copy_only=False))
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        if array.null_count:
+            raise DataError(f"unexpected missing values in a {t} column")
+        return _strip_options(ak.from_arrow(array, highlevel=False))
     if array.null_count:
         raise DataError(f"unexpected missing values in a {t} column")
     return ak.contents.NumpyArray(array.to_numpy(zero_copy_only=True))

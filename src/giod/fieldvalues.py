@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from giod.errors import DataError
-from giod.schema import DTYPES, FieldDef
+from giod.schema import DTYPES, STRING, FieldDef
 
 
 def field_width(fdef: FieldDef) -> int:
@@ -121,6 +121,8 @@ def _fixed(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
 
 def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.DataType) -> pa.Array:
     """Flat values of one field (all objects of all events) as an Arrow array."""
+    if fdef.dtype == STRING:
+        return _string_array(values, where, arrow_type)
     _refuse_layout(values.layout, where, fdef.type_string)
     if fdef.shape:
         size = int(np.prod(fdef.shape))
@@ -136,6 +138,20 @@ def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.Da
     if flat.ndim != 1:
         raise DataError(f"{where}: expected scalars, got {values.type}")
     return pa.array(_cast(flat, fdef, where), type=arrow_type)
+
+
+def _string_array(values: ak.Array, where: str, arrow_type: pa.DataType) -> pa.Array:
+    """Flat strings (one per object or event) as an Arrow string array; DataError for anything else."""
+    layout = values.layout
+    if layout.is_option:
+        raise DataError(f"{where}: values are missing (None or an absent key)")
+    if layout.parameter("__array__") != "string":
+        got = "bytes" if layout.parameter("__array__") == "bytestring" else str(values.type)
+        raise DataError(f"{where}: expected strings, got {got}")
+    try:
+        return ak.to_arrow(values, extensionarray=False).cast(arrow_type)
+    except Exception as exc:  # noqa: BLE001 - pyarrow: more text in a cluster than 32-bit offsets hold
+        raise DataError(f"{where}: cannot store these strings ({exc})") from exc
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

@@ -43,7 +43,8 @@ def _closed_subset(schema_dict: dict[str, Any], roots: list[str]) -> dict[str, A
             keep.add(coll)
             todo.extend(r["to"] for r in types[coll].get("relations", {}).values())
     small = {
-        c: {**types[c], "fields": {f: d for f, d in types[c]["fields"].items() if f in FIELDS}} for c in sorted(keep)
+        c: {**types[c], "fields": {f: d for f, d in types[c]["fields"].items() if f in FIELDS or "Idx" in f}}
+        for c in sorted(keep)
     }
     return {
         "schema_version": 1,
@@ -216,7 +217,7 @@ def test_one_to_many_and_fixed_arrays_encoding(tmp_path: Path) -> None:
     layout, back = _read_back(path)
     tracks = layout.schema.collection_type("tracks")
     assert {n: r.target for n, r in tracks.relations.items()} == {"seed": "hits"}
-    assert set(tracks.fields) == {"pt", "hits_n"}
+    assert set(tracks.fields) == {"pt", "hits_n", "hitsIdx_seed"}  # the indices as written, beside the relation
     assert set(layout.schema.collection_type("hits").fields) == {"e", "pos_0", "pos_1", "pos_2"}
     assert back.tracks_hits.idx.tolist() == [[1, 0], []]
     assert back.ntracks.tolist() == [2, 0]
@@ -259,7 +260,8 @@ def test_models_whose_branches_would_collide_are_refused(tmp_path: Path) -> None
             "name": "clash",
             "types": {
                 "Muon": {"fields": {"pt": "float32"}},
-                "Jet": {"fields": {"muonIdx1": "int32"}, "relations": {"muon1": {"to": "Muon"}}},
+                # a float field cannot hold the indices (an integer field of that name would)
+                "Jet": {"fields": {"muonIdx1": "float32"}, "relations": {"muon1": {"to": "Muon"}}},
             },
             "collections": {"Muon": "Muon", "Jet": "Jet"},
         }

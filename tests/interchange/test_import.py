@@ -68,15 +68,17 @@ def test_relations_reach_the_dataset(fed: Any, tmp_path: Path) -> None:
     report = import_root(fed, path, "small")
     assert report.n_events == 2 and report.tags == ("run",)
     events = fed.dataset("small").read()
-    # the relation navigates; the index 7 (no such muon) became "no muon"
+    # the relation navigates; the index 7 (no such muon) reads as "no muon"
     assert events.Jet.muon.tolist() == [[{"pt": 6.0}, None], [None]]
+    assert events.Jet.muon_index.tolist() == [[1, -1], [-1]]
     assert events.run.tolist() == [1, 1]
 
-    # and what the dataset reads exports as indices again
+    # the field keeps the indices as the file had them, and so does the export
+    assert events.Jet.muonIdx.tolist() == [[1, 7], [0]]
     out = tmp_path / "out.root"
     write_root(out, events, fed.dataset("small").schema)
     with uproot.open(out) as f:
-        assert f["Events"]["Jet_muonIdx"].array().tolist() == [[1, -1], [-1]]
+        assert f["Events"]["Jet_muonIdx"].array().tolist() == [[1, 7], [0]]
 
 
 def test_refusals(fed: Any, tmp_path: Path) -> None:

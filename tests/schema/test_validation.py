@@ -29,7 +29,7 @@ collections:
         (
             "types.Track.fields.pt: unknown dtype 'float31' (expected one of int8, int16, int32, "
             "int64, uint8, uint16, uint32, uint64, float32, float64, bool, optionally with [N] "
-            "for a fixed-size array)"
+            "for a fixed-size array, or string)"
         ),
     ),
     "undefined_collection_type": (

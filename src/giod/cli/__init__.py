@@ -345,15 +345,21 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
 def export(dataset: str, fmt: str, output: str, expression: str | None, federation: str) -> None:
     """Export a dataset (or a selection) to ROOT or Parquet.
 
+    A dataset imported from ROOT is written back with the tree, counter and
+    branch names and types of the file it came from.
+
     Example: giod export qcd --format root -o qcd.root --where "njets >= 2"
     """
-    from giod.interchange.export import write_parquet, write_root
+    from giod.interchange.export import root_names, write_parquet, write_root
 
     fed = _open(federation)
     ds = fed.dataset(dataset)
     sel = ds.select(expression)
     chunks = sel.iterate()
-    (write_root if fmt == "root" else write_parquet)(output, chunks, ds.schema)
+    if fmt == "root":  # spelled as the file the dataset was imported from, if it was
+        write_root(output, chunks, ds.schema, names=root_names(sel))
+    else:
+        write_parquet(output, chunks, ds.schema)
     click.echo(f"wrote {len(sel):,} events to {output}")
 
 

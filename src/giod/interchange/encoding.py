@@ -16,20 +16,40 @@ expects it when it reads such a file back:
   as collection ``X_r`` (counter ``nX_r``, branch ``X_r_idx``);
 - tag ``t``: a scalar branch ``t``;
 - a counter whose name a tag or field already has moves aside: ``nX_``;
+- a one-to-one relation whose index branch is also the name of an integer
+  field of the same collection is not written twice: the field holds the
+  indices as they came (NanoAOD's ``Jet_genJetIdx``, which may point past
+  ``nGenJet``) and the relation is read back from it, out-of-range indices
+  as "none";
 - the schema itself as YAML in the TObjString ``giod_schema``.
+
+:class:`RootNames` overrides these defaults with the spelling of the file a
+dataset was imported from (tree ``events``, counter ``NJet`` of type int32,
+the plain jagged branch ``LHEPdfWeight`` for field ``value`` of collection
+``LHEPdfWeight``), so that an export reproduces the file; it travels as JSON
+in the TObjString ``giod_root_names`` and in the provenance of imported
+databases.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from giod.errors import SchemaError
+from giod.interchange.rootfile import DEFAULT_TREE
 from giod.schema import Schema
 
 SCHEMA_KEY = "giod_schema"
+NAMES_KEY = "giod_root_names"
+ROOT_NAMES = "root_names"  # provenance key of imported databases: RootNames.to_dict()
+DEFAULT_COUNTER_TYPE = "int32"  # what uproot writes unless told otherwise
+_COUNTER_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -66,12 +86,64 @@ def relation_from_index(written_target: str, suffix: str) -> str:
 
 
 @dataclass(frozen=True)
+class RootNames:
+    """How a ROOT file spelled what giod stores, where it differs from the default encoding.
+
+    ``counters`` and ``counter_types`` are keyed by collection; ``branches``
+    by ``"collection.member"`` or tag name. Recorded at import, used by the
+    export; unknown keys are ignored so that a schema can evolve.
+    """
+
+    tree: str = DEFAULT_TREE
+    counters: dict[str, str] = field(default_factory=dict)
+    counter_types: dict[str, str] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (only what differs from the defaults)."""
+        out: dict[str, Any] = {"tree": self.tree}
+        for key in ("counters", "counter_types", "branches"):
+            if getattr(self, key):
+                out[key] = dict(getattr(self, key))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RootNames:
+        """The inverse of :meth:`to_dict`; SchemaError for anything malformed."""
+        try:
+            tree = str(data.get("tree", DEFAULT_TREE))
+            maps = [{str(k): str(v) for k, v in dict(data.get(key) or {}).items()}
+                    for key in ("counters", "counter_types", "branches")]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise SchemaError(f"malformed ROOT names: {exc}") from exc
+        bad = sorted(set(maps[1].values()) - set(_COUNTER_TYPES))
+        if bad:
+            raise SchemaError(f"malformed ROOT names: counter type {bad[0]!r} is not an integer type")
+        return cls(tree, *maps)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RootNames:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SchemaError(f"malformed ROOT names: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SchemaError("malformed ROOT names: expected a JSON object")
+        return cls.from_dict(data)
+
+
+@dataclass(frozen=True)
 class Encoding:
     """The branches that hold each member of a schema in a flat tree."""
 
     counters: dict[str, str]  # collection, or index list "X_r" of a one-to-many relation -> counter
     sources: dict[str, dict[str, tuple[str, ...]]]  # collection -> member -> branches
     tags: dict[str, str]  # tag -> branch
+    counter_types: dict[str, str] = field(default_factory=dict)  # counter branch -> dtype, int32 if absent
+    from_field: frozenset[tuple[str, str]] = frozenset()  # (collection, relation) read from a field's branch
 
     def branches(self) -> list[str]:
         """Every branch the tree has, counters of index lists included."""
@@ -80,11 +152,12 @@ class Encoding:
             for member_keys in members.values():
                 keys.extend(member_keys)
         keys.extend(self.tags.values())
-        return keys
+        return list(dict.fromkeys(keys))  # a relation read from a field's branch shares it
 
 
-def encode(schema: Schema) -> Encoding:
-    """Branch names for ``schema`` (see the module docstring)."""
+def encode(schema: Schema, names: RootNames | None = None) -> Encoding:
+    """Branch names for ``schema`` (see the module docstring), spelled as ``names`` says where it does."""
+    names = names or RootNames()
     owners: dict[str, str] = {}
 
     def claim(branch: str, owner: str, names: dict[str, str] = owners) -> str:
@@ -98,14 +171,20 @@ def encode(schema: Schema) -> Encoding:
 
     lists: dict[str, str] = {}  # the names uproot sees: collections, index lists, tags
     sources: dict[str, dict[str, tuple[str, ...]]] = {}
+    from_field: set[tuple[str, str]] = set()
     for coll in schema.collections:
         claim(coll, f"collection {coll}", lists)
         tdef = schema.collection_type(coll)
         members: dict[str, tuple[str, ...]] = {}
+        plain: dict[str, str] = {}  # branch -> integer scalar field that holds it
         for name, fdef in tdef.fields.items():
             size = int(np.prod(fdef.shape)) if fdef.shape else 0
-            names = [f"{coll}_{name}_{i}" for i in range(size)] if size else [f"{coll}_{name}"]
-            members[name] = tuple(claim(b, f"{coll}.{name}") for b in names)
+            given = names.branches.get(f"{coll}.{name}")
+            keys = [given] if given and not size else (
+                [f"{coll}_{name}_{i}" for i in range(size)] if size else [f"{coll}_{name}"])
+            members[name] = tuple(claim(b, f"{coll}.{name}") for b in keys)
+            if not size and fdef.dtype.startswith(("int", "uint")):
+                plain[keys[0]] = name
         for name, rdef in tdef.relations.items():
             if rdef.many:
                 claim(f"{coll}_{name}", f"the indices of {coll}.{name}", lists)
@@ -114,19 +193,26 @@ def encode(schema: Schema) -> Encoding:
                     claim(f"{coll}_{name}_idx", f"{coll}.{name}"),
                 )
             else:
-                b = f"{coll}_{index_field(name, rdef.target)}"
-                members[name] = (claim(b, f"{coll}.{name}"),)
+                b = names.branches.get(f"{coll}.{name}") or f"{coll}_{index_field(name, rdef.target)}"
+                if b in plain and owners.get(b) == f"{coll}.{plain[b]}":
+                    from_field.add((coll, name))  # the field's raw indices; the relation reads them
+                    members[name] = (b,)
+                else:
+                    members[name] = (claim(b, f"{coll}.{name}"),)
         sources[coll] = members
     counted = list(lists)
     tags: dict[str, str] = {}
     for t in schema.tags:
         claim(t, f"tag {t}", lists)
-        tags[t] = claim(t, f"tag {t}")
+        tags[t] = claim(names.branches.get(t, t), f"tag {t}")
     # counters last: their names are free to move aside ("nJet_") for a tag called nJet
     counters: dict[str, str] = {}
+    counter_types: dict[str, str] = {}
     for name in counted:
-        counter = f"n{name}"
+        counter = names.counters.get(name) or f"n{name}"
         while counter in owners:
             counter += "_"
         counters[name] = claim(counter, f"the size of {name}")
-    return Encoding(counters, sources, tags)
+        if name in names.counter_types:
+            counter_types[counter] = names.counter_types[name]
+    return Encoding(counters, sources, tags, counter_types, frozenset(from_field))

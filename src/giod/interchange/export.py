@@ -10,6 +10,7 @@ list-of-struct column per collection, a scalar column per tag.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,7 +22,10 @@ import numpy as np
 
 from giod.errors import DataError, GiodError, SchemaError, StorageError
 from giod.interchange.encoding import (  # noqa: F401 - the encoding's names stay importable from here
+    NAMES_KEY,
+    ROOT_NAMES,
     SCHEMA_KEY,
+    RootNames,
     Encoding,
     encode,
     identifier,
@@ -31,7 +35,7 @@ from giod.interchange.encoding import (  # noqa: F401 - the encoding's names sta
     relation_from_index,
 )
 from giod.objects import INDEX_SUFFIX
-from giod.schema import Schema
+from giod.schema import STRING, Schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,6 +62,17 @@ def _numbers(arr: ak.Array, where: str) -> np.ndarray:
     if out.dtype.kind not in "biuf":
         raise DataError(f"{where}: expected numbers, got {arr.type}")
     return out
+
+
+def _text(arr: ak.Array, where: str) -> ak.Array:
+    """Strings, one per object or event; DataError for anything else."""
+    if arr.layout.is_option or arr.layout.parameter("__array__") != "string":
+        raise DataError(f"{where}: expected strings, got {arr.type}")
+    return arr
+
+
+def _no_text() -> ak.Array:
+    return ak.Array([""])[:0]
 
 
 def _cast(values: np.ndarray, dtype: str, shape: tuple[int, ...], where: str) -> np.ndarray:
@@ -101,6 +116,9 @@ def _flatten_events(events: ak.Array, schema: Schema) -> _FlatEvents:
         for name, fdef in tdef.fields.items():
             where = f"{coll}.{name}"
             values = _get(objects, name, f"field of {coll}")
+            if fdef.dtype == STRING:
+                members[name] = _text(values, where)
+                continue
             members[name] = _cast(_numbers(values, where), fdef.dtype, fdef.shape, where)
         present = set(ak.fields(objects))
         for name, rdef in tdef.relations.items():
@@ -122,6 +140,9 @@ def _flatten_events(events: ak.Array, schema: Schema) -> _FlatEvents:
         flat.members[coll] = members
     for tag, fdef in schema.tags.items():
         where = f"tag {tag}"
+        if fdef.dtype == STRING:
+            flat.tags[tag] = _text(_get(events, tag, "tag"), where)
+            continue
         values = _numbers(_get(events, tag, "tag"), where)
         flat.tags[tag] = _cast(values, fdef.dtype, fdef.shape, where)
     return flat
@@ -174,33 +195,35 @@ class _Replacing:
 # ---------------------------------------------------------------- ROOT out
 
 
-def _root_arrays(flat: _FlatEvents, schema: Schema, enc: Encoding) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _root_arrays(flat: _FlatEvents, schema: Schema, enc: Encoding) -> tuple[dict[str, Any], dict[str, str]]:
+    """The branches of one chunk (tags, then collections), and the counter of each jagged branch."""
+    out: dict[str, Any] = {enc.tags[tag]: values for tag, values in flat.tags.items()}
+    counter_of: dict[str, str] = {}
     for coll, counts in flat.counts.items():
         tdef = schema.collection_type(coll)
-        parts: dict[str, np.ndarray] = {}
-        extra: dict[str, Any] = {}
-        event_of = np.repeat(np.arange(flat.n_events), counts)
+        counter = enc.counters[coll]
         for name, keys in enc.sources[coll].items():
+            if (coll, name) in enc.from_field:
+                continue  # the field of the same branch holds the indices as they came
             value = flat.members[coll][name]
             rdef = tdef.relations.get(name)
             if rdef is not None and rdef.many:
                 per_object, idx = value
-                parts[keys[0][len(coll) + 1 :]] = per_object.astype(np.int32)
+                event_of = np.repeat(np.arange(flat.n_events), counts)
                 per_event = np.bincount(event_of, weights=per_object, minlength=flat.n_events)
-                index_coll = ak.zip({"idx": idx}, depth_limit=1)
-                extra[f"{coll}_{name}"] = ak.unflatten(index_coll, per_event.astype(np.int64))
-            elif len(keys) > 1:  # a fixed-size field, split into one branch per element
-                columns = value.reshape(len(value), len(keys))
-                for i, key in enumerate(keys):
-                    parts[key[len(coll) + 1 :]] = columns[:, i]
-            else:
-                parts[keys[0][len(coll) + 1 :]] = value
-        out[coll] = ak.unflatten(ak.zip(parts, depth_limit=1), counts)
-        out.update(extra)
-    for tag, values in flat.tags.items():
-        out[enc.tags[tag]] = values
-    return out
+                out[keys[0]] = ak.unflatten(per_object.astype(np.int32), counts)
+                out[keys[1]] = ak.unflatten(idx, per_event.astype(np.int64))
+                counter_of[keys[0]] = counter
+                counter_of[keys[1]] = enc.counters[f"{coll}_{name}"]
+                continue
+            if isinstance(value, ak.Array):  # uproot writes strings per event, not per object
+                raise DataError(f"{coll}.{name}: strings of objects cannot be written to a ROOT tree "
+                                "(strings per event, as tags, can)")
+            columns = value.reshape(len(value), len(keys)) if len(keys) > 1 else value[:, None]
+            for i, key in enumerate(keys):  # a fixed-size field is split into one branch per element
+                out[key] = ak.unflatten(columns[:, i], counts)
+                counter_of[key] = counter
+    return out, counter_of
 
 
 def _branch_type(value: Any) -> Any:
@@ -209,9 +232,30 @@ def _branch_type(value: Any) -> Any:
     return value.dtype
 
 
-def _mktree(file: Any, name: str, branches: dict[str, Any], enc: Encoding) -> Any:
+def _mktree(file: Any, name: str, branches: dict[str, Any], counter_of: dict[str, str], enc: Encoding) -> Any:
     types = {k: _branch_type(v) for k, v in branches.items()}
-    return file.mktree(name, types, counter_name=enc.counters.__getitem__)
+    tree = file.mktree(name, types, counter_name=counter_of.__getitem__)
+    if enc.counter_types:
+        _set_counter_types(file, tree, enc.counter_types)
+    return tree
+
+
+def _set_counter_types(file: Any, tree: Any, types: dict[str, str]) -> None:
+    """Give counters the integer type the source file had (uproot writes every counter as int32).
+
+    uproot has no option for it: the counters' descriptions are changed in
+    place and the tree's metadata written again, before any entry.
+    """
+    from uproot.writing._cascadetree import _dtype_to_char
+
+    cascade = tree._cascading
+    for datum in cascade._branch_data:
+        wanted = types.get(datum["fName"])
+        if datum["kind"] == "counter" and wanted is not None:
+            dtype = np.dtype(wanted).newbyteorder(">")
+            datum["dtype"] = dtype
+            datum["fTitle"] = f"{datum['fName']}/{_dtype_to_char[dtype]}"
+    cascade.write_anew(file._file.sink)
 
 
 def _empty(schema: Schema) -> _FlatEvents:
@@ -219,13 +263,34 @@ def _empty(schema: Schema) -> _FlatEvents:
     for coll in schema.collections:
         tdef = schema.collection_type(coll)
         flat.counts[coll] = np.zeros(0, np.int64)
-        members: dict[str, Any] = {n: np.zeros((0, *f.shape), numpy_dtype(f.dtype)) for n, f in tdef.fields.items()}
+        members: dict[str, Any] = {
+            n: _no_text() if f.dtype == STRING else np.zeros((0, *f.shape), numpy_dtype(f.dtype))
+            for n, f in tdef.fields.items()
+        }
         for n, r in tdef.relations.items():
             idx = np.zeros(0, np.int32)
             members[n] = (np.zeros(0, np.int64), idx) if r.many else idx
         flat.members[coll] = members
-    flat.tags = {t: np.zeros(0, numpy_dtype(f.dtype)) for t, f in schema.tags.items()}
+    flat.tags = {
+        t: _no_text() if f.dtype == STRING else np.zeros(0, numpy_dtype(f.dtype)) for t, f in schema.tags.items()
+    }
     return flat
+
+
+def root_names(source: Any) -> RootNames | None:
+    """The ROOT spelling recorded when the databases of ``source`` (a Dataset or Selection) were imported.
+
+    None when no database was imported from ROOT or when they disagree (files
+    of different layouts in one dataset): the export then uses the defaults.
+    """
+    found = {
+        json.dumps(db.parameters.get(ROOT_NAMES), sort_keys=True)
+        for db in source.databases()
+        if isinstance(db.parameters.get(ROOT_NAMES), dict)
+    }
+    if len(found) != 1:
+        return None
+    return RootNames.from_dict(json.loads(found.pop()))
 
 
 def write_root(
@@ -233,33 +298,41 @@ def write_root(
     arrays: Iterable[ak.Array] | ak.Array,
     schema: Any,
     *,
-    tree: str = "Events",
+    tree: str | None = None,
     embed_schema: bool = True,
+    names: RootNames | None = None,
 ) -> None:
     """Write events as a flat NanoAOD-style TTree, one chunk at a time.
 
     ``schema`` is a Schema (or its dict form); ``arrays`` yields chunks of
-    events. The file appears under ``path`` only once it is complete. With
-    ``embed_schema`` the giod schema travels in the file so that an import
-    restores it exactly.
+    events. ``names`` (recorded when a dataset was imported, see
+    :func:`root_names`) spells the tree, counters and branches as the source
+    file did; ``tree`` overrides the tree name (default ``Events``). The file
+    appears under ``path`` only once it is complete. With ``embed_schema`` the
+    giod schema (and the names) travel in the file so that an import restores
+    them exactly.
     """
     import uproot
 
     model = _as_schema(schema)
-    enc = encode(model)
+    names = names or RootNames()
+    enc = encode(model, names)
+    tree_name = tree or names.tree
     target = os.fspath(path)
     try:
         with _Replacing(target) as temp, uproot.recreate(temp) as file:
             if embed_schema:
                 file[SCHEMA_KEY] = model.to_yaml()
+                if names != RootNames():
+                    file[NAMES_KEY] = names.to_json()
             out: Any = None
             for flat in _chunks(arrays, model):
-                branches = _root_arrays(flat, model, enc)
+                branches, counter_of = _root_arrays(flat, model, enc)
                 if out is None:
-                    out = _mktree(file, tree, branches, enc)
+                    out = _mktree(file, tree_name, branches, counter_of, enc)
                 out.extend(branches)
             if out is None:
-                _mktree(file, tree, _root_arrays(_empty(model), model, enc), enc)
+                _mktree(file, tree_name, *_root_arrays(_empty(model), model, enc), enc)
     except GiodError:
         raise
     except OSError as exc:
@@ -271,10 +344,12 @@ def write_root(
 # ------------------------------------------------------------- Parquet out
 
 
-def _arrow_values(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+def _arrow_values(values: np.ndarray | ak.Array, arrow_type: pa.DataType) -> pa.Array:
     """Flat values (one row per object, inner dimensions for fixed arrays) as ``arrow_type``."""
     import pyarrow as pa
 
+    if isinstance(values, ak.Array):  # strings
+        return ak.to_arrow(values, extensionarray=False).cast(arrow_type)
     if pa.types.is_fixed_size_list(arrow_type):
         inner = _arrow_values(values.reshape(-1, *values.shape[2:]), arrow_type.value_type)
         return pa.FixedSizeListArray.from_arrays(inner, type=arrow_type)
@@ -307,7 +382,7 @@ def _arrow_table(flat: _FlatEvents, schema: Schema, arrow_schema: pa.Schema) -> 
         offsets = pa.array(_offsets(counts).astype(np.int32))
         columns.append(pa.ListArray.from_arrays(offsets, struct, type=list_type))
     for tag, values in flat.tags.items():
-        columns.append(pa.array(values, type=arrow_schema.field(tag).type))
+        columns.append(_arrow_values(values, arrow_schema.field(tag).type))
     return pa.Table.from_arrays(columns, schema=arrow_schema)
 
 
@@ -323,7 +398,7 @@ def write_parquet(path: str | os.PathLike[str], arrays: Iterable[ak.Array] | ak.
 
     model = _as_schema(schema)
     fields = [pa.field(c, model.arrow_type(c), nullable=False) for c in model.collections]
-    fields += [pa.field(t, pa.from_numpy_dtype(numpy_dtype(f.dtype)), nullable=False) for t, f in model.tags.items()]
+    fields += [pa.field(t, f.arrow_type, nullable=False) for t, f in model.tags.items()]
     arrow_schema = pa.schema(fields, metadata={b"giod.schema": model.to_yaml().encode()})
     target = os.fspath(path)
     try:

@@ -24,7 +24,7 @@ import awkward as ak
 import numpy as np
 
 from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
-from giod.interchange.encoding import numpy_dtype
+from giod.interchange.encoding import ROOT_NAMES, numpy_dtype
 from giod.interchange.rootfile import DEFAULT_TREE, _open, _reading  # noqa: F401 - DEFAULT_TREE: re-exported
 from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
     CollectionPlan,
@@ -33,7 +33,7 @@ from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
     TreeLayout,
     inspect_tree,
 )
-from giod.schema import Schema
+from giod.schema import STRING, Schema
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,11 @@ def _member(chunk: ak.Array, m: Member, n_obj: int, limit: np.ndarray | None, wh
             raise DataError(f"{where}: list lengths do not match the stored indices")
         values = _in_range(idx, np.repeat(limit, per_object))
         return ak.contents.ListOffsetArray(_offsets(per_object), ak.contents.NumpyArray(values))
+    if m.dtype == STRING:  # one string per event (a tag): awkward's layout is already giod's
+        text = _column(chunk, m.keys[0])
+        if text.parameter("__array__") != "string" or text.length != n_obj:
+            raise DataError(f"{where}: branch {m.keys[0]!r} does not hold one string per event")
+        return text
     flats = [_flat(chunk, k, where) for k in m.keys]
     values = flats[0] if len(flats) == 1 else np.stack(flats, axis=-1)
     if len(values) != n_obj:  # a broken file
@@ -240,7 +245,8 @@ def import_root(
     checksum = file_checksum(path)
     if checksum is not None and not created and not append:
         _refuse_reimport(ds, checksum, path, layout.n_entries)
-    provenance = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
+    provenance: dict[str, Any] = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
+    provenance[ROOT_NAMES] = layout.names.to_dict()  # how the export spells the file again
     if checksum is not None:
         provenance["source_checksum"] = checksum
     done = chunks = 0

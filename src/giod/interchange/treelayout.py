@@ -12,9 +12,18 @@ import awkward as ak
 import numpy as np
 
 from giod.errors import DataError, GiodError
-from giod.interchange.encoding import SCHEMA_KEY, encode, identifier, is_name, relation_from_index
+from giod.interchange.encoding import (
+    DEFAULT_COUNTER_TYPE,
+    NAMES_KEY,
+    SCHEMA_KEY,
+    RootNames,
+    encode,
+    identifier,
+    is_name,
+    relation_from_index,
+)
 from giod.interchange.rootfile import _find_tree, _open, _reading
-from giod.schema import Schema
+from giod.schema import STRING, Schema
 
 _IDX = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)Idx(.*)$")
 _UNTAGGED = re.compile(r"^_collection[0-9]+$")  # ROOT's RNTupleImporter: one per counter group
@@ -58,6 +67,7 @@ class TreeLayout:
     embedded: bool = False  # True when the layout follows a giod_schema stored in the file
     collections: dict[str, CollectionPlan] = field(default_factory=dict, repr=False)
     tags: dict[str, Member] = field(default_factory=dict, repr=False)
+    names: RootNames = field(default_factory=RootNames, repr=False)  # the file's spelling, for the export
 
     @cached_property
     def schema(self) -> Schema:
@@ -108,7 +118,7 @@ def _describe(interp: Any, typename: str) -> tuple[str, str | None, tuple[int, .
             return "skip", None, (), f"jagged fixed-size arrays ({typename}) are not supported"
         return "jagged", name, (), ""
     if type(interp).__name__ == "AsStrings":
-        return "skip", None, (), "strings are not supported"
+        return "scalar", STRING, (), ""
     if isinstance(interp, AsJagged):
         return "skip", None, (), f"doubly-jagged type {typename} is not supported"
     return "skip", None, (), f"unsupported type {typename}"
@@ -119,12 +129,15 @@ class _Draft:
     """Collections and tags found so far, before relations are linked."""
 
     counters: dict[str, str | None] = field(default_factory=dict)  # None: sizes from the lists
+    counter_types: dict[str, str] = field(default_factory=dict)  # collection -> dtype of its counter
     fields: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # -> (key, dtype)
     tags: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (key, dtype)
     skipped: dict[str, str] = field(default_factory=dict)
 
     def add_field(self, coll: str, member: str, key: str, dtype: str) -> None:
-        if not is_name(member) or member.endswith("_index"):
+        if dtype == STRING:
+            self.skipped[key] = "strings of objects in a collection are not supported (strings per event are)"
+        elif not is_name(member) or member.endswith("_index"):
             self.skipped[key] = f"{member!r} is not a usable field name"
         elif member in self.fields.setdefault(coll, {}):
             self.skipped[key] = f"field {member!r} of {coll} already comes from another branch"
@@ -175,6 +188,9 @@ def _draft_ttree(tree: Any) -> _Draft:
                 draft.skipped[m] = f"counter {counter!r} does not name a usable collection"
             continue
         draft.counters[coll] = counter
+        kind, dtype, _, _ = _describe(tree[counter].interpretation, tree[counter].typename)
+        if kind == "scalar" and dtype is not None:
+            draft.counter_types[coll] = dtype
         for m, dtype in members:
             draft.add_field(coll, _member_of(coll, m), m, dtype)
     empty = [c for c in draft.counters if not draft.fields.get(c)]
@@ -197,9 +213,11 @@ def _draft_ttree(tree: Any) -> _Draft:
 
 
 def _form_dtype(form: Any) -> str | None:
-    """The giod dtype of a plain numeric RNTuple field, else None."""
+    """The giod dtype of a plain numeric RNTuple field (or ``string``), else None."""
     if isinstance(form, ak.forms.NumpyForm) and not form.inner_shape:
         return _dtype_name(np.dtype(form.primitive))
+    if isinstance(form, ak.forms.ListOffsetForm) and form.parameter("__array__") == "string":
+        return STRING
     return None
 
 
@@ -290,7 +308,24 @@ def _draft_rntuple(ntuple: Any) -> _Draft:
         if coll != name:
             untagged[coll] = name
     _drop_copies(draft, untagged)
+    cardinality = _cardinality_types(ntuple)
+    for coll in draft.counters:
+        if f"n{coll}" in cardinality:  # ROOT's importer: nJet as RNTupleCardinality<std::uint32_t>
+            draft.counter_types[coll] = cardinality[f"n{coll}"]
     return draft
+
+
+_CARDINALITY = re.compile(r"^ROOT::RNTupleCardinality<std::(u?int(?:8|16|32|64))_t>$")
+
+
+def _cardinality_types(ntuple: Any) -> dict[str, str]:
+    """Top-level cardinality fields (``nJet``) -> their integer type (``uint32``)."""
+    out: dict[str, str] = {}
+    for i, r in enumerate(ntuple.field_records):
+        m = _CARDINALITY.match(getattr(r, "type_name", "") or "")
+        if m and r.parent_field_id == i:
+            out[r.field_name] = m.group(1)
+    return out
 
 
 def _drop_copies(draft: _Draft, untagged: dict[str, str]) -> None:
@@ -335,11 +370,10 @@ def _layout_from_draft(draft: _Draft, tree_name: str, n: int, kind: str) -> Tree
             target = _target(m.group(1), names) if m else None
             rel = relation_from_index(m.group(1), m.group(2)) if m and target else ""
             if target and is_name(rel) and rel not in found and rel not in relations:
+                # the relation navigates; the field keeps the indices as they came, even past the target
                 relations[rel] = Member((key,), target=target)
-                mapping[key] = (coll, rel)
-            else:
-                fields[name] = Member((key,), dtype)
-                mapping[key] = (coll, name)
+            fields[name] = Member((key,), dtype)
+            mapping[key] = (coll, name)
         plans[coll] = CollectionPlan(coll, draft.counters[coll], {**fields, **relations})
         types[coll] = {"fields": {f: m.dtype for f, m in fields.items()}}
         if relations:
@@ -362,14 +396,38 @@ def _layout_from_draft(draft: _Draft, tree_name: str, n: int, kind: str) -> Tree
         kind=kind,
         collections=plans,
         tags={t: Member((key,), dtype) for t, (key, dtype) in draft.tags.items()},
+        names=_names_from_draft(draft, plans, tree_name),
     )
 
 
-def _layout_from_embedded(tree: Any, tree_name: str, text: str) -> TreeLayout | None:
+def _source_branch(key: str) -> str | None:
+    """The TTree branch a key stands for: itself, an importer-style subfield's name, or None (native RNTuple)."""
+    if "." not in key:
+        return key
+    top, sub = key.split(".", 1)
+    return sub if _UNTAGGED.match(top) else None
+
+
+def _names_from_draft(draft: _Draft, plans: dict[str, CollectionPlan], tree_name: str) -> RootNames:
+    """What an export needs to spell the file as it was: only what differs from the default encoding."""
+    counters = {c: k for c, k in draft.counters.items() if k is not None and k != f"n{c}"}
+    types = {c: t for c, t in draft.counter_types.items() if t != DEFAULT_COUNTER_TYPE}
+    branches: dict[str, str] = {}
+    for coll, plan in plans.items():
+        for member, m in plan.members.items():
+            source = _source_branch(m.keys[0])
+            if m.target is None and source is not None and source != f"{coll}_{member}":
+                branches[f"{coll}.{member}"] = source
+    return RootNames(tree_name, counters, types, branches)
+
+
+def _layout_from_embedded(tree: Any, tree_name: str, text: str, names_text: str | None) -> TreeLayout | None:
     """Follow the schema giod wrote into the file, if every branch it names is there."""
     try:
         schema = Schema.from_text(text, source=SCHEMA_KEY)
-        enc = encode(schema)
+        names = RootNames.from_json(names_text) if names_text is not None else RootNames(tree_name)
+        names = RootNames(tree_name, names.counters, names.counter_types, names.branches)
+        enc = encode(schema, names)
     except GiodError:
         return None
     have = set(tree.keys())
@@ -395,6 +453,7 @@ def _layout_from_embedded(tree: Any, tree_name: str, text: str) -> TreeLayout | 
         embedded=True,
         collections=plans,
         tags={t: Member((enc.tags[t],), f.dtype) for t, f in schema.tags.items()},
+        names=names,
     )
 
 
@@ -410,7 +469,8 @@ def inspect_tree(path: str | os.PathLike[str], tree: str | None = None) -> TreeL
         with _reading(path):
             kind = "RNTuple" if "RNTuple" in type(obj).__name__ else "TTree"
             if kind == "TTree" and SCHEMA_KEY in file:
-                layout = _layout_from_embedded(obj, name, str(file[SCHEMA_KEY]))
+                names_text = str(file[NAMES_KEY]) if NAMES_KEY in file else None
+                layout = _layout_from_embedded(obj, name, str(file[SCHEMA_KEY]), names_text)
                 if layout is not None:
                     return layout
             draft = _draft_rntuple(obj) if kind == "RNTuple" else _draft_ttree(obj)

@@ -8,6 +8,7 @@
 from giod.schema.arrow import schema_from_arrow_metadata
 from giod.schema.definitions import (
     DTYPES,
+    STRING,
     TAG_CONTAINER,
     CollectionDef,
     FieldDef,
@@ -18,6 +19,7 @@ from giod.schema.model import Schema
 
 __all__ = [
     "DTYPES",
+    "STRING",
     "TAG_CONTAINER",
     "CollectionDef",
     "FieldDef",

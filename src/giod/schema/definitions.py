@@ -16,6 +16,7 @@ import pyarrow as pa
 
 __all__ = [
     "DTYPES",
+    "STRING",
     "TAG_CONTAINER",
     "CollectionDef",
     "FieldDef",
@@ -47,6 +48,10 @@ DTYPES: tuple[str, ...] = (
     "bool",
 )
 
+#: Text, one UTF-8 string per object or event: a field or tag type beside the numeric DTYPES.
+#: Scalars only (no fixed-size arrays of strings), without default, not usable in selections.
+STRING = "string"
+
 _ARROW_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
     "int16": pa.int16(),
@@ -59,6 +64,7 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "float32": pa.float32(),
     "float64": pa.float64(),
     "bool": pa.bool_(),
+    STRING: pa.string(),
 }
 
 # Largest integer magnitude a float type holds exactly (2 ** mantissa bits).
@@ -74,7 +80,7 @@ def parse_dtype(text: str) -> tuple[str, tuple[int, ...]]:
     if match is None or match.group(1) not in _ARROW_TYPES:
         raise ValueError(text)
     shape = tuple(int(n) for n in _DIM_RE.findall(match.group(2)))
-    if any(n < 1 for n in shape):
+    if any(n < 1 for n in shape) or (shape and match.group(1) == STRING):
         raise ValueError(text)
     return match.group(1), shape
 
@@ -104,7 +110,7 @@ def widens(old: str, new: str) -> bool:
     float64, and ints to a float whose mantissa holds them (so int32 ->
     float64 is allowed but int64 -> float64 is not). ``bool`` never widens.
     """
-    if old == new or "bool" in (old, new):
+    if old == new or "bool" in (old, new) or STRING in (old, new):
         return False
     if _is_float(old):
         return new == "float64" and old == "float32"
@@ -120,6 +126,8 @@ def check_value(value: Any, dtype: str) -> Any:
 
     Raises TypeError or ValueError with a phrase saying what was expected.
     """
+    if dtype == STRING:
+        raise ValueError("string fields and tags take no default")
     if dtype == "bool":
         if not isinstance(value, bool):
             raise TypeError("expected true or false")

@@ -23,6 +23,7 @@ from typing import Any
 from giod.errors import SchemaError
 from giod.schema.definitions import (
     DTYPES,
+    STRING,
     TAG_CONTAINER,
     CollectionDef,
     FieldDef,
@@ -89,7 +90,8 @@ _FIELD_KEYS = ("type", "default", "aliases", "doc")
 _RELATION_KEYS = ("to", "many", "doc")
 _COLLECTION_KEYS = ("type", "doc")
 
-_DTYPE_HELP = f"expected one of {', '.join(DTYPES)}, optionally with [N] for a fixed-size array"
+_DTYPE_HELP = (f"expected one of {', '.join(DTYPES)}, optionally with [N] for a fixed-size array, "
+               f"or {STRING}")
 
 
 @dataclass(frozen=True)
