@@ -150,7 +150,7 @@ def _string_array(values: ak.Array, where: str, arrow_type: pa.DataType) -> pa.A
         raise DataError(f"{where}: expected strings, got {got}")
     try:
         return ak.to_arrow(values, extensionarray=False).cast(arrow_type)
-    except Exception as exc:  # noqa: BLE001 - pyarrow: more text in a cluster than 32-bit offsets hold
+    except Exception as exc:
         raise DataError(f"{where}: cannot store these strings ({exc})") from exc
 
 

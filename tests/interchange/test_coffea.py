@@ -18,10 +18,10 @@ if os.environ.get("CI") == "true":
 else:
     pytest.importorskip("coffea", reason="coffea is not installed (pip install 'giod[coffea]')")
 
-import dask  # noqa: E402 - after the skip: dask-awkward comes with the coffea extra
-from coffea.nanoevents import NanoEventsFactory  # noqa: E402
+import dask
+from coffea.nanoevents import NanoEventsFactory
 
-from giod.interchange import coffea as giod_coffea  # noqa: E402
+from giod.interchange import coffea as giod_coffea
 
 pytestmark = [pytest.mark.rootdata, pytest.mark.filterwarnings("ignore")]
 
@@ -119,7 +119,6 @@ def test_example_runs(ttbar: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 def test_fileset_for_coffeas_runner(dataset: giod.Dataset, tmp_path: Path) -> None:
     from coffea.nanoevents import NanoAODSchema
     from coffea.processor import IterativeExecutor, Runner
-
     from examples.coffea_nanoaod import MuonJetProcessor
 
     sel = dataset.select("nMuon >= 1")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import awkward as ak
 import pyarrow.parquet as pq
 import pytest
 import uproot
