@@ -25,11 +25,15 @@ from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, Datase
 from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, StorageError
 from giod.names import check_name
 from giod.objects import OID
+from giod.passwriter import PassWriter
+from giod.reading import read_entry
 from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import Schema
 from giod.schema.parse import check_size
+from giod.selection import Selection
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site, check_site_url, open_site
+from giod.writer import Writer
 
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
@@ -336,21 +340,17 @@ class Dataset:
 
     # -------------------------------------------------------------- writing
 
-    def writer(self, **options: Any) -> Any:
+    def writer(self, **options: Any) -> Writer:
         """A :class:`giod.writer.Writer` appending to this dataset.
 
         Keywords: the write settings of ``docs/storage.md`` (``database_events``,
         ``compression``, ...) and the writer's own (``site``, ``program``, ...);
         an unknown keyword is a ConfigError naming the valid ones.
         """
-        from giod.writer import Writer
-
         return Writer(self, **_keywords(Writer, options, "ds.writer"))
 
-    def extend(self, **options: Any) -> Any:
+    def extend(self, **options: Any) -> PassWriter:
         """A :class:`giod.writer.PassWriter` adding containers to existing databases."""
-        from giod.writer import PassWriter
-
         return PassWriter(self, **_keywords(PassWriter, options, "ds.extend"))
 
     # -------------------------------------------------------------- reading
@@ -373,10 +373,8 @@ class Dataset:
         arr = self.select(expression).read(columns)
         return arr if limit is None else arr[:limit]
 
-    def select(self, expression: str | None = None) -> Any:
+    def select(self, expression: str | None = None) -> Selection:
         """The events passing a tag expression (all events when ``None``)."""
-        from giod.selection import Selection
-
         return Selection(self.pinned(), expression)
 
     def read(self, columns: Sequence[str] | None = None) -> ak.Array:
@@ -387,8 +385,6 @@ class Dataset:
 
     def event(self, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
         """One event by its entry number, relations navigable."""
-        from giod.selection import read_entry
-
         return read_entry(self.pinned(), entry, columns)
 
 

@@ -27,6 +27,7 @@ from giod.clusters import (
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConflictError, DataError
 from giod.fieldvalues import field_width
+from giod.reading import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
 
@@ -134,8 +135,6 @@ def write_pass(
 def _stored_counts(dataset: Dataset, database: DatabaseRecord, events: ak.Array,
                    containers: Sequence[str]) -> dict[str, np.ndarray]:
     """Objects per event of relation targets that the pass does not carry itself."""
-    from giod.selection import read_database, resolve_columns
-
     schema = dataset.schema
     have = set(ak.fields(events))
     targets: set[str] = {r.target for c in containers if c != TAG_CONTAINER for coll in schema.containers[c]

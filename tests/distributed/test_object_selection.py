@@ -6,7 +6,7 @@ import awkward as ak
 import numpy as np
 import pytest
 
-import giod
+import giod.distributed
 from giod.dask import from_selection
 
 from .conftest import DATASET
@@ -38,7 +38,7 @@ def test_map_selects_on_objects(fed: giod.Federation, scheduler) -> None:
     expected = _expected(fed)
     assert 0 < len(expected) < len(fed.dataset(DATASET))
     sel = fed.dataset(DATASET).select(WHERE)
-    got = sel.map(_events, columns=["event"], scheduler=scheduler, partition_events=120,
+    got = giod.distributed.map(sel, _events, columns=["event"], scheduler=scheduler, partition_events=120,
                   reduce=lambda a, b: np.concatenate([a, b]))
     np.testing.assert_array_equal(got, expected)
 

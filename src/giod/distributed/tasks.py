@@ -22,13 +22,15 @@ import numpy as np
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
-from giod.selection import assemble, parse_selection, read_database, resolve_columns, select_local, stored_containers
+from giod.reading import assemble, read_database, resolve_columns, stored_containers
+from giod.selection import parse_selection, select_local
 
 if TYPE_CHECKING:
     from giod.expression import Expression
     from giod.federation import Dataset, Federation
     from giod.schema import Schema
-    from giod.selection import Projection, Selection
+    from giod.reading import Projection
+    from giod.selection import Selection
 
 
 #: Environment variable a worker sets to declare the site it runs at.
@@ -169,7 +171,7 @@ class TaskStats:
         return self.stop - self.start
 
 
-_EMPTY = object()  # a partition with no selected event: it adds nothing
+EMPTY = object()  # a partition with no selected event: it adds nothing
 _cache = threading.local()
 # per open federation, forgotten with it
 _DATASETS: weakref.WeakKeyDictionary[Federation, dict[tuple[str, int], Dataset]] = weakref.WeakKeyDictionary()
@@ -247,7 +249,7 @@ def read_partition(job: Job, part: Partition, fed: Federation | None = None,
     return chunk, {"catalog_s": t1 - t0, "read_s": t2 - t1, "fed": fed}
 
 
-def _map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
+def map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
               here: Federation | None = None) -> tuple[Any, TaskStats]:
     """A worker's task: read one partition, apply ``fn``; the value and what it cost."""
     start, cpu = time.time(), time.process_time()
@@ -259,7 +261,7 @@ def _map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
     chunk, t = read_partition(job, part, fed)
     read_sites = tuple(sorted(fed.reads.served - served))
     u0 = time.perf_counter()
-    value = fn(chunk) if len(chunk) else _EMPTY
+    value = fn(chunk) if len(chunk) else EMPTY
     user_s = time.perf_counter() - u0
     stats = TaskStats(part.index, part.database.id, part.entries, len(chunk), part.bytes, opened + t["catalog_s"],
                       t["read_s"], user_s, time.process_time() - cpu, start, time.time(), worker, site, declared,
