@@ -21,8 +21,9 @@ import awkward as ak
 
 from giod.catalog import Catalog
 from giod.catalog.engine import NoCatalog
+from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
-from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, StorageError
+from giod.errors import ConfigError, DataError, NotFound
 from giod.names import check_name
 from giod.objects import OID
 from giod.passwriter import PassWriter
@@ -47,7 +48,7 @@ T = TypeVar("T")
 class Federation:
     """Everything one catalog knows: schemas, datasets, databases, sites, replicas."""
 
-    def __init__(self, catalog: Catalog, root: Path | None = None):
+    def __init__(self, catalog: CatalogAPI, root: Path | None = None):
         self.catalog = catalog
         self.root = root  # the directory of an embedded federation, if any
         self._sites: dict[str, Site] = {}
@@ -71,7 +72,7 @@ class Federation:
         if text.startswith(("http://", "https://")):
             from giod.catalog.remote import RemoteCatalog
 
-            return cls(RemoteCatalog.open(text, token=token, verify=verify))  # type: ignore[arg-type]
+            return cls(RemoteCatalog.open(text, token=token, verify=verify))
         root = Path(text).expanduser().resolve()
         db = root / CATALOG_FILE
         if not db.exists():
@@ -181,10 +182,7 @@ class Federation:
 
     def remove_site(self, name: str, *, force: bool = False) -> int:
         """Remove a site from the catalog (its files stay); see ``Catalog.remove_site``."""
-        remover = getattr(self.catalog, "remove_site", None)
-        if remover is None:
-            raise ConfigError("a site is removed with direct access to the catalog, not through a server")
-        version = int(remover(name, force=force))
+        version = self.catalog.remove_site(name, force=force)
         self._sites.pop(name, None)
         self._site_ids = None
         return version
@@ -224,25 +222,6 @@ class Federation:
         """
         return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
 
-    def open_container(self, container: ContainerRecord) -> ContainerReader:
-        """Open a container from the best site holding a good replica (``read_container`` also fails over
-        while reading)."""
-        candidates = self.reads.order(self._holders(container))
-        if not candidates:
-            raise NotFound(f"container {container.path} has no good replica on any site")
-        failures: list[GiodError] = []
-        for rec in candidates:
-            try:
-                site = self.site(rec.name)
-                if hasattr(site, "expect_size"):  # a remote site: the catalog's size spares a request
-                    site.expect_size(container.path, container.size)
-                return ContainerReader.of(site, container)
-            except (NotFound, IntegrityError, StorageError) as exc:
-                failures.append(exc)
-        if len(failures) == 1:
-            raise failures[0]
-        raise StorageError("no replica could be read: " + "; ".join(str(e) for e in failures))
-
     def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
         """Announce container reads in reading order (``columns=None``: whole files).
 
@@ -256,9 +235,7 @@ class Federation:
                 nearest = self.reads.order(held)[0]  # where read_container will read it
                 plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
         for name, plan in plans.items():
-            site = self.site(name)
-            if hasattr(site, "prefetch"):
-                site.prefetch(plan)
+            self.site(name).prefetch(plan)
 
     # -------------------------------------------------------------- objects
 
@@ -366,9 +343,8 @@ class Dataset:
         ``MAX_QUERY_LIMIT``; anything else is a ``DataError``.
         """
         limit = _query_limit(limit)
-        remote = getattr(type(self.federation.catalog), "query", None)
-        if remote is not None:
-            table = remote(self.federation.catalog, self.name, expression, columns, limit, self.version)
+        table = self.federation.catalog.query(self.name, expression, columns, limit, self.version)
+        if table is not None:  # a server's catalog selected where the data are
             return ak.from_arrow(table)
         arr = self.select(expression).read(columns)
         return arr if limit is None else arr[:limit]

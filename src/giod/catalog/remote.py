@@ -25,12 +25,13 @@ from giod.catalog.records import (
     DatabaseCommit,
     DatabaseRecord,
     DatasetRecord,
+    ReplicaRecord,
     SchemaRecord,
     SiteRecord,
     VersionRecord,
     overlaps,
 )
-from giod.errors import CatalogError, StorageError
+from giod.errors import CatalogError, ConfigError, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
 from giod.storage.http import Endpoint, Limits, connect
 
@@ -268,7 +269,7 @@ class RemoteCatalog:
 
     def query(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
               limit: int | None = None, version: int | None = None) -> Any:
-        """The server's selection and projection, as a ``pyarrow.Table``."""
+        """The server's selection and projection, as a ``pyarrow.Table`` (computed where the data are)."""
         import pyarrow as pa
 
         batches = self.query_batches(dataset, where, columns, limit, version)
@@ -303,6 +304,40 @@ class RemoteCatalog:
                 r.release_conn()
             else:  # mid-answer: the connection cannot serve another request
                 r.close()
+
+    # -- abilities the server keeps to itself (see giod.catalog.protocol) -----------
+
+    def leases(self, site: str | None = None, *, expired: bool = False) -> list[LeaseRecord]:
+        """None to list: the server's leases guard the server's own sites, and its gc reads them there."""
+        return []
+
+    def drop_expired_leases(self) -> int:
+        """Nothing dropped from here: the server's gc drops its expired leases."""
+        return 0
+
+    def mark_damaged(self, container_id: int, site: str) -> str:
+        """``bad`` when another good replica exists, else ``lost``: two calls instead of one transaction."""
+        others = [rec.name for rec, state in self.replicas(container_id) if state == "good" and rec.name != site]
+        state = "bad" if others else "lost"
+        self.set_replica_state(container_id, site, state)
+        return state
+
+    def replica_states(self, dataset: str | None = None) -> dict[int, list[ReplicaRecord]]:
+        """The good replicas of the live containers (of ``dataset``), as the server's listing carries them."""
+        names = {s.id: s.name for s in self.sites()}
+        out: dict[int, list[ReplicaRecord]] = {}
+        for name in [dataset] if dataset is not None else [d.name for d in self.datasets()]:
+            for db in self.databases(name):
+                for c in db.containers:
+                    out[c.id] = [ReplicaRecord(c.id, names[i], "good", None) for i in c.site_ids if i in names]
+        return out
+
+    def replica_summary(self) -> dict[str, dict[str, tuple[int, int]]]:
+        """No summary: the server counts replicas of every state only in its own catalog."""
+        return {}
+
+    def remove_site(self, name: str, *, force: bool = False) -> int:
+        raise ConfigError("a site is removed with direct access to the catalog, not through a server")
 
     def __getattr__(self, name: str) -> Any:
         # maintenance (fsck, gc, migrations) runs on the server's own catalog, not through it

@@ -42,6 +42,10 @@ SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range r
 class RemoteSite(Site):
     """A site of a giod server, at ``http(s)://host:port/files/<site>``."""
 
+    networked = True
+    checks_uploads = True  # the server checks X-Giod-Checksum before it publishes
+    replaces_on_publish = False  # a giod server never overwrites a file
+
     def __init__(self, name: str, url: str):
         super().__init__(name, url)
         parts = urlsplit(url)
@@ -193,17 +197,21 @@ class RemoteSite(Site):
     def create(self, path: str, *, direct: bool = False) -> PendingFile:
         return _RemotePending(self, check_relpath(path))
 
-    def pull(self, source: RemoteSite, path: str, size: int, checksum: str,
+    def pull(self, source: Site, path: str, size: int, checksum: str,
              advance: Callable[[int], None] | None = None) -> str | None:
         """Have this site's server fetch ``path`` from ``source``'s server itself (a third-party copy).
 
         The server publishes the file only when it has ``size`` bytes with
         ``checksum``; it reads a file already there and keeps it when it is
-        the right one. ``"copied"`` or ``"adopted"``; None when the server
-        cannot copy (an older one): the bytes must then pass through here.
-        ConflictError when another file is at ``path`` (never overwritten).
+        the right one. ``"copied"`` or ``"adopted"``; None when the source is
+        not a giod server or this server cannot copy (an older one): the bytes
+        must then pass through here. ConflictError when another file is at
+        ``path`` (never overwritten).
         """
         import urllib3
+
+        if not isinstance(source, RemoteSite):  # only a giod server's files can be fetched server to server
+            return None
 
         what = f"copying {path} from site {source.name} to site {self.name}"
         headers = {"x-giod-source": source.url, "x-giod-size": str(size), "x-giod-checksum": checksum}

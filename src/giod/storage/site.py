@@ -19,7 +19,7 @@ import re
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -78,7 +78,22 @@ class PendingFile(ABC):
 
 
 class Site(ABC):
-    """A place that holds files, addressed by relative paths."""
+    """A place that holds files, addressed by relative paths.
+
+    Besides the file operations every kind has, a site declares abilities that
+    only some kinds use; the others answer them with a no-op, so callers never
+    ask which kind a site is: reads announced ahead (:meth:`prefetch`,
+    :meth:`release`), sizes the catalog vouches for (:meth:`expect_size`,
+    :meth:`forget`), a copy made by the destination itself (:meth:`pull`),
+    and how publishing and checking behave (the class attributes below).
+    """
+
+    #: bytes cross a network to reach the files (a mismatch may be damage on the way: read again)
+    networked: bool = False
+    #: an upload is checked against its checksum where it lands, before it is published
+    checks_uploads: bool = False
+    #: publishing a file replaces one already at its path (else that one is removed first)
+    replaces_on_publish: bool = True
 
     def __init__(self, name: str, url: str):
         self.name = name
@@ -104,6 +119,29 @@ class Site(ABC):
 
     def local_path(self, path: str) -> str | None:
         """A path on the local file system for ``path``, when there is one."""
+        return None
+
+    # ---------------------------------------------- abilities (no-ops where a kind lacks them)
+
+    def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:
+        """Announce reads: ``(path, size, columns)`` in reading order (``columns=None``: the whole file)."""
+
+    def release(self, path: str) -> None:
+        """Drop what was fetched ahead for ``path`` and not read."""
+
+    def expect_size(self, path: str, size: int) -> None:
+        """Record a size the catalog vouches for (sparing a request to ask it)."""
+
+    def forget(self, path: str) -> None:
+        """Drop a size known for ``path``: the file may have changed since."""
+
+    def pull(self, source: Site, path: str, size: int, checksum: str,
+             advance: Callable[[int], None] | None = None) -> str | None:
+        """Have this site fetch ``path`` from ``source`` itself (a third-party copy).
+
+        ``"copied"`` or ``"adopted"``; None when this site cannot copy from that
+        source, and the bytes must pass through the caller.
+        """
         return None
 
     def __repr__(self) -> str:
