@@ -24,9 +24,8 @@ from giod.clusters import (
     seen_version,
     write_options,
 )
-from giod.columns import as_events, containers_in, to_tables
+from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
-from giod.fieldvalues import field_width
 from giod.reading import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
