@@ -143,3 +143,16 @@ def test_public_api_is_complete_and_sorted():
     for name in ("open", "Federation", "Dataset", "Schema", "Selection", "OID", "GiodError"):
         assert name in giod.__all__
 
+
+def test_names_users_import_stay_where_they_were():
+    import giod.dask
+    import giod.distributed
+    import giod.distributed.arrays
+    import giod.selection
+    import giod.writer
+
+    assert giod.dask.from_selection is giod.distributed.arrays.from_selection
+    assert giod.distributed.map_selection is giod.distributed.map
+    assert giod.writer.PassWriter.__module__ == "giod.passwriter"
+    for name in ("Projection", "assemble", "read_database", "resolve_columns", "Selection"):
+        assert getattr(giod.selection, name) is not None, name

@@ -1,4 +1,4 @@
-"""Selections over objects in Selection.map and giod.dask, on every scheduler."""
+"""Selections over objects in giod.distributed.map and giod.distributed.arrays, on every scheduler."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import giod.distributed
-from giod.dask import from_selection
+from giod.distributed.arrays import from_selection
 
 from .conftest import DATASET
 
