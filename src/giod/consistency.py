@@ -44,7 +44,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord
-from giod.clusters import merge_stats
 from giod.errors import GiodError, IntegrityError, NotFound
 from giod.federation import Federation
 from giod.replication.sites import probe
@@ -54,6 +53,7 @@ from giod.storage.arrowfile import describe
 from giod.storage.container import COMMIT_KEY, SUFFIX
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.tagindex import TAG_INDEX
+from giod.tagstats import merge_stats
 
 
 @dataclass

@@ -15,20 +15,14 @@ import pyarrow.compute as pc
 from giod import config, tagindex
 from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import (
-    DEFAULT_CLUSTER_BYTES,
-    _ContainerBuffer,
-    _options_for,
-    commit_record,
-    merge_stats,
-    seen_version,
-    write_options,
-)
+from giod.clusters import ContainerBuffer, commit_record, seen_version
 from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
 from giod.reading import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
+from giod.tagstats import merge_stats
+from giod.writeoptions import DEFAULT_CLUSTER_BYTES, options_for, write_options
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
@@ -98,9 +92,9 @@ def write_pass(
               "seen_version": seen_version(dataset.federation.catalog)}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}{SUFFIX[options.container_format]}",
-                            schema.arrow_schema(c), _options_for(c, options), commit_record(record, c))
+                            schema.arrow_schema(c), options_for(c, options), commit_record(record, c))
         try:
-            buf = _ContainerBuffer(w, None, cluster_bytes)
+            buf = ContainerBuffer(w, None, cluster_bytes)
             buf.add(table)
             buf.finish()
             out = w.close()
