@@ -60,7 +60,6 @@ from giod.distributed.reduce import Ordered, add
 from giod.distributed.tasks import (
     EMPTY,
     DEFAULT_PARTITION_BYTES,
-    SITE_ENV,
     SITE_RESOURCE,
     Job,
     Partition,
@@ -73,6 +72,7 @@ from giod.distributed.tasks import (
     worker_dataset,
     worker_federation,
 )
+from giod.config import SITE_ENV
 from giod.errors import ConfigError
 from giod.reading import assemble, read_database, resolve_columns
 

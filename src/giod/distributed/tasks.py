@@ -19,22 +19,21 @@ from typing import TYPE_CHECKING, Any
 import awkward as ak
 import numpy as np
 
+from giod import config
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
-from giod.schema import TAG_CONTAINER
 from giod.reading import assemble, read_database, resolve_columns, stored_containers
+from giod.schema import TAG_CONTAINER
 from giod.selection import parse_selection, select_local
 
 if TYPE_CHECKING:
     from giod.expression import Expression
     from giod.federation import Dataset, Federation
-    from giod.schema import Schema
     from giod.reading import Projection
+    from giod.schema import Schema
     from giod.selection import Selection
 
 
-#: Environment variable a worker sets to declare the site it runs at.
-SITE_ENV = "GIOD_SITE"
 #: Dask worker resources named ``site-<name>`` declare the site too.
 SITE_RESOURCE = "site-"
 #: A database is split into partitions of about this many bytes (of the containers read).
@@ -216,7 +215,7 @@ def _declared() -> tuple[str, str | None]:
         site = declared[0] if declared else None
     except (ImportError, ValueError):
         pass  # not in a Dask worker
-    return name, site or os.environ.get(SITE_ENV) or None
+    return name, site or config.worker_site()
 
 
 def _where_am_i(fed: Federation) -> tuple[str, str | None, bool]:

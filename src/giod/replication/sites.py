@@ -14,15 +14,15 @@ Tokens for remote sites are never stored in the catalog: a site named
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
+from giod import config
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound
 from giod.names import check_name
-from giod.storage.remote import TOKEN_ENV, Endpoint, RemoteSite, site_token_env
+from giod.storage.remote import Endpoint, RemoteSite
 from giod.storage.site import FsspecSite, LocalSite, Site, check_site_url
 
 __all__ = ["SiteHealth", "normalize_site_url", "probe", "site_gone", "site_token"]
@@ -30,7 +30,7 @@ __all__ = ["SiteHealth", "normalize_site_url", "probe", "site_gone", "site_token
 
 def site_token(name: str) -> str | None:
     """The token for the site ``name``: ``GIOD_TOKEN_<NAME>``, else ``GIOD_TOKEN`` (None: no token)."""
-    return os.environ.get(site_token_env(name)) or os.environ.get(TOKEN_ENV) or None
+    return config.token(name)
 
 
 def normalize_site_url(name: str, url: str, *, cwd: Path | None = None) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
+from giod import config
 from giod.errors import ConfigError, GiodError, IntegrityError, StorageError
 from giod.storage.checksum import Checksum
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
@@ -53,7 +53,7 @@ class RemoteSite(Site):
         if not prefix.startswith("/files/") or prefix.count("/") != 2:
             raise ConfigError(f"site {name}: {url!r} is not a giod server site (…/files/<site>)")
         # a token for this site alone (GIOD_TOKEN_<NAME>) gets its own connections
-        token = os.environ.get(site_token_env(name))
+        token = config.token(name, fallback=False)
         self.endpoint = Endpoint(url, token) if token else endpoint_for(url)
         self.prefix = prefix
         self.remote_name = unquote(prefix.rsplit("/", 1)[1])  # the site's name on its server
