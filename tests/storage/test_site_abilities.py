@@ -38,3 +38,18 @@ def test_place_copies_between_local_sites_without_asking_their_kind(tmp_path):
     assert place(src, dst, "ds/x.arrow", size, checksum) == "copied"
     assert place(src, dst, "ds/x.arrow", size, checksum) == "adopted"
     assert dst.open("ds/x.arrow").read() == b"payload"
+
+
+def test_each_kind_reports_its_own_health_and_whether_it_is_away(tmp_path):
+    site = LocalSite("here", str(tmp_path / "new"))
+    health = site.health()
+    assert health.reachable and "not created yet" in health.detail and health.free_bytes
+    assert site.away()  # nothing there to read from yet
+    (tmp_path / "new").mkdir()
+    assert not site.away() and site.health().detail == ""
+    gone = LocalSite("gone", str(tmp_path / "no" / "such" / "dir"))
+    assert not gone.health().reachable and gone.away()
+    (tmp_path / "file").write_text("x")
+    assert not LocalSite("f", str(tmp_path / "file")).health().reachable
+    memory = open_site("mem", "memory://abilities-test")
+    assert memory.health().reachable and not memory.away()

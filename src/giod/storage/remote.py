@@ -24,11 +24,11 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
 from giod import config
-from giod.errors import ConfigError, GiodError, IntegrityError, StorageError
+from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.checksum import Checksum
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
 from giod.storage.ranges import ReadScheduler
-from giod.storage.site import FileInfo, PendingFile, Site, check_relpath, register_site_kind
+from giod.storage.site import FileInfo, PendingFile, Site, SiteHealth, check_relpath, register_site_kind
 
 # the endpoint's names stay importable from here, where the remote site uses them
 __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "connect", "endpoint_for",
@@ -245,6 +245,18 @@ class RemoteSite(Site):
             advance(size - done)
         self._sizes[path] = size
         return str(outcome["how"])
+
+    def health(self) -> SiteHealth:
+        try:
+            self.endpoint.json("GET", "/healthz", what=f"site {self.name}")
+            self.endpoint.json("GET", f"/api/v1/sites/{quote(self.remote_name, safe='')}", what=f"site {self.name}")
+        except AuthError as exc:
+            return SiteHealth(True, f"server answers; the token cannot see the site ({exc})")
+        except NotFound:
+            return SiteHealth(False, f"the server has no site {self.remote_name!r}")
+        except GiodError as exc:
+            return SiteHealth(False, str(exc))
+        return SiteHealth(True, "")
 
     def remove(self, path: str) -> None:
         self._sizes.pop(path, None)

@@ -16,6 +16,7 @@ import contextlib
 import os
 import posixpath
 import re
+import shutil
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -37,6 +38,16 @@ class FileInfo:
     path: str
     size: int
     mtime: float
+
+
+@dataclass(frozen=True)
+class SiteHealth:
+    """Whether a site answers, and its free space when known."""
+
+    reachable: bool
+    detail: str  # why not, or a remark ("" when all is well)
+    free_bytes: int | None = None
+    total_bytes: int | None = None
 
 
 def check_relpath(path: str) -> str:
@@ -122,6 +133,14 @@ class Site(ABC):
         return None
 
     # ---------------------------------------------- abilities (no-ops where a kind lacks them)
+
+    def health(self) -> SiteHealth:
+        """Whether the site is there (a directory, a server that answers, a file system that lists)."""
+        return SiteHealth(True, "not checked")
+
+    def away(self) -> bool:
+        """Whether the whole site is away (an unmounted disk), so a failed read says nothing of a file."""
+        return False
 
     def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:
         """Announce reads: ``(path, size, columns)`` in reading order (``columns=None``: the whole file)."""
@@ -286,6 +305,21 @@ class LocalSite(Site):
     def local_path(self, path: str) -> str | None:
         return str(self._full(path))
 
+    def health(self) -> SiteHealth:
+        root = self.root
+        if not root.is_dir():
+            if root.exists():
+                return SiteHealth(False, f"{root} is not a directory")
+            if root.parent.is_dir():
+                usage = shutil.disk_usage(root.parent)
+                return SiteHealth(True, "empty (directory not created yet)", usage.free, usage.total)
+            return SiteHealth(False, f"directory {root} is missing")
+        usage = shutil.disk_usage(root)
+        return SiteHealth(True, "", usage.free, usage.total)
+
+    def away(self) -> bool:
+        return not self.root.is_dir()
+
 
 class _FsspecPending(PendingFile):
     def __init__(self, site: FsspecSite, path: str):
@@ -363,6 +397,15 @@ class FsspecSite(Site):
     def remove(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self._full(check_relpath(path)))
+
+    def health(self) -> SiteHealth:
+        try:
+            self.fs.ls(self.root)
+        except FileNotFoundError:
+            return SiteHealth(True, "empty (directory not created yet)")
+        except Exception as exc:  # noqa: BLE001 - fsspec back ends raise many kinds
+            return SiteHealth(False, f"{type(exc).__name__}: {exc}")
+        return SiteHealth(True, "")
 
     def walk(self) -> Iterator[FileInfo]:
         try:
