@@ -156,3 +156,14 @@ def test_names_users_import_stay_where_they_were():
     assert giod.writer.PassWriter.__module__ == "giod.passwriter"
     for name in ("Projection", "assemble", "read_database", "resolve_columns", "Selection"):
         assert getattr(giod.selection, name) is not None, name
+
+
+def test_the_concepts_table_names_every_package_and_module():
+    table = (SRC.parents[1] / "docs" / "concepts.md").read_text().split("## The package layout", 1)[1]
+    table = table.split("\n## ", 1)[0]
+    top = sorted(p.stem for p in SRC.iterdir()
+                 if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists())
+    missing = [name for name in top if f"`giod.{name}`" not in table]
+    assert not missing, f"docs/concepts.md: add {', '.join(missing)} to the package layout"
+    for name in top:
+        assert name in LAYER, f"{name}: add it to the layer table"
