@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from giod import config, tagindex
-from giod.catalog.leases import hold_lease, writer_host
+from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
 from giod.clusters import ContainerBuffer, commit_record, seen_version
 from giod.columns import as_events, containers_in, field_width, to_tables
@@ -189,8 +189,8 @@ class PassWriter:
         cfg = config.load(dataset.federation.root)
         if not cfg["lease_seconds"] > 0:
             raise DataError("lease_seconds must be positive")
-        self._lease = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
-                                 writer_host(), float(cfg["lease_seconds"]))
+        self._lease: Lease | None = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
+                                               writer_host(), float(cfg["lease_seconds"]))
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
         out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,

@@ -8,7 +8,7 @@ import pytest
 
 from giod.catalog import Catalog
 from giod.catalog.protocol import CatalogAPI
-from giod.catalog.remote import RemoteCatalog
+from giod.catalog.remote import RemoteCatalog, Unavailable
 from giod.errors import ConfigError
 from giod.storage.http import Endpoint
 
@@ -44,3 +44,6 @@ def test_a_remote_catalog_says_what_it_cannot_do_without_a_round_trip():
     assert remote.leases() == [] and remote.drop_expired_leases() == 0 and remote.replica_summary() == {}
     with pytest.raises(ConfigError, match="direct access to the catalog"):
         remote.remove_site("cern")
+    for call in (remote.container_paths, remote.tokens, remote.rules, lambda: remote.purge_deleted(3)):
+        with pytest.raises(Unavailable, match="run it where the catalog is"):
+            call()

@@ -50,8 +50,8 @@ def test_a_killed_dask_worker_does_not_change_the_result(fed: giod.Federation, c
     reference = giod.distributed.map(sel, _clean, columns=COLUMNS, scheduler="sync", partition_events=100)
     marker = tmp_path / "killed"
     before = set(client.scheduler_info()["workers"])
-    got, report = giod.distributed.map(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS, scheduler=client,
-                          partition_events=100, report=True)
+    got, report = giod.distributed.map(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS,
+                                       scheduler=client, partition_events=100, report=True)
     assert marker.exists()  # a worker did die, by its own hand, in a task
     assert _same(got, reference)
     assert report.partitions == len(report.tasks)
@@ -67,6 +67,6 @@ def test_a_killed_pool_worker_does_not_change_the_result(fed: giod.Federation, t
     marker = tmp_path / "killed"
     executor = connect("processes:2")
     got = giod.distributed.map(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS, scheduler=executor,
-                  partition_events=100)
+                               partition_events=100)
     assert marker.exists() and executor.restarts == 1
     assert _same(got, reference)

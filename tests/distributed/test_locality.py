@@ -14,7 +14,8 @@ def _site_of_each_task(fed: giod.Federation, report) -> list[str]:
 
 def test_strict_locality_runs_every_task_where_its_replica_is(fed: giod.Federation, client) -> None:
     sel = fed.dataset(DATASET).select()
-    n, report = giod.distributed.map(sel, len, columns=["njets", "jets.pt"], scheduler=client, report=True, locality="strict")
+    n, report = giod.distributed.map(sel, len, columns=["njets", "jets.pt"], scheduler=client, report=True,
+                                     locality="strict")
     assert n == len(sel)
     held = _site_of_each_task(fed, report)
     for task, site in zip(report.tasks, held, strict=True):

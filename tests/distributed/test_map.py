@@ -44,7 +44,8 @@ def scheduler(request: pytest.FixtureRequest):
 def test_map_equals_serial(fed: giod.Federation, scheduler) -> None:
     sel = fed.dataset(DATASET).select(EXPRESSION)
     columns = [*JETS, "ht", "event"]
-    got, report = giod.distributed.map(sel, summary, columns=columns, scheduler=scheduler, partition_events=120, report=True)
+    got, report = giod.distributed.map(sel, summary, columns=columns, scheduler=scheduler, partition_events=120,
+                                       report=True)
 
     serial = sel.read(columns)
     h = dijet.mass_histogram()
@@ -85,7 +86,8 @@ def test_dijet_analysis_is_identical_serially_on_a_pool_and_on_a_cluster(fed: gi
 
 def test_custom_reduce_and_lambdas(fed: giod.Federation) -> None:
     sel = fed.dataset(DATASET).select()
-    biggest = giod.distributed.map(sel, lambda c: float(ak.max(c.ht)), columns=["ht"], reduce=max, scheduler="processes:2")
+    biggest = giod.distributed.map(sel, lambda c: float(ak.max(c.ht)), columns=["ht"], reduce=max,
+                                   scheduler="processes:2")
     assert biggest == float(ak.max(sel.read(["ht"]).ht))
 
 
@@ -99,7 +101,8 @@ def test_a_job_sees_its_snapshot_while_a_writer_commits(fed: giod.Federation) ->
     with fed.dataset("growing").writer() as w:
         w.append(synthetic.events(7, seed=6))
     assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == before
-    assert giod.distributed.map(grow, len, columns=["njets"], scheduler="processes:2") == 10  # pinned before the second commit
+    # pinned before the second commit
+    assert giod.distributed.map(grow, len, columns=["njets"], scheduler="processes:2") == 10
     assert giod.distributed.map(fed.dataset("growing").select(), len, columns=["njets"], scheduler="sync") == 17
 
 
@@ -113,7 +116,7 @@ def test_no_selected_event_gives_the_function_of_an_empty_chunk(fed: giod.Federa
 def test_progress_is_reported_in_the_client(fed: giod.Federation) -> None:
     seen: list[tuple[int, int]] = []
     giod.distributed.map(fed.dataset(DATASET).select(), len, columns=["njets"], scheduler="sync", partition_events=100,
-                                      progress=lambda done, total: seen.append((done, total)))
+                         progress=lambda done, total: seen.append((done, total)))
     total = seen[-1][1]
     assert seen[0] == (0, total) and seen[-1] == (total, total) and total >= len(DATABASES)
     assert [d for d, _ in seen] == list(range(total + 1))

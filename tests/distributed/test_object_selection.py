@@ -39,7 +39,7 @@ def test_map_selects_on_objects(fed: giod.Federation, scheduler) -> None:
     assert 0 < len(expected) < len(fed.dataset(DATASET))
     sel = fed.dataset(DATASET).select(WHERE)
     got = giod.distributed.map(sel, _events, columns=["event"], scheduler=scheduler, partition_events=120,
-                  reduce=lambda a, b: np.concatenate([a, b]))
+                               reduce=lambda a, b: np.concatenate([a, b]))
     np.testing.assert_array_equal(got, expected)
 
 

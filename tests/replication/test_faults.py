@@ -22,9 +22,9 @@ from giod.bench.netlab import Faults, LatencyProxy
 from giod.cli import main
 from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
-from giod.storage.parquet import thrift
 from giod.storage.arrowfile import parse_footer
 from giod.storage.checksum import checksum_bytes
+from giod.storage.parquet import thrift
 from giod.storage.remote import site_token_env
 
 from .conftest import ServeProcess, all_paths, files_under, states_at

@@ -372,6 +372,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             raise NotFound(f"no database {database_id}{at}")
         return found[0]
 
+    def credentials(self) -> tuple[str | None, bool | str]:
+        """No token and no TLS setting: a worker reaches the catalog by its URL alone."""
+        return None, True
+
     def query(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
               limit: int | None = None, version: int | None = None) -> None:
         """None: a local catalog does not select events; the reader does (``Dataset.query``)."""

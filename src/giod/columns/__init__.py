@@ -24,7 +24,7 @@ from giod.columns.fieldvalues import (
     fixed_width_array,
     flat_numpy,
     leaf_values,
-    offsets_from_counts,
+    offsets_of,
     range_message,
     strip_options,
 )
@@ -184,7 +184,7 @@ def _collection_column(
     tdef = schema.collection_type(name)
     if int(counts[name].sum()) == 0:  # no object at all: the type may be unknown (list of dicts)
         empty = pa.array([], type=schema.arrow_type(name).value_type)
-        return pa.ListArray.from_arrays(pa.array(offsets_from_counts(counts[name])), empty, type=schema.arrow_type(name))
+        return pa.ListArray.from_arrays(pa.array(offsets_of(counts[name])), empty, type=schema.arrow_type(name))
     objs = Objects(events[name])
     have = set(objs.fields())
     known = set(tdef.fields) | set(tdef.relations)
@@ -235,7 +235,7 @@ def _collection_column(
                                       types[rname])
         arrays.append(column)
     struct = pa.StructArray.from_arrays(arrays, fields=list(item_type))
-    return pa.ListArray.from_arrays(pa.array(offsets_from_counts(counts[name])), struct, type=schema.arrow_type(name))
+    return pa.ListArray.from_arrays(pa.array(offsets_of(counts[name])), struct, type=schema.arrow_type(name))
 
 
 def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarray, where: str,
@@ -253,7 +253,7 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise DataError(f"{where}: index {int(idx[i])} out of range (the event has {int(lim[i])} {target})")
-        return pa.ListArray.from_arrays(pa.array(offsets_from_counts(inner)), pa.array(idx.astype(np.int32)), type=arrow_type)
+        return pa.ListArray.from_arrays(pa.array(offsets_of(inner)), pa.array(idx.astype(np.int32)), type=arrow_type)
     idx = flat_numpy(values, where, "integer indices")
     if idx.dtype.kind not in "iu":
         raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")

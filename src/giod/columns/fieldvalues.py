@@ -138,7 +138,7 @@ def field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.Dat
     return pa.array(cast_field(flat, fdef, where), type=arrow_type)
 
 
-def offsets_from_counts(counts: np.ndarray) -> np.ndarray:
+def offsets_of(counts: np.ndarray) -> np.ndarray:
     out = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=out[1:])
     if out[-1] > np.iinfo(np.int32).max:

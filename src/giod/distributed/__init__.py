@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import awkward as ak
 import numpy as np
 
+from giod.config import SITE_ENV
 from giod.distributed.executors import (
     DaskExecutor,
     Executor,
@@ -58,8 +59,8 @@ from giod.distributed.executors import (
 )
 from giod.distributed.reduce import Ordered, add
 from giod.distributed.tasks import (
-    EMPTY,
     DEFAULT_PARTITION_BYTES,
+    EMPTY,
     SITE_RESOURCE,
     Job,
     Partition,
@@ -72,7 +73,6 @@ from giod.distributed.tasks import (
     worker_dataset,
     worker_federation,
 )
-from giod.config import SITE_ENV
 from giod.errors import ConfigError
 from giod.reading import assemble, read_database, resolve_columns
 

@@ -55,10 +55,10 @@ class Target:
 
     @classmethod
     def of(cls, fed: Federation) -> Target:
-        endpoint = getattr(fed.catalog, "endpoint", None)  # a giod server: its token and TLS setting
         if fed.root is not None:
             return cls(str(fed.root))
-        return cls(fed.catalog.url, getattr(endpoint, "token", None), getattr(endpoint, "verify", True))
+        token, verify = fed.catalog.credentials()  # a giod server's token and TLS setting
+        return cls(fed.catalog.url, token, verify)
 
     def __repr__(self) -> str:  # never print the token
         return f"Target({self.url!r})"

@@ -81,6 +81,7 @@ class Endpoint:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"{base!r} is not a giod server URL (http://host:port)")
         self.base = f"{parts.scheme}://{parts.netloc}"
+        self.verify = verify  # kept for a worker that reaches the same server
         self.token = token if token is not None else config.token()
         self.streams = streams
         kw: dict[str, Any] = {}

@@ -142,16 +142,16 @@ class Site(ABC):
         """Whether the whole site is away (an unmounted disk), so a failed read says nothing of a file."""
         return False
 
-    def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:
+    def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:  # noqa: B027 - no-op
         """Announce reads: ``(path, size, columns)`` in reading order (``columns=None``: the whole file)."""
 
-    def release(self, path: str) -> None:
+    def release(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
         """Drop what was fetched ahead for ``path`` and not read."""
 
-    def expect_size(self, path: str, size: int) -> None:
+    def expect_size(self, path: str, size: int) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
         """Record a size the catalog vouches for (sparing a request to ask it)."""
 
-    def forget(self, path: str) -> None:
+    def forget(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
         """Drop a size known for ``path``: the file may have changed since."""
 
     def pull(self, source: Site, path: str, size: int, checksum: str,
