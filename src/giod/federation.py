@@ -23,6 +23,7 @@ from giod.catalog import Catalog
 from giod.catalog.engine import NoCatalog
 from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
+from giod.catalog.remote import RemoteCatalog
 from giod.errors import ConfigError, DataError, NotFound
 from giod.names import check_name
 from giod.objects import OID
@@ -70,8 +71,6 @@ class Federation:
             except NoCatalog as exc:
                 raise NotFound(f"no giod federation at {exc.shown} (giod init {exc.shown} creates one)") from exc
         if text.startswith(("http://", "https://")):
-            from giod.catalog.remote import RemoteCatalog
-
             return cls(RemoteCatalog.open(text, token=token, verify=verify))
         root = Path(text).expanduser().resolve()
         db = root / CATALOG_FILE
