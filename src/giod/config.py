@@ -1,8 +1,13 @@
-"""Settings, declared once: name, default, help.
+"""Settings, declared once: name, default, help; and every other ``GIOD_*`` variable.
 
 Values come from, in increasing priority: the defaults below, the file
 ``giod.toml`` in an embedded federation's directory (section ``[giod]``),
 environment variables ``GIOD_<NAME>`` (upper case), and keyword arguments.
+
+A few variables describe the process rather than a federation's settings
+(which federation a command opens, the tokens it presents, the site a worker
+runs at); they are read here too, each through one function, so that no
+other module reads ``os.environ``.
 """
 
 from __future__ import annotations
@@ -88,3 +93,40 @@ def load(root: Path | None = None, environ: Mapping[str, str] | None = None, **o
             raise ConfigError(f"unknown setting {key!r} (known: {', '.join(BY_NAME)})")
         values[key] = BY_NAME[key].parse(value, "argument")
     return values
+
+
+# ---------------------------------------------------------------- the process's own variables
+
+FEDERATION_ENV = "GIOD_FEDERATION"  # the federation a command opens when none is named
+TOKEN_ENV = "GIOD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
+SITE_ENV = "GIOD_SITE"  # the site a worker declares it runs at
+
+
+def _variable(name: str, environ: Mapping[str, str] | None) -> str | None:
+    value = (os.environ if environ is None else environ).get(name)
+    return value or None  # set but empty: as if unset
+
+
+def federation(environ: Mapping[str, str] | None = None) -> str | None:
+    """``GIOD_FEDERATION``: the federation a command opens when it is not told which."""
+    return _variable(FEDERATION_ENV, environ)
+
+
+def site_token_env(site: str) -> str:
+    """The variable holding the token for one site: ``GIOD_TOKEN_<NAME>`` (upper case, ``_`` for others)."""
+    return TOKEN_ENV + "_" + "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in site.upper())
+
+
+def token(site: str | None = None, environ: Mapping[str, str] | None = None, *,
+          fallback: bool = True) -> str | None:
+    """The bearer token: ``GIOD_TOKEN_<SITE>`` for ``site``, else (``fallback``) ``GIOD_TOKEN``."""
+    if site is not None:
+        own = _variable(site_token_env(site), environ)
+        if own is not None or not fallback:
+            return own
+    return _variable(TOKEN_ENV, environ)
+
+
+def worker_site(environ: Mapping[str, str] | None = None) -> str | None:
+    """``GIOD_SITE``: the site this worker says it runs at."""
+    return _variable(SITE_ENV, environ)

@@ -44,7 +44,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord
-from giod.clusters import merge_stats
 from giod.errors import GiodError, IntegrityError, NotFound
 from giod.federation import Federation
 from giod.replication.sites import probe
@@ -54,6 +53,7 @@ from giod.storage.arrowfile import describe
 from giod.storage.container import COMMIT_KEY, SUFFIX
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.tagindex import TAG_INDEX
+from giod.tagstats import merge_stats
 
 
 @dataclass
@@ -155,8 +155,7 @@ def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]
     created under a lease taken before it; a lease released since was released after its commit, which
     the paths then show.
     """
-    lister = getattr(fed.catalog, "leases", None)
-    leases = lister(site_name) if lister is not None else []
+    leases = fed.catalog.leases(site_name)
     known = fed.catalog.container_paths(site_name)
     deleted = fed.catalog.deleted_paths(site_name)
     everywhere: set[str] | None = None
@@ -231,10 +230,7 @@ def commit_metadata(site: Site, path: str) -> dict[str, Any] | None:
 def _replica_sites(fed: Federation, dataset: str, sites: dict[int, SiteRecord]
                    ) -> Callable[[ContainerRecord], list[tuple[str, str]]]:
     """``(site, state)`` of every replica of a container: all states where the catalog can list them."""
-    lister = getattr(fed.catalog, "replica_states", None)
-    if lister is None:  # a remote catalog: the good replicas its listing carries
-        return lambda c: [(sites[i].name, "good") for i in c.site_ids if i in sites]
-    found = lister(dataset)
+    found = fed.catalog.replica_states(dataset)  # through a server: the good replicas its listing carries
     return lambda c: [(r.site, r.state) for r in found.get(c.id, [])]
 
 
@@ -303,9 +299,8 @@ def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
             continue
         plan.append((site, site_rec.name, list(_survey(fed, site_rec.name, site, files))))
     removed.lost = [(name, info.path) for _, name, found in plan for kind, info, _ in found if kind == "lost"]
-    drop = getattr(fed.catalog, "drop_expired_leases", None)
-    if drop is not None and not dry_run:
-        drop()  # after the survey: their files were judged orphans already
+    if not dry_run:
+        fed.catalog.drop_expired_leases()  # after the survey: their files were judged orphans already
     purge = not removed.lost or include_lost
     reclaim = fed.catalog.deleted_paths(before_version=before) if purge else {}
     if purge and not dry_run and reclaim:

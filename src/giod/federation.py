@@ -21,15 +21,21 @@ import awkward as ak
 
 from giod.catalog import Catalog
 from giod.catalog.engine import NoCatalog
+from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
-from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, StorageError
+from giod.catalog.remote import RemoteCatalog
+from giod.errors import ConfigError, DataError, NotFound
 from giod.names import check_name
 from giod.objects import OID
+from giod.passwriter import PassWriter
+from giod.reading import read_entry
 from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import Schema
 from giod.schema.parse import check_size
+from giod.selection import Selection
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site, check_site_url, open_site
+from giod.writer import Writer
 
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
@@ -43,7 +49,7 @@ T = TypeVar("T")
 class Federation:
     """Everything one catalog knows: schemas, datasets, databases, sites, replicas."""
 
-    def __init__(self, catalog: Catalog, root: Path | None = None):
+    def __init__(self, catalog: CatalogAPI, root: Path | None = None):
         self.catalog = catalog
         self.root = root  # the directory of an embedded federation, if any
         self._sites: dict[str, Site] = {}
@@ -65,9 +71,7 @@ class Federation:
             except NoCatalog as exc:
                 raise NotFound(f"no giod federation at {exc.shown} (giod init {exc.shown} creates one)") from exc
         if text.startswith(("http://", "https://")):
-            from giod.catalog.remote import RemoteCatalog
-
-            return cls(RemoteCatalog.open(text, token=token, verify=verify))  # type: ignore[arg-type]
+            return cls(RemoteCatalog.open(text, token=token, verify=verify))
         root = Path(text).expanduser().resolve()
         db = root / CATALOG_FILE
         if not db.exists():
@@ -177,10 +181,7 @@ class Federation:
 
     def remove_site(self, name: str, *, force: bool = False) -> int:
         """Remove a site from the catalog (its files stay); see ``Catalog.remove_site``."""
-        remover = getattr(self.catalog, "remove_site", None)
-        if remover is None:
-            raise ConfigError("a site is removed with direct access to the catalog, not through a server")
-        version = int(remover(name, force=force))
+        version = self.catalog.remove_site(name, force=force)
         self._sites.pop(name, None)
         self._site_ids = None
         return version
@@ -220,25 +221,6 @@ class Federation:
         """
         return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
 
-    def open_container(self, container: ContainerRecord) -> ContainerReader:
-        """Open a container from the best site holding a good replica (``read_container`` also fails over
-        while reading)."""
-        candidates = self.reads.order(self._holders(container))
-        if not candidates:
-            raise NotFound(f"container {container.path} has no good replica on any site")
-        failures: list[GiodError] = []
-        for rec in candidates:
-            try:
-                site = self.site(rec.name)
-                if hasattr(site, "expect_size"):  # a remote site: the catalog's size spares a request
-                    site.expect_size(container.path, container.size)
-                return ContainerReader.of(site, container)
-            except (NotFound, IntegrityError, StorageError) as exc:
-                failures.append(exc)
-        if len(failures) == 1:
-            raise failures[0]
-        raise StorageError("no replica could be read: " + "; ".join(str(e) for e in failures))
-
     def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
         """Announce container reads in reading order (``columns=None``: whole files).
 
@@ -252,9 +234,7 @@ class Federation:
                 nearest = self.reads.order(held)[0]  # where read_container will read it
                 plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
         for name, plan in plans.items():
-            site = self.site(name)
-            if hasattr(site, "prefetch"):
-                site.prefetch(plan)
+            self.site(name).prefetch(plan)
 
     # -------------------------------------------------------------- objects
 
@@ -336,21 +316,17 @@ class Dataset:
 
     # -------------------------------------------------------------- writing
 
-    def writer(self, **options: Any) -> Any:
+    def writer(self, **options: Any) -> Writer:
         """A :class:`giod.writer.Writer` appending to this dataset.
 
         Keywords: the write settings of ``docs/storage.md`` (``database_events``,
         ``compression``, ...) and the writer's own (``site``, ``program``, ...);
         an unknown keyword is a ConfigError naming the valid ones.
         """
-        from giod.writer import Writer
-
         return Writer(self, **_keywords(Writer, options, "ds.writer"))
 
-    def extend(self, **options: Any) -> Any:
+    def extend(self, **options: Any) -> PassWriter:
         """A :class:`giod.writer.PassWriter` adding containers to existing databases."""
-        from giod.writer import PassWriter
-
         return PassWriter(self, **_keywords(PassWriter, options, "ds.extend"))
 
     # -------------------------------------------------------------- reading
@@ -366,17 +342,14 @@ class Dataset:
         ``MAX_QUERY_LIMIT``; anything else is a ``DataError``.
         """
         limit = _query_limit(limit)
-        remote = getattr(type(self.federation.catalog), "query", None)
-        if remote is not None:
-            table = remote(self.federation.catalog, self.name, expression, columns, limit, self.version)
+        table = self.federation.catalog.query(self.name, expression, columns, limit, self.version)
+        if table is not None:  # a server's catalog selected where the data are
             return ak.from_arrow(table)
         arr = self.select(expression).read(columns)
         return arr if limit is None else arr[:limit]
 
-    def select(self, expression: str | None = None) -> Any:
+    def select(self, expression: str | None = None) -> Selection:
         """The events passing a tag expression (all events when ``None``)."""
-        from giod.selection import Selection
-
         return Selection(self.pinned(), expression)
 
     def read(self, columns: Sequence[str] | None = None) -> ak.Array:
@@ -387,8 +360,6 @@ class Dataset:
 
     def event(self, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
         """One event by its entry number, relations navigable."""
-        from giod.selection import read_entry
-
         return read_entry(self.pinned(), entry, columns)
 
 

@@ -13,22 +13,16 @@ import numpy as np
 import pyarrow.compute as pc
 
 from giod import config, tagindex
-from giod.catalog.leases import hold_lease, writer_host
+from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import (
-    DEFAULT_CLUSTER_BYTES,
-    _ContainerBuffer,
-    _options_for,
-    commit_record,
-    merge_stats,
-    seen_version,
-    write_options,
-)
-from giod.columns import as_events, containers_in, to_tables
+from giod.clusters import ContainerBuffer, commit_record, seen_version
+from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
-from giod.fieldvalues import field_width
+from giod.reading import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
+from giod.tagstats import merge_stats
+from giod.writeoptions import DEFAULT_CLUSTER_BYTES, options_for, write_options
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
@@ -98,9 +92,9 @@ def write_pass(
               "seen_version": seen_version(dataset.federation.catalog)}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}{SUFFIX[options.container_format]}",
-                            schema.arrow_schema(c), _options_for(c, options), commit_record(record, c))
+                            schema.arrow_schema(c), options_for(c, options), commit_record(record, c))
         try:
-            buf = _ContainerBuffer(w, None, cluster_bytes)
+            buf = ContainerBuffer(w, None, cluster_bytes)
             buf.add(table)
             buf.finish()
             out = w.close()
@@ -134,8 +128,6 @@ def write_pass(
 def _stored_counts(dataset: Dataset, database: DatabaseRecord, events: ak.Array,
                    containers: Sequence[str]) -> dict[str, np.ndarray]:
     """Objects per event of relation targets that the pass does not carry itself."""
-    from giod.selection import read_database, resolve_columns
-
     schema = dataset.schema
     have = set(ak.fields(events))
     targets: set[str] = {r.target for c in containers if c != TAG_CONTAINER for coll in schema.containers[c]
@@ -197,8 +189,8 @@ class PassWriter:
         cfg = config.load(dataset.federation.root)
         if not cfg["lease_seconds"] > 0:
             raise DataError("lease_seconds must be positive")
-        self._lease = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
-                                 writer_host(), float(cfg["lease_seconds"]))
+        self._lease: Lease | None = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
+                                               writer_host(), float(cfg["lease_seconds"]))
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
         out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,

@@ -1,4 +1,4 @@
-"""Selections: tag queries over a snapshot, and the read path.
+"""Selections: tag queries over a snapshot, read through ``giod.reading``.
 
 Reading a selection goes, per database:
 
@@ -16,100 +16,31 @@ Reading a selection goes, per database:
    the Arrow record batches (or Parquet pages) that hold selected events
    (whole clusters when the selection is dense; see docs/pages.md);
 4. adapt old schema versions, convert to awkward, link relations.
+
+Steps 1 and 2 are this module's; steps 3 and 4 are ``giod.reading``'s. Parallel
+processing of a selection is ``giod.distributed.map``, a layer above.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import awkward as ak
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from giod import tagindex
 from giod.catalog.records import ContainerRecord, DatabaseRecord
-from giod.columns import column_content
-from giod.errors import DataError, GiodError, NotFound
+from giod.errors import DataError, GiodError
 from giod.expression import Expression, match_all, parse
-from giod.objects import link
+from giod.reading import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
 from giod.schema import TAG_CONTAINER, Schema
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
     from giod.storage.container import ContainerReader
-
-
-@dataclass(frozen=True)
-class Projection:
-    """Which Parquet columns to read from which container."""
-
-    columns: dict[str, list[str]]  # container -> Parquet column paths
-    names: tuple[str, ...]  # the top-level fields of the result, in order
-    counters: dict[str, str] = field(default_factory=dict)  # counter -> its collection (nJet -> Jet)
-
-
-def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: set[str]) -> Projection:
-    """Map collection, ``collection.field``, tag and counter (``nJet``) names to container columns.
-
-    A counter that no tag shadows is the length of its collection's lists, read
-    from one column of the collection (or from the collection when it is read).
-    """
-    if columns is None:
-        names = [c for c in sorted(schema.collections) if schema.container_of(c) in available]
-        if TAG_CONTAINER in available:
-            names += list(schema.tags)
-        columns = names
-    if isinstance(columns, str):
-        columns = [columns]
-    out: dict[str, list[str]] = {}
-    top: list[str] = []
-    counters: dict[str, str] = {}
-    for col in columns:
-        head, _, field = col.partition(".")
-        if not field and head not in schema.tags and head not in schema.collections and \
-                head[:1] == "n" and head[1:] in schema.collections:
-            counters[head] = head[1:]
-            if head not in top:
-                top.append(head)
-            continue
-        if head in schema.tags and not field:
-            container, path = TAG_CONTAINER, head
-        elif head in schema.collections:
-            container = schema.container_of(head)
-            tdef = schema.collection_type(head)
-            if field:
-                if field not in tdef.fields and field not in tdef.relations:
-                    raise NotFound(f"collection {head} has no field {field!r} "
-                                   f"(it has {', '.join([*tdef.fields, *tdef.relations])})")
-                path = f"{head}.list.element.{field}"
-            else:
-                path = head
-        else:
-            known = sorted([*schema.collections, *schema.tags])
-            raise NotFound(f"no collection or tag {col!r} in the schema (known: {', '.join(known)})")
-        if container not in available:
-            raise NotFound(f"container {container!r} (holding {head}) is not in every database of this "
-                           "selection; run the pass that writes it first")
-        paths = out.setdefault(container, [])
-        if path not in paths and not (field and head in paths):
-            paths.append(path)
-        if head not in top:
-            top.append(head)
-    for collection in counters.values():  # after the rest: a collection read anyway gives its lengths
-        container = schema.container_of(collection)
-        if container not in available:
-            raise NotFound(f"container {container!r} (holding {collection}) is not in every database of this "
-                           "selection; run the pass that writes it first")
-        paths = out.setdefault(container, [])
-        if not any(p == collection or p.startswith(f"{collection}.") for p in paths):
-            tdef = schema.collection_type(collection)
-            paths.append(f"{collection}.list.element.{next(iter([*tdef.fields, *tdef.relations]))}")
-    return Projection(out, tuple(top), counters)
 
 
 def parse_selection(schema: Schema, text: str | None) -> Expression:
@@ -283,14 +214,6 @@ class Selection:
         return assemble(schema, proj, {c: _concat(t) if t else empty_table(schema, c, proj.columns[c])
                                        for c, t in tables.items()})
 
-    def map(self, fn: Callable[[ak.Array], Any], *, columns: Sequence[str] | None, reduce: Any = None,
-            scheduler: Any = None, partition_events: int | None = None, **options: Any) -> Any:
-        """Apply ``fn`` to chunks of selected events in parallel and reduce (see ``giod.distributed``)."""
-        # the distributed layer sits above this one: the method only hands over, at call time
-        engine = importlib.import_module("giod.distributed")
-        return engine.map_selection(self, fn, columns=columns, reduce=reduce, scheduler=scheduler,
-                             partition_events=partition_events, **options)
-
     def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
         """The selection in chunks of at most ``step_size`` events (never across databases)."""
         if step_size <= 0:
@@ -306,20 +229,6 @@ class Selection:
                 yield assemble(self.dataset.schema, proj, tables)
 
 
-def stored_containers(schema: Schema, databases: Sequence[DatabaseRecord]) -> set[str]:
-    """The containers every one of ``databases`` holds; every container of ``schema`` when there is
-    no database yet (a dataset nothing was written to has the fields of its schema, and no event)."""
-    if not databases:
-        return set(schema.containers)
-    return set.intersection(*({c.name for c in db.containers} for db in databases))
-
-
-def empty_table(schema: Schema, container: str, paths: Sequence[str]) -> pa.Table:
-    """A table of no rows with the Parquet column ``paths`` of ``container``, typed by ``schema``."""
-    tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
-    return _members(schema.arrow_schema(container).empty_table().select(tops), paths)
-
-
 def _dense(db: DatabaseRecord, sel: np.ndarray | None) -> bool:
     # past this share of its events a database is read whole (as read_database does)
     return sel is None or len(sel) == db.n_events
@@ -333,103 +242,3 @@ def _concat(tables: list[pa.Table]) -> pa.Table | None:
     return pa.concat_tables([t if t.schema.equals(first) else t.cast(first) for t in tables])
 
 
-def read_database(
-    dataset: Dataset, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
-) -> dict[str, pa.Table]:
-    """Read the projected columns of one database, only the entries ``local`` if given."""
-    fed = dataset.federation
-    out: dict[str, pa.Table] = {}
-    for container, paths in proj.columns.items():
-        rec = db.container(container)
-        if rec is None:
-            raise NotFound(f"database {db.id} has no container {container}")
-        old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
-        read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
-        rows = None if local is None or len(local) == _events_in(rec) else np.asarray(local, dtype=np.int64)
-
-        def read(reader: ContainerReader, read_paths: list[str] = read_paths, rows: np.ndarray | None = rows
-                 ) -> pa.Table:
-            # page-level reads: only the pages holding selected events (whole
-            # clusters when the selection is dense)
-            return reader.read(read_paths) if rows is None else reader.read_rows(read_paths, rows)
-
-        # another replica is read when this one fails, while opening or while reading
-        table = fed.read_container(rec, read)
-        if old is not None:
-            tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
-            table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)
-        out[container] = table
-    return out
-
-
-def _events_in(container: ContainerRecord) -> int:
-    return int(sum(container.cluster_entries))
-
-
-def _old_paths(new: Schema, old: Schema, paths: Sequence[str]) -> list[str]:
-    """Columns to read from a container written with an older schema.
-
-    Whole collections are read (a member may be new, renamed or widened);
-    tags are read under their old names; new tags are filled by adapt_table.
-    """
-    from giod.schema.adapt import source_name
-
-    out: list[str] = []
-    for p in paths:
-        top = p.split(".", 1)[0]
-        src = source_name(new, old, top)
-        if src is not None and src not in out:
-            out.append(src)
-    return out
-
-
-def _members(table: pa.Table, paths: Sequence[str]) -> pa.Table:
-    """Keep only the struct members asked for (``coll.list.element.member`` paths)."""
-    wanted: dict[str, list[str]] = {}
-    for p in paths:
-        parts = p.split(".")
-        if len(parts) == 4:
-            wanted.setdefault(parts[0], []).append(parts[3])
-    for name, members in wanted.items():
-        col = table.column(name).combine_chunks()
-        struct = col.values
-        children = [struct.field(m) for m in members]
-        new_struct = pa.StructArray.from_arrays(children, fields=[struct.type.field(m) for m in members])
-        item = pa.field(col.type.value_field.name, new_struct.type, nullable=False)
-        lst = pa.ListArray.from_arrays(col.offsets, new_struct, type=pa.list_(item))
-        table = table.set_column(table.column_names.index(name), pa.field(name, lst.type, nullable=False), lst)
-    return table
-
-
-def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None]) -> ak.Array:
-    """Container tables of the same events to one awkward Array, relations linked."""
-    contents: dict[str, ak.contents.Content] = {}
-    length = 0
-    for table in tables.values():
-        if table is None:
-            continue
-        length = table.num_rows
-        for name in table.column_names:
-            type_name = schema.collections[name].type if name in schema.collections else None
-            contents[name] = column_content(table.column(name), type_name)
-    for counter, collection in proj.counters.items():
-        table = tables.get(schema.container_of(collection))
-        if table is not None:
-            lengths = pc.list_value_length(table.column(collection)).to_numpy(zero_copy_only=False)
-            contents[counter] = ak.contents.NumpyArray(lengths.astype(np.int64))
-    names = [n for n in proj.names if n in contents]
-    if not names:
-        return ak.Array(ak.contents.RecordArray([], [], length=0))
-    layout = ak.contents.RecordArray([contents[n] for n in names], names, length=length)
-    return link(ak.Array(layout), schema)
-
-
-def read_entry(dataset: Dataset, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
-    """One event by entry number, reading only the clusters that hold it."""
-    for db in dataset.databases():
-        if db.first_entry <= entry < db.stop_entry:
-            proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
-            tables = read_database(dataset, db, proj, np.array([entry - db.first_entry]))
-            return assemble(dataset.schema, proj, tables)[0]
-    n = int(dataset.federation.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
-    raise NotFound(f"dataset {dataset.name} has no entry {entry} (entries 0..{n - 1})")

@@ -36,22 +36,20 @@ import pyarrow as pa
 from giod import config, tagindex
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
-from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
-    DEFAULT_CLUSTER_BYTES,
-    TAG_PAGE_SIZE,
-    _ContainerBuffer,
-    _options_for,
-    commit_record,
-    merge_stats,
-    seen_version,
-    write_options,
-)
+from giod.clusters import ContainerBuffer, commit_record, seen_version
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
 from giod.storage.site import Site
+from giod.tagstats import merge_stats
+from giod.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
+    DEFAULT_CLUSTER_BYTES,
+    TAG_PAGE_SIZE,
+    options_for,
+    write_options,
+)
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
@@ -87,7 +85,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 class _OpenDatabase:
     directory: str
     containers: tuple[str, ...]
-    buffers: dict[str, _ContainerBuffer]
+    buffers: dict[str, ContainerBuffer]
     n_events: int = 0
     nbytes: int = 0
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -319,11 +317,11 @@ class Writer:
         try:
             for c in containers:
                 w = ContainerWriter(self.site, f"{directory}/{c}{SUFFIX[self.options.container_format]}",
-                                    self.schema.arrow_schema(c), _options_for(c, self.options),
+                                    self.schema.arrow_schema(c), options_for(c, self.options),
                                     commit_record(footer, c))
                 # tags are small: event-sized clusters would make tag queries read thousands of row groups
                 per_cluster = None if c == TAG_CONTAINER else self.cluster_events
-                buffers[c] = _ContainerBuffer(w, per_cluster, self.cluster_bytes)
+                buffers[c] = ContainerBuffer(w, per_cluster, self.cluster_bytes)
         except BaseException:
             for b in buffers.values():
                 b.writer.abort()

@@ -183,19 +183,25 @@ def test_import_and_dijet_on_real_nanoaod(tmp_path: Path):
 
 
 def test_federation_option_before_the_command(tmp_path, monkeypatch):
+    import os
+
     from click.testing import CliRunner
 
     from giod.cli import main
 
-    monkeypatch.setenv("GIOD_FEDERATION", str(tmp_path / "unused"))  # restored after the test: -f sets it
+    monkeypatch.setenv("GIOD_FEDERATION", str(tmp_path / "unused"))
     target = str(tmp_path / "fed")
     runner = CliRunner()
     assert runner.invoke(main, ["init", target]).exit_code == 0
     got = runner.invoke(main, ["-f", target, "ls"])
     assert got.exit_code == 0, got.output
     assert "federation version" in got.output
+    assert os.environ["GIOD_FEDERATION"] == str(tmp_path / "unused")  # passed to the command, not through here
     missing = runner.invoke(main, ["-f", str(tmp_path / "nowhere"), "ls"])
     assert missing.exit_code == 2
+    # the command's own -f wins over the group's; without either, GIOD_FEDERATION is used
+    assert runner.invoke(main, ["-f", str(tmp_path / "nowhere"), "ls", "-f", target]).exit_code == 0
+    assert "no giod federation at" in runner.invoke(main, ["ls"]).output
 
 
 def test_import_needs_a_federation_unless_told_to_create_it(tmp_path: Path):

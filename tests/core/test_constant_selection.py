@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import giod
+import giod.distributed
 from giod.testing import synthetic
 
 FIELDS = {"njets": "int", "ntracks": "int", "ht": "float", "lead_pt": "float"}
@@ -55,7 +56,7 @@ def test_a_false_selection_selects_nothing(stored, text):
     empty = sel.read(["ht", "njets", "jets.pt"])
     assert len(empty) == 0 and empty.fields == ["ht", "njets", "jets"]
     assert len(ds.query(text, ["ht"])) == 0
-    assert sel.map(len, columns=["ht"], scheduler="sync") == 0
+    assert giod.distributed.map(sel, len, columns=["ht"], scheduler="sync") == 0
 
 
 @pytest.mark.parametrize("text", EVERYTHING)

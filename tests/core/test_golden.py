@@ -11,7 +11,7 @@ import awkward as ak
 import numpy as np
 import pytest
 
-import giod
+import giod.distributed
 from giod.objects import unlink
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -71,7 +71,7 @@ def _hits_x(events: ak.Array) -> float:
 def test_golden_in_dask_tasks(golden):
     expected = json.loads((DATA / "golden_parquet.json").read_text())
     sel = golden.dataset("golden").select()
-    got = sel.map(_hits_x, columns=["hits"], scheduler="processes:2", partition_events=100)
+    got = giod.distributed.map(sel, _hits_x, columns=["hits"], scheduler="processes:2", partition_events=100)
     assert got == pytest.approx(expected["hits.x"], rel=1e-9)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import giod
+import giod.distributed
 from giod.testing import synthetic
 
 OPTIONAL = ("cloudpickle", "dask", "distributed", "dask_awkward")
@@ -37,19 +38,19 @@ def selection(tmp_path: Path):
 
 def test_the_serial_path_needs_neither_dask_nor_cloudpickle(plain, selection):
     sel, n = selection
-    assert sel.map(len, columns=["njets"], scheduler="sync") == n
-    assert sel.map(lambda chunk: len(chunk), columns=["njets"], scheduler="sync") == n
-    assert sel.dataset.select("false").map(len, columns=["njets"], scheduler="sync") == 0
+    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == n
+    assert giod.distributed.map(sel, lambda chunk: len(chunk), columns=["njets"], scheduler="sync") == n
+    assert giod.distributed.map(sel.dataset.select("false"), len, columns=["njets"], scheduler="sync") == 0
 
 
 def test_worker_processes_take_what_plain_pickle_can_send(plain, selection):
     sel, n = selection
-    assert sel.map(len, columns=["njets"], scheduler="processes:1") == n
+    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="processes:1") == n
 
 
 def test_a_lambda_for_worker_processes_names_the_extra(plain, selection):
     sel, _ = selection
     with pytest.raises(giod.MissingDependency, match=r"pip install 'giod\[dask\]'"):
-        sel.map(lambda chunk: len(chunk), columns=["njets"], scheduler="processes:1")
+        giod.distributed.map(sel, lambda chunk: len(chunk), columns=["njets"], scheduler="processes:1")
     with pytest.raises(giod.MissingDependency, match=r"pip install 'giod\[dask\]'"):
-        sel.map(len, columns=["njets"], scheduler="localcluster:1")
+        giod.distributed.map(sel, len, columns=["njets"], scheduler="localcluster:1")

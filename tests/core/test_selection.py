@@ -51,7 +51,7 @@ def test_statistics_prune_databases(filled):
 
 def test_sparse_selection_reads_only_a_few_pages(fed, model, monkeypatch):
     ds, events = _fill(fed, model, "parquet")
-    from giod.storage import pages
+    from giod.storage import parquet as pages
 
     calls = []
     real = pages.read_rows

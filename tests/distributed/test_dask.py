@@ -1,4 +1,4 @@
-"""giod.dask.from_selection: a dask-awkward array with column projection."""
+"""giod.distributed.arrays.from_selection (also giod.dask): a dask-awkward array with column projection."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import giod
 import giod.distributed.tasks
-from giod.dask import from_selection
+from giod.distributed.arrays import from_selection
 
 from .conftest import DATABASES, DATASET
 

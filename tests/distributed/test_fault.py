@@ -8,7 +8,7 @@ from pathlib import Path
 import awkward as ak
 import numpy as np
 
-import giod
+import giod.distributed
 from giod.analysis import dijet
 from giod.distributed import connect
 
@@ -47,11 +47,11 @@ def test_a_killed_dask_worker_does_not_change_the_result(fed: giod.Federation, c
     import functools
 
     sel = fed.dataset(DATASET).select("njets >= 2")
-    reference = sel.map(_clean, columns=COLUMNS, scheduler="sync", partition_events=100)
+    reference = giod.distributed.map(sel, _clean, columns=COLUMNS, scheduler="sync", partition_events=100)
     marker = tmp_path / "killed"
     before = set(client.scheduler_info()["workers"])
-    got, report = sel.map(functools.partial(dies_once, str(marker)), columns=COLUMNS, scheduler=client,
-                          partition_events=100, report=True)
+    got, report = giod.distributed.map(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS,
+                                       scheduler=client, partition_events=100, report=True)
     assert marker.exists()  # a worker did die, by its own hand, in a task
     assert _same(got, reference)
     assert report.partitions == len(report.tasks)
@@ -63,10 +63,10 @@ def test_a_killed_pool_worker_does_not_change_the_result(fed: giod.Federation, t
     import functools
 
     sel = fed.dataset(DATASET).select("njets >= 2")
-    reference = sel.map(_clean, columns=COLUMNS, scheduler="sync", partition_events=100)
+    reference = giod.distributed.map(sel, _clean, columns=COLUMNS, scheduler="sync", partition_events=100)
     marker = tmp_path / "killed"
     executor = connect("processes:2")
-    got = sel.map(functools.partial(dies_once, str(marker)), columns=COLUMNS, scheduler=executor,
-                  partition_events=100)
+    got = giod.distributed.map(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS, scheduler=executor,
+                               partition_events=100)
     assert marker.exists() and executor.restarts == 1
     assert _same(got, reference)

@@ -8,7 +8,7 @@ import awkward as ak
 import numpy as np
 import pytest
 
-import giod
+import giod.distributed
 from giod.analysis import dijet
 from giod.distributed import MapReport
 from giod.errors import ConfigError, DataError
@@ -44,7 +44,8 @@ def scheduler(request: pytest.FixtureRequest):
 def test_map_equals_serial(fed: giod.Federation, scheduler) -> None:
     sel = fed.dataset(DATASET).select(EXPRESSION)
     columns = [*JETS, "ht", "event"]
-    got, report = sel.map(summary, columns=columns, scheduler=scheduler, partition_events=120, report=True)
+    got, report = giod.distributed.map(sel, summary, columns=columns, scheduler=scheduler, partition_events=120,
+                                       report=True)
 
     serial = sel.read(columns)
     h = dijet.mass_histogram()
@@ -64,7 +65,7 @@ def test_map_equals_serial(fed: giod.Federation, scheduler) -> None:
 def test_results_are_bit_identical_across_schedulers(fed: giod.Federation, client) -> None:
     sel = fed.dataset(DATASET).select(EXPRESSION)
     columns = [*JETS, "ht", "event"]
-    runs = [sel.map(summary, columns=columns, scheduler=s, partition_events=90)
+    runs = [giod.distributed.map(sel, summary, columns=columns, scheduler=s, partition_events=90)
             for s in ("sync", "processes:2", client)]
     for other in runs[1:]:
         assert other["ht_sum"] == runs[0]["ht_sum"]  # the same additions in the same order
@@ -85,7 +86,8 @@ def test_dijet_analysis_is_identical_serially_on_a_pool_and_on_a_cluster(fed: gi
 
 def test_custom_reduce_and_lambdas(fed: giod.Federation) -> None:
     sel = fed.dataset(DATASET).select()
-    biggest = sel.map(lambda c: float(ak.max(c.ht)), columns=["ht"], reduce=max, scheduler="processes:2")
+    biggest = giod.distributed.map(sel, lambda c: float(ak.max(c.ht)), columns=["ht"], reduce=max,
+                                   scheduler="processes:2")
     assert biggest == float(ak.max(sel.read(["ht"]).ht))
 
 
@@ -98,22 +100,23 @@ def test_a_job_sees_its_snapshot_while_a_writer_commits(fed: giod.Federation) ->
     grow = fed.dataset("growing").select()
     with fed.dataset("growing").writer() as w:
         w.append(synthetic.events(7, seed=6))
-    assert sel.map(len, columns=["njets"], scheduler="sync") == before
-    assert grow.map(len, columns=["njets"], scheduler="processes:2") == 10  # pinned before the second commit
-    assert fed.dataset("growing").select().map(len, columns=["njets"], scheduler="sync") == 17
+    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == before
+    # pinned before the second commit
+    assert giod.distributed.map(grow, len, columns=["njets"], scheduler="processes:2") == 10
+    assert giod.distributed.map(fed.dataset("growing").select(), len, columns=["njets"], scheduler="sync") == 17
 
 
 def test_no_selected_event_gives_the_function_of_an_empty_chunk(fed: giod.Federation) -> None:
     sel = fed.dataset(DATASET).select("njets > 1000")
-    assert sel.map(len, columns=["njets"], scheduler="sync") == 0
+    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == 0
     h = dijet.run(fed.dataset(DATASET), "njets > 1000")
     assert h.sum() == 0
 
 
 def test_progress_is_reported_in_the_client(fed: giod.Federation) -> None:
     seen: list[tuple[int, int]] = []
-    fed.dataset(DATASET).select().map(len, columns=["njets"], scheduler="sync", partition_events=100,
-                                      progress=lambda done, total: seen.append((done, total)))
+    giod.distributed.map(fed.dataset(DATASET).select(), len, columns=["njets"], scheduler="sync", partition_events=100,
+                         progress=lambda done, total: seen.append((done, total)))
     total = seen[-1][1]
     assert seen[0] == (0, total) and seen[-1] == (total, total) and total >= len(DATABASES)
     assert [d for d, _ in seen] == list(range(total + 1))
@@ -122,15 +125,15 @@ def test_progress_is_reported_in_the_client(fed: giod.Federation) -> None:
 def test_bad_input_is_refused(fed: giod.Federation) -> None:
     sel = fed.dataset(DATASET).select()
     with pytest.raises(ConfigError, match="unknown scheduler"):
-        sel.map(len, columns=["njets"], scheduler="threads")
+        giod.distributed.map(sel, len, columns=["njets"], scheduler="threads")
     with pytest.raises(ConfigError, match="positive"):
-        sel.map(len, columns=["njets"], scheduler="processes:0")
+        giod.distributed.map(sel, len, columns=["njets"], scheduler="processes:0")
     with pytest.raises(ConfigError, match="partition_events"):
-        sel.map(len, columns=["njets"], scheduler="sync", partition_events=0)
+        giod.distributed.map(sel, len, columns=["njets"], scheduler="sync", partition_events=0)
     with pytest.raises(DataError, match="cannot reduce"):
-        sel.map(lambda c: "text", columns=["njets"], scheduler="sync")
+        giod.distributed.map(sel, lambda c: "text", columns=["njets"], scheduler="sync")
     with pytest.raises(ZeroDivisionError):  # the function's own error comes back as it is
-        sel.map(lambda c: 1 / 0, columns=["njets"], scheduler="processes:2")
+        giod.distributed.map(sel, lambda c: 1 / 0, columns=["njets"], scheduler="processes:2")
 
 
 def test_giods_local_cluster_is_quiet_and_keeps_the_users_settings(client) -> None:

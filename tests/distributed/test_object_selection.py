@@ -1,4 +1,4 @@
-"""Selections over objects in Selection.map and giod.dask, on every scheduler."""
+"""Selections over objects in giod.distributed.map and giod.distributed.arrays, on every scheduler."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import awkward as ak
 import numpy as np
 import pytest
 
-import giod
-from giod.dask import from_selection
+import giod.distributed
+from giod.distributed.arrays import from_selection
 
 from .conftest import DATASET
 
@@ -38,8 +38,8 @@ def test_map_selects_on_objects(fed: giod.Federation, scheduler) -> None:
     expected = _expected(fed)
     assert 0 < len(expected) < len(fed.dataset(DATASET))
     sel = fed.dataset(DATASET).select(WHERE)
-    got = sel.map(_events, columns=["event"], scheduler=scheduler, partition_events=120,
-                  reduce=lambda a, b: np.concatenate([a, b]))
+    got = giod.distributed.map(sel, _events, columns=["event"], scheduler=scheduler, partition_events=120,
+                               reduce=lambda a, b: np.concatenate([a, b]))
     np.testing.assert_array_equal(got, expected)
 
 

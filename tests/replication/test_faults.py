@@ -21,9 +21,9 @@ import giod
 from giod.cli import main
 from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
-from giod.storage import thrift
 from giod.storage.arrowfile import parse_footer
 from giod.storage.checksum import checksum_bytes
+from giod.storage.parquet import thrift
 from giod.storage.remote import site_token_env
 from giod.testing.netlab import Faults, LatencyProxy
 

@@ -12,8 +12,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from giod.errors import IntegrityError
-from giod.storage import thrift
-from giod.storage.thrift import BINARY, BOOL, BYTE, DOUBLE, I16, I32, I64, LIST, MAP, SET, STRUCT, List, Map, Struct
+from giod.storage.parquet import thrift
+from giod.storage.parquet.thrift import (
+    BINARY,
+    BOOL,
+    BYTE,
+    DOUBLE,
+    I16,
+    I32,
+    I64,
+    LIST,
+    MAP,
+    SET,
+    STRUCT,
+    List,
+    Map,
+    Struct,
+)
 from tests.storage import parquet_samples as samples
 
 WRITER_OPTIONS = [

@@ -18,6 +18,7 @@ purging in ``giod.catalog.bookkeeping``, writers' leases in ``giod.catalog.lease
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
@@ -370,6 +371,15 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             at = "" if version is None else f" at version {version}"
             raise NotFound(f"no database {database_id}{at}")
         return found[0]
+
+    def credentials(self) -> tuple[str | None, bool | str]:
+        """No token and no TLS setting: a worker reaches the catalog by its URL alone."""
+        return None, True
+
+    def query(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
+              limit: int | None = None, version: int | None = None) -> None:
+        """None: a local catalog does not select events; the reader does (``Dataset.query``)."""
+        return None
 
     def delete_database(self, database_id: int) -> int:
         """Delete a database from a new version on; returns it."""

@@ -27,13 +27,16 @@ import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Connection, delete, func, insert, literal, select, update
 
 from giod.catalog.engine import Transactions
 from giod.catalog.tables import leases
 from giod.errors import ConfigError, GiodError, StorageError
+
+if TYPE_CHECKING:
+    from giod.catalog.protocol import CatalogAPI
 
 __all__ = ["Lease", "LeaseMethods", "LeaseRecord", "hold_lease", "writer_host"]
 
@@ -219,11 +222,8 @@ def writer_host() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def hold_lease(catalog: Any, site: str, prefix: str, holder: str, seconds: float) -> Lease | None:
-    """Take a lease and keep it renewed; None when the catalog keeps no leases."""
-    take = getattr(catalog, "take_lease", None)
-    if take is None:
-        return None
-    lease = Lease(catalog, take(site, prefix, holder, seconds), seconds)
+def hold_lease(catalog: CatalogAPI, site: str, prefix: str, holder: str, seconds: float) -> Lease:
+    """Take a lease and keep it renewed."""
+    lease = Lease(catalog, catalog.take_lease(site, prefix, holder, seconds), seconds)
     _KEEPER.hold(lease)
     return lease

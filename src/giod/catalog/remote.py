@@ -25,12 +25,15 @@ from giod.catalog.records import (
     DatabaseCommit,
     DatabaseRecord,
     DatasetRecord,
+    ReplicaRecord,
+    RuleRecord,
     SchemaRecord,
     SiteRecord,
+    TokenRecord,
     VersionRecord,
     overlaps,
 )
-from giod.errors import CatalogError, StorageError
+from giod.errors import CatalogError, ConfigError, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
 from giod.storage.http import Endpoint, Limits, connect
 
@@ -75,6 +78,10 @@ class RemoteCatalog:
         if isinstance(bounds, dict):
             cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})
         return cat
+
+    def credentials(self) -> tuple[str | None, bool | str]:
+        """The token and TLS setting a worker needs to reach the same server."""
+        return self.endpoint.token, self.endpoint.verify
 
     def close(self) -> None:
         """Nothing to release: connections belong to the endpoint, shared by its sites."""
@@ -268,7 +275,7 @@ class RemoteCatalog:
 
     def query(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
               limit: int | None = None, version: int | None = None) -> Any:
-        """The server's selection and projection, as a ``pyarrow.Table``."""
+        """The server's selection and projection, as a ``pyarrow.Table`` (computed where the data are)."""
         import pyarrow as pa
 
         batches = self.query_batches(dataset, where, columns, limit, version)
@@ -303,15 +310,106 @@ class RemoteCatalog:
             else:  # mid-answer: the connection cannot serve another request
                 r.close()
 
+    # -- abilities the server keeps to itself (see giod.catalog.protocol) -----------
+
+    def leases(self, site: str | None = None, *, expired: bool = False) -> list[LeaseRecord]:
+        """None to list: the server's leases guard the server's own sites, and its gc reads them there."""
+        return []
+
+    def drop_expired_leases(self) -> int:
+        """Nothing dropped from here: the server's gc drops its expired leases."""
+        return 0
+
+    def mark_damaged(self, container_id: int, site: str) -> str:
+        """``bad`` when another good replica exists, else ``lost``: two calls instead of one transaction."""
+        others = [rec.name for rec, state in self.replicas(container_id) if state == "good" and rec.name != site]
+        state = "bad" if others else "lost"
+        self.set_replica_state(container_id, site, state)
+        return state
+
+    def replica_states(self, dataset: str | None = None) -> dict[int, list[ReplicaRecord]]:
+        """The good replicas of the live containers (of ``dataset``), as the server's listing carries them."""
+        names = {s.id: s.name for s in self.sites()}
+        out: dict[int, list[ReplicaRecord]] = {}
+        for name in [dataset] if dataset is not None else [d.name for d in self.datasets()]:
+            for db in self.databases(name):
+                for c in db.containers:
+                    out[c.id] = [ReplicaRecord(c.id, names[i], "good", None) for i in c.site_ids if i in names]
+        return out
+
+    def replica_summary(self) -> dict[str, dict[str, tuple[int, int]]]:
+        """No summary: the server counts replicas of every state only in its own catalog."""
+        return {}
+
+    def remove_site(self, name: str, *, force: bool = False) -> int:
+        raise ConfigError("a site is removed with direct access to the catalog, not through a server")
+
+
+    # -- maintenance: run where the catalog is, never through a server (see giod.catalog.protocol) --
+
+    def container_paths(self, site: str | None = None) -> set[str]:
+        raise _unavailable("container_paths")
+
+    def deleted_paths(self, site: str | None = None, before_version: int | None = None) -> dict[str, int]:
+        raise _unavailable("deleted_paths")
+
+    def purge_deleted(self, before_version: int) -> list[str]:
+        raise _unavailable("purge_deleted")
+
+    def version_at(self, when: float) -> int:
+        raise _unavailable("version_at")
+
+    def version_created(self, version: int) -> float | None:
+        raise _unavailable("version_created")
+
+    def checksum_of(self, path: str) -> str | None:
+        raise _unavailable("checksum_of")
+
+    def dataset_names(self) -> set[str]:
+        raise _unavailable("dataset_names")
+
+    def set_replica_states(self, items: Sequence[tuple[int, str, str]]) -> int:
+        raise _unavailable("set_replica_states")
+
+    def forget_replica(self, container_id: int, site: str) -> bool:
+        raise _unavailable("forget_replica")
+
+    def add_rule(self, dataset: str, copies: int, sites: Sequence[str] | None = None,
+                 containers: Sequence[str] | None = None) -> RuleRecord:
+        raise _unavailable("add_rule")
+
+    def rules(self, dataset: str | None = None) -> list[RuleRecord]:
+        raise _unavailable("rules")
+
+    def remove_rule(self, rule_id: int) -> None:
+        raise _unavailable("remove_rule")
+
+    def create_token(self, scope: str, dataset: str | None = None, *, expires: float | None = None,
+                     note: str = "") -> tuple[TokenRecord, str]:
+        raise _unavailable("create_token")
+
+    def tokens(self) -> list[TokenRecord]:
+        raise _unavailable("tokens")
+
+    def revoke_token(self, token_id: int) -> None:
+        raise _unavailable("revoke_token")
+
+    def verify_token(self, secret: str, *, now: float | None = None) -> TokenRecord:
+        raise _unavailable("verify_token")
+
     def __getattr__(self, name: str) -> Any:
-        # maintenance (fsck, gc, migrations) runs on the server's own catalog, not through it
+        # anything else a SQL catalog has (migrations, ...) runs on the server's own catalog, not through it
         if name.startswith("_"):
             raise AttributeError(name)
-        raise Unavailable(f"{name}: not available through a remote catalog; run it where the catalog is")
+        raise _unavailable(name)
 
 
 class Unavailable(CatalogError, AttributeError):
     """A catalog method that only the server's own catalog has."""
+
+
+def _unavailable(name: str) -> Unavailable:
+    return Unavailable(f"{name}: not available through a remote catalog; run it where the catalog is")
 
 
 def _add_item(database_id: int, containers: Sequence[ContainerSpec],

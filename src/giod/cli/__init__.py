@@ -1,6 +1,7 @@
 """The ``giod`` command line: a thin layer over the library.
 
-Every command finds its federation from ``-f/--federation``, else the
+Every command finds its federation from its own ``-f/--federation``, else
+the one given before the command (``giod -f PATH ls``), else the
 ``GIOD_FEDERATION`` environment variable, else ``./giod-data``. Expected
 failures print one line and exit with code 2; there are no tracebacks.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from giod import config
 from giod.errors import ConfigError, GiodError, MissingDependency
 
 DEFAULT_FEDERATION = "giod-data"
@@ -108,10 +109,19 @@ class _Group(click.Group):
                 formatter.write_dl(rows)
 
 
+def _chosen_federation(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    """The command's ``-f``, else the group's (passed down, not through the environment), else the default."""
+    if value is not None:
+        return value
+    given: str | None = ctx.find_root().params.get("federation")
+    return given or config.federation() or DEFAULT_FEDERATION
+
+
 def federation_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "-f", "--federation", "federation", envvar="GIOD_FEDERATION", default=DEFAULT_FEDERATION,
-        show_default=True, help="Federation directory or catalog URL (env GIOD_FEDERATION).",
+        "-f", "--federation", "federation", default=None, callback=_chosen_federation, metavar="PATH_OR_URL",
+        help=f"Federation directory or catalog URL (default: giod -f, else env GIOD_FEDERATION, "
+             f"else {DEFAULT_FEDERATION}).",
     )(fn)
 
 
@@ -168,9 +178,7 @@ def print_cutflow(cutflow: Any, title: str) -> None:
               help="Federation for every command that follows (same as GIOD_FEDERATION).")
 def main(federation: str | None) -> None:
     """giod: a federated object store for particle-physics event data."""
-    if federation is not None:
-        # the commands read their --federation default from the environment, after this runs
-        os.environ["GIOD_FEDERATION"] = federation
+    # a command reads the group's -f from its context (federation_option): nothing is written to the environment
 
 
 @main.command()

@@ -71,8 +71,7 @@ def site_ls(federation: str) -> None:
     from giod.replication.sites import probe
 
     fed = _open(federation)
-    summary_of = getattr(fed.catalog, "replica_summary", None)
-    summary = summary_of() if summary_of is not None else {}
+    summary = fed.catalog.replica_summary()
     rows, away = [], []
     for s in fed.sites():
         try:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import awkward as ak
 import numpy as np
 
+from giod.config import SITE_ENV
 from giod.distributed.executors import (
     DaskExecutor,
     Executor,
@@ -56,25 +57,24 @@ from giod.distributed.executors import (
     local_cluster,
     run_tasks,
 )
-from giod.distributed.reduce import _Ordered, add
+from giod.distributed.reduce import Ordered, add
 from giod.distributed.tasks import (
-    _EMPTY,
     DEFAULT_PARTITION_BYTES,
-    SITE_ENV,
+    EMPTY,
     SITE_RESOURCE,
     Job,
     Partition,
     Progress,
     Target,
     TaskStats,
-    _map_task,
+    map_task,
     plan,
     read_partition,
     worker_dataset,
     worker_federation,
 )
 from giod.errors import ConfigError
-from giod.selection import assemble, read_database, resolve_columns
+from giod.reading import assemble, read_database, resolve_columns
 
 if TYPE_CHECKING:
     from giod.selection import Selection
@@ -82,8 +82,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PARTITION_BYTES", "SITE_ENV", "SITE_RESOURCE", "DaskExecutor", "Executor", "Job", "MapReport",
     "Partition", "PoolExecutor", "SyncExecutor", "Target", "TaskStats", "TaskTiming",
-    "add", "connect", "local_cluster", "map_selection", "plan", "read_partition", "run_tasks", "worker_dataset",
-    "worker_federation",
+    "add", "connect", "local_cluster", "map", "map_selection", "plan", "read_partition", "run_tasks",
+    "worker_dataset", "worker_federation",
 ]  # fmt: skip
 
 # ---------------------------------------------------------------- map
@@ -138,11 +138,15 @@ class MapReport:
                 f"{s['other']:.0%} scheduling and idle")
 
 
-def map_selection(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str] | None,
-                  reduce: Callable[[Any, Any], Any] | None = None, scheduler: Any = None,
-                  partition_events: int | None = None, progress: Progress | None = None,
-                  report: bool = False, locality: str = "prefer") -> Any:
-    """Apply ``fn`` to the selected events of each partition and reduce the results.
+def map(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str] | None,  # noqa: A001 - called qualified
+        reduce: Callable[[Any, Any], Any] | None = None, scheduler: Any = None,
+        partition_events: int | None = None, progress: Progress | None = None,
+        report: bool = False, locality: str = "prefer") -> Any:
+    """Apply ``fn`` to the selected events of each partition of ``sel`` and reduce the results.
+
+    ``giod.distributed.map(ds.select("njets >= 2"), fn, columns=[...])``: the
+    parallel processing of a selection lives here, above the store, so that
+    ``giod.selection`` imports nothing from this layer.
 
     ``fn`` gets an awkward Array of the selected events of one partition
     with ``columns``. Results are reduced in partition order: histograms
@@ -161,10 +165,10 @@ def map_selection(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Seq
     plan_s = time.perf_counter() - t0
     executor = connect(scheduler)
     try:
-        task: Callable[..., Any] = _map_task
+        task: Callable[..., Any] = map_task
         if executor.in_process:
-            task = functools.partial(_map_task, here=sel.dataset.federation)
-        folded = _Ordered(reduce)
+            task = functools.partial(map_task, here=sel.dataset.federation)
+        folded = Ordered(reduce)
         stats: list[TaskStats | None] = [None] * len(parts)
         sites = None if locality == "off" else [p.sites for p in parts]
         done = 0
@@ -178,7 +182,7 @@ def map_selection(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Seq
             if progress is not None:
                 progress(done, len(parts))
         result = folded.result()
-        if result is _EMPTY:
+        if result is EMPTY:
             result = _on_nothing(sel, job, fn)
         rep = MapReport(executor.name, executor.n_workers, len(parts), time.perf_counter() - t0, plan_s,
                         executor.dashboard, [s for s in stats if s is not None])
@@ -186,6 +190,9 @@ def map_selection(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Seq
         if executor is not scheduler:
             executor.close()
     return (result, rep) if report else result
+
+
+map_selection = map  # its earlier name
 
 
 def _on_nothing(sel: Selection, job: Job, fn: Callable[[ak.Array], Any]) -> Any:

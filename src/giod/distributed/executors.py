@@ -14,13 +14,14 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from giod import config
 from giod.errors import ConfigError, GiodError, MissingDependency
 
 if TYPE_CHECKING:
     pass
 
 
-from giod.distributed.tasks import SITE_ENV, SITE_RESOURCE
+from giod.distributed.tasks import SITE_RESOURCE
 
 #: How often a local pool whose worker died is restarted before the job fails.
 POOL_RESTARTS = 3
@@ -248,7 +249,7 @@ class DaskExecutor(Executor):
             declared = [k[len(SITE_RESOURCE):] for k in (info.get("resources") or {}) if k.startswith(SITE_RESOURCE)]
             out[address] = declared[0] if declared else None
         if any(v is None for v in out.values()):
-            env = self.client.run(os.environ.get, SITE_ENV)
+            env = self.client.run(config.worker_site)
             out = {a: s if s is not None else env.get(a) for a, s in out.items()}
         return out
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     pass
 
 
-from giod.distributed.tasks import _EMPTY
+from giod.distributed.tasks import EMPTY
 
 # ---------------------------------------------------------------- reduction
 
@@ -89,30 +89,30 @@ def _finish(value: Any) -> Any:
     return value
 
 
-class _Ordered:
+class Ordered:
     """Folds results in partition order as they arrive in any order."""
 
     def __init__(self, reduce: Callable[[Any, Any], Any] | None):
         self.reduce = reduce
         self.waiting: dict[int, Any] = {}
         self.next = 0
-        self.value: Any = _EMPTY
+        self.value: Any = EMPTY
 
     def add(self, index: int, value: Any) -> None:
         self.waiting[index] = value
         while self.next in self.waiting:
             v = self.waiting.pop(self.next)
             self.next += 1
-            if v is _EMPTY:
+            if v is EMPTY:
                 continue
             if self.reduce is not None:
-                self.value = v if self.value is _EMPTY else self.reduce(self.value, v)
+                self.value = v if self.value is EMPTY else self.reduce(self.value, v)
             else:
                 v = _lift(v)
-                self.value = v if self.value is _EMPTY else _combine(self.value, v)
+                self.value = v if self.value is EMPTY else _combine(self.value, v)
 
     def result(self) -> Any:
-        if self.value is _EMPTY or self.reduce is not None:
+        if self.value is EMPTY or self.reduce is not None:
             return self.value
         return _finish(self.value)
 

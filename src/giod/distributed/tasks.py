@@ -19,20 +19,21 @@ from typing import TYPE_CHECKING, Any
 import awkward as ak
 import numpy as np
 
+from giod import config
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
+from giod.reading import assemble, read_database, resolve_columns, stored_containers
 from giod.schema import TAG_CONTAINER
-from giod.selection import assemble, parse_selection, read_database, resolve_columns, select_local, stored_containers
+from giod.selection import parse_selection, select_local
 
 if TYPE_CHECKING:
     from giod.expression import Expression
     from giod.federation import Dataset, Federation
+    from giod.reading import Projection
     from giod.schema import Schema
-    from giod.selection import Projection, Selection
+    from giod.selection import Selection
 
 
-#: Environment variable a worker sets to declare the site it runs at.
-SITE_ENV = "GIOD_SITE"
 #: Dask worker resources named ``site-<name>`` declare the site too.
 SITE_RESOURCE = "site-"
 #: A database is split into partitions of about this many bytes (of the containers read).
@@ -54,10 +55,10 @@ class Target:
 
     @classmethod
     def of(cls, fed: Federation) -> Target:
-        endpoint = getattr(fed.catalog, "endpoint", None)  # a giod server: its token and TLS setting
         if fed.root is not None:
             return cls(str(fed.root))
-        return cls(fed.catalog.url, getattr(endpoint, "token", None), getattr(endpoint, "verify", True))
+        token, verify = fed.catalog.credentials()  # a giod server's token and TLS setting
+        return cls(fed.catalog.url, token, verify)
 
     def __repr__(self) -> str:  # never print the token
         return f"Target({self.url!r})"
@@ -169,7 +170,7 @@ class TaskStats:
         return self.stop - self.start
 
 
-_EMPTY = object()  # a partition with no selected event: it adds nothing
+EMPTY = object()  # a partition with no selected event: it adds nothing
 _cache = threading.local()
 # per open federation, forgotten with it
 _DATASETS: weakref.WeakKeyDictionary[Federation, dict[tuple[str, int], Dataset]] = weakref.WeakKeyDictionary()
@@ -214,7 +215,7 @@ def _declared() -> tuple[str, str | None]:
         site = declared[0] if declared else None
     except (ImportError, ValueError):
         pass  # not in a Dask worker
-    return name, site or os.environ.get(SITE_ENV) or None
+    return name, site or config.worker_site()
 
 
 def _where_am_i(fed: Federation) -> tuple[str, str | None, bool]:
@@ -247,7 +248,7 @@ def read_partition(job: Job, part: Partition, fed: Federation | None = None,
     return chunk, {"catalog_s": t1 - t0, "read_s": t2 - t1, "fed": fed}
 
 
-def _map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
+def map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
               here: Federation | None = None) -> tuple[Any, TaskStats]:
     """A worker's task: read one partition, apply ``fn``; the value and what it cost."""
     start, cpu = time.time(), time.process_time()
@@ -259,7 +260,7 @@ def _map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
     chunk, t = read_partition(job, part, fed)
     read_sites = tuple(sorted(fed.reads.served - served))
     u0 = time.perf_counter()
-    value = fn(chunk) if len(chunk) else _EMPTY
+    value = fn(chunk) if len(chunk) else EMPTY
     user_s = time.perf_counter() - u0
     stats = TaskStats(part.index, part.database.id, part.entries, len(chunk), part.bytes, opened + t["catalog_s"],
                       t["read_s"], user_s, time.process_time() - cpu, start, time.time(), worker, site, declared,

@@ -25,7 +25,7 @@ import numpy as np
 
 from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
 from giod.interchange.encoding import ROOT_NAMES, numpy_dtype
-from giod.interchange.rootfile import DEFAULT_TREE, _open, _reading  # noqa: F401 - DEFAULT_TREE: re-exported
+from giod.interchange.rootfile import DEFAULT_TREE, open_root, root_errors  # noqa: F401 - DEFAULT_TREE: re-exported
 from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
     CollectionPlan,
     Mapped,
@@ -170,7 +170,7 @@ def iterate_events(
     their event become -1.
     """
     wanted = _filter_names(layout)
-    with _open(path) as file, _reading(path):
+    with open_root(path) as file, root_errors(path):
         chunks = file[layout.tree_name].iterate(filter_name=wanted, step_size=step_size, library="ak")
         for chunk in chunks:
             yield _events_from_chunk(chunk, layout)
@@ -202,7 +202,7 @@ def file_checksum(path: str | os.PathLike[str]) -> str | None:
     """``sha256:<hex>`` of a local file's bytes; None for a URL (it would have to be read twice)."""
     if "://" in os.fspath(path):
         return None
-    with _reading(path), open(path, "rb") as fh:
+    with root_errors(path), open(path, "rb") as fh:
         return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
 
 

@@ -19,7 +19,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 @contextmanager
-def _reading(path: str | os.PathLike[str]) -> Iterator[None]:
+def root_errors(path: str | os.PathLike[str]) -> Iterator[None]:
     """Map what uproot and the file system raise to giod errors."""
     name = os.fspath(path)
     try:
@@ -36,7 +36,8 @@ def _reading(path: str | os.PathLike[str]) -> Iterator[None]:
         raise IntegrityError(f"cannot read ROOT file {name}: it is truncated or corrupt ({_one_line(exc)})") from exc
 
 
-def _open(path: str | os.PathLike[str]) -> Any:
+def open_root(path: str | os.PathLike[str]) -> Any:
+    """The ROOT file at ``path``, opened with uproot; a missing, non-ROOT or damaged file is a giod error."""
     import uproot
 
     name = os.fspath(path)
@@ -45,16 +46,17 @@ def _open(path: str | os.PathLike[str]) -> Any:
             raise NotFound(f"no such file: {name}")
         if os.path.isdir(name):
             raise StorageError(f"{name} is a directory, not a ROOT file")
-        with _reading(path), open(name, "rb") as fh:
+        with root_errors(path), open(name, "rb") as fh:
             if fh.read(4) != b"root":
                 raise StorageError(f"{name} is not a ROOT file")
-    with _reading(path):
+    with root_errors(path):
         # the {path: None} form stops uproot from reading "file:tree" out of a colon
         return uproot.open({name: None})
 
 
-def _find_tree(file: Any, path: str | os.PathLike[str], tree: str | None) -> tuple[str, Any]:
-    with _reading(path):
+def find_tree(file: Any, path: str | os.PathLike[str], tree: str | None) -> tuple[str, Any]:
+    """``(name, object)`` of the event tree (TTree or RNTuple): ``tree``, else ``Events``, else the only one."""
+    with root_errors(path):
         found = {k.rsplit(";", 1)[0]: v for k, v in file.classnames().items() if v in _TREE_KINDS}
         if tree is not None:
             if tree not in found:

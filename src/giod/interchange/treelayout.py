@@ -22,7 +22,7 @@ from giod.interchange.encoding import (
     is_name,
     relation_from_index,
 )
-from giod.interchange.rootfile import _find_tree, _open, _reading
+from giod.interchange.rootfile import find_tree, open_root, root_errors
 from giod.schema import STRING, Schema
 
 _IDX = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)Idx(.*)$")
@@ -464,9 +464,9 @@ def inspect_tree(path: str | os.PathLike[str], tree: str | None = None) -> TreeL
     Raises NotFound (no file, no tree), StorageError (not a readable ROOT file)
     or ConfigError (several trees and none chosen).
     """
-    with _open(path) as file:
-        name, obj = _find_tree(file, path, tree)
-        with _reading(path):
+    with open_root(path) as file:
+        name, obj = find_tree(file, path, tree)
+        with root_errors(path):
             kind = "RNTuple" if "RNTuple" in type(obj).__name__ else "TTree"
             if kind == "TTree" and SCHEMA_KEY in file:
                 names_text = str(file[NAMES_KEY]) if NAMES_KEY in file else None

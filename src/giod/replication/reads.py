@@ -108,12 +108,7 @@ def mark_damaged(catalog: Any, container: ContainerRecord, site: Site, exc: Giod
                 log.warning("container %s at site %s failed to read (%s) but checks whole: kept good",
                             container.path, site.name, exc)
                 return None
-        marker = getattr(catalog, "mark_damaged", None)
-        if marker is not None:
-            state: str = marker(container.id, site.name)
-        else:  # a remote catalog: two calls instead of one transaction
-            state = "bad" if others else "lost"
-            catalog.set_replica_state(container.id, site.name, state)
+        state = catalog.mark_damaged(container.id, site.name)
     except GiodError as failure:
         log.warning("could not mark container %s at site %s damaged: %s", container.path, site.name, failure)
         return None
@@ -138,8 +133,7 @@ def read_replica(catalog: Any, open_site: Callable[[str], Site], candidates: Seq
         opened = False
         try:
             site = open_site(rec.name)
-            if hasattr(site, "expect_size"):  # a remote site: the catalog's size spares a request
-                site.expect_size(container.path, container.size)
+            site.expect_size(container.path, container.size)  # a remote site: spares a request
             balancer.begin(rec.name)
             try:
                 reader = ContainerReader.of(site, container)

@@ -14,23 +14,21 @@ Tokens for remote sites are never stored in the catalog: a site named
 
 from __future__ import annotations
 
-import os
-import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
-from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound
+from giod import config
+from giod.errors import ConfigError, GiodError, IntegrityError, NotFound
 from giod.names import check_name
-from giod.storage.remote import TOKEN_ENV, Endpoint, RemoteSite, site_token_env
-from giod.storage.site import FsspecSite, LocalSite, Site, check_site_url
+from giod.storage.remote import Endpoint
+from giod.storage.site import Site, SiteHealth, check_site_url
 
 __all__ = ["SiteHealth", "normalize_site_url", "probe", "site_gone", "site_token"]
 
 
 def site_token(name: str) -> str | None:
     """The token for the site ``name``: ``GIOD_TOKEN_<NAME>``, else ``GIOD_TOKEN`` (None: no token)."""
-    return os.environ.get(site_token_env(name)) or os.environ.get(TOKEN_ENV) or None
+    return config.token(name)
 
 
 def normalize_site_url(name: str, url: str, *, cwd: Path | None = None) -> str:
@@ -95,50 +93,9 @@ def _server_site(name: str, url: str) -> str:
     return f"{base}/files/{quote(wanted, safe='')}"
 
 
-@dataclass(frozen=True)
-class SiteHealth:
-    """Whether a site answers, and its free space when known."""
-
-    reachable: bool
-    detail: str  # why not, or a remark ("" when all is well)
-    free_bytes: int | None = None
-    total_bytes: int | None = None
-
-
 def probe(site: Site) -> SiteHealth:
-    """Ask a site whether it is there: a directory, a server that answers, a file system that lists."""
-    if isinstance(site, LocalSite):
-        root = site.root
-        if not root.is_dir():
-            if root.exists():
-                return SiteHealth(False, f"{root} is not a directory")
-            if root.parent.is_dir():
-                usage = shutil.disk_usage(root.parent)
-                return SiteHealth(True, "empty (directory not created yet)", usage.free, usage.total)
-            return SiteHealth(False, f"directory {root} is missing")
-        usage = shutil.disk_usage(root)
-        return SiteHealth(True, "", usage.free, usage.total)
-    if isinstance(site, RemoteSite):
-        try:
-            site.endpoint.json("GET", "/healthz", what=f"site {site.name}")
-            site.endpoint.json("GET", f"/api/v1/sites/{quote(site.remote_name, safe='')}",
-                               what=f"site {site.name}")
-        except AuthError as exc:
-            return SiteHealth(True, f"server answers; the token cannot see the site ({exc})")
-        except NotFound:
-            return SiteHealth(False, f"the server has no site {site.remote_name!r}")
-        except GiodError as exc:
-            return SiteHealth(False, str(exc))
-        return SiteHealth(True, "")
-    if isinstance(site, FsspecSite):
-        try:
-            site.fs.ls(site.root)
-        except FileNotFoundError:
-            return SiteHealth(True, "empty (directory not created yet)")
-        except Exception as exc:  # noqa: BLE001 - fsspec back ends raise many kinds
-            return SiteHealth(False, f"{type(exc).__name__}: {exc}")
-        return SiteHealth(True, "")
-    return SiteHealth(True, "not checked")
+    """Ask a site whether it is there (``Site.health``: a directory, a server that answers, a file system)."""
+    return site.health()
 
 
 def site_gone(site: Site, exc: GiodError) -> bool:
@@ -149,6 +106,6 @@ def site_gone(site: Site, exc: GiodError) -> bool:
     marked bad. A missing file (NotFound) or a checksum, size or page CRC
     mismatch (IntegrityError) on a site that is there is damage.
     """
-    if isinstance(site, LocalSite) and not site.root.is_dir():
+    if site.away():
         return True
     return not isinstance(exc, (IntegrityError, NotFound))

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from giod.errors import ConflictError, IntegrityError, NotFound
 from giod.storage.checksum import Checksum
-from giod.storage.remote import RemoteSite
 from giod.storage.site import Site
 
 __all__ = ["CHUNK", "FileState", "copy_file", "file_checksum", "file_state", "place"]
@@ -31,17 +30,15 @@ Advance = Callable[[int], None]
 
 
 def _size(site: Site, path: str) -> int:
-    if isinstance(site, RemoteSite):
-        site.forget(path)  # the file may have changed since the size was cached
+    site.forget(path)  # the file may have changed since a size was cached
     return site.size(path)
 
 
 def _read(site: Site, path: str, size: int, advance: Advance | None, sink: Callable[[bytes], object]) -> Checksum:
     """Stream the file through ``sink``, checksumming; a remote file is fetched many pieces at once."""
     summer = Checksum()
-    if isinstance(site, RemoteSite):
-        site.expect_size(path, size)
-        site.prefetch([(path, size, None)])
+    site.expect_size(path, size)
+    site.prefetch([(path, size, None)])
     with site.open(path) as fh:
         while True:
             block = fh.read(CHUNK)
@@ -60,8 +57,7 @@ def file_checksum(site: Site, path: str, advance: Advance | None = None) -> tupl
     try:
         summer = _read(site, path, size, advance, lambda _: None)
     finally:
-        if isinstance(site, RemoteSite):
-            site.release(path)
+        site.release(path)
     if summer.size != size:
         raise IntegrityError(f"{path} on site {site.name}: {summer.size} bytes read of {size}")
     return summer.hexdigest(), summer.size
@@ -89,7 +85,7 @@ def file_state(site: Site, path: str, size: int, checksum: str, advance: Advance
         return FileState(True, False, f"{actual} bytes, the catalog recorded {size}")
     # through a network a mismatch is read twice: bytes damaged on the way must not condemn a file
     found = FileState(True, True)
-    for _ in range(2 if isinstance(site, RemoteSite) else 1):
+    for _ in range(2 if site.networked else 1):
         try:
             value, _n = file_checksum(site, path, advance)
         except NotFound:
@@ -118,16 +114,15 @@ def copy_file(src: Site, dst: Site, path: str, size: int, checksum: str, *, repl
             raise IntegrityError(
                 f"{path} from site {src.name} arrived as {summer.size} bytes with {summer.hexdigest()}, "
                 f"the catalog recorded {size} bytes with {checksum}: not published at {dst.name}")
-        if replace and isinstance(dst, RemoteSite):
+        if replace and not dst.replaces_on_publish:
             dst.remove(path)
         pending.publish()
     except BaseException:
         pending.discard()
         raise
     finally:
-        if isinstance(src, RemoteSite):
-            src.release(path)
-    if not isinstance(dst, RemoteSite):
+        src.release(path)
+    if not dst.checks_uploads:
         value, n = file_checksum(dst, path)
         if value != checksum or n != size:
             dst.remove(path)  # our own fresh write, damaged on the way to the disk: nobody counts on it
@@ -144,10 +139,9 @@ def place(src: Site, dst: Site, path: str, size: int, checksum: str, *,
     but did not register it resumes without copying again), a wrong one is
     replaced by a verified copy.
     """
-    if isinstance(src, RemoteSite) and isinstance(dst, RemoteSite):
-        how = _pull(src, dst, path, size, checksum, advance)
-        if how is not None:
-            return how
+    how = _pull(src, dst, path, size, checksum, advance)
+    if how is not None:
+        return how
     found = file_state(dst, path, size, checksum)
     if found.intact:
         return "adopted"
@@ -155,9 +149,8 @@ def place(src: Site, dst: Site, path: str, size: int, checksum: str, *,
     return "copied"
 
 
-def _pull(src: RemoteSite, dst: RemoteSite, path: str, size: int, checksum: str,
-          advance: Advance | None) -> str | None:
-    """A third-party copy between two giod servers; None when the destination's server cannot make one."""
+def _pull(src: Site, dst: Site, path: str, size: int, checksum: str, advance: Advance | None) -> str | None:
+    """A third-party copy (between two giod servers); None when the destination cannot make one."""
     try:
         return dst.pull(src, path, size, checksum, advance)
     except ConflictError:  # another file is there: it goes, then the verified copy comes

@@ -136,12 +136,6 @@ def verify(catalog: Any, open_site: Callable[[str], Site], *, site: str | None =
 
 def _mark(catalog: Any, container_id: int, site: str) -> str | None:
     try:
-        marker = getattr(catalog, "mark_damaged", None)
-        if marker is not None:
-            return str(marker(container_id, site))
-        others = [rec.name for rec, st in catalog.replicas(container_id) if st == "good" and rec.name != site]
-        state = "bad" if others else "lost"
-        catalog.set_replica_state(container_id, site, state)
-        return state
+        return str(catalog.mark_damaged(container_id, site))
     except GiodError:
         return None

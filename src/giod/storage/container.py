@@ -373,7 +373,7 @@ class ContainerReader:
                 raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
             self._remember(table, np.asarray(rows))
             return table
-        from giod.storage.pages import read_rows
+        from giod.storage.parquet import read_rows
 
         local = self.site.local_path(self.path)
         try:

@@ -10,19 +10,18 @@ its endpoint.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
-from giod import errors
+from giod import config, errors
+from giod.config import TOKEN_ENV, site_token_env
 from giod.errors import AuthError, ConfigError, GiodError, NotFound, StorageError, TooLarge
 
 __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "error_from", "site_token_env"]
 
-TOKEN_ENV = "GIOD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 RETRIES = 3  # attempts for idempotent requests that failed on the way
 
 
@@ -82,7 +81,8 @@ class Endpoint:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"{base!r} is not a giod server URL (http://host:port)")
         self.base = f"{parts.scheme}://{parts.netloc}"
-        self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self.verify = verify  # kept for a worker that reaches the same server
+        self.token = token if token is not None else config.token()
         self.streams = streams
         kw: dict[str, Any] = {}
         if parts.scheme == "https":
@@ -206,15 +206,10 @@ def connect(base: str, token: str | None = None, *, verify: bool | str = True) -
     key = f"{parts.scheme}://{parts.netloc}"
     with _ENDPOINTS_LOCK:
         ep = _ENDPOINTS.get(key)
-        wanted = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        wanted = token if token is not None else config.token()
         if ep is None or ep.token != wanted:
             ep = _ENDPOINTS[key] = Endpoint(key, wanted, verify=verify)
         return ep
-
-
-def site_token_env(site: str) -> str:
-    """The variable holding the token for one site: ``GIOD_TOKEN_<NAME>`` (upper case, ``_`` for others)."""
-    return TOKEN_ENV + "_" + "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in site.upper())
 
 
 def endpoint_for(url: str) -> Endpoint:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -24,11 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
-from giod.errors import ConfigError, GiodError, IntegrityError, StorageError
+from giod import config
+from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.checksum import Checksum
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
 from giod.storage.ranges import ReadScheduler
-from giod.storage.site import FileInfo, PendingFile, Site, check_relpath, register_site_kind
+from giod.storage.site import FileInfo, PendingFile, Site, SiteHealth, check_relpath, register_site_kind
 
 # the endpoint's names stay importable from here, where the remote site uses them
 __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "connect", "endpoint_for",
@@ -42,6 +42,10 @@ SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range r
 class RemoteSite(Site):
     """A site of a giod server, at ``http(s)://host:port/files/<site>``."""
 
+    networked = True
+    checks_uploads = True  # the server checks X-Giod-Checksum before it publishes
+    replaces_on_publish = False  # a giod server never overwrites a file
+
     def __init__(self, name: str, url: str):
         super().__init__(name, url)
         parts = urlsplit(url)
@@ -49,7 +53,7 @@ class RemoteSite(Site):
         if not prefix.startswith("/files/") or prefix.count("/") != 2:
             raise ConfigError(f"site {name}: {url!r} is not a giod server site (…/files/<site>)")
         # a token for this site alone (GIOD_TOKEN_<NAME>) gets its own connections
-        token = os.environ.get(site_token_env(name))
+        token = config.token(name, fallback=False)
         self.endpoint = Endpoint(url, token) if token else endpoint_for(url)
         self.prefix = prefix
         self.remote_name = unquote(prefix.rsplit("/", 1)[1])  # the site's name on its server
@@ -193,17 +197,21 @@ class RemoteSite(Site):
     def create(self, path: str, *, direct: bool = False) -> PendingFile:
         return _RemotePending(self, check_relpath(path))
 
-    def pull(self, source: RemoteSite, path: str, size: int, checksum: str,
+    def pull(self, source: Site, path: str, size: int, checksum: str,
              advance: Callable[[int], None] | None = None) -> str | None:
         """Have this site's server fetch ``path`` from ``source``'s server itself (a third-party copy).
 
         The server publishes the file only when it has ``size`` bytes with
         ``checksum``; it reads a file already there and keeps it when it is
-        the right one. ``"copied"`` or ``"adopted"``; None when the server
-        cannot copy (an older one): the bytes must then pass through here.
-        ConflictError when another file is at ``path`` (never overwritten).
+        the right one. ``"copied"`` or ``"adopted"``; None when the source is
+        not a giod server or this server cannot copy (an older one): the bytes
+        must then pass through here. ConflictError when another file is at
+        ``path`` (never overwritten).
         """
         import urllib3
+
+        if not isinstance(source, RemoteSite):  # only a giod server's files can be fetched server to server
+            return None
 
         what = f"copying {path} from site {source.name} to site {self.name}"
         headers = {"x-giod-source": source.url, "x-giod-size": str(size), "x-giod-checksum": checksum}
@@ -237,6 +245,18 @@ class RemoteSite(Site):
             advance(size - done)
         self._sizes[path] = size
         return str(outcome["how"])
+
+    def health(self) -> SiteHealth:
+        try:
+            self.endpoint.json("GET", "/healthz", what=f"site {self.name}")
+            self.endpoint.json("GET", f"/api/v1/sites/{quote(self.remote_name, safe='')}", what=f"site {self.name}")
+        except AuthError as exc:
+            return SiteHealth(True, f"server answers; the token cannot see the site ({exc})")
+        except NotFound:
+            return SiteHealth(False, f"the server has no site {self.remote_name!r}")
+        except GiodError as exc:
+            return SiteHealth(False, str(exc))
+        return SiteHealth(True, "")
 
     def remove(self, path: str) -> None:
         self._sizes.pop(path, None)

@@ -16,10 +16,11 @@ import contextlib
 import os
 import posixpath
 import re
+import shutil
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -37,6 +38,16 @@ class FileInfo:
     path: str
     size: int
     mtime: float
+
+
+@dataclass(frozen=True)
+class SiteHealth:
+    """Whether a site answers, and its free space when known."""
+
+    reachable: bool
+    detail: str  # why not, or a remark ("" when all is well)
+    free_bytes: int | None = None
+    total_bytes: int | None = None
 
 
 def check_relpath(path: str) -> str:
@@ -78,7 +89,22 @@ class PendingFile(ABC):
 
 
 class Site(ABC):
-    """A place that holds files, addressed by relative paths."""
+    """A place that holds files, addressed by relative paths.
+
+    Besides the file operations every kind has, a site declares abilities that
+    only some kinds use; the others answer them with a no-op, so callers never
+    ask which kind a site is: reads announced ahead (:meth:`prefetch`,
+    :meth:`release`), sizes the catalog vouches for (:meth:`expect_size`,
+    :meth:`forget`), a copy made by the destination itself (:meth:`pull`),
+    and how publishing and checking behave (the class attributes below).
+    """
+
+    #: bytes cross a network to reach the files (a mismatch may be damage on the way: read again)
+    networked: bool = False
+    #: an upload is checked against its checksum where it lands, before it is published
+    checks_uploads: bool = False
+    #: publishing a file replaces one already at its path (else that one is removed first)
+    replaces_on_publish: bool = True
 
     def __init__(self, name: str, url: str):
         self.name = name
@@ -104,6 +130,37 @@ class Site(ABC):
 
     def local_path(self, path: str) -> str | None:
         """A path on the local file system for ``path``, when there is one."""
+        return None
+
+    # ---------------------------------------------- abilities (no-ops where a kind lacks them)
+
+    def health(self) -> SiteHealth:
+        """Whether the site is there (a directory, a server that answers, a file system that lists)."""
+        return SiteHealth(True, "not checked")
+
+    def away(self) -> bool:
+        """Whether the whole site is away (an unmounted disk), so a failed read says nothing of a file."""
+        return False
+
+    def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:  # noqa: B027 - no-op
+        """Announce reads: ``(path, size, columns)`` in reading order (``columns=None``: the whole file)."""
+
+    def release(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
+        """Drop what was fetched ahead for ``path`` and not read."""
+
+    def expect_size(self, path: str, size: int) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
+        """Record a size the catalog vouches for (sparing a request to ask it)."""
+
+    def forget(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
+        """Drop a size known for ``path``: the file may have changed since."""
+
+    def pull(self, source: Site, path: str, size: int, checksum: str,
+             advance: Callable[[int], None] | None = None) -> str | None:
+        """Have this site fetch ``path`` from ``source`` itself (a third-party copy).
+
+        ``"copied"`` or ``"adopted"``; None when this site cannot copy from that
+        source, and the bytes must pass through the caller.
+        """
         return None
 
     def __repr__(self) -> str:
@@ -248,6 +305,21 @@ class LocalSite(Site):
     def local_path(self, path: str) -> str | None:
         return str(self._full(path))
 
+    def health(self) -> SiteHealth:
+        root = self.root
+        if not root.is_dir():
+            if root.exists():
+                return SiteHealth(False, f"{root} is not a directory")
+            if root.parent.is_dir():
+                usage = shutil.disk_usage(root.parent)
+                return SiteHealth(True, "empty (directory not created yet)", usage.free, usage.total)
+            return SiteHealth(False, f"directory {root} is missing")
+        usage = shutil.disk_usage(root)
+        return SiteHealth(True, "", usage.free, usage.total)
+
+    def away(self) -> bool:
+        return not self.root.is_dir()
+
 
 class _FsspecPending(PendingFile):
     def __init__(self, site: FsspecSite, path: str):
@@ -325,6 +397,15 @@ class FsspecSite(Site):
     def remove(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self._full(check_relpath(path)))
+
+    def health(self) -> SiteHealth:
+        try:
+            self.fs.ls(self.root)
+        except FileNotFoundError:
+            return SiteHealth(True, "empty (directory not created yet)")
+        except Exception as exc:  # noqa: BLE001 - fsspec back ends raise many kinds
+            return SiteHealth(False, f"{type(exc).__name__}: {exc}")
+        return SiteHealth(True, "")
 
     def walk(self) -> Iterator[FileInfo]:
         try:

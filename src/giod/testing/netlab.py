@@ -49,10 +49,10 @@ from giod.testing.proxyloop import (  # noqa: F401 - BURST_BYTES, MAX_QUEUE_SECO
     DEFAULT_WINDOW,
     MAX_QUEUE_SECONDS,
     Faults,
+    ProxyLoop,
     Settings,
     Stats,
-    _check_port,
-    _Proxy,
+    check_port,
 )
 
 # -------------------------------------------------------------- the handle
@@ -94,7 +94,7 @@ class LatencyProxy:
         self.port: int = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._proxy: _Proxy | None = None
+        self._proxy: ProxyLoop | None = None
         self._child: subprocess.Popen[str] | None = None
 
     @property
@@ -126,7 +126,7 @@ class LatencyProxy:
         def run() -> None:
             asyncio.set_event_loop(loop)
             try:
-                self._proxy = _Proxy(self.settings, loop)
+                self._proxy = ProxyLoop(self.settings, loop)
                 ready.append(loop.run_until_complete(self._proxy.start()))
             except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
                 ready.append(exc)
@@ -180,7 +180,7 @@ class LatencyProxy:
         proxy = self._running()
         self._call(lambda: proxy.set_faults(faults))
 
-    def _running(self) -> _Proxy:
+    def _running(self) -> ProxyLoop:
         if self._proxy is None:
             if self._child is not None:
                 raise ConfigError("stats and faults are not available from an isolated proxy")
@@ -255,7 +255,7 @@ def serve(settings: Settings, announce: Callable[[str], None]) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        proxy = _Proxy(settings, loop)
+        proxy = ProxyLoop(settings, loop)
         try:
             port = await proxy.start()
         except OSError as exc:
@@ -278,7 +278,7 @@ def parse_target(text: str) -> tuple[str, int]:
     if match is None:
         raise ConfigError(f"expected HOST:PORT, got {text!r}")
     port = int(match.group(2))
-    _check_port(port, "target")
+    check_port(port, "target")
     return match.group(1), port
 
 

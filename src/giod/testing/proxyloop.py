@@ -83,11 +83,11 @@ class Settings:
             raise ConfigError(f"bandwidth must be positive (bytes/s), got {self.bandwidth}")
         if self.window < 1:
             raise ConfigError(f"window must be at least one byte, got {self.window}")
-        _check_port(self.target[1], "target")
-        _check_port(self.listen[1], "listen")
+        check_port(self.target[1], "target")
+        check_port(self.listen[1], "listen")
 
 
-def _check_port(port: int, what: str) -> None:
+def check_port(port: int, what: str) -> None:
     if not 0 <= port <= 65535:
         raise ConfigError(f"{what} port must be in 0..65535, got {port}")
 
@@ -292,7 +292,7 @@ class _Side(asyncio.Protocol):
 class _Connection:
     """A client's connection and the proxy's connection to the target, with the pipes between."""
 
-    def __init__(self, proxy: _Proxy):
+    def __init__(self, proxy: ProxyLoop):
         self.proxy = proxy
         self.closed = False
         self.eofs = 0
@@ -365,7 +365,7 @@ class _Connection:
         self.proxy.stats.active -= 1
 
 
-class _Proxy:
+class ProxyLoop:
     """The listening socket and the connections of one proxy, on one event loop."""
 
     def __init__(self, settings: Settings, loop: asyncio.AbstractEventLoop):

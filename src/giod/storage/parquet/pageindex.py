@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 
 from giod.errors import IntegrityError, StorageError
-from giod.storage import thrift
-from giod.storage.pagefooter import _Layout, _need
-from giod.storage.pagesource import _Source
-from giod.storage.thrift import I32, I64, List, Struct
+from giod.storage.parquet import thrift
+from giod.storage.parquet.footer import Layout, need
+from giod.storage.parquet.source import Source
+from giod.storage.parquet.thrift import I32, I64, List, Struct
 
 
 @dataclass
-class _LeafPages:
+class LeafPages:
     """The selected data pages of one leaf column, over the row groups read."""
 
     leaf: int
@@ -29,7 +29,7 @@ class _LeafPages:
     usize: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # uncompressed size with header
 
 
-def _page_locations(src: _Source, layout: _Layout, rgs: np.ndarray, leaves: list[int]
+def _page_locations(src: Source, layout: Layout, rgs: np.ndarray, leaves: list[int]
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Pages per (leaf, row group), leaf-major, and an (offset, size, first_row_index) row per page.
 
@@ -63,14 +63,14 @@ def _decode_offset_indexes(buf: Any, at: np.ndarray, length: np.ndarray) -> tupl
     counts, rows = [], []
     for a, n in zip(at.tolist(), length.tolist(), strict=True):
         oi, _ = thrift.decode_struct(bytes(buf[a:a + n]))
-        locations = _need(oi, 1, List, "page locations").items
+        locations = need(oi, 1, List, "page locations").items
         counts.append(len(locations))
-        rows += [tuple(_need(loc, f, int, "page location", -1) for f in (1, 2, 3)) for loc in locations]
+        rows += [tuple(need(loc, f, int, "page location", -1) for f in (1, 2, 3)) for loc in locations]
     return np.array(counts, dtype=np.int64), np.array(rows, dtype=np.int64).reshape(-1, 3)
 
 
-def _select_pages(src: _Source, layout: _Layout, rgs: np.ndarray, leaves: list[int],
-                  rows: np.ndarray) -> tuple[list[_LeafPages], np.ndarray]:
+def select_pages(src: Source, layout: Layout, rgs: np.ndarray, leaves: list[int],
+                  rows: np.ndarray) -> tuple[list[LeafPages], np.ndarray]:
     """The pages holding the rows, per leaf; and the offset of the first data page of each [row group, leaf]."""
     counts, loc = _page_locations(src, layout, rgs, leaves)
     offset, size, first = loc[:, 0], loc[:, 1], loc[:, 2]
@@ -99,14 +99,14 @@ def _select_pages(src: _Source, layout: _Layout, rgs: np.ndarray, leaves: list[i
         keep = np.ones(len(page), dtype=bool)
         keep[1:] = page[1:] != page[:-1]  # rows are sorted: the rows of one page are adjacent
         sel = page[keep]
-        out.append(_LeafPages(leaf, offset[sel], size[sel], first[sel], end[sel], rg[sel]))
+        out.append(LeafPages(leaf, offset[sel], size[sel], first[sel], end[sel], rg[sel]))
     return out, offset[start[:-1]].reshape(len(leaves), len(rgs)).T
 
 
 _WINDOW = 40  # a page header's fields 1-5 fit in 40 bytes (an i32 varint takes at most 5)
 
 
-def _page_values(buf: Any, at: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def page_values(buf: Any, at: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """num_values and uncompressed size (header included) of data pages, from their headers.
 
     Vectorised for the layout Thrift writers produce — fields 1-3, an optional
@@ -140,11 +140,11 @@ def _page_values(buf: Any, at: np.ndarray, size: np.ndarray) -> tuple[np.ndarray
     usize = thrift.zigzag(tok[:, 3]) + size - body
     ok &= (body <= size) & (num_values >= 0)
     for i in np.flatnonzero(~ok).tolist():
-        num_values[i], usize[i] = _page_header(buf, int(at[i]), int(size[i]), data=True)
+        num_values[i], usize[i] = page_header(buf, int(at[i]), int(size[i]), data=True)
     return num_values, usize
 
 
-def _page_header(buf: Any, at: int, size: int, *, data: bool) -> tuple[int, int]:
+def page_header(buf: Any, at: int, size: int, *, data: bool) -> tuple[int, int]:
     """(num_values, uncompressed size with header) of one page, its header decoded in full."""
     header, length = thrift.decode_struct(bytes(buf[at:at + min(size, 1 << 16)]))
     kind, usize = header.value(1), header.value(2)

@@ -1,8 +1,9 @@
-"""Events in memory (awkward) to container columns (Arrow) and back.
+"""Conversion between events in memory (awkward) and container columns (Arrow), both ways.
 
 Both directions work on whole buffers: offsets and flat field arrays move
 between awkward layouts and Arrow arrays without a Python loop per event or
-object, and without copies where the memory layouts agree.
+object, and without copies where the memory layouts agree. The checks and
+casts of single field values on the way to Arrow are ``giod.columns.fieldvalues``.
 """
 
 from __future__ import annotations
@@ -15,20 +16,22 @@ import awkward as ak
 import numpy as np
 import pyarrow as pa
 
-from giod.errors import DataError
-from giod.fieldvalues import (
-    _cast,
-    _field_array,
-    _fixed,
-    _flat_numpy,
-    _leaf,
-    _Objects,
-    _offsets,
-    _range_message,
-    _strip_options,
-    field_width,  # noqa: F401 - re-exported
+from giod.columns.fieldvalues import (
+    Objects,
+    cast_field,
+    field_array,
+    field_width,
+    fixed_width_array,
+    flat_numpy,
+    leaf_values,
+    offsets_of,
+    range_message,
+    strip_options,
 )
+from giod.errors import DataError
 from giod.schema import STRING, TAG_CONTAINER, FieldDef, Schema
+
+__all__ = ["as_events", "column_content", "containers_in", "field_width", "to_tables"]
 
 
 def as_events(events: Any, schema: Schema | None = None) -> ak.Array:
@@ -41,9 +44,9 @@ def as_events(events: Any, schema: Schema | None = None) -> ak.Array:
     become uint64 (or float64, for a float field) when they fit exactly.
     """
     if isinstance(events, ak.Array):
-        return ak.Array(_strip_options(events.layout))
+        return ak.Array(strip_options(events.layout))
     if isinstance(events, pa.Table | pa.RecordBatch):
-        return ak.Array(_strip_options(ak.from_arrow(events, highlevel=False)))
+        return ak.Array(strip_options(ak.from_arrow(events, highlevel=False)))
     if isinstance(events, Mapping):
         return _from_columns(events, schema)
     if isinstance(events, list | tuple) and events and all(isinstance(e, Mapping) for e in events):
@@ -67,7 +70,7 @@ def _from_columns(columns: Mapping[str, Any], schema: Schema | None) -> ak.Array
                 layout = ak.to_layout(value)
         except Exception as exc:
             raise DataError(f"{name}: cannot read the values as an array ({exc})") from exc
-        contents[str(name)] = _strip_options(layout)
+        contents[str(name)] = strip_options(layout)
     lengths = {n: c.length for n, c in contents.items()}
     if len(set(lengths.values())) > 1:
         raise DataError("the arrays of the events differ in length: "
@@ -131,15 +134,15 @@ def _python_leaf(values: list[Any], where: str, fdef: FieldDef | None) -> ak.con
         raise DataError(f"{where}: expected {expected}, got {', '.join(sorted(kinds - {'int64', 'float64'}))}")
     ints = [int(v) for v in scalars if not isinstance(v, float | np.floating)]
     if "float64" in kinds or (fdef is not None and fdef.dtype.startswith("float")):
-        dtype: type = np.float64  # a float field reads every number as a float64 first (fieldvalues._cast)
+        dtype: type = np.float64  # a float field reads every number as a float64 first (fieldvalues.cast_field)
     elif min(ints) >= 0 and max(ints) <= np.iinfo(np.uint64).max:
         dtype = np.uint64
     else:
-        raise DataError(_range_message(where, min(ints), max(ints), fdef.dtype if fdef else "64 bits"))
+        raise DataError(range_message(where, min(ints), max(ints), fdef.dtype if fdef else "64 bits"))
     try:
         arr = np.array(values, dtype=dtype)
     except OverflowError as exc:
-        raise DataError(_range_message(where, min(ints), max(ints), fdef.dtype if fdef else "float64")) from exc
+        raise DataError(range_message(where, min(ints), max(ints), fdef.dtype if fdef else "float64")) from exc
     except ValueError as exc:  # ragged lists
         raise DataError(f"{where}: expected {expected}, got lists of different lengths") from exc
     return ak.from_numpy(arr, regulararray=True, highlevel=False)
@@ -181,8 +184,8 @@ def _collection_column(
     tdef = schema.collection_type(name)
     if int(counts[name].sum()) == 0:  # no object at all: the type may be unknown (list of dicts)
         empty = pa.array([], type=schema.arrow_type(name).value_type)
-        return pa.ListArray.from_arrays(pa.array(_offsets(counts[name])), empty, type=schema.arrow_type(name))
-    objs = _Objects(events[name])
+        return pa.ListArray.from_arrays(pa.array(offsets_of(counts[name])), empty, type=schema.arrow_type(name))
+    objs = Objects(events[name])
     have = set(objs.fields())
     known = set(tdef.fields) | set(tdef.relations)
     unknown = sorted(have - known)
@@ -200,13 +203,13 @@ def _collection_column(
                 raise DataError(f"collection {name}: field {fname!r} is missing and has no default")
             size = n_objects * int(np.prod(fdef.shape or (1,)))
             value: np.ndarray = np.full(size, fdef.default, dtype=fdef.dtype)
-            arrays.append(_fixed(value, types[fname]))
+            arrays.append(fixed_width_array(value, types[fname]))
             continue
         flat = None if fdef.shape or fdef.dtype == STRING else objs.values(fname)
         if flat is not None:
-            arrays.append(pa.array(_cast(flat, fdef, where), type=types[fname]))
+            arrays.append(pa.array(cast_field(flat, fdef, where), type=types[fname]))
         else:
-            arrays.append(_field_array(objs.flat[fname], fdef, where, types[fname]))
+            arrays.append(field_array(objs.flat[fname], fdef, where, types[fname]))
     for rname, rdef in tdef.relations.items():
         where = f"{name}.{rname}"
         if rname not in have:
@@ -232,7 +235,7 @@ def _collection_column(
                                       types[rname])
         arrays.append(column)
     struct = pa.StructArray.from_arrays(arrays, fields=list(item_type))
-    return pa.ListArray.from_arrays(pa.array(_offsets(counts[name])), struct, type=schema.arrow_type(name))
+    return pa.ListArray.from_arrays(pa.array(offsets_of(counts[name])), struct, type=schema.arrow_type(name))
 
 
 def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarray, where: str,
@@ -240,7 +243,7 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
     """A relation's indices, checked against ``limit`` (objects of ``target`` in each object's event)."""
     if many:
         inner = np.asarray(ak.num(values, axis=1), dtype=np.int64)
-        idx = _flat_numpy(ak.flatten(values, axis=1), where, "integer indices")
+        idx = flat_numpy(ak.flatten(values, axis=1), where, "integer indices")
         if idx.size == 0:
             idx = idx.astype(np.int32)  # an empty list has no type to speak of
         if idx.dtype.kind not in "iu":
@@ -250,8 +253,8 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise DataError(f"{where}: index {int(idx[i])} out of range (the event has {int(lim[i])} {target})")
-        return pa.ListArray.from_arrays(pa.array(_offsets(inner)), pa.array(idx.astype(np.int32)), type=arrow_type)
-    idx = _flat_numpy(values, where, "integer indices")
+        return pa.ListArray.from_arrays(pa.array(offsets_of(inner)), pa.array(idx.astype(np.int32)), type=arrow_type)
+    idx = flat_numpy(values, where, "integer indices")
     if idx.dtype.kind not in "iu":
         raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
     bad = (idx < -1) | (idx >= limit)
@@ -334,11 +337,11 @@ def to_tables(
                                             type=fld.type))
                 else:
                     plain = top is not None and not fdef.shape and fdef.dtype != STRING
-                    flat = _leaf(top.content(fld.name)) if plain else None
+                    flat = leaf_values(top.content(fld.name)) if plain else None
                     if flat is not None:
-                        columns.append(pa.array(_cast(flat, fdef, f"tag {fld.name}"), type=fld.type))
+                        columns.append(pa.array(cast_field(flat, fdef, f"tag {fld.name}"), type=fld.type))
                     else:
-                        columns.append(_field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
+                        columns.append(field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
             else:
                 if fld.name not in present:
                     raise DataError(f"container {container}: collection {fld.name!r} is missing")
@@ -373,7 +376,7 @@ def _content(array: pa.Array) -> ak.contents.Content:
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         if array.null_count:
             raise DataError(f"unexpected missing values in a {t} column")
-        return _strip_options(ak.from_arrow(array, highlevel=False))
+        return strip_options(ak.from_arrow(array, highlevel=False))
     if array.null_count:
         raise DataError(f"unexpected missing values in a {t} column")
     return ak.contents.NumpyArray(array.to_numpy(zero_copy_only=True))

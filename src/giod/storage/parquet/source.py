@@ -10,13 +10,13 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from giod.errors import IntegrityError, StorageError
-from giod.storage.pagefooter import _MAGIC
+from giod.storage.parquet.footer import MAGIC
 
 _TAIL = 64 << 10  # the first read at the end of a file: most footers fit in it
 _MERGE_GAP = 0  # byte ranges of a file object closer than this are read as one (adjacent ones always are)
 
 
-class _Source:
+class Source:
     """Positioned reads from a path (memory-mapped) or a seekable binary file object."""
 
     def __init__(self, source: str | os.PathLike[str] | BinaryIO):
@@ -97,7 +97,7 @@ class _Source:
         tail = bytearray(min(self.size, _TAIL))
         self.read_into(self.size - len(tail), memoryview(tail))
         self._tail, self._tail_at = bytes(tail), self.size - len(tail)
-        if tail[-4:] != _MAGIC:
+        if tail[-4:] != MAGIC:
             if tail[-4:] == b"PARE":
                 raise StorageError(f"{self.name}: encrypted Parquet footers are not supported")
             raise IntegrityError(f"{self.name} does not end with the Parquet magic bytes (truncated?)")
@@ -144,7 +144,7 @@ class _Source:
         return buf, where
 
 
-class _Borrowed(io.RawIOBase):
+class Borrowed(io.RawIOBase):
     """A caller's file object lent to pyarrow, which closes the files it is given."""
 
     def __init__(self, f: Any):

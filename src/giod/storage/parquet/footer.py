@@ -1,7 +1,7 @@
 """Parquet footers for page-level reads: the layout of a file, decoded once.
 
 The footer's Thrift structures are walked here (not through pyarrow) for what
-:mod:`giod.storage.pages` needs: the leaf columns, the row groups, and where
+:func:`giod.storage.parquet.read_rows` needs: the leaf columns, the row groups, and where
 each column chunk's OffsetIndex and pages lie.
 """
 
@@ -16,35 +16,35 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.errors import IntegrityError, StorageError
-from giod.storage import thrift
-from giod.storage.thrift import I64, LIST, STRUCT, List, Struct
+from giod.storage.parquet import thrift
+from giod.storage.parquet.thrift import I64, LIST, STRUCT, List, Struct
 
-_MAGIC = b"PAR1"
+MAGIC = b"PAR1"
 
 # parquet.thrift field ids: FileMetaData, SchemaElement, RowGroup, ColumnChunk, ColumnMetaData
-_FMD_VERSION, _FMD_SCHEMA, _FMD_ROWS, _FMD_ROW_GROUPS, _FMD_KV, _FMD_CREATED_BY, _FMD_ORDERS = 1, 2, 3, 4, 5, 6, 7
+FMD_VERSION, FMD_SCHEMA, FMD_ROWS, FMD_ROW_GROUPS, FMD_KV, FMD_CREATED_BY, FMD_ORDERS = 1, 2, 3, 4, 5, 6, 7
 _FMD_ENCRYPTION = 8
-_SE_NAME, _SE_CHILDREN = 4, 5
-_RG_COLUMNS, _RG_BYTES, _RG_ROWS = 1, 2, 3
-_CC_FILE_PATH, _CC_FILE_OFFSET, _CC_META, _CC_OI_OFFSET, _CC_OI_LENGTH, _CC_CRYPTO = 1, 2, 3, 4, 5, 8
-_CMD_TYPE, _CMD_ENCODINGS, _CMD_PATH, _CMD_CODEC, _CMD_VALUES, _CMD_USIZE, _CMD_CSIZE = 1, 2, 3, 4, 5, 6, 7
-_CMD_DATA_OFFSET, _CMD_DICT_OFFSET = 9, 11
+_SE_NAME, SE_CHILDREN = 4, 5
+RG_COLUMNS, RG_BYTES, RG_ROWS = 1, 2, 3
+_CC_FILE_PATH, CC_FILE_OFFSET, CC_META, _CC_OI_OFFSET, _CC_OI_LENGTH, _CC_CRYPTO = 1, 2, 3, 4, 5, 8
+CMD_TYPE, CMD_ENCODINGS, CMD_PATH, CMD_CODEC, CMD_VALUES, CMD_USIZE, CMD_CSIZE = 1, 2, 3, 4, 5, 6, 7
+CMD_DATA_OFFSET, CMD_DICT_OFFSET = 9, 11
 
 
-def _need(s: Struct, fid: int, kind: type | tuple[type, ...], what: str, default: Any = None) -> Any:
+def need(s: Struct, fid: int, kind: type | tuple[type, ...], what: str, default: Any = None) -> Any:
     v = s.value(fid, default) if isinstance(s, Struct) else None
     if not isinstance(v, kind):
         raise IntegrityError(f"corrupt Parquet metadata: {what} missing or malformed")
     return v
 
 
-_PYARROW_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError)  # on damaged files
+PYARROW_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError)  # on damaged files
 
 
 # --- the footer --------------------------------------------------------------------
 
 @dataclass
-class _Layout:
+class Layout:
     """What page-level reads need from one footer; built once, shared by reads."""
 
     footer: Struct
@@ -72,15 +72,15 @@ class _Layout:
     def empty_read(self, columns: list[str] | None) -> pa.Table:
         try:
             return pq.ParquetFile(pa.BufferReader(self.empty_file)).read(columns=columns)
-        except _PYARROW_ERRORS as exc:
+        except PYARROW_ERRORS as exc:
             raise IntegrityError(f"corrupt Parquet schema: {exc}") from exc
 
 
-def _parse_layout(footer_bytes: bytes) -> _Layout:
+def parse_layout(footer_bytes: bytes) -> Layout:
     md, _ = thrift.decode_struct(footer_bytes)
     if _FMD_ENCRYPTION in md:
         raise StorageError("encrypted Parquet files are not supported by page-level reads")
-    schema = _need(md, _FMD_SCHEMA, List, "schema").items
+    schema = need(md, FMD_SCHEMA, List, "schema").items
     leaves: list[str] = []
     chains: list[tuple[int, ...]] = []
     pos = 1
@@ -93,49 +93,49 @@ def _parse_layout(footer_bytes: bytes) -> _Layout:
             if pos >= len(schema):
                 raise IntegrityError("corrupt Parquet footer: schema shorter than its num_children")
             el = schema[pos]
-            name = _need(el, _SE_NAME, bytes, "schema element name").decode("utf-8", "replace")
+            name = need(el, _SE_NAME, bytes, "schema element name").decode("utf-8", "replace")
             here, path = (*chain, pos), f"{prefix}.{name}" if prefix else name
             pos += 1
-            kids = el.value(_SE_CHILDREN)
+            kids = el.value(SE_CHILDREN)
             if kids is None:
                 leaves.append(path)
                 chains.append(here)
             else:
                 walk(kids, path, here)
 
-    walk(_need(schema[0], _SE_CHILDREN, int, "schema root") if schema else 0, "", ())
+    walk(need(schema[0], SE_CHILDREN, int, "schema root") if schema else 0, "", ())
     prefixes: dict[str, list[int]] = {}
     for i, path in enumerate(leaves):
         parts = path.split(".")  # as pyarrow's ParquetFile: every dotted prefix names its leaves
         for k in range(1, len(parts) + 1):
             prefixes.setdefault(".".join(parts[:k]), []).append(i)
 
-    groups = _need(md, _FMD_ROW_GROUPS, List, "row groups").items
-    rg_rows = np.array([_need(rg, _RG_ROWS, int, "row group num_rows") for rg in groups], dtype=np.int64)
+    groups = need(md, FMD_ROW_GROUPS, List, "row groups").items
+    rg_rows = np.array([need(rg, RG_ROWS, int, "row group num_rows") for rg in groups], dtype=np.int64)
     index = np.full((len(groups), len(leaves), 5), -1, dtype=np.int64)
     meta: list[list[Struct]] = []
     for g, rg in enumerate(groups):
-        chunks = _need(rg, _RG_COLUMNS, List, "row group columns").items
+        chunks = need(rg, RG_COLUMNS, List, "row group columns").items
         if len(chunks) != len(leaves):
             raise IntegrityError("corrupt Parquet footer: row group column count differs from the schema")
         row = []
         for leaf, cc in enumerate(chunks):
-            m = _need(cc, _CC_META, Struct, "column metadata")
+            m = need(cc, CC_META, Struct, "column metadata")
             row.append(m)
             if _CC_FILE_PATH in cc or _CC_CRYPTO in cc:
                 continue  # no page index use: reported when the column is read
-            index[g, leaf] = (_need(cc, _CC_OI_OFFSET, int, "offset index offset", -1),
-                              _need(cc, _CC_OI_LENGTH, int, "offset index length", -1),
-                              _need(m, _CMD_DICT_OFFSET, int, "dictionary page offset", -1),
-                              _need(m, _CMD_DATA_OFFSET, int, "data page offset"),
-                              _need(m, _CMD_CSIZE, int, "column chunk size", -1))
+            index[g, leaf] = (need(cc, _CC_OI_OFFSET, int, "offset index offset", -1),
+                              need(cc, _CC_OI_LENGTH, int, "offset index length", -1),
+                              need(m, CMD_DICT_OFFSET, int, "dictionary page offset", -1),
+                              need(m, CMD_DATA_OFFSET, int, "data page offset"),
+                              need(m, CMD_CSIZE, int, "column chunk size", -1))
         meta.append(row)
     rg_first = np.zeros(len(groups), dtype=np.int64)
     np.cumsum(rg_rows[:-1], out=rg_first[1:])
 
     empty = Struct(md)
-    empty.put(_FMD_ROWS, I64, 0)
-    empty.put(_FMD_ROW_GROUPS, LIST, List(STRUCT, []))
+    empty.put(FMD_ROWS, I64, 0)
+    empty.put(FMD_ROW_GROUPS, LIST, List(STRUCT, []))
     footer = thrift.encode_struct(empty)
-    empty_file = b"".join((_MAGIC, footer, len(footer).to_bytes(4, "little"), _MAGIC))
-    return _Layout(md, leaves, chains, prefixes, rg_rows, rg_first, meta, index, empty_file)
+    empty_file = b"".join((MAGIC, footer, len(footer).to_bytes(4, "little"), MAGIC))
+    return Layout(md, leaves, chains, prefixes, rg_rows, rg_first, meta, index, empty_file)

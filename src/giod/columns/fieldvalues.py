@@ -1,6 +1,6 @@
 """Field values on their way from awkward to Arrow: dtype checks and casts, fixed-size arrays, offsets.
 
-``_Objects`` gives the objects of one collection straight from its layout, without a Python loop.
+``Objects`` gives the objects of one collection straight from its layout, without a Python loop.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def field_width(fdef: FieldDef) -> int:
     return itemsize * int(np.prod(fdef.shape or (1,)))
 
 
-def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
+def cast_field(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
     """``values`` as the field's dtype, or a DataError when a value would change.
 
     Integer and bool fields keep values exactly (a float is refused even with a
@@ -43,7 +43,7 @@ def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
         info = np.iinfo(target)
         lo, hi = int(values.min()), int(values.max())  # Python ints compare across every width and bool
         if lo < info.min or hi > info.max:
-            raise DataError(_range_message(where, lo, hi, fdef.dtype))
+            raise DataError(range_message(where, lo, hi, fdef.dtype))
         return values.astype(target)
     if target.kind == "f" and src.kind in "iub" and target != np.float64:
         values = values.astype(np.float64)  # one rule for every input: a number becomes a float64 first
@@ -53,17 +53,17 @@ def _cast(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
         overflow = np.isinf(out) & np.isfinite(values)
         if overflow.any():
             finite = values[np.isfinite(values)]
-            raise DataError(_range_message(where, finite.min(), finite.max(), fdef.dtype))
+            raise DataError(range_message(where, finite.min(), finite.max(), fdef.dtype))
     return out
 
 
-def _range_message(where: str, lo: object, hi: object, dtype: str) -> str:
+def range_message(where: str, lo: object, hi: object, dtype: str) -> str:
     if lo == hi:
         return f"{where}: value {lo} does not fit in {dtype}"
     return f"{where}: values {lo}..{hi} do not fit in {dtype}"
 
 
-def _flat_numpy(arr: ak.Array, where: str, expected: str = "numbers") -> np.ndarray:
+def flat_numpy(arr: ak.Array, where: str, expected: str = "numbers") -> np.ndarray:
     _refuse_layout(arr.layout, where, expected)
     try:
         out = ak.to_numpy(arr, allow_missing=False)
@@ -90,36 +90,36 @@ def _refuse_layout(layout: ak.contents.Content, where: str, expected: str) -> No
         _refuse_layout(layout.content, where, expected)
 
 
-def _strip_options(layout: ak.contents.Content) -> ak.contents.Content:
+def strip_options(layout: ak.contents.Content) -> ak.contents.Content:
     """``layout`` without option nodes that hold no missing value (Arrow's nullable columns): what is
     left optional is really missing."""
     if layout.is_option:
         if isinstance(layout, ak.contents.UnmaskedArray):
-            return _strip_options(layout.content)
+            return strip_options(layout.content)
         if not np.asarray(layout.mask_as_bool(valid_when=False)).any():
-            return _strip_options(layout.project())
+            return strip_options(layout.project())
         return layout
     if layout.is_record:
-        contents = [_strip_options(c) for c in layout.contents]
+        contents = [strip_options(c) for c in layout.contents]
         if all(a is b for a, b in zip(contents, layout.contents, strict=True)):
             return layout
         return ak.contents.RecordArray(contents, None if layout.is_tuple else layout.fields,
                                        length=layout.length, parameters=layout.parameters)
     if layout.is_list or layout.is_regular:
-        inner = _strip_options(layout.content)
+        inner = strip_options(layout.content)
         return layout if inner is layout.content else layout.copy(content=inner)
     return layout
 
 
-def _fixed(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+def fixed_width_array(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
     """Nest flat values into (possibly multi-dimensional) fixed-size lists of ``arrow_type``."""
     if not pa.types.is_fixed_size_list(arrow_type):
         return pa.array(flat, type=arrow_type)
-    inner = _fixed(flat, arrow_type.value_type)
+    inner = fixed_width_array(flat, arrow_type.value_type)
     return pa.FixedSizeListArray.from_arrays(inner, type=arrow_type)
 
 
-def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.DataType) -> pa.Array:
+def field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.DataType) -> pa.Array:
     """Flat values of one field (all objects of all events) as an Arrow array."""
     if fdef.dtype == STRING:
         return _string_array(values, where, arrow_type)
@@ -130,14 +130,14 @@ def _field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.Da
             regular = ak.to_regular(values, axis=-1) if values.ndim > 1 else values
         except Exception as exc:
             raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}") from exc
-        flat = _flat_numpy(regular, where, fdef.type_string)
+        flat = flat_numpy(regular, where, fdef.type_string)
         if flat.ndim < 2 or int(np.prod(flat.shape[1:])) != size:
             raise DataError(f"{where}: expected arrays of shape {list(fdef.shape)}, got {values.type}")
-        return _fixed(_cast(flat.reshape(-1), fdef, where), arrow_type)
-    flat = _flat_numpy(values, where, fdef.type_string)
+        return fixed_width_array(cast_field(flat.reshape(-1), fdef, where), arrow_type)
+    flat = flat_numpy(values, where, fdef.type_string)
     if flat.ndim != 1:
         raise DataError(f"{where}: expected scalars, got {values.type}")
-    return pa.array(_cast(flat, fdef, where), type=arrow_type)
+    return pa.array(cast_field(flat, fdef, where), type=arrow_type)
 
 
 def _string_array(values: ak.Array, where: str, arrow_type: pa.DataType) -> pa.Array:
@@ -154,7 +154,7 @@ def _string_array(values: ak.Array, where: str, arrow_type: pa.DataType) -> pa.A
         raise DataError(f"{where}: cannot store these strings ({exc})") from exc
 
 
-def _offsets(counts: np.ndarray) -> np.ndarray:
+def offsets_of(counts: np.ndarray) -> np.ndarray:
     out = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=out[1:])
     if out[-1] > np.iinfo(np.int32).max:
@@ -162,7 +162,7 @@ def _offsets(counts: np.ndarray) -> np.ndarray:
     return out.astype(np.int32)
 
 
-def _leaf(content: ak.contents.Content) -> np.ndarray | None:
+def leaf_values(content: ak.contents.Content) -> np.ndarray | None:
     """The values of a plain numeric buffer (no option, no nesting, no parameters); None for other layouts."""
     if isinstance(content, ak.contents.NumpyArray) and not content.parameters:
         data = np.asarray(content.data)
@@ -171,7 +171,7 @@ def _leaf(content: ak.contents.Content) -> np.ndarray | None:
     return None
 
 
-class _Objects:
+class Objects:
     """The objects of one collection, all events flattened.
 
     Fields stored as plain buffers are taken from the layout directly, as
@@ -207,7 +207,7 @@ class _Objects:
         """One number per object, when the layout stores them plainly."""
         if self.rec is None:
             return None
-        data = _leaf(self.rec.content(field))
+        data = leaf_values(self.rec.content(field))
         return None if data is None else data[self.start : self.stop]
 
     def lists(self, field: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -217,7 +217,7 @@ class _Objects:
         content = self.rec.content(field)
         if not isinstance(content, ak.contents.ListOffsetArray) or content.parameters:
             return None
-        data = _leaf(content.content)
+        data = leaf_values(content.content)
         if data is None:
             return None
         inner = np.asarray(content.offsets)[self.start : self.stop + 1].astype(np.int64, copy=False)

@@ -10,42 +10,42 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.errors import IntegrityError
-from giod.storage import thrift
-from giod.storage.pagefooter import (
-    _CC_FILE_OFFSET,
-    _CC_META,
-    _CMD_CODEC,
-    _CMD_CSIZE,
-    _CMD_DATA_OFFSET,
-    _CMD_DICT_OFFSET,
-    _CMD_ENCODINGS,
-    _CMD_PATH,
-    _CMD_TYPE,
-    _CMD_USIZE,
-    _CMD_VALUES,
-    _FMD_CREATED_BY,
-    _FMD_KV,
-    _FMD_ORDERS,
-    _FMD_ROW_GROUPS,
-    _FMD_ROWS,
-    _FMD_SCHEMA,
-    _FMD_VERSION,
-    _MAGIC,
-    _PYARROW_ERRORS,
-    _RG_BYTES,
-    _RG_COLUMNS,
-    _RG_ROWS,
-    _SE_CHILDREN,
-    _Layout,
-    _need,
+from giod.storage.parquet import thrift
+from giod.storage.parquet.footer import (
+    CC_FILE_OFFSET,
+    CC_META,
+    CMD_CODEC,
+    CMD_CSIZE,
+    CMD_DATA_OFFSET,
+    CMD_DICT_OFFSET,
+    CMD_ENCODINGS,
+    CMD_PATH,
+    CMD_TYPE,
+    CMD_USIZE,
+    CMD_VALUES,
+    FMD_CREATED_BY,
+    FMD_KV,
+    FMD_ORDERS,
+    FMD_ROW_GROUPS,
+    FMD_ROWS,
+    FMD_SCHEMA,
+    FMD_VERSION,
+    MAGIC,
+    PYARROW_ERRORS,
+    RG_BYTES,
+    RG_COLUMNS,
+    RG_ROWS,
+    SE_CHILDREN,
+    Layout,
+    need,
 )
-from giod.storage.pageindex import _LeafPages
-from giod.storage.thrift import BINARY, I32, I64, LIST, STRUCT, List, Struct
+from giod.storage.parquet.pageindex import LeafPages
+from giod.storage.parquet.thrift import BINARY, I32, I64, LIST, STRUCT, List, Struct
 
 
-def _restricted_schema(layout: _Layout, leaves: list[int]) -> list[Struct]:
+def _restricted_schema(layout: Layout, leaves: list[int]) -> list[Struct]:
     """The schema elements of these leaves and their ancestors, child counts fixed."""
-    schema = layout.footer.value(_FMD_SCHEMA).items
+    schema = layout.footer.value(FMD_SCHEMA).items
     children: dict[int, set[int]] = {0: set()}
     for leaf in leaves:
         chain = (0, *layout.chains[leaf])
@@ -55,8 +55,8 @@ def _restricted_schema(layout: _Layout, leaves: list[int]) -> list[Struct]:
     out = []
     for p in sorted(children):
         el = Struct(schema[p])
-        if _SE_CHILDREN in el:
-            el.put(_SE_CHILDREN, I32, len(children[p]))
+        if SE_CHILDREN in el:
+            el.put(SE_CHILDREN, I32, len(children[p]))
         out.append(el)
     return out
 
@@ -83,7 +83,7 @@ def _prune(t: pa.DataType, keep: set[int], leaf: int) -> tuple[pa.DataType | Non
     return (t if leaf in keep else None), leaf + 1
 
 
-def _arrow_schema(layout: _Layout, leaves: tuple[int, ...]) -> bytes:
+def _arrow_schema(layout: Layout, leaves: tuple[int, ...]) -> bytes:
     """The ARROW:schema value for a file of these leaves: the types pyarrow gives them in the whole file.
 
     Arrow leaves follow Parquet leaves one to one, in order, so pruning the
@@ -103,18 +103,18 @@ def _arrow_schema(layout: _Layout, leaves: tuple[int, ...]) -> bytes:
     return base64.b64encode(schema.serialize().to_pybytes())
 
 
-def _mini_file(layout: _Layout, group: list[_LeafPages], buf: Any,
+def mini_file(layout: Layout, group: list[LeafPages], buf: Any,
                dicts: dict[tuple[int, int], tuple[int, int, int]]) -> bytes:
     """``PAR1`` + the pages of a group of leaves + a footer that describes them."""
     lead = group[0]
     leaves = [lp.leaf for lp in group]
     rgs = np.unique(lead.rg)
-    codecs = np.array([[layout.meta[g][leaf].value(_CMD_CODEC) for leaf in leaves] for g in rgs.tolist()])
+    codecs = np.array([[layout.meta[g][leaf].value(CMD_CODEC) for leaf in leaves] for g in rgs.tolist()])
     # a dictionary page serves one column chunk, so its pages keep their row group; else one row group
     split = any((g, leaf) in dicts for g in rgs.tolist() for leaf in leaves) or bool(np.any(codecs != codecs[0]))
     cuts = [0, *(np.flatnonzero(np.diff(lead.rg)) + 1).tolist(), len(lead.rg)] if split else [0, len(lead.rg)]
-    pieces: list[Any] = [_MAGIC]
-    pos = len(_MAGIC)
+    pieces: list[Any] = [MAGIC]
+    pos = len(MAGIC)
     row_groups = []
     for a, b in zip(cuts, cuts[1:], strict=False):
         g = int(lead.rg[a])
@@ -133,51 +133,51 @@ def _mini_file(layout: _Layout, group: list[_LeafPages], buf: Any,
             original = layout.meta[g][lp.leaf]
             encodings: list[int] = []
             for gg in ([g] if split else rgs.tolist()):
-                some = _need(layout.meta[gg][lp.leaf], _CMD_ENCODINGS, List, "column encodings").items
+                some = need(layout.meta[gg][lp.leaf], CMD_ENCODINGS, List, "column encodings").items
                 encodings += [e for e in some if e not in encodings]
             meta = Struct()
-            for fid in (_CMD_TYPE, _CMD_ENCODINGS, _CMD_PATH, _CMD_CODEC):  # kept as found, wire types too
+            for fid in (CMD_TYPE, CMD_ENCODINGS, CMD_PATH, CMD_CODEC):  # kept as found, wire types too
                 meta[fid] = original.get(fid, (I32, 0))
-            meta.put(_CMD_ENCODINGS, LIST, List(I32, encodings))
-            meta.put(_CMD_VALUES, I64, int(lp.values[a:b].sum()))
-            meta.put(_CMD_USIZE, I64, usize + int(lp.usize[a:b].sum()))
-            meta.put(_CMD_CSIZE, I64, pos - chunk_start)
-            meta.put(_CMD_DATA_OFFSET, I64, data_off)
+            meta.put(CMD_ENCODINGS, LIST, List(I32, encodings))
+            meta.put(CMD_VALUES, I64, int(lp.values[a:b].sum()))
+            meta.put(CMD_USIZE, I64, usize + int(lp.usize[a:b].sum()))
+            meta.put(CMD_CSIZE, I64, pos - chunk_start)
+            meta.put(CMD_DATA_OFFSET, I64, data_off)
             if dict_off is not None:
-                meta.put(_CMD_DICT_OFFSET, I64, dict_off)
+                meta.put(CMD_DICT_OFFSET, I64, dict_off)
             chunk = Struct()
-            chunk.put(_CC_FILE_OFFSET, I64, 0)
-            chunk.put(_CC_META, STRUCT, meta)
+            chunk.put(CC_FILE_OFFSET, I64, 0)
+            chunk.put(CC_META, STRUCT, meta)
             columns.append(chunk)
         rg = Struct()
-        rg.put(_RG_COLUMNS, LIST, List(STRUCT, columns))
-        rg.put(_RG_BYTES, I64, pos)
-        rg.put(_RG_ROWS, I64, int((lead.end[a:b] - lead.first[a:b]).sum()))
+        rg.put(RG_COLUMNS, LIST, List(STRUCT, columns))
+        rg.put(RG_BYTES, I64, pos)
+        rg.put(RG_ROWS, I64, int((lead.end[a:b] - lead.first[a:b]).sum()))
         row_groups.append(rg)
 
     md = Struct()
-    md[_FMD_VERSION] = layout.footer.get(_FMD_VERSION, (I32, 1))
-    md.put(_FMD_SCHEMA, LIST, List(STRUCT, _restricted_schema(layout, leaves)))
-    md.put(_FMD_ROWS, I64, int((lead.end - lead.first).sum()))
-    md.put(_FMD_ROW_GROUPS, LIST, List(STRUCT, row_groups))
+    md[FMD_VERSION] = layout.footer.get(FMD_VERSION, (I32, 1))
+    md.put(FMD_SCHEMA, LIST, List(STRUCT, _restricted_schema(layout, leaves)))
+    md.put(FMD_ROWS, I64, int((lead.end - lead.first).sum()))
+    md.put(FMD_ROW_GROUPS, LIST, List(STRUCT, row_groups))
     kv = Struct()
     kv.put(1, BINARY, b"ARROW:schema")
     kv.put(2, BINARY, layout.resolve(("arrow", *leaves), lambda: _arrow_schema(layout, tuple(leaves))))
-    md.put(_FMD_KV, LIST, List(STRUCT, [kv]))
-    if _FMD_CREATED_BY in layout.footer:  # Arrow chooses its work-arounds for old writers by it
-        md[_FMD_CREATED_BY] = layout.footer[_FMD_CREATED_BY]
-    orders = layout.footer.value(_FMD_ORDERS)
+    md.put(FMD_KV, LIST, List(STRUCT, [kv]))
+    if FMD_CREATED_BY in layout.footer:  # Arrow chooses its work-arounds for old writers by it
+        md[FMD_CREATED_BY] = layout.footer[FMD_CREATED_BY]
+    orders = layout.footer.value(FMD_ORDERS)
     if isinstance(orders, List) and len(orders.items) == len(layout.leaves):
-        md.put(_FMD_ORDERS, LIST, List(orders.elem_type, [orders.items[i] for i in leaves]))
+        md.put(FMD_ORDERS, LIST, List(orders.elem_type, [orders.items[i] for i in leaves]))
     footer = thrift.encode_struct(md)
-    pieces += [footer, len(footer).to_bytes(4, "little"), _MAGIC]
+    pieces += [footer, len(footer).to_bytes(4, "little"), MAGIC]
     return b"".join(pieces)
 
 
-def _decode(mini: bytes, rows: int, name: str) -> pa.Table:
+def decode(mini: bytes, rows: int, name: str) -> pa.Table:
     try:
         table = pq.ParquetFile(pa.BufferReader(mini), page_checksum_verification=True).read()
-    except _PYARROW_ERRORS as exc:
+    except PYARROW_ERRORS as exc:
         raise IntegrityError(f"{name}: corrupt data pages: {exc}") from exc
     if table.num_rows != rows:
         raise IntegrityError(f"{name}: the pages read hold {table.num_rows} rows, the page index says {rows}")

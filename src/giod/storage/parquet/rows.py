@@ -28,10 +28,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.errors import DataError, IntegrityError, NotFound
-from giod.storage.minifile import _decode, _mini_file
-from giod.storage.pagefooter import _PYARROW_ERRORS, _Layout, _parse_layout
-from giod.storage.pageindex import _LeafPages, _page_header, _page_values, _select_pages
-from giod.storage.pagesource import _Borrowed, _Source
+from giod.storage.parquet.footer import PYARROW_ERRORS, Layout, parse_layout
+from giod.storage.parquet.minifile import decode, mini_file
+from giod.storage.parquet.pageindex import LeafPages, page_header, page_values, select_pages
+from giod.storage.parquet.source import Borrowed, Source
 
 __all__ = ["read_rows"]
 
@@ -40,19 +40,19 @@ _CACHED_FILES = 32
 
 
 # A layout takes milliseconds to decode: cache it per file version and per pyarrow metadata object.
-_by_file: OrderedDict[tuple[Any, ...], _Layout] = OrderedDict()
-_by_metadata: weakref.WeakKeyDictionary[pq.FileMetaData, _Layout] = weakref.WeakKeyDictionary()
+_by_file: OrderedDict[tuple[Any, ...], Layout] = OrderedDict()
+_by_metadata: weakref.WeakKeyDictionary[pq.FileMetaData, Layout] = weakref.WeakKeyDictionary()
 _cache_lock = threading.Lock()
 
 
-def _layout(src: _Source, metadata: pq.FileMetaData | None) -> _Layout:
+def _layout(src: Source, metadata: pq.FileMetaData | None) -> Layout:
     if metadata is not None:
         with _cache_lock:
             hit = _by_metadata.get(metadata)
         if hit is None:
             sink = pa.BufferOutputStream()
             metadata.write_metadata_file(sink)  # the footer's own Thrift bytes, framed as a file
-            hit = _parse_layout(sink.getvalue().to_pybytes()[4:-8])
+            hit = parse_layout(sink.getvalue().to_pybytes()[4:-8])
             with _cache_lock:
                 _by_metadata[metadata] = hit
         return hit
@@ -63,7 +63,7 @@ def _layout(src: _Source, metadata: pq.FileMetaData | None) -> _Layout:
             if hit is not None:
                 _by_file.move_to_end(key)
                 return hit
-    layout = _parse_layout(src.footer())
+    layout = parse_layout(src.footer())
     if key is not None:
         with _cache_lock:
             _by_file[key] = layout
@@ -107,7 +107,7 @@ def _merge(t: pa.DataType, parts: list[pa.Array]) -> pa.Array:
 
 # --- the read ---------------------------------------------------------------------------------
 
-def _target(layout: _Layout, columns: tuple[str, ...] | None) -> tuple[pa.Table, list[int]]:
+def _target(layout: Layout, columns: tuple[str, ...] | None) -> tuple[pa.Table, list[int]]:
     if columns is None:
         return layout.empty_read(None), list(range(len(layout.leaves)))
     leaves: set[int] = set()
@@ -146,7 +146,7 @@ def read_rows(source: str | os.PathLike[str] | BinaryIO, columns: Sequence[str] 
     :class:`~giod.errors.NotFound` for an unknown column or a row outside the file.
     """
     wanted = _rows(rows)
-    src = _Source(source)
+    src = Source(source)
     try:
         layout = _layout(src, metadata)
         key = None if columns is None else tuple(columns)
@@ -168,26 +168,26 @@ def read_rows(source: str | os.PathLike[str] | BinaryIO, columns: Sequence[str] 
     return result if inverse is None else result.take(pa.array(inverse))
 
 
-def _read_row_groups(src: _Source, layout: _Layout, rgs: np.ndarray, rows: np.ndarray,
+def _read_row_groups(src: Source, layout: Layout, rgs: np.ndarray, rows: np.ndarray,
                      columns: tuple[str, ...] | None, metadata: pq.FileMetaData | None) -> pa.Table:
     """The rows, decoded by pyarrow from whole row groups: cheaper once most of their pages are needed."""
     local_first = np.cumsum(layout.rg_rows[rgs]) - layout.rg_rows[rgs]
     rg_of = np.searchsorted(layout.rg_first, rows, side="right") - 1
     local = local_first[np.searchsorted(rgs, rg_of)] + rows - layout.rg_first[rg_of]
     try:
-        pf = pq.ParquetFile(_Borrowed(src.file) if src.path is None else src.path, metadata=metadata,
+        pf = pq.ParquetFile(Borrowed(src.file) if src.path is None else src.path, metadata=metadata,
                             page_checksum_verification=True)
         table = pf.read_row_groups(rgs.tolist(), columns=None if columns is None else list(columns))
         return table.take(pa.array(local))
-    except _PYARROW_ERRORS as exc:
+    except PYARROW_ERRORS as exc:
         raise IntegrityError(f"{src.name}: cannot read row groups: {exc}") from exc
 
 
-def _read(src: _Source, layout: _Layout, target: pa.Table, leaves: list[int], rows: np.ndarray,
+def _read(src: Source, layout: Layout, target: pa.Table, leaves: list[int], rows: np.ndarray,
           columns: tuple[str, ...] | None, metadata: pq.FileMetaData | None) -> pa.Table:
     rg_of = np.searchsorted(layout.rg_first, rows, side="right") - 1
     rgs = rg_of[np.r_[True, rg_of[1:] != rg_of[:-1]]]
-    pages, first_page = _select_pages(src, layout, rgs, leaves, rows)
+    pages, first_page = select_pages(src, layout, rgs, leaves, rows)
     if sum(int(lp.size.sum()) for lp in pages) >= _DENSE * int(layout.index[rgs][:, leaves, 4].sum()):
         return _read_row_groups(src, layout, rgs, rows, columns, metadata)
 
@@ -203,11 +203,11 @@ def _read(src: _Source, layout: _Layout, target: pa.Table, leaves: list[int], ro
                               np.concatenate([*(lp.size for lp in pages), d_len]), compact=False)
     n_all = int(n_data.sum())
     sizes = np.concatenate([lp.size for lp in pages])
-    values, usize = _page_values(buf, at[:n_all], sizes)
-    dicts = {k: (a, n, _page_header(buf, a, n, data=False)[1])
+    values, usize = page_values(buf, at[:n_all], sizes)
+    dicts = {k: (a, n, page_header(buf, a, n, data=False)[1])
              for k, a, n in zip(dict_keys, at[n_all:].tolist(), d_len.tolist(), strict=True)}
 
-    groups: dict[bytes, list[_LeafPages]] = {}
+    groups: dict[bytes, list[LeafPages]] = {}
     cut = np.concatenate(([0], np.cumsum(n_data)))
     for k, lp in enumerate(pages):
         lp.at, lp.values, lp.usize = at[cut[k]:cut[k + 1]], values[cut[k]:cut[k + 1]], usize[cut[k]:cut[k + 1]]
@@ -217,7 +217,7 @@ def _read(src: _Source, layout: _Layout, target: pa.Table, leaves: list[int], ro
     for group in groups.values():
         lead = group[0]
         covered = lead.end - lead.first
-        table = _decode(_mini_file(layout, group, buf, dicts), int(covered.sum()), src.name)
+        table = decode(mini_file(layout, group, buf, dicts), int(covered.sum()), src.name)
         page = np.searchsorted(lead.first, rows, side="right") - 1
         local = (np.cumsum(covered) - covered)[page] + rows - lead.first[page]
         taken.append(table.take(pa.array(local)))

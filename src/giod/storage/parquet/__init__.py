@@ -1,0 +1,22 @@
+"""The Parquet page reader: only the pages that hold the selected rows of a Parquet container.
+
+Parquet stays a per-dataset option (``container_format = "parquet"``) and
+every Parquet container giod ever wrote stays readable; Arrow IPC is the
+default format (``giod.storage.arrowfile``). Whole columns of a Parquet
+container are read by pyarrow; this package is for the sparse case, where
+Arrow would read whole column chunks. One public entry, :func:`read_rows`;
+the modules inside are its steps:
+
+* ``thrift``: the Thrift compact protocol, decoded to a tree that re-encodes;
+* ``footer``: the file's layout (leaf columns, row groups, column chunks);
+* ``source``: positioned reads from a mapped path or a file object;
+* ``pageindex``: which data pages hold the selected rows (OffsetIndexes, page headers);
+* ``minifile``: those pages wrapped into a small in-memory Parquet file for Arrow to decode;
+* ``rows``: :func:`read_rows`, putting the selected rows back together.
+
+Measurements and writer settings: ``docs/pages.md``.
+"""
+
+from giod.storage.parquet.rows import read_rows
+
+__all__ = ["read_rows"]

@@ -1,0 +1,63 @@
+"""How container files are encoded: write options from the settings, per container.
+
+The settings (``giod.config``: ``container_format``, ``compression``, ...) become
+a :class:`~giod.storage.container.WriteOptions`; a format or codec giod cannot
+write is refused here, once, before any file is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from giod import config
+from giod.errors import ConfigError
+from giod.schema import TAG_CONTAINER
+from giod.storage.arrowfile import CODECS
+from giod.storage.container import FORMATS, WriteOptions
+
+__all__ = ["DEFAULT_CLUSTER_BYTES", "TAG_PAGE_SIZE", "available_codecs", "options_for", "write_options"]
+
+DEFAULT_CLUSTER_BYTES = config.BY_NAME["cluster_bytes"].default
+
+
+TAG_PAGE_SIZE = 1 << 20  # tags are read whole by selections: large pages
+
+
+def options_for(container: str, options: WriteOptions) -> WriteOptions:
+    """``options`` as ``container`` is written with them (the tag container: larger pages)."""
+    if container == TAG_CONTAINER:
+        return dataclasses.replace(options, data_page_size=TAG_PAGE_SIZE)
+    return options
+
+
+def write_options(cfg: Mapping[str, Any], container_format: str | None = None) -> WriteOptions:
+    """The encoding of container files from the effective settings; ``container_format`` overrides the
+    setting's. A format giod does not write, or a codec the format or pyarrow lacks, is a ConfigError."""
+    fmt = container_format or cfg["container_format"]
+    if fmt not in FORMATS:
+        raise ConfigError(f"container_format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    codec = str(cfg["compression"]).lower()
+    level: int | None = cfg["compression_level"]
+    if fmt == "arrow" and codec not in CODECS:
+        raise ConfigError(f"Arrow containers take compression {', '.join(CODECS)}, not {cfg['compression']!r}")
+    if codec != "none":
+        try:
+            available = pa.Codec.is_available(codec)
+        except ValueError:
+            available = False
+        if not available:
+            raise ConfigError(f"compression {cfg['compression']!r} is not available "
+                              f"(one of: {', '.join(available_codecs())}, none)")
+        if not pa.Codec.supports_compression_level(codec):
+            level = None  # snappy has no levels: the setting does not apply rather than fail every write
+    return WriteOptions(container_format=fmt, compression=codec, compression_level=level,
+                        byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
+
+
+def available_codecs() -> list[str]:
+    """The codecs this pyarrow build has, as a setting names them."""
+    return [c for c in ("zstd", "lz4", "snappy", "gzip", "brotli") if pa.Codec.is_available(c)]
