@@ -62,6 +62,7 @@ import awkward as ak
 import numpy as np
 
 import giod
+import giod.distributed
 from giod.catalog.records import DatabaseRecord
 from giod.distributed import (
     DaskExecutor,
@@ -371,8 +372,8 @@ def _measure(fed: Any, root: Path, events: int, analysis_events: int, repeat: in
     def mapped(workload: str, name: str, fn: Callable[[ak.Array], Any], columns: Sequence[str] | None):
         def clock(i: int) -> float:
             start = time.perf_counter()
-            answer, report = fed.dataset("syn").select().map(fn, columns=columns, scheduler=runners[name],
-                                                             report=True)
+            answer, report = giod.distributed.map(fed.dataset("syn").select(), fn, columns=columns,
+                                                  scheduler=runners[name], report=True)
             return keep((workload, name), time.perf_counter() - start, report, answer) if i >= 0 else 0.0
 
         return clock
