@@ -30,8 +30,9 @@ def test_every_tracking_setting_reaches_the_kernel_under_its_own_name() -> None:
         assert getattr(cuts, name) == values[name], name
     assert cuts.kappa_max == C_LIGHT * 3.8 / values["pt_min"]
     assert cuts.beam_weight == 1.0 / values["beam_sigma"] ** 2
-    # every kernel field comes from some setting
-    assert set(Cuts._fields) == {DERIVED.get(n, n) for n in fields}
+    assert cuts.field_constant == C_LIGHT * 3.8
+    # every kernel field comes from some setting (or is the field's constant)
+    assert set(Cuts._fields) == {DERIVED.get(n, n) for n in fields} | {"field_constant"}
 
 
 def test_clustering_thresholds_are_passed_by_name() -> None:

@@ -19,12 +19,12 @@ from giod.physics.detector import Detector
 from giod.physics.helix_fit import arc_length, cylinder_path, position
 
 __all__ = [
-    "BARREL", "HIGH", "KIND", "LOW", "PIXEL", "POS", "SIG_2", "SIG_RPHI",
-    "EventHits", "azimuth_window", "best_hit", "crossing", "layer_table", "road", "two_ranges",
+    "BARREL", "HIGH", "KIND", "LOW", "PIXEL", "POS", "SIG_2", "SIG_RPHI", "X0",
+    "EventHits", "azimuth_window", "passive_table", "best_hit", "crossing", "layer_table", "road", "two_ranges",
 ]
 
 # Columns of the layer table.
-KIND, POS, LOW, HIGH, SIG_RPHI, SIG_2, PIXEL = range(7)
+KIND, POS, LOW, HIGH, SIG_RPHI, SIG_2, PIXEL, X0 = range(8)
 #: ``KIND`` of a barrel layer (disks have 1).
 BARREL = 0.0
 
@@ -48,16 +48,23 @@ class EventHits(NamedTuple):
     used: np.ndarray
 
 
+def passive_table(detector: Detector) -> np.ndarray:
+    """One row per passive cylinder: radius, half length, thickness in radiation lengths."""
+    rows = [(c.radius, c.half_length, c.x0) for c in detector.tracker.material]
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+
+
 def layer_table(detector: Detector) -> np.ndarray:
-    """One row per tracker layer index: kind, position, active range, resolutions, pixel flag."""
+    """One row per tracker layer index: kind, position, active range, resolutions, pixel flag,
+    thickness in radiation lengths at normal incidence."""
     rows = []
     for layer in detector.tracker.barrel:
         rows.append((BARREL, layer.radius, -layer.half_length, layer.half_length,
-                     layer.sigma_rphi, layer.sigma_z, layer.subdetector == "pixel"))
+                     layer.sigma_rphi, layer.sigma_z, layer.subdetector == "pixel", layer.x0))
     for side in (1.0, -1.0):
         for disk in detector.tracker.endcap:
             rows.append((1.0, side * disk.z, disk.r_min, disk.r_max,
-                         disk.sigma_rphi, disk.sigma_r, disk.subdetector == "pixel"))
+                         disk.sigma_rphi, disk.sigma_r, disk.subdetector == "pixel", disk.x0))
     return np.asarray(rows, dtype=np.float64)
 
 

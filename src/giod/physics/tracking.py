@@ -36,13 +36,13 @@ import numpy as np
 
 from giod.physics.compiled import njit
 from giod.physics.detector import C_LIGHT, Detector
+from giod.physics.material_fit import material_fit, ms_variances
 from giod.physics.helix_fit import (
     arc_length,
     circle_fit,
     line_fit,
     position,
     prediction_variances,
-    signed_distance,
 )
 from giod.physics.road import (
     BARREL,
@@ -52,11 +52,13 @@ from giod.physics.road import (
     POS,
     SIG_2,
     SIG_RPHI,
+    X0,
     EventHits,
     azimuth_window,
     best_hit,
     crossing,
     layer_table,
+    passive_table,
     road,
     two_ranges,
 )
@@ -105,6 +107,7 @@ class Cuts(NamedTuple):
     max_chi2_ndf: float
     beam_weight: float  # 1 / beam_sigma^2, the beam line's weight in the seed fits
     edge_margin: float
+    field_constant: float  # not a cut: C_LIGHT * field, pt = field_constant / |kappa|
 
 
 def kernel_cuts(settings: TrackingSettings, field: float) -> Cuts:
@@ -119,6 +122,7 @@ def kernel_cuts(settings: TrackingSettings, field: float) -> Cuts:
         max_chi2_ndf=float(settings.max_chi2_ndf),
         beam_weight=1.0 / (settings.beam_sigma * settings.beam_sigma),
         edge_margin=float(settings.edge_margin),
+        field_constant=C_LIGHT * field,
     )
 
 
@@ -158,30 +162,33 @@ def find_tracks(
     t_event, t_params, t_nhits, t_hits, n_tracks, n_track_hits = _find_all(
         np.asarray(offsets, dtype=np.int64), np.asarray(x, dtype=np.float64),
         np.asarray(y, dtype=np.float64), np.asarray(z, dtype=np.float64), layer, table,
-        kernel_cuts(settings, field),
+        passive_table(detector), kernel_cuts(settings, field),
     )
     params = t_params[:n_tracks]
-    columns = dict(zip(TRACK_COLUMNS, params.T, strict=True))
-    columns["pt"] = C_LIGHT * field / np.abs(columns["pt"])  # the kernel returns the curvature
+    columns = dict(zip(TRACK_COLUMNS, params[:, :8].T, strict=True))
+    kappa = np.abs(columns["pt"])  # the kernel returns the curvature
+    columns["pt"] = C_LIGHT * field / kappa
+    # not part of the model (reconstruct drops names starting with "_"): for the fit's pulls
+    columns["_pt_error"] = columns["pt"] * params[:, 8] / kappa
     return t_event[:n_tracks], columns, t_nhits[:n_tracks], t_hits[:n_track_hits]
 
 
 @njit
-def _find_all(offsets, x, y, z, layer, table, cuts):
+def _find_all(offsets, x, y, z, layer, table, passive, cuts):
     n_total = len(x)
     capacity = n_total // 3 + 1  # hits are never shared, and a track has at least three
-    out = _Output(np.empty(capacity, dtype=np.int64), np.empty((capacity, 8)),
+    out = _Output(np.empty(capacity, dtype=np.int64), np.empty((capacity, 9)),
                   np.empty(capacity, dtype=np.int64), np.empty(max(n_total, 1), dtype=np.int64),
                   np.zeros(2, dtype=np.int64))
     pixel_layers = np.flatnonzero(table[:, PIXEL] > 0)
     for ev in range(len(offsets) - 1):
         lo, hi = offsets[ev], offsets[ev + 1]
-        _event(ev, x[lo:hi], y[lo:hi], z[lo:hi], layer[lo:hi], table, pixel_layers, cuts, out)
+        _event(ev, x[lo:hi], y[lo:hi], z[lo:hi], layer[lo:hi], table, passive, pixel_layers, cuts, out)
     return out.event, out.params, out.nhits, out.hits, out.counters[0], out.counters[1]
 
 
 @njit
-def _event(ev, x, y, z, layer, table, pixel_layers, cuts, out):
+def _event(ev, x, y, z, layer, table, passive, pixel_layers, cuts, out):
     n = len(x)
     n_layers = table.shape[0]
     kappa_max, z0_max = cuts.kappa_max, cuts.z0_max
@@ -193,7 +200,7 @@ def _event(ev, x, y, z, layer, table, pixel_layers, cuts, out):
     used = np.zeros(n, dtype=np.bool_)
     hits = EventHits(x, y, z, r, phi, layer, order, sphi, starts, used)
     cand = np.empty(_MAX_HITS, dtype=np.int64)
-    work = np.empty((9, _MAX_HITS))
+    work = np.empty((10, _MAX_HITS))
     road_s = np.empty(n_layers)
     road_l = np.empty(n_layers, dtype=np.int64)
     for l1 in pixel_layers:
@@ -225,14 +232,23 @@ def _event(ev, x, y, z, layer, table, pixel_layers, cuts, out):
                     if abs(z[h1] - t * s1) > z0_max:
                         continue
                     cand[0], cand[1] = h1, h2
-                    if _follow(ev, cand, kappa, t, work, road_s, road_l, hits, table, cuts, out):
+                    if _follow(ev, cand, kappa, t, work, road_s, road_l, hits, table, passive, cuts, out):
                         found = True
                         break
             # a hit that seeded nothing stays available to later seeds as their outer hit
 
 
+@njit
+def _variances(work, n, passive, rho, t, cuts, s, beam_weight):
+    """Variances of a prediction at path ``s``: the fit's (from the hits' errors) plus the
+    multiple scattering's since the last hit."""
+    var_v, var_z = prediction_variances(work[_CS], work[_CRPHI], work[_CSZ], n, s, beam_weight)
+    ms_v, ms_z = ms_variances(work[_CS], work[_CX0], n, passive, rho, t, cuts.field_constant, s)
+    return var_v + ms_v, var_z + ms_z
+
+
 # Rows of a candidate's work array: one column per hit.
-_CX, _CY, _CZ, _CW, _CRPHI, _C2, _CKIND, _CS, _CSZ = range(9)
+_CX, _CY, _CZ, _CW, _CRPHI, _C2, _CKIND, _CS, _CSZ, _CX0 = range(10)
 
 
 @njit
@@ -262,8 +278,9 @@ def _path_lengths(work, i, rho, phi, d, t):
 
 
 @njit
-def _add_hit(work, i, h, x, y, z, table, lay, kappa):
-    """Put hit ``h`` of layer ``lay`` at column ``i``, with its error across the track.
+def _add_hit(work, i, h, x, y, z, table, lay, kappa, t):
+    """Put hit ``h`` of layer ``lay`` at column ``i``, with its error across the track and the
+    layer's thickness along the track (radiation lengths).
 
     A track of curvature ``kappa`` crosses the radial direction at ``r`` under
     an angle ``a`` with ``sin a = kappa r / 2``: across the track, a barrel hit
@@ -281,17 +298,21 @@ def _add_hit(work, i, h, x, y, z, table, lay, kappa):
     work[_CW, i] = 1.0 / (sig * sig)
     work[_C2, i] = table[lay, SIG_2]
     work[_CKIND, i] = table[lay, KIND]
+    if table[lay, KIND] == BARREL:
+        work[_CX0, i] = table[lay, X0] * math.sqrt(1.0 + t * t) / math.sqrt(1.0 - sin_a * sin_a)
+    else:
+        work[_CX0, i] = table[lay, X0] * math.sqrt(1.0 + t * t) / max(abs(t), 0.05)
 
 
 @njit
-def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, cuts, out):
+def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, passive, cuts, out):
     """Extend a seed pair along its road; store the track if it is good. True when stored."""
     window, beam_weight, margin = cuts.window, cuts.beam_weight, cuts.edge_margin
     x, y, z, r, phi, layer = hits.x, hits.y, hits.z, hits.r, hits.phi, hits.layer
     h1, h2 = cand[0], cand[1]
     l1, l2 = layer[h1], layer[h2]
-    _add_hit(work, 0, h1, x, y, z, table, l1, seed_kappa)
-    _add_hit(work, 1, h2, x, y, z, table, l2, seed_kappa)
+    _add_hit(work, 0, h1, x, y, z, table, l1, seed_kappa, seed_t)
+    _add_hit(work, 1, h2, x, y, z, table, l2, seed_kappa, seed_t)
     # The seed helix: through the beam line and both hits.
     rho, d, t = seed_kappa, 0.0, seed_t
     fphi = phi[h1] + math.asin(min(max(0.5 * rho * r[h1], -1.0), 1.0))
@@ -314,7 +335,7 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, cut
             if math.isnan(s):
                 continue
             px, py = position(0.0, 0.0, fphi, rho, s)
-            var_v, var_z = prediction_variances(work[_CS], work[_CRPHI], work[_CSZ], n, s, beam_weight)
+            var_v, var_z = _variances(work, n, passive, rho, t, cuts, s, beam_weight)
             third = best_hit(table, lay, px, py, z0 + t * s, t, var_v, var_z, window, hits)
             if third >= 0:
                 break
@@ -324,7 +345,7 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, cut
         return False
     l3 = layer[third]
     cand[2] = third
-    _add_hit(work, 2, third, x, y, z, table, l3, rho)
+    _add_hit(work, 2, third, x, y, z, table, l3, rho, t)
     n = 3
     rho, fphi, d, z0, t, ok = _fit(work, n, beam_weight, t)
     if not ok:
@@ -341,7 +362,7 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, cut
         best = -1
         if not math.isnan(s):
             px, py = position(x0, y0, fphi, rho, s)
-            var_v, var_z = prediction_variances(work[_CS], work[_CRPHI], work[_CSZ], n, s, beam_weight)
+            var_v, var_z = _variances(work, n, passive, rho, t, cuts, s, beam_weight)
             best = best_hit(table, lay, px, py, z0 + t * s, t, var_v, var_z, window, hits)
         if best < 0:
             misses += 1
@@ -350,7 +371,7 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, cut
             continue
         misses = 0
         cand[n] = best
-        _add_hit(work, n, best, x, y, z, table, lay, rho)
+        _add_hit(work, n, best, x, y, z, table, lay, rho, t)
         n += 1
         if n <= 6 or n % 3 == 0:  # later hits barely move a helix that is already well measured
             rho, fphi, d, z0, t, ok = _fit(work, n, beam_weight, t)
@@ -362,13 +383,14 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, cut
     if n < cuts.min_hits:
         return False
     rho, fphi, d, z0, t, ok = _fit(work, n, 0.0, t)
+    if not ok:
+        return False
+    # the final fit: the material's scattering as correlated errors, its energy loss corrected
+    rho, fphi, d, z0, t, chi2, sigma_rho, ok = material_fit(
+        work[_CX], work[_CY], work[_CZ], work[_CS], work[_CRPHI], work[_CSZ], work[_CX0], n, passive,
+        cuts.field_constant, rho, fphi, d, z0, t)
     if not ok or abs(z0) > cuts.z0_max or abs(d) > cuts.d0_max:
         return False
-    chi2 = 0.0
-    for i in range(n):
-        e = signed_distance(work[_CX, i], work[_CY, i], rho, fphi, d) / work[_CRPHI, i]
-        ez = (work[_CZ, i] - z0 - t * work[_CS, i]) / work[_CSZ, i]
-        chi2 += e * e + ez * ez
     ndf = 2 * n - 5
     if chi2 > cuts.max_chi2_ndf * ndf:
         return False
@@ -383,6 +405,7 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, cut
     out.params[i_trk, 5] = z0
     out.params[i_trk, 6] = chi2
     out.params[i_trk, 7] = ndf
+    out.params[i_trk, 8] = sigma_rho
     out.nhits[i_trk] = n
     for i in range(n):
         out.hits[i_hit + i] = cand[i]
