@@ -375,6 +375,12 @@ class Detector:
         )
         return dataclasses.replace(self, tracker=tracker)
 
+    def material_at_normal_incidence(self) -> float:
+        """Radiation lengths of tracker material a particle at eta = 0 crosses (every barrel layer
+        and passive cylinder long enough to reach z = 0)."""
+        t = self.tracker
+        return sum(layer.x0 for layer in t.barrel) + sum(c.x0 for c in t.material)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the description (plus layer names and codes)."""
         out = dataclasses.asdict(self)
