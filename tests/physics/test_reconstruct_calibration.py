@@ -91,7 +91,8 @@ def test_validation_meets_loose_targets_on_a_small_sample(simulated: ak.Array, t
     assert jets["matched"] > 100
     assert abs(jets["response_above_50"] - 1) < 0.1
     assert 0.85 < summary["dijet"]["mass_ratio_median"] < 1.15
-    assert set(summary["targets"]) == {"tracking_efficiency", "fake_rate", "jet_response", "resolutions_like_cms"}
+    assert set(summary["targets"]) == {"tracking_efficiency", "fake_rate", "jet_response",
+                                       "resolutions_within_1.5x_of_CMS"}
     assert summary["targets"]["tracking_efficiency"] == (tracking["efficiency"] >= TARGETS["tracking_efficiency"])
     for path in summary["plots"]:
         data = Path(path).read_bytes()

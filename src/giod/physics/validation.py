@@ -360,7 +360,7 @@ def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
             "tracking_efficiency": bool(eff >= TARGETS["tracking_efficiency"]),
             "fake_rate": bool(fake <= TARGETS["fake_rate"]),
             "jet_response": bool(worst <= TARGETS["jet_response_tolerance"]),
-            "resolutions_like_cms": bool(resolutions) and all(c["met"] for c in resolutions),
+            "resolutions_within_1.5x_of_CMS": bool(resolutions) and all(c["met"] for c in resolutions),
         },
     }
 
