@@ -12,7 +12,6 @@ from giod.physics.detector import Detector
 from giod.physics.generator import particle_gun
 from giod.physics.material import M_PION, X0_SILICON, highland, ionisation_loss
 from giod.physics.particles import PDG
-from giod.physics.reconstruct import _columns
 from giod.physics.sim_tracker import transport
 from giod.physics.simulate import final_state, simulate
 from giod.physics.tracking import find_tracks
@@ -69,9 +68,10 @@ def test_electrons_radiate(detector: Detector) -> None:
 
 def _fit_pions(detector: Detector, pt: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reconstructed pT, its error and the chi2/ndf of single pions at |eta| < 1."""
-    guns = _gun(seed, PDG.PI_PLUS, n, pt, 1.0)
-    hits = _columns(simulate(guns, detector, seed=seed + 1), "tracker_hits", ("x", "y", "z", "layer"))
-    _, params, _, _ = find_tracks(hits["offsets"], hits["x"], hits["y"], hits["z"], hits["layer"], detector)
+    hits = simulate(_gun(seed, PDG.PI_PLUS, n, pt, 1.0), detector, seed=seed + 1).tracker_hits
+    offsets = np.concatenate([[0], np.cumsum(ak.to_numpy(ak.num(hits)))])
+    x, y, z, layer = (ak.to_numpy(ak.flatten(hits[c])) for c in ("x", "y", "z", "layer"))
+    _, params, _, _ = find_tracks(offsets, x, y, z, layer, detector)
     assert len(params["pt"]) > 0.95 * n
     return params["pt"], params["_pt_error"], params["chi2"] / params["ndf"]
 
