@@ -7,10 +7,14 @@ import math
 import awkward as ak
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from giod.physics.detector import Detector
+from giod.physics import helix
+from giod.physics.detector import C_LIGHT, Detector
 from giod.physics.generator import particle_gun
 from giod.physics.material import M_PION, X0_SILICON, highland, ionisation_loss
+from giod.physics.material_fit import cholesky, material_fit
 from giod.physics.particles import PDG
 from giod.physics.sim_tracker import transport
 from giod.physics.simulate import final_state, simulate
@@ -99,3 +103,54 @@ def test_fit_pulls_and_chi2_have_unit_width(detector: Detector, pt: float) -> No
     assert 0.8 < _width(pulls) < 1.25
     assert abs(np.median(pulls)) < 0.25  # the energy loss is corrected: no shift to low pT
     assert 0.7 < np.median(chi2_ndf) < 1.3
+
+
+# -- the compiled fit, on exact helices ------------------------------------------------------------
+
+RADII = np.array([2.9, 6.8, 10.9, 16.0, 25.5, 33.9, 41.9, 49.8, 60.8, 69.2, 78.0, 86.8, 96.5, 108.0])
+FIELD = 3.8
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_cholesky_factors_positive_definite_matrices(n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(n, n))
+    a = m @ m.T + n * np.eye(n)
+    lower = a.copy()
+    assert cholesky(lower, n)
+    lower = np.tril(lower)
+    assert np.allclose(lower @ lower.T, a, rtol=1e-10, atol=1e-10)
+    assert not cholesky(-a.copy(), n)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([-1.0, 1.0]), st.floats(0.7, 500.0), st.floats(-math.pi, math.pi),
+       st.floats(-0.05, 0.05), st.floats(-10.0, 10.0), st.floats(-1.0, 1.0), st.sampled_from([0.0, 0.03]))
+def test_material_fit_keeps_an_exact_helix_and_adds_back_the_energy_loss(
+        charge: float, pt: float, phi0: float, d0: float, z0: float, cot: float, x0: float) -> None:
+    kappa = charge * C_LIGHT * FIELD / pt
+    xc, yc = d0 * math.sin(phi0), -d0 * math.cos(phi0)
+    n = len(RADII)
+    s = helix.cylinder_crossing(np.full(n, xc), np.full(n, yc), np.full(n, phi0), np.full(n, kappa), RADII)
+    s = s[np.isfinite(s) & (s < math.pi / abs(kappa))]
+    x, y, _ = helix.position(xc, yc, phi0, kappa, s)
+    n = len(s)
+    z = z0 + cot * s
+    passive = np.array([[2.2, 300.0, x0 / 10]])
+    # start a little off: the fit has to move to the helix
+    out = material_fit(x, y, z, s.copy(), np.full(n, 1e-3), np.full(n, 2e-3), np.full(n, x0), n, passive,
+                       C_LIGHT * FIELD, kappa * 1.001, phi0 + 1e-4, d0 + 1e-4, z0 + 0.01, cot * 1.001)
+    rho, phi, d, z0_fit, t, chi2, sigma_rho, ok = out
+    assert ok
+    assert chi2 < 1e-3
+    assert abs(math.remainder(phi - phi0, 2 * math.pi)) < 1e-6
+    assert d == pytest.approx(d0, abs=1e-6)
+    assert z0_fit == pytest.approx(z0, abs=1e-5) and t == pytest.approx(cot, abs=1e-6)
+    assert sigma_rho > 0
+    assert math.copysign(1.0, rho) == charge
+    if x0 == 0:
+        assert rho == pytest.approx(kappa, rel=1e-6)
+    else:  # the momentum at the origin is higher than the one the hits measure
+        assert abs(rho) < abs(kappa)
+        assert abs(rho) > 0.9 * abs(kappa)
