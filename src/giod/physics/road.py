@@ -20,7 +20,7 @@ from giod.physics.helix_fit import arc_length, cylinder_path, position
 
 __all__ = [
     "BARREL", "HIGH", "KIND", "LOW", "PIXEL", "POS", "SIG_2", "SIG_RPHI", "X0",
-    "EventHits", "azimuth_window", "passive_table", "best_hit", "crossing", "layer_table", "road", "two_ranges",
+    "EventHits", "azimuth_window", "best_hit", "crossing", "in_two_ranges", "layer_table", "passive_table", "road",
 ]
 
 # Columns of the layer table.
@@ -88,12 +88,11 @@ def azimuth_window(sphi, lo, hi, centre, half):
 
 
 @njit
-def two_ranges(j0, j1, j2, j3):
-    """The indices of two ranges, one after the other."""
-    for j in range(j0, j1):
-        yield j
-    for j in range(j2, j3):
-        yield j
+def in_two_ranges(k, j0, j1, j2):
+    """The ``k``-th index of the ranges ``[j0, j1)`` then ``[j2, ...)``: loop ``k`` over
+    ``(j1 - j0) + (j3 - j2)``. (Not a generator: a numba generator loaded from the on-disk cache
+    cannot be compiled into a caller of another module that is compiled afresh.)"""
+    return j0 + k if k < j1 - j0 else j2 + (k - (j1 - j0))
 
 
 @njit
@@ -177,8 +176,8 @@ def best_hit(table, lay, px, py, pz, t, var_v, var_z, window, hits):
     best, best_chi2 = -1, 2.0 * window * window
     j0, j1, j2, j3 = azimuth_window(hits.sphi, hits.starts[lay], hits.starts[lay + 1], centre,
                                     window * sig_rphi / max(rp, 1e-3))
-    for j in two_ranges(j0, j1, j2, j3):
-        h = hits.order[j]
+    for k in range((j1 - j0) + (j3 - j2)):
+        h = hits.order[in_two_ranges(k, j0, j1, j2)]
         if hits.used[h]:
             continue
         dphi = hits.phi[h] - centre

@@ -19,11 +19,18 @@ one compiled loop:
    along z or r) joins the track, and the helix is refitted. The search
    stops after ``max_misses`` layers in a row without a hit.
 3. **Fit.** Karimäki's circle fit and a straight line in (s, z), without the
-   beam spot: ``pt`` from the curvature in the solenoid field, ``charge``,
-   ``phi`` and ``d0`` at the point of closest approach, ``z0``, ``eta`` from
-   the dip angle, ``chi2`` and ``ndf = 2 n - 5``. Candidates with fewer than
-   ``min_hits`` hits or ``chi2 / ndf > max_chi2_ndf`` are dropped; the hits of
-   an accepted track are not used again.
+   beam spot, guide the search; an accepted candidate is refitted with the
+   material (:mod:`giod.physics.material_fit`: the multiple scattering's
+   correlations in the covariance, the energy loss added back): ``pt`` from
+   the curvature in the solenoid field, ``charge``, ``phi`` and ``d0`` at the
+   point of closest approach, ``z0``, ``eta`` from the dip angle, ``chi2`` and
+   ``ndf = 2 n - 5``. Candidates with fewer than ``min_hits`` hits or
+   ``chi2 / ndf > max_chi2_ndf`` are dropped; the hits of an accepted track
+   are not used again.
+
+The search windows (step 2) add the multiple scattering expected since the
+last hit to the measurement and extrapolation errors. The kernels read the
+settings by name (:class:`Cuts`), never by position.
 """
 
 from __future__ import annotations
@@ -36,7 +43,6 @@ import numpy as np
 
 from giod.physics.compiled import njit
 from giod.physics.detector import C_LIGHT, Detector
-from giod.physics.material_fit import material_fit, ms_variances
 from giod.physics.helix_fit import (
     arc_length,
     circle_fit,
@@ -44,6 +50,7 @@ from giod.physics.helix_fit import (
     position,
     prediction_variances,
 )
+from giod.physics.material_fit import material_fit, ms_variances
 from giod.physics.road import (
     BARREL,
     HIGH,
@@ -57,10 +64,10 @@ from giod.physics.road import (
     azimuth_window,
     best_hit,
     crossing,
+    in_two_ranges,
     layer_table,
     passive_table,
     road,
-    two_ranges,
 )
 
 __all__ = ["TRACK_COLUMNS", "Cuts", "TrackingSettings", "find_tracks", "kernel_cuts"]
@@ -219,8 +226,8 @@ def _event(ev, x, y, z, layer, table, passive, pixel_layers, cuts, out):
                 turn = math.asin(min(0.5 * kappa_max * reach, 1.0)) - math.asin(min(0.5 * kappa_max * r1, 1.0))
                 dphi = turn + 0.05  # beam spot, impact parameter and resolution
                 j0, j1, j2, j3 = azimuth_window(sphi, starts[l2], starts[l2 + 1], phi[h1], dphi)
-                for b in two_ranges(j0, j1, j2, j3):
-                    h2 = order[b]
+                for k in range((j1 - j0) + (j3 - j2)):
+                    h2 = order[in_two_ranges(k, j0, j1, j2)]
                     if used[h2] or r[h2] < r1 + 0.5:
                         continue
                     dist = math.hypot(x[h2] - x[h1], y[h2] - y[h1])
