@@ -68,11 +68,7 @@ def simulate_tracker(
     r0 = np.hypot(particles.vx, particles.vy)
     inside = (r0 < tracker.outer_radius) & (np.abs(particles.vz) < tracker.outer_z)
     p = particles.select((particles.charge != 0) & (particles.pt > 0.05) & inside)
-    cylinders, disks = surfaces(detector)
-    state = np.column_stack([p.vx, p.vy, p.vz, p.px, p.py, p.pz, p.mass, p.charge,
-                             (np.abs(p.pdg) == 11).astype(np.float64)])
-    limits = np.array([tracker.outer_radius, tracker.outer_z, detector.solenoid.field])
-    owner, layer, x, y, z, _ = _transport(state, cylinders, disks, limits, rng)
+    owner, layer, x, y, z, _ = _transport(*_inputs(p, detector), rng)
     parts = [_measure(tracker, p.event[owner], p.index[owner], layer, x, y, z, rng)]
     parts.append(_noise_hits(tracker, n_events, rng))
     event, x, y, z, layer, particle = (np.concatenate(c) for c in zip(*parts, strict=True))
@@ -113,7 +109,7 @@ def _transport(state, cylinders, disks, limits, rng):
     n = state.shape[0]
     nc, nd = cylinders.shape[0], disks.shape[0]
     outer_r, outer_z, field = limits[0], limits[1], limits[2]
-    capacity = n * (nc + nd) + 1
+    capacity = 2 * n * (nc + nd) + 1
     owner = np.empty(capacity, dtype=np.int64)
     layer = np.empty(capacity, dtype=np.int64)
     hx, hy, hz = np.empty(capacity), np.empty(capacity), np.empty(capacity)
@@ -171,7 +167,7 @@ def _transport(state, cylinders, disks, limits, rng):
                     radial = (x * math.cos(phi) + y * math.sin(phi)) / row[_POS]
                     x0 = row[_X0] * math.sqrt(1.0 + t * t) / max(radial, 0.05)
                     lay = int(row[_LAYER])
-            if lay >= 0:
+            if lay >= 0 and k < capacity:  # a particle turning back in z may meet a disk again
                 owner[k], layer[k], hx[k], hy[k], hz[k] = i, lay, x, y, z
                 k += 1
             if x0 > 0.0:
@@ -212,13 +208,17 @@ def transport(particles: SimParticles, detector: Detector, rng: np.random.Genera
     """The true crossings of active layers by the charged ``particles`` (no efficiency, no
     smearing: ``particle`` is the row in ``particles``), and ``p_end``, each particle's momentum
     where it stopped. For studies and tests of the material effects."""
-    cylinders, disks = surfaces(detector)
-    state = np.column_stack([particles.vx, particles.vy, particles.vz, particles.px, particles.py,
-                             particles.pz, particles.mass, particles.charge,
-                             (np.abs(particles.pdg) == 11).astype(np.float64)])
-    limits = np.array([detector.tracker.outer_radius, detector.tracker.outer_z, detector.solenoid.field])
-    owner, layer, x, y, z, p_end = _transport(state, cylinders, disks, limits, rng)
+    owner, layer, x, y, z, p_end = _transport(*_inputs(particles, detector), rng)
     return {"particle": owner, "layer": layer, "x": x, "y": y, "z": z, "p_end": p_end}
+
+
+def _inputs(p: SimParticles, detector: Detector) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The transport kernel's arguments: particle states, surfaces, and (outer radius, outer z, field)."""
+    cylinders, disks = surfaces(detector)
+    state = np.column_stack([p.vx, p.vy, p.vz, p.px, p.py, p.pz, p.mass, p.charge,
+                             (np.abs(p.pdg) == 11).astype(np.float64)])
+    tracker = detector.tracker
+    return state, cylinders, disks, np.array([tracker.outer_radius, tracker.outer_z, detector.solenoid.field])
 
 
 def _measure(tracker, event, index, layer, x, y, z, rng):
