@@ -87,7 +87,7 @@ def test_reconstructed_dataset_validates(fed: giod.Federation, first_pass: int, 
     assert summary["tracking"]["efficiency"] > 0.95
     assert summary["tracking"]["fake_rate"] < 0.03
     assert abs(summary["jets"]["response_above_50"] - 1) < 0.12
-    assert len(list((tmp_path / "plots").glob("*.png"))) == 5
+    assert len(list((tmp_path / "plots").glob("*.png"))) == 7
 
 
 def test_second_pass_is_refused_without_force(fed: giod.Federation, first_pass: int) -> None:

@@ -111,6 +111,11 @@ _DELETE = object()
         ("calorimeter.ecal.endcap.eta_max", 2.5, "calorimeter.ecal.endcap.eta_max: must reach"),
         ("showers.em.tail_fraction", 2.0, "showers.em.tail_fraction: must be in [0, 1]"),
         ("showers.mip", 0.3, "showers.mip: expected a mapping"),
+        ("tracker.barrel[3].x0", -0.01, "tracker.barrel[3].x0: must be >= 0"),
+        ("tracker.endcap[2].x0", _DELETE, "tracker.endcap[2].x0: missing key"),
+        ("tracker.material[0].radius", 150.0, "tracker.material[0]: lies outside the tracker volume"),
+        ("tracker.material[1].radius", 25.5, "tracker.material[1].radius: coincides with a barrel layer"),
+        ("tracker.material[2].name", "TIB1", "tracker: layer names must be unique"),
     ],
 )
 def test_bad_descriptions_name_the_key(path: str, value: Any, expected: str, tmp_path: Path) -> None:
@@ -136,3 +141,16 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     bad.write_text("tracker: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         Detector.load(bad)
+
+
+def test_material_of_the_packaged_tracker(detector: Detector) -> None:
+    """About 0.4 radiation lengths at eta = 0, as in CMS; with_material scales every thickness."""
+    assert 0.3 < detector.material_at_normal_incidence() < 0.5
+    assert detector.tracker.material[0].name == "beam_pipe"
+    assert detector.tracker.material[0].radius < detector.tracker.barrel[0].radius
+    double = detector.with_material(2.0)
+    assert double.material_at_normal_incidence() == pytest.approx(2 * detector.material_at_normal_incidence())
+    assert all(d2.x0 == 2 * d.x0 for d, d2 in zip(detector.tracker.endcap, double.tracker.endcap, strict=True))
+    bare = detector.with_material(0.0)
+    assert bare.material_at_normal_incidence() == 0.0
+    assert bare.tracker.barrel[0].radius == detector.tracker.barrel[0].radius

@@ -125,9 +125,11 @@ def test_jet_constituents_rebuild_the_jet(reco: ak.Array) -> None:
 def test_single_tracks_are_measured(detector: Detector) -> None:
     """Charged pions of known momentum from vertices spread along z: pt, charge, angles, z0.
 
-    Up to 20 GeV the pT error stays below a percent or two even in the
-    forward region, where the lever arm is shortest.
+    Without material (the fit's precision alone), up to 20 GeV the pT error
+    stays below a percent or two even in the forward region, where the lever
+    arm is shortest. ``tests/physics/test_material.py`` checks what material adds.
     """
+    detector = detector.with_material(0.0)
     n = 200
     pt = np.exp(np.random.default_rng(3).uniform(np.log(1.0), np.log(20.0), n))
     pions = _gun(4, PDG.PI_PLUS, n // 2, pt[: n // 2], 2.3, z_sigma=5.0)
@@ -153,7 +155,8 @@ def test_single_tracks_are_measured(detector: Detector) -> None:
 
 
 def test_the_curvature_sets_the_pt(detector: Detector) -> None:
-    """A low-pT pion curls: its measured radius of curvature gives pt = 0.3 B R."""
+    """A low-pT pion curls: its measured radius of curvature gives pt = 0.3 B R (no material)."""
+    detector = detector.with_material(0.0)
     events = simulate(_gun(7, PDG.PI_PLUS, 50, np.full(50, 0.8), 1.0), detector, seed=8)
     out = reconstruct(events, detector)
     pts = _flat(out.tracks.pt)

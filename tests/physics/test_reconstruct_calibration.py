@@ -87,11 +87,12 @@ def test_validation_meets_loose_targets_on_a_small_sample(simulated: ak.Array, t
     assert tracking["particles"] > 1000 and tracking["tracks"] > 1000
     assert tracking["efficiency"] > 0.95
     assert tracking["fake_rate"] < 0.03
-    assert 0 < tracking["pt_resolution"]["1-1.5"] < 0.01
+    assert 0.003 < tracking["pt_resolution"]["1-1.5"] < 0.015  # multiple scattering: CMS has 0.7-1.5 %
     assert jets["matched"] > 100
     assert abs(jets["response_above_50"] - 1) < 0.1
     assert 0.85 < summary["dijet"]["mass_ratio_median"] < 1.15
-    assert set(summary["targets"]) == {"tracking_efficiency", "fake_rate", "jet_response"}
+    assert set(summary["targets"]) == {"tracking_efficiency", "fake_rate", "jet_response",
+                                       "resolutions_within_1.5x_of_CMS"}
     assert summary["targets"]["tracking_efficiency"] == (tracking["efficiency"] >= TARGETS["tracking_efficiency"])
     for path in summary["plots"]:
         data = Path(path).read_bytes()

@@ -50,9 +50,11 @@ def test_barrel_hits_lie_on_their_layers(simulated: ak.Array, detector: Detector
 
 
 def test_hit_resolution_matches_the_description(detector: Detector) -> None:
-    """Pulls of hits from single tracks against the textbook helix from the origin."""
+    """Pulls of hits from single tracks against the textbook helix from the origin (without
+    material, which would bend the helix)."""
     rng = np.random.default_rng(1)
     n = 400
+    detector = detector.with_material(0.0)
     events = simulate(_gun(rng, PDG.PI_PLUS, n, 3.0, 0.5), detector, seed=2)
     mc = events.mcparticles[:, 0]
     hits = events.tracker_hits[events.tracker_hits.particle == 0]

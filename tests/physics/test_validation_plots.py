@@ -13,6 +13,7 @@ from giod.physics.validation_plots import MIN_ENTRIES
 from tests.analysis.figures import capture, labelled_ticks, legend_overlaps, markers, texts, vertical_segments
 
 RATE_PLOTS = ("tracking_efficiency.png", "tracking_fake_rate.png")
+CMS_PLOTS = ("tracking_efficiency.png", "track_pt_resolution.png", "track_d0_resolution.png", "jet_resolution.png")
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def figures(reconstructed: ak.Array, tmp_path_factory: pytest.TempPathFactory) -
     with pytest.MonkeyPatch.context() as mp:
         saved = capture(mp)
         validate(reconstructed, tmp_path_factory.mktemp("validation"))
-    assert {*RATE_PLOTS, "track_pt_resolution.png", "jet_response.png", "dijet_mass.png"} <= set(saved)
+    assert {*RATE_PLOTS, *CMS_PLOTS, "jet_response.png", "dijet_mass.png"} <= set(saved)
     return saved
 
 
@@ -94,3 +95,10 @@ def test_every_plot_has_units_label_and_bin_width(figures: dict) -> None:
                 assert "[GeV]" in ax.get_xlabel(), name
     (ax,) = figures["dijet_mass.png"].axes
     assert ax.get_ylabel().startswith("events / ") and ax.get_ylabel().endswith(" GeV")
+
+
+def test_cms_reference_figures_are_drawn_beside_giods(figures: dict) -> None:
+    for name in CMS_PLOTS:
+        labels = [t.get_text() for ax in figures[name].axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+        assert any("CMS, JINST" in label for label in labels), f"{name}: no CMS reference in {labels}"
+        assert any(label.startswith("giod") or "GeV" in label for label in labels), name

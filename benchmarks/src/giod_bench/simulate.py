@@ -181,6 +181,16 @@ def run(
             f"{g}: the chain runs at {chain_row['vs_storage']:.2f}× the storage limit; of its wall time "
             + ", ".join(f"{PHASES[p]} {share[p]:.0%}" for p in PHASES)
         )
+    from giod.physics.detector import Detector
+
+    x0 = Detector.load().material_at_normal_incidence()
+    for g in names:
+        sim = next(p for p in phases if p["generator"] == g and p["phase"] == "simulate")
+        notes.append(
+            f"{g}: detector simulation alone {events / sim['cpu_s']:,.0f} events per CPU-second, with the tracker's "
+            f"material on (x/X0 = {x0:.2f} at η = 0: multiple scattering, ionisation, bremsstrahlung at every "
+            "crossing)"
+        )
     notes.append(
         f"{events:,} events (hard QCD, pT-hat > {PTHAT_MIN:g} GeV, no pile-up) in batches of {BATCH:,}, "
         f"raw containers: {', '.join(RAW_COLLECTIONS)}; each measurement writes into a fresh federation; median of "

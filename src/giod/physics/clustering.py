@@ -23,6 +23,7 @@ across phi = pi are right), and their energy-weighted RMS widths.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from giod.physics.detector import CALO_CODES, Detector
 from giod.physics.layout import stable_order
 from giod.physics.lists import ramp
 
-__all__ = ["ClusteringSettings", "ECAL", "HCAL", "find_clusters"]
+__all__ = ["ClusteringSettings", "ECAL", "HCAL", "Thresholds", "find_clusters"]
 
 #: ``Cluster.calorimeter`` codes.
 ECAL, HCAL = 1, 2
@@ -50,6 +51,14 @@ class ClusteringSettings:
 
         if not self.seed >= self.grow >= self.boundary:
             raise ConfigError("clustering thresholds must satisfy seed >= grow >= boundary")
+
+
+class Thresholds(NamedTuple):
+    """The thresholds as the compiled flood fill reads them: by name, not by position."""
+
+    seed: float
+    grow: float
+    boundary: float
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,8 @@ def find_clusters(
     sigma = noise[sub]
     offsets = np.asarray(offsets, dtype=np.int64)
     label = _label(offsets, which[sub], np.asarray(ieta, dtype=np.int64), np.asarray(iphi, dtype=np.int64),
-                   energy / sigma, shapes, np.array([settings.seed, settings.grow, settings.boundary]))
+                   energy / sigma, shapes, Thresholds(seed=float(settings.seed), grow=float(settings.grow),
+                                                      boundary=float(settings.boundary)))
     n_events = len(offsets) - 1
     event = np.repeat(np.arange(n_events), np.diff(offsets))
     local = np.arange(len(sub)) - offsets[event]
@@ -152,7 +162,7 @@ def _seed_phi(gid: np.ndarray, energy: np.ndarray, phi: np.ndarray, total: int) 
 @njit
 def _label(offsets, which, ieta, iphi, significance, shapes, thresholds):
     """Cluster label of each cell (event-local, -1 for none) by flood fill from the seeds."""
-    seed_cut, grow_cut, boundary_cut = thresholds[0], thresholds[1], thresholds[2]
+    seed_cut, grow_cut, boundary_cut = thresholds.seed, thresholds.grow, thresholds.boundary
     label = np.full(len(which), -1, dtype=np.int64)
     grids = [np.full(2 * shapes[w, 0] * shapes[w, 1], -1, dtype=np.int64) for w in range(2)]
     for ev in range(len(offsets) - 1):

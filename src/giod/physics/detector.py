@@ -50,6 +50,7 @@ __all__ = [
     "EndcapDisk",
     "HadronShower",
     "MIPDeposit",
+    "PassiveCylinder",
     "Showers",
     "Solenoid",
     "Tracker",
@@ -105,6 +106,7 @@ class BarrelLayer:
     sigma_rphi: float = checked(nonnegative)
     sigma_z: float = checked(nonnegative)
     efficiency: float = checked(probability)
+    x0: float = checked(nonnegative)  # thickness in radiation lengths at normal incidence
     noise_hits: float = checked(nonnegative)  # mean number of noise hits per event
 
     @property
@@ -123,6 +125,7 @@ class EndcapDisk:
     sigma_rphi: float = checked(nonnegative)
     sigma_r: float = checked(nonnegative)
     efficiency: float = checked(probability)
+    x0: float = checked(nonnegative)  # thickness in radiation lengths at normal incidence
     noise_hits: float = checked(nonnegative)  # per disk and per event
 
     @property
@@ -136,11 +139,22 @@ class EndcapDisk:
 
 
 @dataclass(frozen=True)
+class PassiveCylinder:
+    """Material without hits (beam pipe, supports): a cylinder centred on the beam line."""
+
+    name: str
+    radius: float = checked(positive)
+    half_length: float = checked(positive)
+    x0: float = checked(nonnegative)  # thickness in radiation lengths at normal incidence
+
+
+@dataclass(frozen=True)
 class Tracker:
     eta_max: float = checked(positive)
     outer_radius: float = checked(positive)
     outer_z: float = checked(positive)
     barrel: tuple[BarrelLayer, ...] = ()
+    material: tuple[PassiveCylinder, ...] = ()
     endcap: tuple[EndcapDisk, ...] = ()
 
     @property
@@ -174,7 +188,13 @@ class Tracker:
         for i, disk in enumerate(self.endcap):
             if disk.z >= self.outer_z or disk.r_max > self.outer_radius:
                 raise key_error(f"{path}.endcap[{i}]", "lies outside the tracker volume")
+        for i, cyl in enumerate(self.material):
+            if cyl.radius >= self.outer_radius or cyl.half_length > self.outer_z:
+                raise key_error(f"{path}.material[{i}]", "lies outside the tracker volume")
+            if any(math.isclose(cyl.radius, layer.radius) for layer in self.barrel):
+                raise key_error(f"{path}.material[{i}].radius", "coincides with a barrel layer")
         names = [layer.name for layer in self.barrel] + [d.name for d in self.endcap]
+        names += [cyl.name for cyl in self.material]
         if len(set(names)) != len(names):
             raise key_error(f"{path}", "layer names must be unique")
 
@@ -342,6 +362,24 @@ class Detector:
             return build(cls, data)
         except KeyProblem as exc:
             raise ConfigError(f"{source}: {exc.path}: {exc.problem}") from None
+
+    def with_material(self, scale: float) -> Self:
+        """The same detector with every thickness in radiation lengths multiplied by ``scale``
+        (0: no material at all; for studies of what the material does)."""
+        t = self.tracker
+        tracker = dataclasses.replace(
+            t,
+            barrel=tuple(dataclasses.replace(layer, x0=layer.x0 * scale) for layer in t.barrel),
+            endcap=tuple(dataclasses.replace(disk, x0=disk.x0 * scale) for disk in t.endcap),
+            material=tuple(dataclasses.replace(cyl, x0=cyl.x0 * scale) for cyl in t.material),
+        )
+        return dataclasses.replace(self, tracker=tracker)
+
+    def material_at_normal_incidence(self) -> float:
+        """Radiation lengths of tracker material a particle at eta = 0 crosses (every barrel layer
+        and passive cylinder long enough to reach z = 0)."""
+        t = self.tracker
+        return sum(layer.x0 for layer in t.barrel) + sum(c.x0 for c in t.material)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the description (plus layer names and codes)."""

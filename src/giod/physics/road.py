@@ -10,6 +10,7 @@ azimuth) for the one nearest a prediction.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,26 +19,52 @@ from giod.physics.detector import Detector
 from giod.physics.helix_fit import arc_length, cylinder_path, position
 
 __all__ = [
-    "BARREL", "HIGH", "KIND", "LOW", "PIXEL", "POS", "SIG_2", "SIG_RPHI",
-    "azimuth_window", "best_hit", "crossing", "layer_table", "road", "two_ranges",
+    "BARREL", "HIGH", "KIND", "LOW", "PIXEL", "POS", "SIG_2", "SIG_RPHI", "X0",
+    "EventHits", "azimuth_window", "best_hit", "crossing", "in_two_ranges", "layer_table", "passive_table", "road",
 ]
 
 # Columns of the layer table.
-KIND, POS, LOW, HIGH, SIG_RPHI, SIG_2, PIXEL = range(7)
+KIND, POS, LOW, HIGH, SIG_RPHI, SIG_2, PIXEL, X0 = range(8)
 #: ``KIND`` of a barrel layer (disks have 1).
 BARREL = 0.0
 
 
+class EventHits(NamedTuple):
+    """One event's hits as the road search reads them (numba takes a named tuple of arrays).
+
+    ``order`` sorts the hits by layer, then azimuth; ``sphi`` holds the azimuths in that order
+    and ``starts[l]`` where layer ``l`` begins in it; ``used`` marks hits taken by a track.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+    r: np.ndarray
+    phi: np.ndarray
+    layer: np.ndarray
+    order: np.ndarray
+    sphi: np.ndarray
+    starts: np.ndarray
+    used: np.ndarray
+
+
+def passive_table(detector: Detector) -> np.ndarray:
+    """One row per passive cylinder: radius, half length, thickness in radiation lengths."""
+    rows = [(c.radius, c.half_length, c.x0) for c in detector.tracker.material]
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 3)
+
+
 def layer_table(detector: Detector) -> np.ndarray:
-    """One row per tracker layer index: kind, position, active range, resolutions, pixel flag."""
+    """One row per tracker layer index: kind, position, active range, resolutions, pixel flag,
+    thickness in radiation lengths at normal incidence."""
     rows = []
     for layer in detector.tracker.barrel:
         rows.append((BARREL, layer.radius, -layer.half_length, layer.half_length,
-                     layer.sigma_rphi, layer.sigma_z, layer.subdetector == "pixel"))
+                     layer.sigma_rphi, layer.sigma_z, layer.subdetector == "pixel", layer.x0))
     for side in (1.0, -1.0):
         for disk in detector.tracker.endcap:
             rows.append((1.0, side * disk.z, disk.r_min, disk.r_max,
-                         disk.sigma_rphi, disk.sigma_r, disk.subdetector == "pixel"))
+                         disk.sigma_rphi, disk.sigma_r, disk.subdetector == "pixel", disk.x0))
     return np.asarray(rows, dtype=np.float64)
 
 
@@ -61,12 +88,11 @@ def azimuth_window(sphi, lo, hi, centre, half):
 
 
 @njit
-def two_ranges(j0, j1, j2, j3):
-    """The indices of two ranges, one after the other."""
-    for j in range(j0, j1):
-        yield j
-    for j in range(j2, j3):
-        yield j
+def in_two_ranges(k, j0, j1, j2):
+    """The ``k``-th index of the ranges ``[j0, j1)`` then ``[j2, ...)``: loop ``k`` over
+    ``(j1 - j0) + (j3 - j2)``. (Not a generator: a numba generator loaded from the on-disk cache
+    cannot be compiled into a caller of another module that is compiled afresh.)"""
+    return j0 + k if k < j1 - j0 else j2 + (k - (j1 - j0))
 
 
 @njit
@@ -137,7 +163,7 @@ def crossing(table, lay, x0, y0, phi0, kappa, z0, t, margin):
 
 
 @njit
-def best_hit(table, lay, px, py, pz, t, var_v, var_z, window, x, y, z, r, phi, order, sphi, starts, used):
+def best_hit(table, lay, px, py, pz, t, var_v, var_z, window, hits):
     """The unused hit of layer ``lay`` nearest the prediction within the window; -1 if none."""
     rp = math.hypot(px, py)
     barrel = table[lay, KIND] == BARREL
@@ -148,18 +174,19 @@ def best_hit(table, lay, px, py, pz, t, var_v, var_z, window, x, y, z, r, phi, o
         sig_2 = math.sqrt(var_z / max(t * t, 1e-6) + table[lay, SIG_2] ** 2)
     centre = math.atan2(py, px)
     best, best_chi2 = -1, 2.0 * window * window
-    j0, j1, j2, j3 = azimuth_window(sphi, starts[lay], starts[lay + 1], centre, window * sig_rphi / max(rp, 1e-3))
-    for j in two_ranges(j0, j1, j2, j3):
-        h = order[j]
-        if used[h]:
+    j0, j1, j2, j3 = azimuth_window(hits.sphi, hits.starts[lay], hits.starts[lay + 1], centre,
+                                    window * sig_rphi / max(rp, 1e-3))
+    for k in range((j1 - j0) + (j3 - j2)):
+        h = hits.order[in_two_ranges(k, j0, j1, j2)]
+        if hits.used[h]:
             continue
-        dphi = phi[h] - centre
+        dphi = hits.phi[h] - centre
         if dphi > math.pi:
             dphi -= 2 * math.pi
         elif dphi < -math.pi:
             dphi += 2 * math.pi
         p1 = rp * dphi / sig_rphi
-        p2 = ((z[h] - pz) if barrel else (r[h] - rp)) / sig_2
+        p2 = ((hits.z[h] - pz) if barrel else (hits.r[h] - rp)) / sig_2
         if abs(p1) < window and abs(p2) < window:
             chi2 = p1 * p1 + p2 * p2
             if chi2 < best_chi2:

@@ -19,17 +19,25 @@ one compiled loop:
    along z or r) joins the track, and the helix is refitted. The search
    stops after ``max_misses`` layers in a row without a hit.
 3. **Fit.** Karimäki's circle fit and a straight line in (s, z), without the
-   beam spot: ``pt`` from the curvature in the solenoid field, ``charge``,
-   ``phi`` and ``d0`` at the point of closest approach, ``z0``, ``eta`` from
-   the dip angle, ``chi2`` and ``ndf = 2 n - 5``. Candidates with fewer than
-   ``min_hits`` hits or ``chi2 / ndf > max_chi2_ndf`` are dropped; the hits of
-   an accepted track are not used again.
+   beam spot, guide the search; an accepted candidate is refitted with the
+   material (:mod:`giod.physics.material_fit`: the multiple scattering's
+   correlations in the covariance, the energy loss added back): ``pt`` from
+   the curvature in the solenoid field, ``charge``, ``phi`` and ``d0`` at the
+   point of closest approach, ``z0``, ``eta`` from the dip angle, ``chi2`` and
+   ``ndf = 2 n - 5``. Candidates with fewer than ``min_hits`` hits or
+   ``chi2 / ndf > max_chi2_ndf`` are dropped; the hits of an accepted track
+   are not used again.
+
+The search windows (step 2) add the multiple scattering expected since the
+last hit to the measurement and extrapolation errors. The kernels read the
+settings by name (:class:`Cuts`), never by position.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,8 +49,8 @@ from giod.physics.helix_fit import (
     line_fit,
     position,
     prediction_variances,
-    signed_distance,
 )
+from giod.physics.material_fit import material_fit, ms_variances
 from giod.physics.road import (
     BARREL,
     HIGH,
@@ -51,15 +59,18 @@ from giod.physics.road import (
     POS,
     SIG_2,
     SIG_RPHI,
+    X0,
+    EventHits,
     azimuth_window,
     best_hit,
     crossing,
+    in_two_ranges,
     layer_table,
+    passive_table,
     road,
-    two_ranges,
 )
 
-__all__ = ["TRACK_COLUMNS", "TrackingSettings", "find_tracks"]
+__all__ = ["TRACK_COLUMNS", "Cuts", "TrackingSettings", "find_tracks", "kernel_cuts"]
 
 #: Most hits a candidate can hold (one per layer; the tracker has fewer layers).
 _MAX_HITS = 64
@@ -90,6 +101,48 @@ class TrackingSettings:
             raise ConfigError(f"tracking setting min_hits must be >= 3, got {self.min_hits}")
 
 
+class Cuts(NamedTuple):
+    """The cuts as the compiled track finder reads them: by name, so that adding or reordering a
+    setting cannot shift the others (numba compiles a named tuple to a struct)."""
+
+    kappa_max: float  # the curvature of a track of pt_min, 1/cm
+    z0_max: float
+    d0_max: float
+    min_hits: int
+    max_misses: int
+    window: float
+    max_chi2_ndf: float
+    beam_weight: float  # 1 / beam_sigma^2, the beam line's weight in the seed fits
+    edge_margin: float
+    field_constant: float  # not a cut: C_LIGHT * field, pt = field_constant / |kappa|
+
+
+def kernel_cuts(settings: TrackingSettings, field: float) -> Cuts:
+    """The settings converted for the kernels, each passed by name."""
+    return Cuts(
+        kappa_max=C_LIGHT * field / settings.pt_min,
+        z0_max=float(settings.z0_max),
+        d0_max=float(settings.d0_max),
+        min_hits=int(settings.min_hits),
+        max_misses=int(settings.max_misses),
+        window=float(settings.window),
+        max_chi2_ndf=float(settings.max_chi2_ndf),
+        beam_weight=1.0 / (settings.beam_sigma * settings.beam_sigma),
+        edge_margin=float(settings.edge_margin),
+        field_constant=C_LIGHT * field,
+    )
+
+
+class _Output(NamedTuple):
+    """Where the kernel stores accepted tracks; ``counters`` = (tracks, hits) stored so far."""
+
+    event: np.ndarray
+    params: np.ndarray
+    nhits: np.ndarray
+    hits: np.ndarray
+    counters: np.ndarray
+
+
 def find_tracks(
     offsets: np.ndarray, x: np.ndarray, y: np.ndarray, z: np.ndarray, layer: np.ndarray,
     detector: Detector, settings: TrackingSettings | None = None,
@@ -113,47 +166,48 @@ def find_tracks(
 
         raise DataError(f"tracker hits name layers outside 0..{len(table) - 1} of the detector")
     field = detector.solenoid.field
-    cfg = np.array([C_LIGHT * field / settings.pt_min, *astuple(settings)[1:]], dtype=np.float64)
     t_event, t_params, t_nhits, t_hits, n_tracks, n_track_hits = _find_all(
         np.asarray(offsets, dtype=np.int64), np.asarray(x, dtype=np.float64),
-        np.asarray(y, dtype=np.float64), np.asarray(z, dtype=np.float64), layer, table, cfg,
+        np.asarray(y, dtype=np.float64), np.asarray(z, dtype=np.float64), layer, table,
+        passive_table(detector), kernel_cuts(settings, field),
     )
     params = t_params[:n_tracks]
-    columns = dict(zip(TRACK_COLUMNS, params.T, strict=True))
-    columns["pt"] = C_LIGHT * field / np.abs(columns["pt"])  # the kernel returns the curvature
+    columns = dict(zip(TRACK_COLUMNS, params[:, :8].T, strict=True))
+    kappa = np.abs(columns["pt"])  # the kernel returns the curvature
+    columns["pt"] = C_LIGHT * field / kappa
+    # not part of the model (reconstruct drops names starting with "_"): for the fit's pulls
+    columns["_pt_error"] = columns["pt"] * params[:, 8] / kappa
     return t_event[:n_tracks], columns, t_nhits[:n_tracks], t_hits[:n_track_hits]
 
 
 @njit
-def _find_all(offsets, x, y, z, layer, table, cfg):
+def _find_all(offsets, x, y, z, layer, table, passive, cuts):
     n_total = len(x)
     capacity = n_total // 3 + 1  # hits are never shared, and a track has at least three
-    t_event = np.empty(capacity, dtype=np.int64)
-    t_params = np.empty((capacity, 8))
-    t_nhits = np.empty(capacity, dtype=np.int64)
-    t_hits = np.empty(max(n_total, 1), dtype=np.int64)
-    counters = np.zeros(2, dtype=np.int64)
+    out = _Output(np.empty(capacity, dtype=np.int64), np.empty((capacity, 9)),
+                  np.empty(capacity, dtype=np.int64), np.empty(max(n_total, 1), dtype=np.int64),
+                  np.zeros(2, dtype=np.int64))
     pixel_layers = np.flatnonzero(table[:, PIXEL] > 0)
     for ev in range(len(offsets) - 1):
         lo, hi = offsets[ev], offsets[ev + 1]
-        _event(ev, x[lo:hi], y[lo:hi], z[lo:hi], layer[lo:hi], table, pixel_layers, cfg,
-               t_event, t_params, t_nhits, t_hits, counters)
-    return t_event, t_params, t_nhits, t_hits, counters[0], counters[1]
+        _event(ev, x[lo:hi], y[lo:hi], z[lo:hi], layer[lo:hi], table, passive, pixel_layers, cuts, out)
+    return out.event, out.params, out.nhits, out.hits, out.counters[0], out.counters[1]
 
 
 @njit
-def _event(ev, x, y, z, layer, table, pixel_layers, cfg, t_event, t_params, t_nhits, t_hits, counters):
+def _event(ev, x, y, z, layer, table, passive, pixel_layers, cuts, out):
     n = len(x)
     n_layers = table.shape[0]
-    kappa_max, z0_max = cfg[0], cfg[1]
+    kappa_max, z0_max = cuts.kappa_max, cuts.z0_max
     r = np.sqrt(x * x + y * y)
     phi = np.arctan2(y, x)
     order = np.argsort(layer * 8.0 + (phi + math.pi))  # by layer, then azimuth
     sphi = phi[order]
     starts = np.searchsorted(layer[order], np.arange(n_layers + 1))
     used = np.zeros(n, dtype=np.bool_)
+    hits = EventHits(x, y, z, r, phi, layer, order, sphi, starts, used)
     cand = np.empty(_MAX_HITS, dtype=np.int64)
-    work = np.empty((9, _MAX_HITS))
+    work = np.empty((10, _MAX_HITS))
     road_s = np.empty(n_layers)
     road_l = np.empty(n_layers, dtype=np.int64)
     for l1 in pixel_layers:
@@ -172,8 +226,8 @@ def _event(ev, x, y, z, layer, table, pixel_layers, cfg, t_event, t_params, t_nh
                 turn = math.asin(min(0.5 * kappa_max * reach, 1.0)) - math.asin(min(0.5 * kappa_max * r1, 1.0))
                 dphi = turn + 0.05  # beam spot, impact parameter and resolution
                 j0, j1, j2, j3 = azimuth_window(sphi, starts[l2], starts[l2 + 1], phi[h1], dphi)
-                for b in two_ranges(j0, j1, j2, j3):
-                    h2 = order[b]
+                for k in range((j1 - j0) + (j3 - j2)):
+                    h2 = order[in_two_ranges(k, j0, j1, j2)]
                     if used[h2] or r[h2] < r1 + 0.5:
                         continue
                     dist = math.hypot(x[h2] - x[h1], y[h2] - y[h1])
@@ -185,15 +239,23 @@ def _event(ev, x, y, z, layer, table, pixel_layers, cfg, t_event, t_params, t_nh
                     if abs(z[h1] - t * s1) > z0_max:
                         continue
                     cand[0], cand[1] = h1, h2
-                    if _follow(ev, cand, kappa, t, work, road_s, road_l, x, y, z, r, phi, layer, order, sphi, starts,
-                               used, table, cfg, t_event, t_params, t_nhits, t_hits, counters):
+                    if _follow(ev, cand, kappa, t, work, road_s, road_l, hits, table, passive, cuts, out):
                         found = True
                         break
             # a hit that seeded nothing stays available to later seeds as their outer hit
 
 
+@njit
+def _variances(work, n, passive, rho, t, cuts, s, beam_weight):
+    """Variances of a prediction at path ``s``: the fit's (from the hits' errors) plus the
+    multiple scattering's since the last hit."""
+    var_v, var_z = prediction_variances(work[_CS], work[_CRPHI], work[_CSZ], n, s, beam_weight)
+    ms_v, ms_z = ms_variances(work[_CS], work[_CX0], n, passive, rho, t, cuts.field_constant, s)
+    return var_v + ms_v, var_z + ms_z
+
+
 # Rows of a candidate's work array: one column per hit.
-_CX, _CY, _CZ, _CW, _CRPHI, _C2, _CKIND, _CS, _CSZ = range(9)
+_CX, _CY, _CZ, _CW, _CRPHI, _C2, _CKIND, _CS, _CSZ, _CX0 = range(10)
 
 
 @njit
@@ -223,8 +285,9 @@ def _path_lengths(work, i, rho, phi, d, t):
 
 
 @njit
-def _add_hit(work, i, h, x, y, z, table, lay, kappa):
-    """Put hit ``h`` of layer ``lay`` at column ``i``, with its error across the track.
+def _add_hit(work, i, h, x, y, z, table, lay, kappa, t):
+    """Put hit ``h`` of layer ``lay`` at column ``i``, with its error across the track and the
+    layer's thickness along the track (radiation lengths).
 
     A track of curvature ``kappa`` crosses the radial direction at ``r`` under
     an angle ``a`` with ``sin a = kappa r / 2``: across the track, a barrel hit
@@ -242,18 +305,21 @@ def _add_hit(work, i, h, x, y, z, table, lay, kappa):
     work[_CW, i] = 1.0 / (sig * sig)
     work[_C2, i] = table[lay, SIG_2]
     work[_CKIND, i] = table[lay, KIND]
+    if table[lay, KIND] == BARREL:
+        work[_CX0, i] = table[lay, X0] * math.sqrt(1.0 + t * t) / math.sqrt(1.0 - sin_a * sin_a)
+    else:
+        work[_CX0, i] = table[lay, X0] * math.sqrt(1.0 + t * t) / max(abs(t), 0.05)
 
 
 @njit
-def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, x, y, z, r, phi, layer, order, sphi, starts,
-            used, table, cfg, t_event, t_params, t_nhits, t_hits, counters):
+def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, hits, table, passive, cuts, out):
     """Extend a seed pair along its road; store the track if it is good. True when stored."""
-    z0_max, d0_max, min_hits, max_misses = cfg[1], cfg[2], cfg[3], cfg[4]
-    window, max_chi2_ndf, beam_weight, margin = cfg[5], cfg[6], 1.0 / (cfg[7] * cfg[7]), cfg[8]
+    window, beam_weight, margin = cuts.window, cuts.beam_weight, cuts.edge_margin
+    x, y, z, r, phi, layer = hits.x, hits.y, hits.z, hits.r, hits.phi, hits.layer
     h1, h2 = cand[0], cand[1]
     l1, l2 = layer[h1], layer[h2]
-    _add_hit(work, 0, h1, x, y, z, table, l1, seed_kappa)
-    _add_hit(work, 1, h2, x, y, z, table, l2, seed_kappa)
+    _add_hit(work, 0, h1, x, y, z, table, l1, seed_kappa, seed_t)
+    _add_hit(work, 1, h2, x, y, z, table, l2, seed_kappa, seed_t)
     # The seed helix: through the beam line and both hits.
     rho, d, t = seed_kappa, 0.0, seed_t
     fphi = phi[h1] + math.asin(min(max(0.5 * rho * r[h1], -1.0), 1.0))
@@ -276,9 +342,8 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, x, y, z, r, phi,
             if math.isnan(s):
                 continue
             px, py = position(0.0, 0.0, fphi, rho, s)
-            var_v, var_z = prediction_variances(work[_CS], work[_CRPHI], work[_CSZ], n, s, beam_weight)
-            third = best_hit(table, lay, px, py, z0 + t * s, t, var_v, var_z, window,
-                              x, y, z, r, phi, order, sphi, starts, used)
+            var_v, var_z = _variances(work, n, passive, rho, t, cuts, s, beam_weight)
+            third = best_hit(table, lay, px, py, z0 + t * s, t, var_v, var_z, window, hits)
             if third >= 0:
                 break
         if third >= 0 or ns >= 2:
@@ -287,7 +352,7 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, x, y, z, r, phi,
         return False
     l3 = layer[third]
     cand[2] = third
-    _add_hit(work, 2, third, x, y, z, table, l3, rho)
+    _add_hit(work, 2, third, x, y, z, table, l3, rho, t)
     n = 3
     rho, fphi, d, z0, t, ok = _fit(work, n, beam_weight, t)
     if not ok:
@@ -304,17 +369,16 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, x, y, z, r, phi,
         best = -1
         if not math.isnan(s):
             px, py = position(x0, y0, fphi, rho, s)
-            var_v, var_z = prediction_variances(work[_CS], work[_CRPHI], work[_CSZ], n, s, beam_weight)
-            best = best_hit(table, lay, px, py, z0 + t * s, t, var_v, var_z, window,
-                             x, y, z, r, phi, order, sphi, starts, used)
+            var_v, var_z = _variances(work, n, passive, rho, t, cuts, s, beam_weight)
+            best = best_hit(table, lay, px, py, z0 + t * s, t, var_v, var_z, window, hits)
         if best < 0:
             misses += 1
-            if misses > max_misses:
+            if misses > cuts.max_misses:
                 break
             continue
         misses = 0
         cand[n] = best
-        _add_hit(work, n, best, x, y, z, table, lay, rho)
+        _add_hit(work, n, best, x, y, z, table, lay, rho, t)
         n += 1
         if n <= 6 or n % 3 == 0:  # later hits barely move a helix that is already well measured
             rho, fphi, d, z0, t, ok = _fit(work, n, beam_weight, t)
@@ -323,34 +387,36 @@ def _follow(ev, cand, seed_kappa, seed_t, work, road_s, road_l, x, y, z, r, phi,
         else:
             _path_lengths(work, n - 1, rho, fphi, d, t)
 
-    if n < min_hits:
+    if n < cuts.min_hits:
         return False
     rho, fphi, d, z0, t, ok = _fit(work, n, 0.0, t)
-    if not ok or abs(z0) > z0_max or abs(d) > d0_max:
+    if not ok:
         return False
-    chi2 = 0.0
-    for i in range(n):
-        e = signed_distance(work[_CX, i], work[_CY, i], rho, fphi, d) / work[_CRPHI, i]
-        ez = (work[_CZ, i] - z0 - t * work[_CS, i]) / work[_CSZ, i]
-        chi2 += e * e + ez * ez
+    # the final fit: the material's scattering as correlated errors, its energy loss corrected
+    rho, fphi, d, z0, t, chi2, sigma_rho, ok = material_fit(
+        work[_CX], work[_CY], work[_CZ], work[_CS], work[_CRPHI], work[_CSZ], work[_CX0], n, passive,
+        cuts.field_constant, rho, fphi, d, z0, t)
+    if not ok or abs(z0) > cuts.z0_max or abs(d) > cuts.d0_max:
+        return False
     ndf = 2 * n - 5
-    if chi2 > max_chi2_ndf * ndf:
+    if chi2 > cuts.max_chi2_ndf * ndf:
         return False
 
-    i_trk, i_hit = counters[0], counters[1]
-    t_event[i_trk] = ev
-    t_params[i_trk, 0] = rho
-    t_params[i_trk, 1] = math.asinh(t)
-    t_params[i_trk, 2] = fphi
-    t_params[i_trk, 3] = 1.0 if rho > 0 else -1.0
-    t_params[i_trk, 4] = d
-    t_params[i_trk, 5] = z0
-    t_params[i_trk, 6] = chi2
-    t_params[i_trk, 7] = ndf
-    t_nhits[i_trk] = n
+    i_trk, i_hit = out.counters[0], out.counters[1]
+    out.event[i_trk] = ev
+    out.params[i_trk, 0] = rho
+    out.params[i_trk, 1] = math.asinh(t)
+    out.params[i_trk, 2] = fphi
+    out.params[i_trk, 3] = 1.0 if rho > 0 else -1.0
+    out.params[i_trk, 4] = d
+    out.params[i_trk, 5] = z0
+    out.params[i_trk, 6] = chi2
+    out.params[i_trk, 7] = ndf
+    out.params[i_trk, 8] = sigma_rho
+    out.nhits[i_trk] = n
     for i in range(n):
-        t_hits[i_hit + i] = cand[i]
-        used[cand[i]] = True
-    counters[0] += 1
-    counters[1] += n
+        out.hits[i_hit + i] = cand[i]
+        hits.used[cand[i]] = True
+    out.counters[0] += 1
+    out.counters[1] += n
     return True

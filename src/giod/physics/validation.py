@@ -8,10 +8,16 @@
   (truth matching by hits, through ``TrackerHit.particle``);
 * **fake rate**: the share of tracks (same pT and eta cuts) that match no
   particle; **duplicate rate**: matched tracks beyond the first per particle;
-* **track pT resolution**: half the 16-84 % width of ``(pt_reco - pt_true) / pt_true``;
+* **track pT resolution**: half the 16-84 % width of ``(pt_reco - pt_true) / pt_true``, in bins
+  of pT and (for 1 < pT < 10 GeV) of eta; **impact-parameter resolution**: the same width of
+  ``d0_reco - d0_true`` (``d0_true`` of the particle's helix at its vertex, ``x sin phi - y cos phi``);
+* **comparison with CMS**: each figure of :mod:`giod.physics.reference` beside giod's value
+  measured the same way (same pT window and eta range), with the ratio and whether it is within
+  the issue's factor of 1.5;
 * **jet response**: median ``reco pt / particle-jet pt`` of reconstructed jets
   matched (dR < 0.2) to particle jets (anti-kt R = 0.4 on the final-state
   particles except neutrinos) with ``|eta| < 2.5``, in bins of particle-jet pT;
+  **jet resolution**: half the 16-84 % width of that ratio over its median;
 * **di-jet mass**: the mass of the two leading jets, reconstructed and truth,
   in events where both pass the di-jet analysis's pT and |eta| cuts.
 
@@ -31,6 +37,7 @@ import numpy as np
 
 from giod.errors import DataError
 from giod.physics.calibration import match_jets, truth_jets
+from giod.physics.reference import RESOLUTION_FACTOR, citation, cms_reference
 
 __all__ = ["TARGETS", "report_rows", "validate"]
 
@@ -43,6 +50,12 @@ JET_ETA_MAX = 2.5
 PT_BINS = np.array([0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 200.0])
 ETA_BINS = np.linspace(-2.5, 2.5, 21)
 JET_PT_BINS = np.array([20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0, 2500.0])
+#: Tracks whose resolution is compared with CMS's barrel figures, and the pT range of the
+#: resolution-vs-eta plot.
+BARREL_ETA_MAX = 1.4
+ETA_PLOT_PT = (1.0, 10.0)
+#: Fewest objects for a comparison with a reference figure.
+REFERENCE_MIN_ENTRIES = 20
 DIJET_CUTS = (30.0, 2.5)  # jet pt and |eta| of the two leading jets, as in the di-jet analysis
 _COLUMNS = ["mcparticles", "tracker_hits.particle", "tracks", "jets"]
 
@@ -144,8 +157,14 @@ def _measure(events: ak.Array) -> dict[str, np.ndarray]:
         out["trk_duplicate"] = dup & matched
     found = tracks_per_particle > 0
     out["mc_pt"], out["mc_eta"], out["mc_found"] = mc_pt[charged], mc_eta[charged], found[charged]
-    out["res_true_pt"] = mc_pt[particle[matched]]
-    out["res_delta"] = (trk_pt[matched] - mc_pt[particle[matched]]) / mc_pt[particle[matched]]
+    which = particle[matched]
+    out["res_true_pt"] = mc_pt[which]
+    out["res_true_eta"] = mc_eta[which]
+    out["res_delta"] = (trk_pt[matched] - mc_pt[which]) / mc_pt[which]
+    vx, vy = (_flat(mc[c]).astype(np.float64)[which] for c in ("vx", "vy"))
+    mc_phi = np.arctan2(py, px)[which]
+    d0_true = vx * np.sin(mc_phi) - vy * np.cos(mc_phi)
+    out["res_d0"] = _flat(tracks.d0).astype(np.float64)[matched] - d0_true
 
     # Jets against particle jets.
     truth = truth_jets(events, min_pt=10.0)
@@ -156,6 +175,7 @@ def _measure(events: ak.Array) -> dict[str, np.ndarray]:
     out["jet_truth_matched"] = match[np.abs(truth["eta"]) < JET_ETA_MAX] >= 0
     central = (np.abs(truth["eta"]) < JET_ETA_MAX) & (match >= 0)
     out["jet_true_pt"] = truth["pt"][central]
+    out["jet_true_eta"] = truth["eta"][central]
     out["jet_response"] = jet["pt"][match[central]] / truth["pt"][central]
     out["mjj_reco"] = _dijet_mass(n_jets, jet)
     out["mjj_true"] = _dijet_mass(truth["n"], truth)
@@ -231,6 +251,64 @@ def binned_widths(x: np.ndarray, y: np.ndarray, edges: np.ndarray, min_count: in
     return out
 
 
+def _window(x: np.ndarray, entry: dict[str, Any]) -> np.ndarray:
+    return (x >= entry["pt_min"]) & (x < entry["pt_max"])
+
+
+def reference_label(entry: dict[str, Any], what: str = "pT") -> str:
+    """``pT 0.8–1.25 GeV, |η| < 0.9`` for a reference entry."""
+    return f"{what} {entry['pt_min']:g}–{entry['pt_max']:g} GeV, |η| < {entry['eta_max']:g}"
+
+
+def _width(values: np.ndarray) -> float:
+    if len(values) < REFERENCE_MIN_ENTRIES:
+        return float("nan")
+    lo, hi = np.percentile(values, [16, 84])
+    return float(0.5 * (hi - lo))
+
+
+def compare_with_cms(d: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Each CMS reference figure beside giod's value measured the same way.
+
+    Resolutions are compared as a ratio (giod / CMS, met within a factor
+    :data:`~giod.physics.reference.RESOLUTION_FACTOR` either way); an
+    efficiency as a difference. ``giod`` is NaN where giod has too few objects
+    in the reference's window (:data:`REFERENCE_MIN_ENTRIES`).
+    """
+    ref = cms_reference()
+    out: list[dict[str, Any]] = []
+
+    def add(quantity: str, label: str, entry: dict[str, Any], giod: float, n: int, ratio: bool = True) -> None:
+        cms = float(entry["value"])
+        row = {"quantity": quantity, "label": label, "giod": giod, "cms": cms, "entries": n,
+               "source": citation(entry["source"]), "kind": entry["kind"],
+               "particles": entry.get("particles", "")}
+        if ratio:
+            row["ratio"] = giod / cms if np.isfinite(giod) else float("nan")
+            row["met"] = bool(np.isfinite(giod) and 1 / RESOLUTION_FACTOR <= row["ratio"] <= RESOLUTION_FACTOR)
+        else:
+            row["difference"] = giod - cms
+        out.append(row)
+
+    pt, eta = d["res_true_pt"], np.abs(d["res_true_eta"])
+    for quantity, values in (("pt_resolution", d["res_delta"]), ("d0_resolution", d["res_d0"])):
+        for entry in ref["tracking"][quantity]:
+            sel = _window(pt, entry) & (eta < entry["eta_max"])
+            add(quantity, reference_label(entry), entry, _width(values[sel]), int(sel.sum()))
+    for entry in ref["tracking"]["efficiency"]:
+        sel = (d["mc_pt"] > 0.9) & (np.abs(d["mc_eta"]) >= entry["eta_min"]) & (np.abs(d["mc_eta"]) < entry["eta_max"])
+        eff = float(np.mean(d["mc_found"][sel])) if sel.any() else float("nan")
+        add("efficiency", f"pT > 0.9 GeV, {entry['eta_min']:g} ≤ |η| < {entry['eta_max']:g}", entry, eff,
+            int(sel.sum()), ratio=False)
+    jet_pt, response = d["jet_true_pt"], d["jet_response"]
+    for entry in ref["jets"]["pt_resolution"]:
+        sel = _window(jet_pt, entry) & (np.abs(d["jet_true_eta"]) < entry["eta_max"])
+        width = _width(response[sel])
+        median = float(np.median(response[sel])) if sel.sum() >= REFERENCE_MIN_ENTRIES else float("nan")
+        add("jet_resolution", reference_label(entry, "jet pT"), entry, width / median, int(sel.sum()))
+    return out
+
+
 def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
     accept = (d["mc_pt"] > TRACK_PT_MIN) & (np.abs(d["mc_eta"]) < TRACK_ETA_MAX)
     trk_accept = (d["trk_pt"] > TRACK_PT_MIN) & (np.abs(d["trk_eta"]) < TRACK_ETA_MAX)
@@ -244,6 +322,14 @@ def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
     worst = float(np.nanmax(deviations)) if np.isfinite(deviations).any() else float("nan")
     above = d["jet_true_pt"] > TARGETS["jet_response_min_pt"]
     both = np.isfinite(d["mjj_reco"]) & np.isfinite(d["mjj_true"])
+    barrel = np.abs(d["res_true_eta"]) < BARREL_ETA_MAX
+    res_barrel = binned_widths(d["res_true_pt"][barrel], d["res_delta"][barrel], PT_BINS)
+    d0_barrel = binned_widths(d["res_true_pt"][barrel], d["res_d0"][barrel], PT_BINS)
+    mid = (d["res_true_pt"] > ETA_PLOT_PT[0]) & (d["res_true_pt"] < ETA_PLOT_PT[1])
+    res_eta = binned_widths(d["res_true_eta"][mid], d["res_delta"][mid], ETA_BINS)
+    jet_res = binned_widths(d["jet_true_pt"], d["jet_response"], JET_PT_BINS) / response
+    cms = compare_with_cms(d)
+    resolutions = [c for c in cms if "ratio" in c and np.isfinite(c["giod"])]
     return {
         "events": n_events,
         "tracking": {
@@ -252,13 +338,18 @@ def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
             "particles": int(accept.sum()), "tracks": int(trk_accept.sum()),
             "particles_found": int(d["mc_found"][accept].sum()), "fake_tracks": int(d["trk_fake"][trk_accept].sum()),
             "pt_resolution": {_label(PT_BINS, b): float(v) for b, v in enumerate(res) if np.isfinite(v)},
+            "pt_resolution_barrel": _labelled(PT_BINS, res_barrel),
+            "pt_resolution_vs_eta": _labelled(ETA_BINS, res_eta),
+            "d0_resolution_barrel": _labelled(PT_BINS, d0_barrel),
         },
         "jets": {
             "matched": int(len(d["jet_response"])), "particle_jets": int(len(d["jet_truth_matched"])),
             "response": {_label(JET_PT_BINS, b): float(v) for b, v in enumerate(response) if np.isfinite(v)},
             "response_above_50": float(np.median(d["jet_response"][above])) if above.any() else float("nan"),
             "worst_response_deviation_above_50": worst,
+            "resolution": _labelled(JET_PT_BINS, jet_res),
         },
+        "cms": cms,
         "dijet": {
             "events_reco": int(np.isfinite(d["mjj_reco"]).sum()),
             "events_truth": int(np.isfinite(d["mjj_true"]).sum()),
@@ -269,8 +360,13 @@ def _summarise(d: dict[str, np.ndarray], n_events: int) -> dict[str, Any]:
             "tracking_efficiency": bool(eff >= TARGETS["tracking_efficiency"]),
             "fake_rate": bool(fake <= TARGETS["fake_rate"]),
             "jet_response": bool(worst <= TARGETS["jet_response_tolerance"]),
+            "resolutions_within_1.5x_of_CMS": bool(resolutions) and all(c["met"] for c in resolutions),
         },
     }
+
+
+def _labelled(edges: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    return {_label(edges, b): float(v) for b, v in enumerate(values) if np.isfinite(v)}
 
 
 def _label(edges: np.ndarray, b: int) -> str:
@@ -328,4 +424,28 @@ def report_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("  the same from particle jets", f"{dj['events_truth']:,} of {summary['events']:,}"),
         ("di-jet mass, median reco / particle-jet", f"{dj['mass_ratio_median']:.3f}"),
     ]
+    rows += [(f"CMS: {_QUANTITY[c['quantity']]}, {c['label']}, {c['particles'] or 'charged particles'} "
+              f"({c['source']}, {c['kind']})", _versus(c)) for c in summary.get("cms", [])]
     return rows
+
+
+_QUANTITY = {"pt_resolution": "track σ(pT)/pT", "d0_resolution": "track σ(d0)", "efficiency": "tracking efficiency",
+             "jet_resolution": "jet σ(pT)/pT"}
+
+
+def _versus(c: dict[str, Any]) -> str:
+    """giod's value beside CMS's, and whether the target is met (resolutions: within a factor 1.5)."""
+    def show(v: float) -> str:
+        if c["quantity"] == "d0_resolution":
+            return f"{1e4 * v:.0f} µm"
+        return _percent(v)
+
+    if not np.isfinite(c["giod"]):
+        return f"giod — (fewer than {REFERENCE_MIN_ENTRIES} objects here) vs CMS {show(c['cms'])}"
+    text = f"giod {show(c['giod'])} vs CMS {show(c['cms'])}"
+    if "ratio" not in c:
+        return f"{text} ({100 * c['difference']:+.1f} points)"
+    r = c["ratio"]
+    if c["met"]:
+        return f"{text}: ratio {r:.2f}, within ×{RESOLUTION_FACTOR:g}"
+    return f"{text}: ratio {r:.2f}, missed: giod {max(r, 1 / r):.1f}× {'worse' if r > 1 else 'better'}"

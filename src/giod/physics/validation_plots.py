@@ -9,8 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from giod.physics.reference import cms_reference, citation
 from giod.physics.validation import (
+    BARREL_ETA_MAX,
     ETA_BINS,
+    ETA_PLOT_PT,
     JET_ETA_MAX,
     JET_PT_BINS,
     PT_BINS,
@@ -35,7 +38,7 @@ def _counts(x: np.ndarray, flags: np.ndarray, edges: np.ndarray) -> tuple[np.nda
 
 
 def _rate_axes(ax: Any, edges: np.ndarray, passed: np.ndarray, total: np.ndarray, target: float,
-               ylabel: str, point_label: str, fake: bool) -> None:
+               ylabel: str, point_label: str, fake: bool, reference: tuple[float, ...] = ()) -> None:
     """One rate plot: Wilson intervals, the target, a range that shows both. A bin with fewer than
     :data:`MIN_ENTRIES` entries is not drawn: its interval would only be a bar across the axis.
 
@@ -63,7 +66,7 @@ def _rate_axes(ax: Any, edges: np.ndarray, passed: np.ndarray, total: np.ndarray
         ax.set_ylim(lo, min(hi * 30, 100.0))  # room above the points and the target for the legend
     else:
         plots.errorbar(ax, edges, np.where(drawn, rate, np.nan), low, high, label=point_label)
-        lo = min(float(np.nanmin(low[drawn], initial=100.0)), target)
+        lo = min(float(np.nanmin(low[drawn], initial=100.0)), target, *(100 * r for r in reference))
         ax.set_ylim(max(lo - 0.35 * (100 - lo), 0.0), 100 + 0.1 * (100 - lo))
     ax.axhline(target, color="red", linestyle="--", label=f"target {target:g} %")
     ax.set_ylabel(f"{ylabel} [%]")
@@ -105,21 +108,41 @@ def figures(d: dict[str, np.ndarray], summary: dict[str, Any]) -> dict[str, Any]
         left.set_xscale("log")
         left.set_xlabel(r"$p_T$ [GeV]")
         _rate_axes(right, ETA_BINS, *_counts(d[flag_x[1]][sel_eta], flag[sel_eta], ETA_BINS), target, title,
-                   f"$p_T$ > {TRACK_PT_MIN:g} GeV", fake)
+                   f"$p_T$ > {TRACK_PT_MIN:g} GeV", fake,
+                   () if fake else tuple(e["value"] for e in cms_reference()["tracking"]["efficiency"]))
+        if not fake:
+            _cms_efficiency(right)
         right.set_xlabel(r"$\eta$")
         done(fig, name)
 
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 6.5))
+    barrel = np.abs(d["res_true_eta"]) < BARREL_ETA_MAX
+    for sel, label, colour in ((np.ones(len(barrel), dtype=bool), f"giod, |η| < {TRACK_ETA_MAX:g}", "C0"),
+                               (barrel, f"giod, |η| < {BARREL_ETA_MAX:g}", "C1")):
+        _width_points(left, PT_BINS, d["res_true_pt"][sel], d["res_delta"][sel], 100.0, label, colour)
+    _cms_points(left, cms_reference()["tracking"]["pt_resolution"], 100.0)
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel(r"particle $p_T$ [GeV]")
+    left.set_ylabel(r"$\sigma(p_T) / p_T$ [%]  (half the 16–84 % width)")
+    mid = (d["res_true_pt"] > ETA_PLOT_PT[0]) & (d["res_true_pt"] < ETA_PLOT_PT[1])
+    _width_points(right, ETA_BINS, d["res_true_eta"][mid], d["res_delta"][mid], 100.0,
+                  f"giod, {ETA_PLOT_PT[0]:g} < $p_T$ < {ETA_PLOT_PT[1]:g} GeV", "C0")
+    right.set_xlabel(r"particle $\eta$")
+    right.set_ylabel(r"$\sigma(p_T) / p_T$ [%]")
+    right.set_ylim(0, 1.6 * np.nanmax(100 * binned_widths(d["res_true_eta"][mid], d["res_delta"][mid], ETA_BINS),
+                                      initial=1.0))
+    done(fig, "track_pt_resolution.png")
+
     fig, ax = plt.subplots(figsize=(8, 6.5))
-    width = 100 * binned_widths(d["res_true_pt"], d["res_delta"], PT_BINS)
-    n, _ = np.histogram(d["res_true_pt"], PT_BINS)
-    err = width / np.sqrt(2.0 * np.maximum(n - 1, 1))  # a Gaussian width's statistical error
-    plots.errorbar(ax, PT_BINS, width, width - err, width + err,
-                   label=f"giod, |η| < {TRACK_ETA_MAX:g}\n(half the 16–84 % width)")
+    _width_points(ax, PT_BINS, d["res_true_pt"][barrel], d["res_d0"][barrel], 1e4,
+                  f"giod, |η| < {BARREL_ETA_MAX:g}", "C1")
+    _cms_points(ax, cms_reference()["tracking"]["d0_resolution"], 1e4)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(r"particle $p_T$ [GeV]")
-    ax.set_ylabel(r"$\sigma(p_T) / p_T$ [%]")
-    done(fig, "track_pt_resolution.png")
+    ax.set_ylabel(r"$\sigma(d_0)$ [µm]")
+    done(fig, "track_d0_resolution.png")
 
     fig, ax = plt.subplots(figsize=(8, 6.5))
     response = binned_medians(d["jet_true_pt"], d["jet_response"], JET_PT_BINS)
@@ -130,6 +153,9 @@ def figures(d: dict[str, np.ndarray], summary: dict[str, Any]) -> dict[str, Any]
     tol = TARGETS["jet_response_tolerance"]
     ax.axhspan(1 - tol, 1 + tol, color="green", alpha=0.15, label=f"target ±{tol:.0%} above "
                f"{TARGETS['jet_response_min_pt']:g} GeV")
+    cms_scale = cms_reference()["jets"]["response"][0]
+    ax.axhspan(1 - cms_scale["uncertainty"], 1 + cms_scale["uncertainty"], color="grey", alpha=0.25,
+               label=f"{citation(cms_scale['source'])}: 1 ± {cms_scale['uncertainty']:.0%} (scale uncertainty)")
     ax.axhline(1.0, color="black", linewidth=1)
     ax.set_xscale("log")
     shown = np.isfinite(response)  # a wider range only when a point would fall outside the usual one
@@ -138,6 +164,16 @@ def figures(d: dict[str, np.ndarray], summary: dict[str, Any]) -> dict[str, Any]
     ax.set_xlabel(r"particle-jet $p_T$ [GeV]")
     ax.set_ylabel(r"$p_T^{reco} / p_T^{particle}$")
     done(fig, "jet_response.png")
+
+    fig, ax = plt.subplots(figsize=(8, 6.5))
+    _width_points(ax, JET_PT_BINS, d["jet_true_pt"], d["jet_response"], 100.0,
+                  f"giod calorimeter jets, |η| < {JET_ETA_MAX:g}", "C0", relative=True)
+    _cms_points(ax, cms_reference()["jets"]["pt_resolution"], 100.0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"particle-jet $p_T$ [GeV]")
+    ax.set_ylabel(r"$\sigma(p_T^{reco} / p_T^{particle})$ / median [%]")
+    done(fig, "jet_resolution.png")
 
     fig, ax = plt.subplots(figsize=(8, 6.5))
     reco, true = d["mjj_reco"][np.isfinite(d["mjj_reco"])], d["mjj_true"][np.isfinite(d["mjj_true"])]
@@ -156,6 +192,54 @@ def figures(d: dict[str, np.ndarray], summary: dict[str, Any]) -> dict[str, Any]
     ax.set_ylabel(plots.bin_width_text(float(edges[1] - edges[0])))
     done(fig, "dijet_mass.png")
     return out
+
+
+def _width_points(ax: Any, edges: np.ndarray, x: np.ndarray, y: np.ndarray, scale: float, label: str,
+                  colour: str, relative: bool = False) -> None:
+    """Half the 16-84 % width of ``y`` in bins of ``x`` (times ``scale``; over the median if
+    ``relative``), with the statistical error of a Gaussian width."""
+    from giod.analysis import plots
+
+    width = scale * binned_widths(x, y, edges)
+    if relative:
+        width = width / binned_medians(x, y, edges)
+    n, _ = np.histogram(x, edges)
+    err = width / np.sqrt(2.0 * np.maximum(n - 1, 1))
+    plots.errorbar(ax, edges, width, width - err, width + err, color=colour, label=label)
+
+
+def _cms_points(ax: Any, entries: list[dict[str, Any]], scale: float) -> None:
+    """The CMS reference figures as open squares across their pT range, one marker style per kind
+    of particle; figure readings carry a 20 % bar."""
+    kinds = list(dict.fromkeys(e["particles"] for e in entries))
+    for k, (particles, marker) in enumerate(zip(kinds, ("s", "D", "^"), strict=False)):
+        sel = [e for e in entries if e["particles"] == particles]
+        lo, hi = np.array([e["pt_min"] for e in sel]), np.array([e["pt_max"] for e in sel])
+        x = np.sqrt(lo * hi)
+        value = scale * np.array([e["value"] for e in sel])
+        err = np.where([e["kind"] == "figure" for e in sel], 0.2 * value, 0.0)
+        ranges = ", ".join(sorted({f"{e['eta_max']:g}" for e in sel}))
+        ax.errorbar(x, value, xerr=[x - lo, hi - x], yerr=err, fmt=marker, markersize=8, markerfacecolor="none",
+                    color="red" if k == 0 else "darkred", capsize=3,
+                    label=f"{citation(sel[0]['source'])},\n{particles} (|η| < {ranges})")
+
+
+def _cms_efficiency(ax: Any) -> None:
+    """CMS's ttbar tracking efficiency per |eta| range as open squares spanning the range."""
+    entries = cms_reference()["tracking"]["efficiency"]
+    xs, values, half = [], [], []
+    for e in entries:
+        for sign in (1.0, -1.0):
+            if e["eta_min"] == 0 and sign < 0:
+                continue
+            lo, hi = (e["eta_min"], e["eta_max"]) if sign > 0 else (-e["eta_max"], -e["eta_min"])
+            if e["eta_min"] == 0:
+                lo = -e["eta_max"]
+            xs.append(0.5 * (lo + hi))
+            half.append(0.5 * (hi - lo))
+            values.append(100 * e["value"])
+    ax.errorbar(xs, values, xerr=half, fmt="s", markersize=8, markerfacecolor="none", color="red",
+                label=f"{citation(entries[0]['source'])}:\n$t\\bar{{t}}$, 2011 pile-up, $p_T$ > 0.9 GeV")
 
 
 def write_plots(d: dict[str, np.ndarray], summary: dict[str, Any], directory: Path) -> list[str]:
