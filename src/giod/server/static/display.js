@@ -1,7 +1,8 @@
 // The giod event display: one event in 3-D and in r-phi and r-z projections.
 //
-// The 3-D view is drawn by webgl3d.js (plain WebGL), the projections and, where webgl3d.js is missing
-// or WebGL is not there, the 3-D view too by plotly.js, loaded after the first 3-D frame.
+// The three views are drawn by webgl3d.js (plain WebGL): the 3-D view first, then the r-phi and r-z
+// projections. Where webgl3d.js is missing, WebGL is not there or ?renderer=plotly asks for it, plotly.js
+// draws them all instead (loaded only then).
 // The scene comes from GET /api/v1/events/{dataset}/{entry} (format "giod-scene/1", see
 // giod.display.scene): detector geometry in cm and, per role (hits, tracks, cells, clusters, jets,
 // muons, electrons, photons, taus), every field as a column and every relation as index lists.
@@ -106,8 +107,28 @@ const fastModule = PARAMS.get("renderer") === "plotly"
   : import("./webgl3d.js").then((m) => ({ module: m }),
     (err) => ({ reason: `the page could not load /static/webgl3d.js (${err.message})` }));
 
+// The projections' ranges, axes and titles, for both renderers.
+const PROJECTIONS = {
+  viewRphi: { proj: "rphi", x: [-320, 320], y: [-320, 320], xTitle: "x (cm)", yTitle: "y (cm)", title: "r-φ" },
+  viewRz: { proj: "rz", x: [-620, 620], y: [-320, 320], xTitle: "z (cm)", yTitle: "±r (cm)", title: "r-z" },
+};
+
 let fastView = null; // the WebGL 3-D view once created; undefined after a failure
-/** The fast 3-D view, or null (plotly draws the 3-D view); says once in the page why it is not there. */
+const fastViews = {}; // view id -> its WebGL view (the 3-D view and both projections)
+/** The WebGL view drawing `view`, or null where plotly.js draws it. */
+function fastOf(view) { return fastViews[view] || null; }
+
+function fastClicks(view, fast) {
+  fast.background = COLORS.background;
+  fast.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
+  fast.onClick((x, y) => {
+    const hit = fast.pick(x, y, (uid) => !!(info.get(uid) || {}).role);
+    if (hit) onPlotClick({ points: [{ data: { uid: hit.uid }, pointNumber: hit.point }] });
+  });
+}
+
+/** The fast 3-D view, or null (plotly draws every view); says once in the page why it is not there.
+ * The projections' WebGL views start with it. */
 async function view3dFast() {
   if (fastView) return fastView;
   if (fastView === undefined) return null;
@@ -125,13 +146,22 @@ async function view3dFast() {
   }
   if (fastView) {
     S.gl = { name: fastView.renderer, software: fastView.software };
-    fastView.background = COLORS.background;
-    fastView.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
+    fastViews.view3d = fastView;
+    fastClicks("view3d", fastView);
     $("view3d").append(el("div", { class: "view-title" }, "3-D"));
-    fastView.onClick((x, y) => {
-      const hit = fastView.pick(x, y, (uid) => !!(info.get(uid) || {}).role);
-      if (hit) onPlotClick({ points: [{ data: { uid: hit.uid }, pointNumber: hit.point }] });
-    });
+    for (const [view, p] of Object.entries(PROJECTIONS)) {
+      let fast = null;
+      try {
+        fast = got.module.createView2d($(view), { x: p.x, y: p.y, xTitle: p.xTitle, yTitle: p.yTitle,
+          grid: COLORS.grid, axis: COLORS.axis });
+      } catch (err) {
+        fast = null; // plotly.js draws this projection
+      }
+      if (!fast) continue;
+      fastViews[view] = fast;
+      fastClicks(view, fast);
+      $(view).append(el("div", { class: "view-title" }, p.title));
+    }
     S.renderer = "webgl";
     return fastView;
   }
@@ -139,7 +169,7 @@ async function view3dFast() {
   S.renderer = "plotly";
   const note = $("renderer-note");
   note.hidden = false;
-  note.textContent = `3-D view drawn with plotly.js, which is slower to start: ${reason}.`;
+  note.textContent = `Views drawn with plotly.js, which is slower to start: ${reason}.`;
   return null;
 }
 
@@ -740,9 +770,7 @@ function build2d(scene, proj) {
     marker: { size: 5, color: COLORS.highlight }, hoverinfo: "skip" }));
   traces.push(register(view, "sel", { layer: "highlight" }, { type: "scatter", mode: "lines+markers", x: [], y: [],
     line: { width: 5, color: COLORS.selected }, marker: { size: 7, color: COLORS.selected }, hoverinfo: "skip" }));
-  const layout = proj === "rphi"
-    ? axes2d("x (cm)", "y (cm)", [-320, 320], [-320, 320], "r-φ")
-    : axes2d("z (cm)", "±r (cm)", [-620, 620], [-320, 320], "r-z");
+  const spec = PROJECTIONS[view], layout = axes2d(spec.xTitle, spec.yTitle, spec.x, spec.y, spec.title);
   return { traces, layout };
 }
 
@@ -750,8 +778,9 @@ function build2d(scene, proj) {
 
 function frames() { return new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); }
 
-/** Draw the event. The first in a page: the 3-D view first (on screen when this sets S.drawn3d), then the
- * two projections; its 3-D traces are built before waiting for plotly.js, which is still compiling. */
+/** Draw the event. With the WebGL views: the 3-D view first (on screen when this sets S.drawn3d), then
+ * the two projections, all in a few frames; plotly.js is never loaded. With plotly.js: the 3-D view
+ * first too on a cold page, its traces built before waiting for plotly.js, which is still compiling. */
 async function draw(scene) {
   info.clear();
   S.drawn3d = false;
@@ -761,74 +790,79 @@ async function draw(scene) {
   const t1 = performance.now();
   let t2 = t1, t3, t4;
   for (const t of built.view3d.traces) t.visible = visibleFor(info.get(t.uid).layer);
-  if (fast) {
-    // the WebGL view draws everything at once, semi-transparent surfaces too; plotly.js is asked for only
-    // now, so that its seconds of loading and compiling do not hold this frame back
-    $("view3d").querySelectorAll(".view-message").forEach((m) => m.remove()); // left by a failed load
-    fast.react(built.view3d.traces);
-    await frames();
-    S.drawn3d = true;
-    t3 = performance.now();
-  }
-  if (fast) {
-    // the projections' traces are built while plotly.js loads and compiles
-    built.viewRphi = build2d(scene, "rphi");
-    built.viewRz = build2d(scene, "rz");
-    t4 = performance.now();
-  }
-  const Plotly = await loadPlotly();
-  if (fast) t2 = S.plotlyReadyMs;
-  else t2 = performance.now();
-  // plotly renders WebGL at twice the screen's pixels by default: four times the fill work, which a
-  // software renderer (no GPU) feels on every frame; the screen's own density is sharp enough
-  const config = { displaylogo: false, responsive: true, scrollZoom: true,
-    plotGlPixelRatio: Math.max(1, Math.min(2, window.devicePixelRatio || 1)),
-    modeBarButtonsToRemove: ["toImage", "sendDataToCloud", "select2d", "lasso2d"] };
-  const show = (view) => {
-    const gd = $(view);
-    if (!gd.data) gd.textContent = ""; // a message left by a failed load
-    for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
-    return Plotly.react(gd, built[view].traces, built[view].layout, config);
-  };
   const projections = ["viewRphi", "viewRz"];
+  const drawFast = (view) => {
+    $(view).querySelectorAll(".view-message").forEach((m) => m.remove()); // left by a failed load
+    for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
+    fastOf(view).react(built[view].traces);
+  };
   if (fast) {
-    await Promise.all(projections.map(show));
-  } else if (S.loads === 0) {
-    // a cold page: the 3-D view alone first, then the projections (their SVG work would hold its frame back).
-    // The first 3-D frame leaves out what is semi-transparent (calorimeter surfaces, jet cones; jets show as
-    // their axes): plotly's WebGL scene draws everything once more for depth when anything is, which
-    // in software costs a fifth to a third of the frame. They follow once the projections are drawn.
-    const all = built.view3d.traces;
-    built.view3d.traces = all.filter((t) => !info.get(t.uid).late);
-    await show("view3d");
-    await frames();
+    // the WebGL view draws everything at once, semi-transparent surfaces too
+    drawFast("view3d");
+    if (S.loads === 0) await frames(); // a cold page: the 3-D view on screen before the projections are built
     S.drawn3d = true;
     t3 = performance.now();
     built.viewRphi = build2d(scene, "rphi");
     built.viewRz = build2d(scene, "rz");
     t4 = performance.now();
-    await Promise.all(projections.map(show));
-    built.view3d.traces = all;
-    await show("view3d");
-  } else {
-    // the next event in an open page: all three at once, the GPU's frame beside the projections' SVG
-    built.viewRphi = build2d(scene, "rphi");
-    built.viewRz = build2d(scene, "rz");
-    t4 = performance.now();
-    await Promise.all(VIEWS.map(show));
+    for (const view of projections) if (fastOf(view)) drawFast(view);
     await frames();
-    S.drawn3d = true;
-    t3 = performance.now();
+    if (S.loads > 0) t3 = performance.now(); // the next event: all three views come in the same frame
+  }
+  const slow = (fast ? projections : VIEWS).filter((v) => !fastOf(v));
+  if (slow.length) {
+    const Plotly = await loadPlotly();
+    t2 = fast ? S.plotlyReadyMs : performance.now();
+    // plotly renders WebGL at twice the screen's pixels by default: four times the fill work, which a
+    // software renderer (no GPU) feels on every frame; the screen's own density is sharp enough
+    const config = { displaylogo: false, responsive: true, scrollZoom: true,
+      plotGlPixelRatio: Math.max(1, Math.min(2, window.devicePixelRatio || 1)),
+      modeBarButtonsToRemove: ["toImage", "sendDataToCloud", "select2d", "lasso2d"] };
+    const show = (view) => {
+      const gd = $(view);
+      if (!gd.data) gd.textContent = ""; // a message left by a failed load
+      for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
+      return Plotly.react(gd, built[view].traces, built[view].layout, config);
+    };
+    if (fast) {
+      await Promise.all(slow.map(show));
+    } else if (S.loads === 0) {
+      // a cold page: the 3-D view alone first, then the projections (their SVG work would hold its frame back).
+      // The first 3-D frame leaves out what is semi-transparent (calorimeter surfaces, jet cones; jets show as
+      // their axes): plotly's WebGL scene draws everything once more for depth when anything is, which
+      // in software costs a fifth to a third of the frame. They follow once the projections are drawn.
+      const all = built.view3d.traces;
+      built.view3d.traces = all.filter((t) => !info.get(t.uid).late);
+      await show("view3d");
+      await frames();
+      S.drawn3d = true;
+      t3 = performance.now();
+      built.viewRphi = build2d(scene, "rphi");
+      built.viewRz = build2d(scene, "rz");
+      t4 = performance.now();
+      await Promise.all(projections.map(show));
+      built.view3d.traces = all;
+      await show("view3d");
+    } else {
+      // the next event in an open page: all three at once, the GPU's frame beside the projections' SVG
+      built.viewRphi = build2d(scene, "rphi");
+      built.viewRz = build2d(scene, "rz");
+      t4 = performance.now();
+      await Promise.all(VIEWS.map(show));
+      await frames();
+      S.drawn3d = true;
+      t3 = performance.now();
+    }
+    for (const view of slow) {
+      const gd = $(view);
+      if (!gd._giodClick) {
+        gd.on("plotly_click", (ev) => onPlotClick(ev));
+        gd._giodClick = true;
+      }
+    }
   }
   Object.assign(S.timings, { build3d_ms: t1 - t0, plotly_wait_ms: Math.max(0, t2 - t1), view3d_ms: t3 - t1,
     first_draw_at_ms: t3, projections_ms: performance.now() - Math.min(t3, t4), renderer: S.renderer });
-  for (const view of fast ? projections : VIEWS) {
-    const gd = $(view);
-    if (!gd._giodClick) {
-      gd.on("plotly_click", (ev) => onPlotClick(ev));
-      gd._giodClick = true;
-    }
-  }
   S.counts = countsOf(scene);
 }
 
@@ -854,9 +888,14 @@ async function setLayer(key, on) {
   const box = document.querySelector(`#layers input[data-layer="${key}"]`);
   if (box) box.checked = !!on;
   if (!S.ready) return;
-  if (fastView) for (const [uid, m] of info) if (m.layer === key && uid.startsWith("view3d_")) fastView.visible(uid, !!on);
+  for (const view of VIEWS) {
+    const fast = fastOf(view);
+    if (fast) for (const [uid, m] of info) if (m.layer === key && uid.startsWith(`${view}_`)) fast.visible(uid, !!on);
+  }
+  const slow = VIEWS.filter((v) => !fastOf(v));
+  if (!slow.length) return;
   const Plotly = await loadPlotly();
-  await Promise.all(VIEWS.map((view) => {
+  await Promise.all(slow.map((view) => {
     const gd = $(view), idx = tracesOf(gd, (m) => m.layer === key);
     return idx.length ? Plotly.restyle(gd, { visible: !!on }, idx) : null;
   }));
@@ -943,7 +982,7 @@ function merge(parts, dims) {
 }
 
 async function redrawHighlight() {
-  const Plotly = await loadPlotly();
+  const Plotly = VIEWS.every(fastOf) ? null : await loadPlotly();
   const h = S.highlight, sel = S.selected;
   const jobs = [];
   for (const view of VIEWS) {
@@ -967,7 +1006,8 @@ async function redrawHighlight() {
     const uid = (name) => uidFor(view, name);
     const find = (name) => (gd.data || []).findIndex((t) => t.uid === uid(name));
     const update = (name, arrays) => {
-      if (view === "view3d" && fastView) { fastView.restyle(uid(name), { x: arrays[0], y: arrays[1], z: arrays[2] }); return; }
+      const fast = fastOf(view);
+      if (fast) { fast.restyle(uid(name), { x: arrays[0], y: arrays[1], z: arrays[2] }); return; }
       const i = find(name);
       if (i < 0) return;
       const keys = dims === 3 ? ["x", "y", "z"] : ["x", "y"];
@@ -1192,9 +1232,9 @@ async function load(dataset, entry) {
 }
 
 function purge(view, text) {
-  const gd = $(view);
-  if (view === "view3d" && fastView) {
-    fastView.clear();
+  const gd = $(view), fast = fastOf(view);
+  if (fast) {
+    fast.clear();
     gd.querySelectorAll(".view-message").forEach((m) => m.remove());
     gd.append(el("div", { class: "muted view-message", style: "padding:12px;position:absolute;top:0;left:0" }, text));
     return;
@@ -1326,6 +1366,14 @@ Object.assign(S, {
   },
   /** Page coordinates of the clickable tip of jet j in a projection ("viewRphi" or "viewRz"). */
   jetTip(j, view = "viewRphi") {
+    const fast = fastOf(view);
+    if (fast) {
+      if (!S.scene || !S.scene.objects.jets) return null;
+      const o = S.scene.objects.jets, f = o.fields;
+      const w = jetWedge(f.eta[j], f.phi[j], f.pt[j], o.cone_r || 0.4, PROJECTIONS[view].proj);
+      const [x, y] = fast.project(w.tip[0], w.tip[1]), box = fast.canvas.getBoundingClientRect();
+      return { x: box.left + x, y: box.top + y, inside: x >= 0 && y >= 0 && x < box.width && y < box.height };
+    }
     const gd = $(view), i = gd.data.findIndex((t) => t.uid === uidFor(view, "jet-tips"));
     if (i < 0) return null;
     const t = gd.data[i], L = gd._fullLayout, box = gd.getBoundingClientRect();
