@@ -307,6 +307,30 @@ def test_the_projections_are_drawn_by_the_webgl_views(page, open_server, sim):
     assert not page.errors, page.errors
 
 
+def test_the_next_event_is_fetched_ahead_once(page, open_server):
+    """While an event is shown the page fetches the entry ▶ goes to; the step draws it without asking
+    again, and a step back draws the event before from what the page kept."""
+    requests: list[str] = []
+    page.page.on("request", lambda r: requests.append(r.url))
+    open_display(page, open_server.url, "dataset=sim&entry=1")
+    assert page.page.evaluate("() => window.giodDisplay.prefetching") == 2
+    assert sum(u.endswith("/api/v1/events/sim/2") for u in requests) == 1
+    first = pixels(page.page, "#viewRphi")
+    page.page.locator("#next").click()
+    page.page.wait_for_function("(s => s.entry === 2 && s.ready && !s.loading)(window.giodDisplay)", timeout=60_000)
+    assert changed(first, pixels(page.page, "#viewRphi")) > 500  # the other event is drawn
+    assert sum(u.endswith("/api/v1/events/sim/2") for u in requests) == 1
+    assert page.page.evaluate("() => window.giodDisplay.prefetching") == 3
+    page.page.locator("#prev").click()
+    page.page.wait_for_function("(s => s.entry === 1 && s.ready && !s.loading)(window.giodDisplay)", timeout=60_000)
+    assert changed(first, pixels(page.page, "#viewRphi")) < 50  # the same pixels as before
+    assert sum(u.endswith("/api/v1/events/sim/1") for u in requests) == 1
+    # forgotten, an entry is asked for again
+    page.page.evaluate("() => { window.giodDisplay.forget(); return window.giodDisplay.load('sim', 2); }")
+    assert sum(u.endswith("/api/v1/events/sim/2") for u in requests) == 2
+    assert not page.errors, page.errors
+
+
 def test_controls_change_the_event(page, open_server, sim):
     ds = sim["sim"]
     open_display(page, open_server.url, "dataset=sim&entry=0")

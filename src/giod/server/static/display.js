@@ -74,6 +74,7 @@ const S = {
   counts: {}, // objects drawn per layer
   timings: {},
   loads: 0,
+  prefetching: Promise.resolve(null), // the entry a step goes to, once its scene is here (null: none)
   towerScale: null, // cm per GeV
   minCellEnergy: 0, // GeV: cells below are left out of the 3-D view
   minCellEnergyAsked: null, // from the page's control or ?min_cell_energy=
@@ -1166,6 +1167,44 @@ function failed(err, what) {
   status("no event drawn");
 }
 
+// Scenes asked for, newest last: the event shown, and the one a step of ▶ or ◀ goes to, fetched while
+// the physicist looks at this one. An entry's content never changes; a scene older than SCENE_TTL_MS is
+// asked for again all the same (the dataset's number of entries grows).
+const scenes = new Map(); // "token|path" -> {at, promise}
+const SCENES_KEPT = 4;
+const SCENE_TTL_MS = 120_000;
+let lastStep = +1;
+
+function scenePath(dataset, entry) { return `/api/v1/events/${enc(dataset)}/${entry}`; }
+
+/** The scene of an entry: from the prefetched ones, from the request the page's head started, or asked now. */
+function sceneOf(dataset, entry) {
+  const path = scenePath(dataset, entry), key = `${token()}|${path}`, now = performance.now();
+  const kept = scenes.get(key);
+  scenes.delete(key);
+  if (kept && now - kept.at < SCENE_TTL_MS) { scenes.set(key, kept); return kept.promise; }
+  const early = window.giodEarly;
+  let promise;
+  if (early && !early.used && early.path === path && early.token === token()) {
+    early.used = true; // the request the page's head started for the event in its address
+    promise = answer(early.response);
+  } else {
+    promise = api(path);
+  }
+  const item = { at: now, promise };
+  scenes.set(key, item);
+  promise.catch(() => { if (scenes.get(key) === item) scenes.delete(key); });
+  while (scenes.size > SCENES_KEPT) scenes.delete(scenes.keys().next().value);
+  return promise;
+}
+
+/** Fetch the entry a step in the last direction goes to, once this one is drawn. */
+function prefetch() {
+  const next = S.entry + lastStep, n = S.scene && S.scene.entries;
+  if (next < 0 || (n !== undefined && next >= n)) { S.prefetching = Promise.resolve(null); return; }
+  S.prefetching = sceneOf(S.dataset, next).then(() => next, () => null);
+}
+
 async function load(dataset, entry) {
   if (!dataset) { showMessage("choose a dataset"); return false; }
   if (!Number.isInteger(entry) || entry < 0) {
@@ -1180,13 +1219,7 @@ async function load(dataset, entry) {
   try {
     let scene;
     try {
-      const path = `/api/v1/events/${enc(dataset)}/${entry}`, early = window.giodEarly;
-      if (early && !early.used && early.path === path && early.token === token()) {
-        early.used = true; // the request the page's head started for the event in its address
-        scene = await answer(early.response);
-      } else {
-        scene = await api(path);
-      }
+      scene = await sceneOf(dataset, entry);
       S.sceneMs = performance.now();
     } catch (err) {
       failed(err, `cannot show ${dataset} entry ${entry}`);
@@ -1225,6 +1258,7 @@ async function load(dataset, entry) {
     const c = S.counts;
     status(`${dataset} entry ${entry}: ${c.hits.toLocaleString()} hits, ${c.tracks} tracks, ` +
       `${(c.ecal + c.hcal).toLocaleString()} cells, ${c.jets} jets · drawn in ${Math.round(t2 - t0)} ms`);
+    prefetch();
     return true;
   } finally {
     S.loading = false;
@@ -1247,6 +1281,7 @@ function purge(view, text) {
 async function step(delta) {
   const entry = Number($("entry").value) + delta;
   if (entry < 0) return;
+  lastStep = delta < 0 ? -1 : +1;
   await load($("dataset").value, entry);
 }
 
@@ -1351,6 +1386,8 @@ Object.assign(S, {
   select: (role, k) => track(select(role, k)),
   setLayer: (key, on) => track(setLayer(key, on)),
   clearSelection: () => track(clearSelection()),
+  /** Forget the scenes fetched so far (the next load asks the server). */
+  forget: () => scenes.clear(),
   /** Resolves once every redraw asked for so far is on screen. */
   async settled() {
     let seen;
