@@ -220,6 +220,7 @@ function compile(gl) {
   return loc;
 }
 
+const BUSY_VERTICES = 40000;
 const OFFSETS = { 1: [[0, 0]], 2: [[0, 0], [1, 0], [0, 1]], 3: [[0, 0], [1, 0], [0, 1], [-1, 0], [0, -1]] };
 
 /**
@@ -310,7 +311,11 @@ function base(container, { stencil, pointScale }) {
       gl.disable(gl.STENCIL_TEST);
       return;
     }
-    const offsets = p.mode === "lines" ? OFFSETS[Math.max(1, Math.min(3, Math.round(p.width / 2)))] : OFFSETS[1];
+    // in software every pass costs about a microsecond per segment: a busy trace (a pile-up event's
+    // tracks, 50,000 cells) is drawn once, one pixel wide
+    const passes = p.mode !== "lines" || (software && p.count > BUSY_VERTICES) ? 1
+      : Math.max(1, Math.min(3, Math.round(p.width / 2)));
+    const offsets = OFFSETS[passes];
     const a = core.area;
     for (const [dx, dy] of offsets) {
       gl.uniform2f(loc.offset, (2 * dx) / (a.width * core.dpr), (2 * dy) / (a.height * core.dpr));
