@@ -334,6 +334,9 @@ function base(container, { stencil, pointScale }) {
     core.camera(); // sets core.mvp and core.area
     gl.uniformMatrix4fv(loc.mvp, false, core.mvp);
     core.frame([...traces.values()].filter((t) => t.trace.visible !== false));
+    // hand the commands to the GPU process now: it draws (in software, on another core) while this
+    // thread builds the next view
+    gl.flush();
   };
 
   core.schedule = () => { if (!core.pending) core.pending = requestAnimationFrame(core.render); };
