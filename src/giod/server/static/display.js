@@ -332,7 +332,7 @@ function reachAlong(d, rmax, zmax) {
 
 function metLength(met) { return Math.max(80, Math.min(450, 80 + 4 * met)); }
 
-/** Cells of one calorimeter ("ecal": codes 1, 2; "hcal": 3, 4). */
+/** The 3-D view's cell threshold for a busy event: the energy of its MAX_3D_CELLS(_WEBGL)-th cell. */
 function defaultCellThreshold(scene) {
   const cells = scene.objects.cells;
   const most = S.renderer === "webgl" ? MAX_3D_CELLS_WEBGL : MAX_3D_CELLS;
@@ -341,27 +341,54 @@ function defaultCellThreshold(scene) {
   return Math.ceil(e[most - 1] * 1000) / 1000;
 }
 
-function cellsOf(calo, barrelOnly = false) {
-  const cells = objectsOf("cells");
+// What follows from a scene alone (cells per calorimeter, cell axes, summed towers, helix samples) is
+// kept on the scene's objects: computed once, when the scene is fetched ahead (prepare) or first drawn.
+
+/** Cells of one calorimeter ("ecal": codes 1, 2; "hcal": 3, 4). */
+function cellsOf(calo, scene = S.scene) {
+  const cells = scene.objects.cells;
   if (!cells) return [];
-  const det = S.scene.detector;
-  const out = [];
-  const sub = cells.fields.subdetector;
+  cells._of = cells._of || {};
+  if (cells._of[calo]) return cells._of[calo];
+  const det = scene.detector, out = [], sub = cells.fields.subdetector;
   for (let c = 0; c < cells.n; c++) {
     const g = det.cells[sub[c]];
-    if (g && g.calo === calo && (!barrelOnly || g.part === "barrel")) out.push(c);
+    if (g && g.calo === calo) out.push(c);
   }
-  return out;
+  return (cells._of[calo] = out);
 }
 
-/** Front-face centre and unit outward direction of a cell. */
-function cellAxis(c) {
-  const f = objectsOf("cells").fields, g = S.scene.detector.cells[f.subdetector[c]];
-  const eta = f.eta[c], phi = f.phi[c];
-  let r, zz;
-  if (g.part === "barrel") { r = g.r; zz = g.r * Math.sinh(eta); } else { zz = Math.sign(eta) * g.z; r = g.z / Math.abs(Math.sinh(eta)); }
-  const x = r * Math.cos(phi), y = r * Math.sin(phi), n = Math.hypot(x, y, zz);
-  return [x, y, zz, x / n, y / n, zz / n, r];
+/** Per cell, 7 numbers: front-face centre (x, y, z), unit outward direction, cylindrical radius. */
+function cellAxes(scene = S.scene) {
+  const cells = scene.objects.cells;
+  if (cells._axes) return cells._axes;
+  const f = cells.fields, det = scene.detector.cells, out = new Float64Array(7 * cells.n);
+  for (let c = 0, o = 0; c < cells.n; c++, o += 7) {
+    const g = det[f.subdetector[c]], eta = f.eta[c], phi = f.phi[c];
+    if (!g) continue;
+    let r, zz;
+    if (g.part === "barrel") { r = g.r; zz = g.r * Math.sinh(eta); } else { zz = Math.sign(eta) * g.z; r = g.z / Math.abs(Math.sinh(eta)); }
+    const x = r * Math.cos(phi), y = r * Math.sin(phi), n = Math.hypot(x, y, zz);
+    out[o] = x; out[o + 1] = y; out[o + 2] = zz; out[o + 3] = x / n; out[o + 4] = y / n; out[o + 5] = zz / n; out[o + 6] = r;
+  }
+  return (cells._axes = out);
+}
+
+/** Fetched ahead, a scene's geometry is worked out while the physicist looks at the event before. */
+function prepare(scene) {
+  const o = scene.objects;
+  if (o.tracks && o.tracks.path) {
+    const tracks = o.tracks;
+    tracks._samples = tracks._samples || [];
+    for (let t = 0; t < tracks.n; t++) if (!tracks._samples[t]) tracks._samples[t] = helixSamples(tracks, t);
+  }
+  if (o.cells) {
+    cellAxes(scene);
+    for (const calo of ["ecal", "hcal"]) {
+      cellsOf(calo, scene);
+      for (const proj of ["rphi", "rz"]) projectedTowers(calo, proj, scene);
+    }
+  }
 }
 
 // ------------------------------------------------------------------ traces
@@ -410,9 +437,10 @@ function helixArrays(tracks, which, proj) {
  * to the energy (a segment is 2 points to plotly, a box 8 vertices and 12 triangles). */
 function towerSegments(which, scale) {
   const n = which.length, x = new Array(3 * n), y = new Array(3 * n), z = new Array(3 * n);
-  const e = objectsOf("cells").fields.energy;
+  const e = objectsOf("cells").fields.energy, ax = cellAxes();
   for (let a = 0, o = 0; a < n; a++, o += 3) {
-    const c = which[a], [fx, fy, fz, ux, uy, uz] = cellAxis(c);
+    const c = which[a], k = 7 * c;
+    const fx = ax[k], fy = ax[k + 1], fz = ax[k + 2], ux = ax[k + 3], uy = ax[k + 4], uz = ax[k + 5];
     const len = Math.max(1, Math.min(200, e[c] * scale));
     x[o] = fx; y[o] = fy; z[o] = fz;
     x[o + 1] = fx + ux * len; y[o + 1] = fy + uy * len; z[o + 1] = fz + uz * len;
@@ -423,10 +451,10 @@ function towerSegments(which, scale) {
 
 function cellSegments(which, proj, scale) {
   const a = new Array(3 * which.length), b = new Array(3 * which.length);
-  const f = objectsOf("cells").fields;
+  const f = objectsOf("cells").fields, ax = cellAxes();
   let o = 0;
   for (const c of which) {
-    const [x, y, zz, ux, uy, uz, r] = cellAxis(c);
+    const [x, y, zz, ux, uy, uz, r] = ax.subarray(7 * c, 7 * c + 7);
     const len = Math.max(1, Math.min(200, f.energy[c] * scale));
     if (proj === "rphi") {
       const rr = Math.hypot(x, y);
@@ -442,8 +470,10 @@ function cellSegments(which, proj, scale) {
 
 /** Cell energies summed into projective towers: per phi sector of the barrel (r-phi), per ring and
  * half (r-z, upper half phi in [0, pi)). Each tower: its front-face corners and outward directions. */
-function projectedTowers(calo, proj) {
-  const cells = objectsOf("cells"), det = S.scene.detector, f = cells.fields;
+function projectedTowers(calo, proj, scene = S.scene) {
+  const cells = scene.objects.cells, det = scene.detector, f = cells.fields;
+  cells._towers = cells._towers || {};
+  if (cells._towers[calo + proj]) return cells._towers[calo + proj];
   const bins = new Map();
   for (let c = 0; c < cells.n; c++) {
     const g = det.cells[f.subdetector[c]];
@@ -458,7 +488,7 @@ function projectedTowers(calo, proj) {
     b.sum += Math.max(0, f.energy[c]);
   }
   const list = [...bins.values()];
-  return { list, sums: list.map((b) => b.sum), proj };
+  return (cells._towers[calo + proj] = { list, sums: list.map((b) => b.sum), proj });
 }
 
 function towerPolygons(towers, cmPerGeV) {
@@ -779,7 +809,7 @@ function build2d(scene, proj) {
 
 function frames() { return new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); }
 
-/** Draw the event. With the WebGL views: the 3-D view first (on screen when this sets S.drawn3d), then
+/** Draw the event; true once it is on screen (else the caller waits for the frame). With the WebGL views: the 3-D view first (on screen when this sets S.drawn3d), then
  * the two projections, all in a few frames; plotly.js is never loaded. With plotly.js: the 3-D view
  * first too on a cold page, its traces built before waiting for plotly.js, which is still compiling. */
 async function draw(scene) {
@@ -865,6 +895,7 @@ async function draw(scene) {
   Object.assign(S.timings, { build3d_ms: t1 - t0, plotly_wait_ms: Math.max(0, t2 - t1), view3d_ms: t3 - t1,
     first_draw_at_ms: t3, projections_ms: performance.now() - Math.min(t3, t4), renderer: S.renderer });
   S.counts = countsOf(scene);
+  return !slow.length; // the WebGL views waited for their frame on screen; plotly's promises do not
 }
 
 function visibleFor(layer) { return layer === "highlight" || layer === undefined ? true : !!S.layers[layer]; }
@@ -1202,7 +1233,9 @@ function sceneOf(dataset, entry) {
 function prefetch() {
   const next = S.entry + lastStep, n = S.scene && S.scene.entries;
   if (next < 0 || (n !== undefined && next >= n)) { S.prefetching = Promise.resolve(null); return; }
-  S.prefetching = sceneOf(S.dataset, next).then(() => next, () => null);
+  // the scene's geometry once it is here, when the page is idle (a click is never held back long)
+  const idle = () => new Promise((r) => (window.requestIdleCallback ? requestIdleCallback(r, { timeout: 500 }) : setTimeout(r)));
+  S.prefetching = sceneOf(S.dataset, next).then((scene) => idle().then(() => { prepare(scene); return next; }), () => null);
 }
 
 async function load(dataset, entry) {
@@ -1232,13 +1265,14 @@ async function load(dataset, entry) {
     await view3dFast(); // its renderer sets how many cells the 3-D view shows
     S.minCellEnergy = S.minCellEnergyAsked ?? defaultCellThreshold(scene);
     S.selected = null; S.highlight = { hits: [], tracks: [], cells: [], clusters: [], jets: [] };
+    let onScreen;
     try {
-      await draw(scene);
+      onScreen = await draw(scene);
     } catch (err) {
       failed(err, "cannot draw the event");
       return false;
     }
-    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    if (!onScreen) await frames();
     const t2 = performance.now();
     S.loads += 1;
     S.ready = true;
