@@ -308,8 +308,9 @@ def test_the_projections_are_drawn_by_the_webgl_views(page, open_server, sim):
 
 
 def test_the_next_event_is_fetched_ahead_once(page, open_server):
-    """While an event is shown the page fetches the entry ▶ goes to; the step draws it without asking
-    again, and a step back draws the event before from what the page kept."""
+    """While an event is shown the page fetches the entry ▶ goes to and builds its views' vertex arrays;
+    the step draws it without asking again, the same pixels as the event drawn from scratch, and a
+    step back draws the event before from what the page kept."""
     requests: list[str] = []
     page.page.on("request", lambda r: requests.append(r.url))
     open_display(page, open_server.url, "dataset=sim&entry=1")
@@ -319,6 +320,7 @@ def test_the_next_event_is_fetched_ahead_once(page, open_server):
     page.page.locator("#next").click()
     page.page.wait_for_function("(s => s.entry === 2 && s.ready && !s.loading)(window.giodDisplay)", timeout=60_000)
     assert changed(first, pixels(page.page, "#viewRphi")) > 500  # the other event is drawn
+    stepped = {v: pixels(page.page, f"#{v}") for v in ("view3d", "viewRphi", "viewRz")}
     assert sum(u.endswith("/api/v1/events/sim/2") for u in requests) == 1
     assert page.page.evaluate("() => window.giodDisplay.prefetching") == 3
     page.page.locator("#prev").click()
@@ -328,6 +330,8 @@ def test_the_next_event_is_fetched_ahead_once(page, open_server):
     # forgotten, an entry is asked for again
     page.page.evaluate("() => { window.giodDisplay.forget(); return window.giodDisplay.load('sim', 2); }")
     assert sum(u.endswith("/api/v1/events/sim/2") for u in requests) == 2
+    for v, img in stepped.items():  # built ahead or now, the same event looks the same
+        assert changed(img, pixels(page.page, f"#{v}")) < 50, v
     assert not page.errors, page.errors
 
 

@@ -82,7 +82,7 @@ const S = {
 window.giodDisplay = S;
 
 const $ = (id) => document.getElementById(id);
-const info = new Map(); // trace uid -> {layer, role, map, indices, points, index}
+let info = new Map(); // trace uid -> {layer, role, map, indices, points, index}
 
 /** The WebGL renderer, and whether it runs in software (no GPU: SwiftShader, llvmpipe). */
 function glRenderer() {
@@ -374,8 +374,25 @@ function cellAxes(scene = S.scene) {
   return (cells._axes = out);
 }
 
-/** Fetched ahead, a scene's geometry is worked out while the physicist looks at the event before. */
+/** Fetched ahead, a scene's geometry is worked out while the physicist looks at the event before:
+ * with the WebGL views, its traces too, in their vertex arrays, built as draw() would build them now. */
 function prepare(scene) {
+  geometry(scene);
+  if (!VIEWS.every(fastOf)) return;
+  const saved = [S.scene, S.minCellEnergy, info];
+  try {
+    S.scene = scene;
+    S.minCellEnergy = S.minCellEnergyAsked ?? defaultCellThreshold(scene);
+    info = new Map();
+    const built = { view3d: build3d(scene), viewRphi: build2d(scene, "rphi"), viewRz: build2d(scene, "rz") };
+    for (const view of VIEWS) fastOf(view).prepare(built[view].traces);
+    scene._ahead = { built, info, minCellEnergy: S.minCellEnergy };
+  } finally {
+    [S.scene, S.minCellEnergy, info] = saved;
+  }
+}
+
+function geometry(scene) {
   const o = scene.objects;
   if (o.tracks && o.tracks.path) {
     const tracks = o.tracks;
@@ -813,11 +830,14 @@ function frames() { return new Promise((r) => requestAnimationFrame(() => reques
  * the two projections, all in a few frames; plotly.js is never loaded. With plotly.js: the 3-D view
  * first too on a cold page, its traces built before waiting for plotly.js, which is still compiling. */
 async function draw(scene) {
-  info.clear();
   S.drawn3d = false;
   const t0 = performance.now();
   const fast = await view3dFast();
-  const built = { view3d: build3d(scene) };
+  // built while the event before was shown, if the settings it was built with still hold
+  const ahead = scene._ahead, fresh = ahead && fast && ahead.minCellEnergy === S.minCellEnergy;
+  scene._ahead = null; // its traces are drawn once: the highlight changes them afterwards
+  info = fresh ? ahead.info : new Map();
+  const built = fresh ? ahead.built : { view3d: build3d(scene) };
   const t1 = performance.now();
   let t2 = t1, t3, t4;
   for (const t of built.view3d.traces) t.visible = visibleFor(info.get(t.uid).layer);
@@ -833,8 +853,10 @@ async function draw(scene) {
     if (S.loads === 0) await frames(); // a cold page: the 3-D view on screen before the projections are built
     S.drawn3d = true;
     t3 = performance.now();
-    built.viewRphi = build2d(scene, "rphi");
-    built.viewRz = build2d(scene, "rz");
+    if (!built.viewRphi) {
+      built.viewRphi = build2d(scene, "rphi");
+      built.viewRz = build2d(scene, "rz");
+    }
     t4 = performance.now();
     for (const view of projections) if (fastOf(view)) drawFast(view);
     await frames();
@@ -1235,7 +1257,8 @@ function prefetch() {
   if (next < 0 || (n !== undefined && next >= n)) { S.prefetching = Promise.resolve(null); return; }
   // the scene's geometry once it is here, when the page is idle (a click is never held back long)
   const idle = () => new Promise((r) => (window.requestIdleCallback ? requestIdleCallback(r, { timeout: 500 }) : setTimeout(r)));
-  S.prefetching = sceneOf(S.dataset, next).then((scene) => idle().then(() => { prepare(scene); return next; }), () => null);
+  S.prefetching = sceneOf(S.dataset, next).then((scene) => idle().then(() => { prepare(scene); return next; }), () => null)
+    .catch((err) => { S.prefetchError = String(err); return null; }); // the step draws it all the same
 }
 
 async function load(dataset, entry) {

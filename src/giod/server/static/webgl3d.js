@@ -266,7 +266,8 @@ function base(container, { stencil, pointScale }) {
   core.upload = (uid, trace) => {
     const old = traces.get(uid);
     if (old) release(old);
-    const parts = convert(trace);
+    const parts = trace._parts || convert(trace);
+    delete trace._parts; // its arrays go to the GPU, and the trace may be drawn again
     for (const p of parts) {
       p.buffer = gl.createBuffer();
       gl.bindBuffer(gl.ARRAY_BUFFER, p.buffer);
@@ -403,6 +404,8 @@ function base(container, { stencil, pointScale }) {
     /** The WebGL renderer's name, and whether it runs in software. */
     renderer: rendererName,
     software,
+    /** Turn traces into this renderer's vertex arrays ahead of react(), e.g. while the page is idle. */
+    prepare(list) { for (const t of list) t._parts = convert(t); },
     /** Replace every trace: the uid of each is kept for restyle() and visible(). */
     react(list) {
       for (const t of traces.values()) release(t);
