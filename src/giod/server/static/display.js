@@ -119,7 +119,8 @@ const fastViews = {}; // view id -> its WebGL view (the 3-D view and both projec
 /** The WebGL view drawing `view`, or null where plotly.js draws it. */
 function fastOf(view) { return fastViews[view] || null; }
 
-function fastClicks(view, fast) {
+/** A WebGL view's colours, highlight order and clicks, as the page's. */
+function fastClicks(fast) {
   fast.background = COLORS.background;
   fast.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
   fast.onClick((x, y) => {
@@ -148,7 +149,7 @@ async function view3dFast() {
   if (fastView) {
     S.gl = { name: fastView.renderer, software: fastView.software };
     fastViews.view3d = fastView;
-    fastClicks("view3d", fastView);
+    fastClicks(fastView);
     $("view3d").append(el("div", { class: "view-title" }, "3-D"));
     for (const [view, p] of Object.entries(PROJECTIONS)) {
       let fast = null;
@@ -160,7 +161,7 @@ async function view3dFast() {
       }
       if (!fast) continue;
       fastViews[view] = fast;
-      fastClicks(view, fast);
+      fastClicks(fast);
       $(view).append(el("div", { class: "view-title" }, p.title));
     }
     S.renderer = "webgl";
@@ -392,6 +393,7 @@ function prepare(scene) {
   }
 }
 
+/** A scene's helix samples, cell axes, cells per calorimeter and summed towers, kept on it. */
 function geometry(scene) {
   const o = scene.objects;
   if (o.tracks && o.tracks.path) {
