@@ -299,6 +299,11 @@ def test_the_projections_are_drawn_by_the_webgl_views(page, open_server, sim):
     n = len(ds.event(2, ["jets"]).jets)
     tips = [page.page.evaluate(f"() => window.giodDisplay.jetTip({j}, 'viewRz')") for j in range(n)]
     jet = next(j for j, t in enumerate(tips) if t["inside"])
+    # over the tip, the view names the jet (as plotly's hover label did) and shows a hand
+    page.page.mouse.move(tips[jet]["x"], tips[jet]["y"])
+    page.page.wait_for_function(
+        f"() => document.querySelector('#viewRz > canvas').title.startsWith('jets[{jet}]')", timeout=30_000)
+    assert page.page.evaluate("() => document.querySelector('#viewRz > canvas').style.cursor") == "pointer"
     page.page.mouse.click(tips[jet]["x"], tips[jet]["y"])
     page.page.wait_for_function("() => window.giodDisplay.selected !== null", timeout=30_000)
     settle(page)

@@ -123,9 +123,16 @@ function fastOf(view) { return fastViews[view] || null; }
 function fastClicks(fast) {
   fast.background = COLORS.background;
   fast.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
+  const pickable = (uid) => !!(info.get(uid) || {}).role;
   fast.onClick((x, y) => {
-    const hit = fast.pick(x, y, (uid) => !!(info.get(uid) || {}).role);
+    const hit = fast.pick(x, y, pickable);
     if (hit) onPlotClick({ points: [{ data: { uid: hit.uid }, pointNumber: hit.point }] });
+  });
+  // what the pointer is over, as plotly's hover label says it: the object's name, and a hand
+  fast.onHover((x, y) => {
+    const hit = fast.pick(x, y, pickable), what = hit ? objectOf(hit.uid, hit.point) : null;
+    fast.canvas.style.cursor = what ? "pointer" : "grab";
+    fast.canvas.title = !what ? "" : what.role === "met" ? "missing E_T" : objectLabel(what.role, what.index);
   });
 }
 
@@ -968,22 +975,26 @@ function objectLabel(role, k) {
   return `${o.collection}[${k}] ${bits.join(" ")}`;
 }
 
-function onPlotClick(ev) {
-  const p = ev && ev.points && ev.points[0];
-  if (!p) return;
-  const meta = info.get(p.data.uid);
-  if (!meta || !meta.role) return;
+/** The object (role, index) a point of a trace belongs to, or null. */
+function objectOf(uid, n) {
+  const meta = info.get(uid);
+  if (!meta || !meta.role) return null;
   let k = null;
-  const n = p.pointNumber;
   switch (meta.map) {
     case "point": k = meta.indices ? meta.indices[n] : n; break;
     case "segment": k = Math.floor(n / 3); if (meta.indices) k = meta.indices[k]; break;
     case "one": k = meta.index; break;
     case "stride": k = Math.floor(n / meta.stride); break;
-    case "met": track(select("met", 0)); return;
-    default: return;
+    case "met": return { role: "met", index: 0 };
+    default: return null;
   }
-  if (k !== null && k !== undefined) track(select(meta.role, k));
+  return k === null || k === undefined ? null : { role: meta.role, index: k };
+}
+
+function onPlotClick(ev) {
+  const p = ev && ev.points && ev.points[0];
+  const hit = p ? objectOf(p.data.uid, p.pointNumber) : null;
+  if (hit) track(select(hit.role, hit.index));
 }
 
 function geometryOf(role, indices, proj) {

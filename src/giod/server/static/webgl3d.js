@@ -252,7 +252,7 @@ function base(container, { stencil, pointScale }) {
   const core = {
     gl, canvas, loc, traces, mvp: null, width: 0, height: 0, dpr: 1,
     area: { left: 0, top: 0, width: 1, height: 1 }, // CSS pixels of the drawing inside the canvas
-    camera: null, frame: null, pending: 0, clickHandlers: [],
+    camera: null, frame: null, pending: 0, clickHandlers: [], hoverHandlers: [],
   };
 
   core.resize = () => {
@@ -379,8 +379,21 @@ function base(container, { stencil, pointScale }) {
     drag = { x: e.clientX, y: e.clientY, moved: false };
     canvas.setPointerCapture(e.pointerId);
   });
+  let hover = null; // the last pointer position not yet looked at, once a frame
   canvas.addEventListener("pointermove", (e) => {
-    if (!drag) return;
+    if (!drag) {
+      if (!core.hoverHandlers.length) return;
+      const box = canvas.getBoundingClientRect(), first = !hover;
+      hover = [e.clientX - box.left, e.clientY - box.top];
+      if (first) {
+        requestAnimationFrame(() => {
+          const [x, y] = hover;
+          hover = null;
+          for (const f of core.hoverHandlers) f(x, y);
+        });
+      }
+      return;
+    }
     const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
     if (!drag.moved && Math.hypot(dx, dy) < 4) return;
     drag.moved = true; drag.x = e.clientX; drag.y = e.clientY;
@@ -427,6 +440,8 @@ function base(container, { stencil, pointScale }) {
     render: () => core.render(),
     pick,
     onClick(f) { core.clickHandlers.push(f); },
+    /** Call f(x, y) with the pointer's position over the view, at most once a frame, when no button is down. */
+    onHover(f) { core.hoverHandlers.push(f); },
     /** CSS-pixel position of a data point inside the view (for scripts and tests). */
     project(x, y, z = 0) { return screen(x, y, z); },
     clear() {
