@@ -312,6 +312,24 @@ def test_the_projections_are_drawn_by_the_webgl_views(page, open_server, sim):
     assert not page.errors, page.errors
 
 
+def test_projections_fall_back_to_plotly_without_a_stencil_buffer(page, open_server):
+    """A WebGL context without a stencil buffer cannot fill the projections' shapes: the 3-D view
+    stays WebGL, plotly.js draws r-phi and r-z, and every view shows the event."""
+    page.page.add_init_script("""(() => {
+        const attributes = WebGLRenderingContext.prototype.getContextAttributes;
+        WebGLRenderingContext.prototype.getContextAttributes = function () {
+            return { ...attributes.call(this), stencil: false };
+        };
+    })()""")
+    open_display(page, open_server.url, "dataset=sim&entry=2")
+    kinds = page.page.evaluate(VIEW_KINDS)
+    assert kinds["view3d"] == {"plotly": False, "webgl": True}, kinds
+    assert kinds["viewRphi"]["plotly"] and kinds["viewRz"]["plotly"], kinds
+    for v in ("view3d", "viewRphi", "viewRz"):
+        assert near(pixels(page.page, f"#{v}"), HITS) > 40, v
+    assert not page.errors, page.errors
+
+
 def test_the_next_event_is_fetched_ahead_once(page, open_server):
     """While an event is shown the page fetches the entry ▶ goes to and builds its views' vertex arrays;
     the step draws it without asking again, the same pixels as the event drawn from scratch, and a

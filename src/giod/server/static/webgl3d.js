@@ -326,6 +326,7 @@ function base(container, { stencil, pointScale }) {
 
   core.render = () => {
     core.pending = 0;
+    if (!core.camera) return; // a view given up before it started
     if (canvas.width !== Math.round(container.clientWidth * core.dpr) || !core.width) core.resize();
     gl.viewport(0, 0, canvas.width, canvas.height);
     const bg = rgba(view.background);
@@ -516,13 +517,17 @@ function niceStep(span, n) {
  * A 2-D view in `container`: data ranges `x` and `y` shown at one scale on both axes (as plotly's
  * `scaleanchor`), a grid with tick labels, axis titles `xTitle` and `yTitle`, and `margin` around the
  * plot in CSS pixels. Drag pans, the wheel zooms about the pointer, a double click goes back.
- * Returns null where the browser gives no WebGL context.
+ * Returns null where the browser gives no WebGL context, or one without a stencil buffer.
  */
 export function createView2d(container, { x, y, xTitle, yTitle, margin = { l: 46, r: 8, t: 22, b: 34 },
   grid = "#232833", axis = "#8a93a3" }) {
   const core = base(container, { stencil: true, pointScale: 1 });
   if (!core) return null;
   const { gl } = core;
+  if (!gl.getContextAttributes().stencil) { // filled shapes need it: plotly.js draws this view instead
+    core.canvas.remove();
+    return null;
+  }
   const home = { cx: (x[0] + x[1]) / 2, cy: (y[0] + y[1]) / 2, zoom: 1 };
   const cam = { ...home };
   const gridBuffer = gl.createBuffer(), gridColor = rgba(grid);
