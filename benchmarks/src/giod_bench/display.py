@@ -5,20 +5,20 @@ them: a hard-QCD event without pile-up (a few hundred calorimeter cells);
 the same kind of event with ECAL noise cells added to exactly ``cells``
 calorimeter cells (50,000 by default: the issue's "event of 50,000 cells");
 and a pile-up-140 event topped up the same way, whose tracker is as busy as
-its calorimeter (some 50,000 hits and 2,000 tracks). A ``giod serve`` app runs on
-loopback; each round opens ``/display?dataset=…&entry=…`` in a fresh browser
-context (nothing cached, as on a first visit) and times, for each event:
+its calorimeter (some 50,000 hits and 2,000 tracks). Each event is written
+twice, at entries 2k and 2k + 1, so that a step to the next entry draws an
+event of the same size (the page cannot know: it fetches entries by number).
+A ``giod serve`` app runs on loopback; each round opens
+``/display?dataset=…&entry=2k`` in a fresh browser context (nothing cached, as
+on a first visit) and times, for each event:
 
 * ``first draw``: from navigation start to the event on screen in the 3-D
   view (the page's own clock, after the frame holding it: two animation
-  frames once it is drawn). The page's WebGL view (``webgl3d.js``) draws the
-  whole 3-D view at once, then loads plotly.js and draws the r-φ and r-z
-  projections; ``all views`` is when all of it is on screen. The issue's
-  targets: first draw under 2 s for 50,000 cells, under 1 s for the small
-  event, under 3 s for pile-up; all views under 3 s. With ``renderer="plotly"``
-  (the fallback where ``webgl3d.js`` is absent) plotly.js draws the 3-D view
-  too: its first frame leaves out what is semi-transparent, drawn after the
-  projections;
+  frames once it is drawn). The page's WebGL views (``webgl3d.js``) draw the
+  3-D view, then the r-φ and r-z projections; ``all views`` is when all of
+  it is on screen. With ``renderer="plotly"`` (the fallback where
+  ``webgl3d.js`` is absent) plotly.js draws every view: its first 3-D frame
+  leaves out what is semi-transparent, drawn after the projections;
 * its parts as the page sees them, also from navigation start: ``plotly.js``
   is when the library has loaded (downloaded, compiled and run), ``scene``
   when the event's JSON has arrived and been parsed (its request starts in
@@ -26,11 +26,19 @@ context (nothing cached, as on a first visit) and times, for each event:
   for (the scene; and plotly.js on the fallback) to the 3-D view on screen;
 * ``main thread``: the renderer's busy time (Chrome's TaskDuration), which
   tells CPU work from waiting on a shared machine;
-* ``second visit``: the page loaded again in the same browser (plotly.js
+* ``next event``: a click on ▶ in the open page, to all three views drawn,
+  once the page has fetched that entry while the event before was shown
+  (as it does after every event it draws);
+* ``jump``: an entry the page has not fetched yet, loaded in the open page
+  (fetched, parsed and drawn), as when a number is typed in;
+* ``second visit``: the page loaded again in the same browser (scripts
   from its cache), to first drawn event;
-* ``redraw``: the same event loaded again in the open page, to all three
-  views, which is what stepping to the next event costs (target 0.5 s);
 * ``server``: reading the event and building its scene JSON in Python.
+
+The issue's targets (``TARGETS``): first draw under 1 s for the small event,
+under 2 s for 50,000 cells, under 3 s for pile-up; all views under 3 s; the
+next event under 0.5 s. The outcome says, for each, the median beside the
+target and their ratio.
 
 Chromium is Debian's ``chromium`` package (or ``$GIOD_CHROMIUM``), driven by
 playwright; WebGL runs in software (SwiftShader) when there is no GPU.
@@ -55,11 +63,22 @@ import giod
 from giod.errors import ConfigError, MissingDependency
 from giod_bench.report import Bars, Column, Outcome, Table, figure, ratio, save
 
-__all__ = ["DEFAULT_CELLS", "QUICK_CELLS", "RENDERERS", "TARGET_S", "busy_events", "chromium", "launch", "plot", "run"]
+__all__ = ["DEFAULT_CELLS", "QUICK_CELLS", "RENDERERS", "TARGETS", "busy_events", "chromium", "launch", "plot", "run"]
 
 DEFAULT_CELLS = 50_000
 QUICK_CELLS = 5_000
-TARGET_S = 2.0
+#: (what, event row, measured key, limit in seconds): the issue's targets.
+TARGETS = (
+    ("first draw", 0, "first_draw_s", 1.0),
+    ("first draw", 1, "first_draw_s", 2.0),
+    ("first draw", 2, "first_draw_s", 3.0),
+    ("all views", 0, "all_views_s", 3.0),
+    ("all views", 1, "all_views_s", 3.0),
+    ("all views", 2, "all_views_s", 3.0),
+    ("next event", 0, "next_s", 0.5),
+    ("next event", 1, "next_s", 0.5),
+    ("next event", 2, "next_s", 0.5),
+)
 RENDERERS = ("webgl", "plotly")
 DATASET = "display"
 SEED = 77
@@ -176,12 +195,13 @@ def _build(root: Path, cells: int) -> tuple[Any, list[dict[str, Any]]]:
     fed = giod.open(root, create=True)
     ds = fed.create_dataset(DATASET, Schema.from_yaml(model_text()))
     events = busy_events([(n, pileup) for _, n, pileup in specs])
+    twice = np.repeat(np.arange(len(specs)), 2)  # entries 2k and 2k + 1: the same event
     with ds.writer() as writer:
-        writer.append(events[list(RAW_COLLECTIONS)])
+        writer.append(events[list(RAW_COLLECTIONS)][twice])
     reconstruct_dataset(ds)
     ds = fed.dataset(DATASET)
     info = []
-    for entry, (label, _, _) in enumerate(specs):
+    for entry, (label, _, _) in zip(range(0, 2 * len(specs), 2), specs, strict=True):
         e = ds.event(entry, ["calo_cells.energy", "tracker_hits.x", "tracks.pt", "jets.pt"])
         info.append({"entry": entry, "event": label, "cells": len(e.calo_cells), "hits": len(e.tracker_hits),
                      "tracks": len(e.tracks), "jets": len(e.jets)})
@@ -219,20 +239,29 @@ def _page(browser: Any, url: str, entry: int, renderer: str = "webgl") -> dict[s
         if first["t"].get("renderer") != renderer:
             raise ConfigError(f"the page drew its 3-D view with {first['t'].get('renderer')}, not {renderer}")
         metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
-        # the same event again in the open page: what stepping to the next event costs
-        page.evaluate(f"() => window.giodDisplay.load('{DATASET}', {entry})")
-        again = json.loads(page.evaluate("JSON.stringify(giodDisplay.timings)"))
-        # and the page loaded anew, as on a second visit (plotly.js from the browser's cache)
+        # the next entry (the same event again), fetched by the page while this one was shown: ▶
+        if page.evaluate("() => window.giodDisplay.prefetching") != entry + 1:
+            raise ConfigError(f"the display did not fetch entry {entry + 1} ahead")
+        page.click("#next")
+        page.wait_for_function(f"(s => s.entry === {entry + 1} && s.ready && !s.loading)(window.giodDisplay)",
+                               timeout=120_000)
+        step = json.loads(page.evaluate("JSON.stringify(giodDisplay.timings)"))
+        # an entry the page has not fetched: back to the first, everything fetched anew
+        page.evaluate(f"() => {{ window.giodDisplay.forget(); return window.giodDisplay.load('{DATASET}', {entry}); }}")
+        jump = json.loads(page.evaluate("JSON.stringify(giodDisplay.timings)"))
+        # and the page loaded anew, as on a second visit (scripts from the browser's cache)
         page.reload()
         page.wait_for_function("(s => s && !s.loading && (s.ready || s.error))(window.giodDisplay)",
                                timeout=120_000)
         revisit = json.loads(page.evaluate("JSON.stringify(giodDisplay.timings)"))
         t = first["t"]
-        plotly_s, scene_s = (t.get("plotly_ready_ms") or 0) / 1000, t["scene_ms"] / 1000
+        # nan where plotly.js was never loaded (the WebGL views draw everything)
+        plotly_s, scene_s = (t.get("plotly_ready_ms") or float("nan")) / 1000, t["scene_ms"] / 1000
         first_s = t["first_draw_at_ms"] / 1000
         return {"first_draw_s": first_s, "all_views_s": t["since_navigation_ms"] / 1000, "plotly_s": plotly_s,
                 "scene_s": scene_s, "draw3d_s": first_s - (scene_s if renderer == "webgl" else max(plotly_s, scene_s)),
-                "main_thread_s": metrics.get("TaskDuration", float("nan")), "redraw_s": again["total_ms"] / 1000,
+                "main_thread_s": metrics.get("TaskDuration", float("nan")), "next_s": step["total_ms"] / 1000,
+                "jump_s": jump["total_ms"] / 1000,
                 "revisit_s": revisit["first_draw_at_ms"] / 1000}
     finally:
         context.close()
@@ -283,26 +312,29 @@ def run(cells: int = DEFAULT_CELLS, repeat: int = 3, workdir: str | os.PathLike[
         for key in got[0]:
             row[key] = statistics.median(r[key] for r in got)
         row["first_draw_all_s"] = [r["first_draw_s"] for r in got]
-        row["vs_target"] = ratio(row["first_draw_s"], TARGET_S)
-    busy = rows[1]
+    targets = [{"target": f"{what}: {rows[i]['event']}, {rows[i]['cells']:,} cells", "limit_s": limit,
+                "measured_s": rows[i][key], "vs_target": ratio(rows[i][key], limit),
+                "met": "yes" if rows[i][key] < limit else f"no, {rows[i][key] / limit:.2f}×"}
+               for what, i, key, limit in TARGETS if i < len(rows)]
+    missed = [t for t in targets if t["measured_s"] >= t["limit_s"]]
     notes = [
-        ("3-D view drawn by the page's WebGL view (webgl3d.js), plotly.js loaded after its first frame"
-         if renderer == "webgl" else "3-D view drawn by plotly.js (the fallback where webgl3d.js is absent)"),
-        f"{busy['cells']:,}-cell event: first draw (the event on screen in the 3-D view) "
-        f"{busy['first_draw_s']:.2f} s after navigation (median of {repeat}) against the {TARGET_S:g} s target "
-        f"({busy['vs_target']:.2f}× the target), all three views {busy['all_views_s']:.2f} s; plotly.js alone is "
-        f"ready {busy['plotly_s']:.2f} s after navigation; {busy['redraw_s']:.2f} s to draw it again in the open "
-        f"page and {busy['revisit_s']:.2f} s to first draw on a second visit; the small event: first draw "
-        f"{rows[0]['first_draw_s']:.2f} s",
+        ("every view drawn by the page's WebGL views (webgl3d.js); plotly.js not loaded"
+         if renderer == "webgl" else "every view drawn by plotly.js (the fallback where webgl3d.js is absent)"),
+        (f"all {len(targets)} targets met (median of {repeat})" if not missed else
+         f"{len(targets) - len(missed)} of {len(targets)} targets met (median of {repeat}); missed: "
+         + "; ".join(f"{t['target']} {t['measured_s']:.2f} s against {t['limit_s']:g} s ({t['vs_target']:.2f}×)"
+                     for t in missed)),
         "each load in a fresh browser context (cold cache); WebGL in software where there is no GPU; "
-        f"load average at the start {load:.1f}, at the end {_load():.1f}, on {os.cpu_count()} CPUs",
+        f"load average at the start {load:.1f}, at the end {_load():.1f}, on {os.cpu_count()} CPUs "
+        "(other work on the machine slows every figure)",
     ]
     return Outcome(
         name="display",
         parameters={"cells": cells, "repeat": repeat, "pileup": PILEUP, "seed": SEED, "viewport": VIEWPORT,
-                    "target_s": TARGET_S, "renderer": renderer},
+                    "renderer": renderer, "load_start": load},
         tables=[Table("results", f"event display: page load to first drawn event (median of {repeat})", COLUMNS,
-                      rows)],
+                      rows),
+                Table("targets", f"the issue's targets (median of {repeat})", TARGET_COLUMNS, targets)],
         notes=notes,
     )
 
@@ -315,13 +347,18 @@ COLUMNS = [
     Column("scene_s", "scene ready s", "{:.2f}"), Column("draw3d_s", "3-D draw s", "{:.2f}"),
     Column("first_draw_s", "first draw s", "{:.2f}"), Column("all_views_s", "all views s", "{:.2f}"),
     Column("main_thread_s", "main thread s", "{:.2f}"),
-    Column("revisit_s", "second visit s", "{:.2f}"), Column("redraw_s", "redraw s", "{:.2f}"),
-    Column("vs_target", f"× {TARGET_S:g} s target", "{:.2f}"),
+    Column("revisit_s", "second visit s", "{:.2f}"), Column("next_s", "next event s", "{:.2f}"),
+    Column("jump_s", "jump s", "{:.2f}"),
+]  # fmt: skip
+
+TARGET_COLUMNS = [
+    Column("target", "target"), Column("limit_s", "under s", "{:g}"), Column("measured_s", "median s", "{:.2f}"),
+    Column("vs_target", "× target", "{:.2f}"), Column("met", "met"),
 ]  # fmt: skip
 
 
 def plot(outcome: Outcome, path: Path) -> None:
-    """Load of each event split into its parts, and the redraw in an open page, against the target."""
+    """Load of each event split into its parts, and the next event in an open page, against the targets."""
     rows = outcome.table("results").rows
     fig, (ax, ax2) = figure("giod event display in Chromium (median)", ncols=2)
     labels = [f"{r['event']}\n{r['cells']:,} cells" for r in rows]
@@ -333,13 +370,15 @@ def plot(outcome: Outcome, path: Path) -> None:
     ax.bar(labels, before, label="scene fetched" if fast else "plotly.js loaded and scene fetched (side by side)")
     ax.bar(labels, draw3d, bottom=before, label="3-D view drawn: first draw")
     ax.bar(labels, rest, bottom=[a + b for a, b in zip(before, draw3d, strict=True)], label="projections drawn")
-    width = 0.38
+    width = 0.27
     x = np.arange(len(rows))
-    ax2.bar(x - width / 2, [r["revisit_s"] for r in rows], width, color="tab:purple", label="second visit, first draw")
-    ax2.bar(x + width / 2, [r["redraw_s"] for r in rows], width, color="tab:green", label="next event, page open")
+    ax2.bar(x - width, [r["revisit_s"] for r in rows], width, color="tab:purple", label="second visit, first draw")
+    ax2.bar(x, [r["jump_s"] for r in rows], width, color="tab:olive", label="entry not fetched yet, page open")
+    ax2.bar(x + width, [r["next_s"] for r in rows], width, color="tab:green", label="next event (▶), page open")
     ax2.set_xticks(x, labels)
-    for a, ylabel in ((ax, "seconds from navigation start"), (ax2, "seconds to draw")):
-        a.axhline(TARGET_S, linestyle="--", color="grey", label=f"target: {TARGET_S:g} s")
+    for a, ylabel, limit, what in ((ax, "seconds from navigation start", 3.0, "all views"),
+                                   (ax2, "seconds to draw", 0.5, "next event")):
+        a.axhline(limit, linestyle="--", color="grey", label=f"target, {what}: {limit:g} s")
         a.set_ylabel(ylabel)
         a.legend(fontsize="small")
         a.grid(axis="y", alpha=0.3)

@@ -1,7 +1,8 @@
 // The giod event display: one event in 3-D and in r-phi and r-z projections.
 //
-// The 3-D view is drawn by webgl3d.js (plain WebGL), the projections and, where webgl3d.js is missing
-// or WebGL is not there, the 3-D view too by plotly.js, loaded after the first 3-D frame.
+// The three views are drawn by webgl3d.js (plain WebGL): the 3-D view first, then the r-phi and r-z
+// projections. Where webgl3d.js is missing, WebGL is not there or ?renderer=plotly asks for it, plotly.js
+// draws them all instead (loaded only then).
 // The scene comes from GET /api/v1/events/{dataset}/{entry} (format "giod-scene/1", see
 // giod.display.scene): detector geometry in cm and, per role (hits, tracks, cells, clusters, jets,
 // muons, electrons, photons, taus), every field as a column and every relation as index lists.
@@ -73,6 +74,7 @@ const S = {
   counts: {}, // objects drawn per layer
   timings: {},
   loads: 0,
+  prefetching: Promise.resolve(null), // the entry a step goes to, once its scene is here (null: none)
   towerScale: null, // cm per GeV
   minCellEnergy: 0, // GeV: cells below are left out of the 3-D view
   minCellEnergyAsked: null, // from the page's control or ?min_cell_energy=
@@ -80,7 +82,7 @@ const S = {
 window.giodDisplay = S;
 
 const $ = (id) => document.getElementById(id);
-const info = new Map(); // trace uid -> {layer, role, map, indices, points, index}
+let info = new Map(); // trace uid -> {layer, role, map, indices, points, index}
 
 /** The WebGL renderer, and whether it runs in software (no GPU: SwiftShader, llvmpipe). */
 function glRenderer() {
@@ -106,8 +108,36 @@ const fastModule = PARAMS.get("renderer") === "plotly"
   : import("./webgl3d.js").then((m) => ({ module: m }),
     (err) => ({ reason: `the page could not load /static/webgl3d.js (${err.message})` }));
 
+// The projections' ranges, axes and titles, for both renderers.
+const PROJECTIONS = {
+  viewRphi: { proj: "rphi", x: [-320, 320], y: [-320, 320], xTitle: "x (cm)", yTitle: "y (cm)", title: "r-φ" },
+  viewRz: { proj: "rz", x: [-620, 620], y: [-320, 320], xTitle: "z (cm)", yTitle: "±r (cm)", title: "r-z" },
+};
+
 let fastView = null; // the WebGL 3-D view once created; undefined after a failure
-/** The fast 3-D view, or null (plotly draws the 3-D view); says once in the page why it is not there. */
+const fastViews = {}; // view id -> its WebGL view (the 3-D view and both projections)
+/** The WebGL view drawing `view`, or null where plotly.js draws it. */
+function fastOf(view) { return fastViews[view] || null; }
+
+/** A WebGL view's colours, highlight order and clicks, as the page's. */
+function fastClicks(fast) {
+  fast.background = COLORS.background;
+  fast.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
+  const pickable = (uid) => !!(info.get(uid) || {}).role;
+  fast.onClick((x, y) => {
+    const hit = fast.pick(x, y, pickable);
+    if (hit) onPlotClick({ points: [{ data: { uid: hit.uid }, pointNumber: hit.point }] });
+  });
+  // what the pointer is over, as plotly's hover label says it: the object's name, and a hand
+  fast.onHover((x, y) => {
+    const hit = fast.pick(x, y, pickable), what = hit ? objectOf(hit.uid, hit.point) : null;
+    fast.canvas.style.cursor = what ? "pointer" : "grab";
+    fast.canvas.title = !what ? "" : what.role === "met" ? "missing E_T" : objectLabel(what.role, what.index);
+  });
+}
+
+/** The fast 3-D view, or null (plotly draws every view); says once in the page why it is not there.
+ * The projections' WebGL views start with it. */
 async function view3dFast() {
   if (fastView) return fastView;
   if (fastView === undefined) return null;
@@ -125,13 +155,22 @@ async function view3dFast() {
   }
   if (fastView) {
     S.gl = { name: fastView.renderer, software: fastView.software };
-    fastView.background = COLORS.background;
-    fastView.overlay = (uid) => (info.get(uid) || {}).layer === "highlight";
+    fastViews.view3d = fastView;
+    fastClicks(fastView);
     $("view3d").append(el("div", { class: "view-title" }, "3-D"));
-    fastView.onClick((x, y) => {
-      const hit = fastView.pick(x, y, (uid) => !!(info.get(uid) || {}).role);
-      if (hit) onPlotClick({ points: [{ data: { uid: hit.uid }, pointNumber: hit.point }] });
-    });
+    for (const [view, p] of Object.entries(PROJECTIONS)) {
+      let fast = null;
+      try {
+        fast = got.module.createView2d($(view), { x: p.x, y: p.y, xTitle: p.xTitle, yTitle: p.yTitle,
+          grid: COLORS.grid, axis: COLORS.axis });
+      } catch (err) {
+        fast = null; // plotly.js draws this projection
+      }
+      if (!fast) continue;
+      fastViews[view] = fast;
+      fastClicks(fast);
+      $(view).append(el("div", { class: "view-title" }, p.title));
+    }
     S.renderer = "webgl";
     return fastView;
   }
@@ -139,7 +178,7 @@ async function view3dFast() {
   S.renderer = "plotly";
   const note = $("renderer-note");
   note.hidden = false;
-  note.textContent = `3-D view drawn with plotly.js, which is slower to start: ${reason}.`;
+  note.textContent = `Views drawn with plotly.js, which is slower to start: ${reason}.`;
   return null;
 }
 
@@ -301,7 +340,7 @@ function reachAlong(d, rmax, zmax) {
 
 function metLength(met) { return Math.max(80, Math.min(450, 80 + 4 * met)); }
 
-/** Cells of one calorimeter ("ecal": codes 1, 2; "hcal": 3, 4). */
+/** The 3-D view's cell threshold for a busy event: the energy of its MAX_3D_CELLS(_WEBGL)-th cell. */
 function defaultCellThreshold(scene) {
   const cells = scene.objects.cells;
   const most = S.renderer === "webgl" ? MAX_3D_CELLS_WEBGL : MAX_3D_CELLS;
@@ -310,27 +349,72 @@ function defaultCellThreshold(scene) {
   return Math.ceil(e[most - 1] * 1000) / 1000;
 }
 
-function cellsOf(calo, barrelOnly = false) {
-  const cells = objectsOf("cells");
+// What follows from a scene alone (cells per calorimeter, cell axes, summed towers, helix samples) is
+// kept on the scene's objects: computed once, when the scene is fetched ahead (prepare) or first drawn.
+
+/** Cells of one calorimeter ("ecal": codes 1, 2; "hcal": 3, 4). */
+function cellsOf(calo, scene = S.scene) {
+  const cells = scene.objects.cells;
   if (!cells) return [];
-  const det = S.scene.detector;
-  const out = [];
-  const sub = cells.fields.subdetector;
+  cells._of = cells._of || {};
+  if (cells._of[calo]) return cells._of[calo];
+  const det = scene.detector, out = [], sub = cells.fields.subdetector;
   for (let c = 0; c < cells.n; c++) {
     const g = det.cells[sub[c]];
-    if (g && g.calo === calo && (!barrelOnly || g.part === "barrel")) out.push(c);
+    if (g && g.calo === calo) out.push(c);
   }
-  return out;
+  return (cells._of[calo] = out);
 }
 
-/** Front-face centre and unit outward direction of a cell. */
-function cellAxis(c) {
-  const f = objectsOf("cells").fields, g = S.scene.detector.cells[f.subdetector[c]];
-  const eta = f.eta[c], phi = f.phi[c];
-  let r, zz;
-  if (g.part === "barrel") { r = g.r; zz = g.r * Math.sinh(eta); } else { zz = Math.sign(eta) * g.z; r = g.z / Math.abs(Math.sinh(eta)); }
-  const x = r * Math.cos(phi), y = r * Math.sin(phi), n = Math.hypot(x, y, zz);
-  return [x, y, zz, x / n, y / n, zz / n, r];
+/** Per cell, 7 numbers: front-face centre (x, y, z), unit outward direction, cylindrical radius. */
+function cellAxes(scene = S.scene) {
+  const cells = scene.objects.cells;
+  if (cells._axes) return cells._axes;
+  const f = cells.fields, det = scene.detector.cells, out = new Float64Array(7 * cells.n);
+  for (let c = 0, o = 0; c < cells.n; c++, o += 7) {
+    const g = det[f.subdetector[c]], eta = f.eta[c], phi = f.phi[c];
+    if (!g) continue;
+    let r, zz;
+    if (g.part === "barrel") { r = g.r; zz = g.r * Math.sinh(eta); } else { zz = Math.sign(eta) * g.z; r = g.z / Math.abs(Math.sinh(eta)); }
+    const x = r * Math.cos(phi), y = r * Math.sin(phi), n = Math.hypot(x, y, zz);
+    out[o] = x; out[o + 1] = y; out[o + 2] = zz; out[o + 3] = x / n; out[o + 4] = y / n; out[o + 5] = zz / n; out[o + 6] = r;
+  }
+  return (cells._axes = out);
+}
+
+/** Fetched ahead, a scene's geometry is worked out while the physicist looks at the event before:
+ * with the WebGL views, its traces too, in their vertex arrays, built as draw() would build them now. */
+function prepare(scene) {
+  geometry(scene);
+  if (!VIEWS.every(fastOf)) return;
+  const saved = [S.scene, S.minCellEnergy, info];
+  try {
+    S.scene = scene;
+    S.minCellEnergy = S.minCellEnergyAsked ?? defaultCellThreshold(scene);
+    info = new Map();
+    const built = { view3d: build3d(scene), viewRphi: build2d(scene, "rphi"), viewRz: build2d(scene, "rz") };
+    for (const view of VIEWS) fastOf(view).prepare(built[view].traces);
+    scene._ahead = { built, info, minCellEnergy: S.minCellEnergy };
+  } finally {
+    [S.scene, S.minCellEnergy, info] = saved;
+  }
+}
+
+/** A scene's helix samples, cell axes, cells per calorimeter and summed towers, kept on it. */
+function geometry(scene) {
+  const o = scene.objects;
+  if (o.tracks && o.tracks.path) {
+    const tracks = o.tracks;
+    tracks._samples = tracks._samples || [];
+    for (let t = 0; t < tracks.n; t++) if (!tracks._samples[t]) tracks._samples[t] = helixSamples(tracks, t);
+  }
+  if (o.cells) {
+    cellAxes(scene);
+    for (const calo of ["ecal", "hcal"]) {
+      cellsOf(calo, scene);
+      for (const proj of ["rphi", "rz"]) projectedTowers(calo, proj, scene);
+    }
+  }
 }
 
 // ------------------------------------------------------------------ traces
@@ -379,9 +463,10 @@ function helixArrays(tracks, which, proj) {
  * to the energy (a segment is 2 points to plotly, a box 8 vertices and 12 triangles). */
 function towerSegments(which, scale) {
   const n = which.length, x = new Array(3 * n), y = new Array(3 * n), z = new Array(3 * n);
-  const e = objectsOf("cells").fields.energy;
+  const e = objectsOf("cells").fields.energy, ax = cellAxes();
   for (let a = 0, o = 0; a < n; a++, o += 3) {
-    const c = which[a], [fx, fy, fz, ux, uy, uz] = cellAxis(c);
+    const c = which[a], k = 7 * c;
+    const fx = ax[k], fy = ax[k + 1], fz = ax[k + 2], ux = ax[k + 3], uy = ax[k + 4], uz = ax[k + 5];
     const len = Math.max(1, Math.min(200, e[c] * scale));
     x[o] = fx; y[o] = fy; z[o] = fz;
     x[o + 1] = fx + ux * len; y[o + 1] = fy + uy * len; z[o + 1] = fz + uz * len;
@@ -392,10 +477,10 @@ function towerSegments(which, scale) {
 
 function cellSegments(which, proj, scale) {
   const a = new Array(3 * which.length), b = new Array(3 * which.length);
-  const f = objectsOf("cells").fields;
+  const f = objectsOf("cells").fields, ax = cellAxes();
   let o = 0;
   for (const c of which) {
-    const [x, y, zz, ux, uy, uz, r] = cellAxis(c);
+    const [x, y, zz, ux, uy, uz, r] = ax.subarray(7 * c, 7 * c + 7);
     const len = Math.max(1, Math.min(200, f.energy[c] * scale));
     if (proj === "rphi") {
       const rr = Math.hypot(x, y);
@@ -411,8 +496,10 @@ function cellSegments(which, proj, scale) {
 
 /** Cell energies summed into projective towers: per phi sector of the barrel (r-phi), per ring and
  * half (r-z, upper half phi in [0, pi)). Each tower: its front-face corners and outward directions. */
-function projectedTowers(calo, proj) {
-  const cells = objectsOf("cells"), det = S.scene.detector, f = cells.fields;
+function projectedTowers(calo, proj, scene = S.scene) {
+  const cells = scene.objects.cells, det = scene.detector, f = cells.fields;
+  cells._towers = cells._towers || {};
+  if (cells._towers[calo + proj]) return cells._towers[calo + proj];
   const bins = new Map();
   for (let c = 0; c < cells.n; c++) {
     const g = det.cells[f.subdetector[c]];
@@ -427,7 +514,7 @@ function projectedTowers(calo, proj) {
     b.sum += Math.max(0, f.energy[c]);
   }
   const list = [...bins.values()];
-  return { list, sums: list.map((b) => b.sum), proj };
+  return (cells._towers[calo + proj] = { list, sums: list.map((b) => b.sum), proj });
 }
 
 function towerPolygons(towers, cmPerGeV) {
@@ -740,9 +827,7 @@ function build2d(scene, proj) {
     marker: { size: 5, color: COLORS.highlight }, hoverinfo: "skip" }));
   traces.push(register(view, "sel", { layer: "highlight" }, { type: "scatter", mode: "lines+markers", x: [], y: [],
     line: { width: 5, color: COLORS.selected }, marker: { size: 7, color: COLORS.selected }, hoverinfo: "skip" }));
-  const layout = proj === "rphi"
-    ? axes2d("x (cm)", "y (cm)", [-320, 320], [-320, 320], "r-φ")
-    : axes2d("z (cm)", "±r (cm)", [-620, 620], [-320, 320], "r-z");
+  const spec = PROJECTIONS[view], layout = axes2d(spec.xTitle, spec.yTitle, spec.x, spec.y, spec.title);
   return { traces, layout };
 }
 
@@ -750,86 +835,98 @@ function build2d(scene, proj) {
 
 function frames() { return new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))); }
 
-/** Draw the event. The first in a page: the 3-D view first (on screen when this sets S.drawn3d), then the
- * two projections; its 3-D traces are built before waiting for plotly.js, which is still compiling. */
+/** Draw the event; true once it is on screen (else the caller waits for the frame). With the WebGL views: the 3-D view first (on screen when this sets S.drawn3d), then
+ * the two projections, all in a few frames; plotly.js is never loaded. With plotly.js: the 3-D view
+ * first too on a cold page, its traces built before waiting for plotly.js, which is still compiling. */
 async function draw(scene) {
-  info.clear();
   S.drawn3d = false;
   const t0 = performance.now();
   const fast = await view3dFast();
-  const built = { view3d: build3d(scene) };
+  // built while the event before was shown, if the settings it was built with still hold
+  const ahead = scene._ahead, fresh = ahead && fast && ahead.minCellEnergy === S.minCellEnergy;
+  scene._ahead = null; // its traces are drawn once: the highlight changes them afterwards
+  info = fresh ? ahead.info : new Map();
+  const built = fresh ? ahead.built : { view3d: build3d(scene) };
   const t1 = performance.now();
   let t2 = t1, t3, t4;
   for (const t of built.view3d.traces) t.visible = visibleFor(info.get(t.uid).layer);
-  if (fast) {
-    // the WebGL view draws everything at once, semi-transparent surfaces too; plotly.js is asked for only
-    // now, so that its seconds of loading and compiling do not hold this frame back
-    $("view3d").querySelectorAll(".view-message").forEach((m) => m.remove()); // left by a failed load
-    fast.react(built.view3d.traces);
-    await frames();
-    S.drawn3d = true;
-    t3 = performance.now();
-  }
-  if (fast) {
-    // the projections' traces are built while plotly.js loads and compiles
-    built.viewRphi = build2d(scene, "rphi");
-    built.viewRz = build2d(scene, "rz");
-    t4 = performance.now();
-  }
-  const Plotly = await loadPlotly();
-  if (fast) t2 = S.plotlyReadyMs;
-  else t2 = performance.now();
-  // plotly renders WebGL at twice the screen's pixels by default: four times the fill work, which a
-  // software renderer (no GPU) feels on every frame; the screen's own density is sharp enough
-  const config = { displaylogo: false, responsive: true, scrollZoom: true,
-    plotGlPixelRatio: Math.max(1, Math.min(2, window.devicePixelRatio || 1)),
-    modeBarButtonsToRemove: ["toImage", "sendDataToCloud", "select2d", "lasso2d"] };
-  const show = (view) => {
-    const gd = $(view);
-    if (!gd.data) gd.textContent = ""; // a message left by a failed load
-    for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
-    return Plotly.react(gd, built[view].traces, built[view].layout, config);
-  };
   const projections = ["viewRphi", "viewRz"];
+  const drawFast = (view) => {
+    $(view).querySelectorAll(".view-message").forEach((m) => m.remove()); // left by a failed load
+    for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
+    fastOf(view).react(built[view].traces);
+  };
   if (fast) {
-    await Promise.all(projections.map(show));
-  } else if (S.loads === 0) {
-    // a cold page: the 3-D view alone first, then the projections (their SVG work would hold its frame back).
-    // The first 3-D frame leaves out what is semi-transparent (calorimeter surfaces, jet cones; jets show as
-    // their axes): plotly's WebGL scene draws everything once more for depth when anything is, which
-    // in software costs a fifth to a third of the frame. They follow once the projections are drawn.
-    const all = built.view3d.traces;
-    built.view3d.traces = all.filter((t) => !info.get(t.uid).late);
-    await show("view3d");
-    await frames();
+    // the WebGL view draws everything at once, semi-transparent surfaces too
+    drawFast("view3d");
+    if (S.loads === 0) await frames(); // a cold page: the 3-D view on screen before the projections are built
     S.drawn3d = true;
     t3 = performance.now();
-    built.viewRphi = build2d(scene, "rphi");
-    built.viewRz = build2d(scene, "rz");
+    if (!built.viewRphi) {
+      built.viewRphi = build2d(scene, "rphi");
+      built.viewRz = build2d(scene, "rz");
+    }
     t4 = performance.now();
-    await Promise.all(projections.map(show));
-    built.view3d.traces = all;
-    await show("view3d");
-  } else {
-    // the next event in an open page: all three at once, the GPU's frame beside the projections' SVG
-    built.viewRphi = build2d(scene, "rphi");
-    built.viewRz = build2d(scene, "rz");
-    t4 = performance.now();
-    await Promise.all(VIEWS.map(show));
+    for (const view of projections) if (fastOf(view)) drawFast(view);
     await frames();
-    S.drawn3d = true;
-    t3 = performance.now();
+    if (S.loads > 0) t3 = performance.now(); // the next event: all three views come in the same frame
+  }
+  const slow = (fast ? projections : VIEWS).filter((v) => !fastOf(v));
+  if (slow.length) {
+    const Plotly = await loadPlotly();
+    t2 = fast ? S.plotlyReadyMs : performance.now();
+    // plotly renders WebGL at twice the screen's pixels by default: four times the fill work, which a
+    // software renderer (no GPU) feels on every frame; the screen's own density is sharp enough
+    const config = { displaylogo: false, responsive: true, scrollZoom: true,
+      plotGlPixelRatio: Math.max(1, Math.min(2, window.devicePixelRatio || 1)),
+      modeBarButtonsToRemove: ["toImage", "sendDataToCloud", "select2d", "lasso2d"] };
+    const show = (view) => {
+      const gd = $(view);
+      if (!gd.data) gd.textContent = ""; // a message left by a failed load
+      for (const t of built[view].traces) t.visible = visibleFor(info.get(t.uid).layer);
+      return Plotly.react(gd, built[view].traces, built[view].layout, config);
+    };
+    if (fast) {
+      await Promise.all(slow.map(show));
+    } else if (S.loads === 0) {
+      // a cold page: the 3-D view alone first, then the projections (their SVG work would hold its frame back).
+      // The first 3-D frame leaves out what is semi-transparent (calorimeter surfaces, jet cones; jets show as
+      // their axes): plotly's WebGL scene draws everything once more for depth when anything is, which
+      // in software costs a fifth to a third of the frame. They follow once the projections are drawn.
+      const all = built.view3d.traces;
+      built.view3d.traces = all.filter((t) => !info.get(t.uid).late);
+      await show("view3d");
+      await frames();
+      S.drawn3d = true;
+      t3 = performance.now();
+      built.viewRphi = build2d(scene, "rphi");
+      built.viewRz = build2d(scene, "rz");
+      t4 = performance.now();
+      await Promise.all(projections.map(show));
+      built.view3d.traces = all;
+      await show("view3d");
+    } else {
+      // the next event in an open page: all three at once, the GPU's frame beside the projections' SVG
+      built.viewRphi = build2d(scene, "rphi");
+      built.viewRz = build2d(scene, "rz");
+      t4 = performance.now();
+      await Promise.all(VIEWS.map(show));
+      await frames();
+      S.drawn3d = true;
+      t3 = performance.now();
+    }
+    for (const view of slow) {
+      const gd = $(view);
+      if (!gd._giodClick) {
+        gd.on("plotly_click", (ev) => onPlotClick(ev));
+        gd._giodClick = true;
+      }
+    }
   }
   Object.assign(S.timings, { build3d_ms: t1 - t0, plotly_wait_ms: Math.max(0, t2 - t1), view3d_ms: t3 - t1,
     first_draw_at_ms: t3, projections_ms: performance.now() - Math.min(t3, t4), renderer: S.renderer });
-  for (const view of fast ? projections : VIEWS) {
-    const gd = $(view);
-    if (!gd._giodClick) {
-      gd.on("plotly_click", (ev) => onPlotClick(ev));
-      gd._giodClick = true;
-    }
-  }
   S.counts = countsOf(scene);
+  return !slow.length; // the WebGL views waited for their frame on screen; plotly's promises do not
 }
 
 function visibleFor(layer) { return layer === "highlight" || layer === undefined ? true : !!S.layers[layer]; }
@@ -854,9 +951,14 @@ async function setLayer(key, on) {
   const box = document.querySelector(`#layers input[data-layer="${key}"]`);
   if (box) box.checked = !!on;
   if (!S.ready) return;
-  if (fastView) for (const [uid, m] of info) if (m.layer === key && uid.startsWith("view3d_")) fastView.visible(uid, !!on);
+  for (const view of VIEWS) {
+    const fast = fastOf(view);
+    if (fast) for (const [uid, m] of info) if (m.layer === key && uid.startsWith(`${view}_`)) fast.visible(uid, !!on);
+  }
+  const slow = VIEWS.filter((v) => !fastOf(v));
+  if (!slow.length) return;
   const Plotly = await loadPlotly();
-  await Promise.all(VIEWS.map((view) => {
+  await Promise.all(slow.map((view) => {
     const gd = $(view), idx = tracesOf(gd, (m) => m.layer === key);
     return idx.length ? Plotly.restyle(gd, { visible: !!on }, idx) : null;
   }));
@@ -873,22 +975,26 @@ function objectLabel(role, k) {
   return `${o.collection}[${k}] ${bits.join(" ")}`;
 }
 
-function onPlotClick(ev) {
-  const p = ev && ev.points && ev.points[0];
-  if (!p) return;
-  const meta = info.get(p.data.uid);
-  if (!meta || !meta.role) return;
+/** The object (role, index) a point of a trace belongs to, or null. */
+function objectOf(uid, n) {
+  const meta = info.get(uid);
+  if (!meta || !meta.role) return null;
   let k = null;
-  const n = p.pointNumber;
   switch (meta.map) {
     case "point": k = meta.indices ? meta.indices[n] : n; break;
     case "segment": k = Math.floor(n / 3); if (meta.indices) k = meta.indices[k]; break;
     case "one": k = meta.index; break;
     case "stride": k = Math.floor(n / meta.stride); break;
-    case "met": track(select("met", 0)); return;
-    default: return;
+    case "met": return { role: "met", index: 0 };
+    default: return null;
   }
-  if (k !== null && k !== undefined) track(select(meta.role, k));
+  return k === null || k === undefined ? null : { role: meta.role, index: k };
+}
+
+function onPlotClick(ev) {
+  const p = ev && ev.points && ev.points[0];
+  const hit = p ? objectOf(p.data.uid, p.pointNumber) : null;
+  if (hit) track(select(hit.role, hit.index));
 }
 
 function geometryOf(role, indices, proj) {
@@ -943,7 +1049,7 @@ function merge(parts, dims) {
 }
 
 async function redrawHighlight() {
-  const Plotly = await loadPlotly();
+  const Plotly = VIEWS.every(fastOf) ? null : await loadPlotly();
   const h = S.highlight, sel = S.selected;
   const jobs = [];
   for (const view of VIEWS) {
@@ -967,7 +1073,8 @@ async function redrawHighlight() {
     const uid = (name) => uidFor(view, name);
     const find = (name) => (gd.data || []).findIndex((t) => t.uid === uid(name));
     const update = (name, arrays) => {
-      if (view === "view3d" && fastView) { fastView.restyle(uid(name), { x: arrays[0], y: arrays[1], z: arrays[2] }); return; }
+      const fast = fastOf(view);
+      if (fast) { fast.restyle(uid(name), { x: arrays[0], y: arrays[1], z: arrays[2] }); return; }
       const i = find(name);
       if (i < 0) return;
       const keys = dims === 3 ? ["x", "y", "z"] : ["x", "y"];
@@ -1126,6 +1233,47 @@ function failed(err, what) {
   status("no event drawn");
 }
 
+// Scenes asked for, newest last: the event shown, and the one a step of ▶ or ◀ goes to, fetched while
+// the physicist looks at this one. An entry's content never changes; a scene older than SCENE_TTL_MS is
+// asked for again all the same (the dataset's number of entries grows).
+const scenes = new Map(); // "token|path" -> {at, promise}
+const SCENES_KEPT = 4;
+const SCENE_TTL_MS = 120_000;
+let lastStep = +1;
+
+function scenePath(dataset, entry) { return `/api/v1/events/${enc(dataset)}/${entry}`; }
+
+/** The scene of an entry: from the prefetched ones, from the request the page's head started, or asked now. */
+function sceneOf(dataset, entry) {
+  const path = scenePath(dataset, entry), key = `${token()}|${path}`, now = performance.now();
+  const kept = scenes.get(key);
+  scenes.delete(key);
+  if (kept && now - kept.at < SCENE_TTL_MS) { scenes.set(key, kept); return kept.promise; }
+  const early = window.giodEarly;
+  let promise;
+  if (early && !early.used && early.path === path && early.token === token()) {
+    early.used = true; // the request the page's head started for the event in its address
+    promise = answer(early.response);
+  } else {
+    promise = api(path);
+  }
+  const item = { at: now, promise };
+  scenes.set(key, item);
+  promise.catch(() => { if (scenes.get(key) === item) scenes.delete(key); });
+  while (scenes.size > SCENES_KEPT) scenes.delete(scenes.keys().next().value);
+  return promise;
+}
+
+/** Fetch the entry a step in the last direction goes to, once this one is drawn. */
+function prefetch() {
+  const next = S.entry + lastStep, n = S.scene && S.scene.entries;
+  if (next < 0 || (n !== undefined && next >= n)) { S.prefetching = Promise.resolve(null); return; }
+  // the scene's geometry once it is here, when the page is idle (a click is never held back long)
+  const idle = () => new Promise((r) => (window.requestIdleCallback ? requestIdleCallback(r, { timeout: 500 }) : setTimeout(r)));
+  S.prefetching = sceneOf(S.dataset, next).then((scene) => idle().then(() => { prepare(scene); return next; }), () => null)
+    .catch((err) => { S.prefetchError = String(err); return null; }); // the step draws it all the same
+}
+
 async function load(dataset, entry) {
   if (!dataset) { showMessage("choose a dataset"); return false; }
   if (!Number.isInteger(entry) || entry < 0) {
@@ -1140,13 +1288,7 @@ async function load(dataset, entry) {
   try {
     let scene;
     try {
-      const path = `/api/v1/events/${enc(dataset)}/${entry}`, early = window.giodEarly;
-      if (early && !early.used && early.path === path && early.token === token()) {
-        early.used = true; // the request the page's head started for the event in its address
-        scene = await answer(early.response);
-      } else {
-        scene = await api(path);
-      }
+      scene = await sceneOf(dataset, entry);
       S.sceneMs = performance.now();
     } catch (err) {
       failed(err, `cannot show ${dataset} entry ${entry}`);
@@ -1159,13 +1301,14 @@ async function load(dataset, entry) {
     await view3dFast(); // its renderer sets how many cells the 3-D view shows
     S.minCellEnergy = S.minCellEnergyAsked ?? defaultCellThreshold(scene);
     S.selected = null; S.highlight = { hits: [], tracks: [], cells: [], clusters: [], jets: [] };
+    let onScreen;
     try {
-      await draw(scene);
+      onScreen = await draw(scene);
     } catch (err) {
       failed(err, "cannot draw the event");
       return false;
     }
-    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    if (!onScreen) await frames();
     const t2 = performance.now();
     S.loads += 1;
     S.ready = true;
@@ -1185,6 +1328,7 @@ async function load(dataset, entry) {
     const c = S.counts;
     status(`${dataset} entry ${entry}: ${c.hits.toLocaleString()} hits, ${c.tracks} tracks, ` +
       `${(c.ecal + c.hcal).toLocaleString()} cells, ${c.jets} jets · drawn in ${Math.round(t2 - t0)} ms`);
+    prefetch();
     return true;
   } finally {
     S.loading = false;
@@ -1192,9 +1336,9 @@ async function load(dataset, entry) {
 }
 
 function purge(view, text) {
-  const gd = $(view);
-  if (view === "view3d" && fastView) {
-    fastView.clear();
+  const gd = $(view), fast = fastOf(view);
+  if (fast) {
+    fast.clear();
     gd.querySelectorAll(".view-message").forEach((m) => m.remove());
     gd.append(el("div", { class: "muted view-message", style: "padding:12px;position:absolute;top:0;left:0" }, text));
     return;
@@ -1207,6 +1351,7 @@ function purge(view, text) {
 async function step(delta) {
   const entry = Number($("entry").value) + delta;
   if (entry < 0) return;
+  lastStep = delta < 0 ? -1 : +1;
   await load($("dataset").value, entry);
 }
 
@@ -1311,6 +1456,8 @@ Object.assign(S, {
   select: (role, k) => track(select(role, k)),
   setLayer: (key, on) => track(setLayer(key, on)),
   clearSelection: () => track(clearSelection()),
+  /** Forget the scenes fetched so far (the next load asks the server). */
+  forget: () => scenes.clear(),
   /** Resolves once every redraw asked for so far is on screen. */
   async settled() {
     let seen;
@@ -1326,6 +1473,14 @@ Object.assign(S, {
   },
   /** Page coordinates of the clickable tip of jet j in a projection ("viewRphi" or "viewRz"). */
   jetTip(j, view = "viewRphi") {
+    const fast = fastOf(view);
+    if (fast) {
+      if (!S.scene || !S.scene.objects.jets) return null;
+      const o = S.scene.objects.jets, f = o.fields;
+      const w = jetWedge(f.eta[j], f.phi[j], f.pt[j], o.cone_r || 0.4, PROJECTIONS[view].proj);
+      const [x, y] = fast.project(w.tip[0], w.tip[1]), box = fast.canvas.getBoundingClientRect();
+      return { x: box.left + x, y: box.top + y, inside: x >= 0 && y >= 0 && x < box.width && y < box.height };
+    }
     const gd = $(view), i = gd.data.findIndex((t) => t.uid === uidFor(view, "jet-tips"));
     if (i < 0) return null;
     const t = gd.data[i], L = gd._fullLayout, box = gd.getBoundingClientRect();
