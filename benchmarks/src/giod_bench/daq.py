@@ -9,8 +9,8 @@ uproot TTree and uproot RNTuple (zstd level 1). Rates are payload MB/s, the
 payload being the uncompressed Arrow bytes of the events; every file is
 fsync'ed before the clock stops, as giod's are.
 
-The peer writers live in :mod:`giod.bench.peerwriters`;
-:mod:`giod.bench.read` reuses them to write its peer files.
+The peer writers live in :mod:`giod_bench.peerwriters`;
+:mod:`giod_bench.read` reuses them to write its peer files.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Read benchmark: giod beside plain pyarrow, uproot TTree and uproot RNTuple on the same events.
 
 The setup writes one giod dataset and the peer files (the writers of
-:mod:`giod.bench.daq`: same events, zstd level 1, clusters of about 16 MB).
+:mod:`giod_bench.daq`: same events, zstd level 1, clusters of about 16 MB).
 Each reader then reads everything, and one collection (``hits``), warm
 cache: one untimed read, then ``repeat`` timed ones (best and median).
 A second table splits the time: Parquet decoding (``pq.read_table`` or

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from giod.physics.reference import cms_reference, citation
+from giod.physics.reference import citation, cms_reference
 from giod.physics.validation import (
     BARREL_ETA_MAX,
     ETA_BINS,
