@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import giod
 from giod.columns import containers_in, to_tables
 from giod.errors import ConfigError
-from giod.selection import assemble, read_database, resolve_columns
+from giod.reading import assemble, read_database, resolve_columns
 from giod.testing import synthetic
 from giod_bench import daq
 from giod_bench.report import (

@@ -217,9 +217,9 @@ def _rows(g: str, timings: dict[tuple[str, str], Timing], events: int, stored: i
         rows.append({"generator": g, "run": label, "median_s": t.median, "best_s": t.best, "timing": t.as_dict(),
                      "events_per_s": events / t.median, "stored_mb": stored / MB,
                      "mb_per_s": stored / MB / t.median, "kb_per_event": stored / 1e3 / events})
-    limit = rows[-1]["events_per_s"]
+    limit = float(rows[-1]["events_per_s"])  # type: ignore[arg-type]
     for r in rows:
-        r["vs_storage"] = ratio(r["events_per_s"], limit)
+        r["vs_storage"] = ratio(float(r["events_per_s"]), limit)  # type: ignore[arg-type]
     return rows
 
 

@@ -140,7 +140,7 @@ def _python_leaf(values: list[Any], where: str, fdef: FieldDef | None) -> ak.con
     else:
         raise DataError(range_message(where, min(ints), max(ints), fdef.dtype if fdef else "64 bits"))
     try:
-        arr = np.array(values, dtype=dtype)
+        arr: np.ndarray = np.array(values, dtype=dtype)
     except OverflowError as exc:
         raise DataError(range_message(where, min(ints), max(ints), fdef.dtype if fdef else "float64")) from exc
     except ValueError as exc:  # ragged lists
@@ -337,7 +337,7 @@ def to_tables(
                                             type=fld.type))
                 else:
                     plain = top is not None and not fdef.shape and fdef.dtype != STRING
-                    flat = leaf_values(top.content(fld.name)) if plain else None
+                    flat = leaf_values(top.content(fld.name)) if plain and top is not None else None
                     if flat is not None:
                         columns.append(pa.array(cast_field(flat, fdef, f"tag {fld.name}"), type=fld.type))
                     else:

@@ -66,7 +66,7 @@ def range_message(where: str, lo: object, hi: object, dtype: str) -> str:
 def flat_numpy(arr: ak.Array, where: str, expected: str = "numbers") -> np.ndarray:
     _refuse_layout(arr.layout, where, expected)
     try:
-        out = ak.to_numpy(arr, allow_missing=False)
+        out: np.ndarray = ak.to_numpy(arr, allow_missing=False)
     except Exception as exc:
         raise DataError(f"{where}: values are missing or not numeric ({exc})") from exc
     if out.dtype.kind not in "biuf":

@@ -36,7 +36,7 @@ try:
     from dask_awkward.lib.unproject_layout import unproject_layout
 except ImportError:  # the class below still needs a base; from_selection says what to install
     dak = None
-    ColumnProjectionMixin = object  # type: ignore[assignment,misc]
+    ColumnProjectionMixin = object
 
 
 def _giod_column(path: str, schema: Schema) -> str:
@@ -51,7 +51,7 @@ def _giod_column(path: str, schema: Schema) -> str:
     return head
 
 
-class GiodSource(ColumnProjectionMixin):
+class GiodSource(ColumnProjectionMixin):  # type: ignore[misc]  # dask-awkward is untyped
     """Reads one partition of a selection; dask-awkward narrows its columns with ``project_columns``."""
 
     def __init__(self, job: Job, schema_text: str, form: Any, original_form: Any = None):
@@ -59,8 +59,8 @@ class GiodSource(ColumnProjectionMixin):
         self.schema_text = schema_text
         self.form = form
         self.original_form = original_form
-        self.behavior: dict | None = None
-        self.attrs: dict | None = None
+        self.behavior: dict[str, Any] | None = None
+        self.attrs: dict[str, Any] | None = None
 
     @property
     def use_optimization(self) -> bool:

@@ -50,7 +50,7 @@ def _combine(a: Any, b: Any) -> Any:
         a.items.extend(b.items)
         return a
     if isinstance(a, numbers.Number | np.number) and isinstance(b, numbers.Number | np.number):
-        return a + b
+        return a + b  # type: ignore[operator]  # numbers.Number declares no __add__
     if type(a) is type(b) and hasattr(a, "__add__") and not isinstance(a, str | bytes):
         return add(a, b)  # histograms (hist, boost-histogram) and anything else that adds
     raise DataError(f"cannot reduce a {type(a).__name__} with a {type(b).__name__}: pass reduce=callable")

@@ -309,7 +309,7 @@ class HadronShower:
     def response(self, energy: np.ndarray) -> np.ndarray:
         """Visible over true energy of a hadron shower (non-compensation)."""
         e = np.maximum(energy, 1e-3)
-        return 1.0 - (1.0 - self.h_over_e) * e ** (self.exponent - 1.0)
+        return np.asarray(1.0 - (1.0 - self.h_over_e) * e ** (self.exponent - 1.0))
 
 
 @dataclass(frozen=True)
@@ -359,7 +359,8 @@ class Detector:
     def from_dict(cls, data: Any, *, source: str = "detector") -> Self:
         """Check a parsed description and build the detector."""
         try:
-            return build(cls, data)
+            built: Self = build(cls, data)
+            return built
         except KeyProblem as exc:
             raise ConfigError(f"{source}: {exc.path}: {exc.problem}") from None
 

@@ -35,6 +35,7 @@ from pi0 decays point to the pi0; soft particles have none.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import awkward as ak
 import numpy as np
@@ -167,7 +168,8 @@ def _beamspot(rng: np.random.Generator, n: int, tune: BuiltinTune) -> np.ndarray
     return np.hstack([xy, z])
 
 
-def _table(event, pdg, charge, p, mass, vertex, status, parent) -> ParticleTable:
+def _table(event: Any, pdg: Any, charge: Any, p: np.ndarray, mass: Any, vertex: np.ndarray, status: Any,
+           parent: Any) -> ParticleTable:
     n = len(event)
     e = np.sqrt((p**2).sum(axis=1) + mass**2)
     return ParticleTable(
@@ -182,7 +184,8 @@ def _table(event, pdg, charge, p, mass, vertex, status, parent) -> ParticleTable
     )
 
 
-def _hard_kinematics(rng: np.random.Generator, n: int, pthat_min: float, tune: BuiltinTune):
+def _hard_kinematics(rng: np.random.Generator, n: int, pthat_min: float,
+                     tune: BuiltinTune) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """pT-hat, rapidities and azimuth of n 2 -> 2 scatters, by accept-reject."""
     pt = np.empty(n)
     y3 = np.empty(n)

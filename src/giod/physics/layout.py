@@ -54,7 +54,7 @@ def load_model() -> dict[str, Any]:
         model = yaml.safe_load(model_text())
     except yaml.YAMLError as exc:  # pragma: no cover - the packaged file is tested
         raise SchemaError(f"the physics model is not valid YAML: {exc}") from exc
-    return model
+    return dict(model)
 
 
 def _dtype(spec: Any) -> np.dtype:
@@ -163,7 +163,7 @@ def counts(events: ak.Array, collection: str) -> np.ndarray:
 
 def flat(events: ak.Array, collection: str, name: str) -> np.ndarray:
     """One field of a collection over all events, flattened to numpy."""
-    return ak.to_numpy(ak.flatten(events[collection][name], axis=1))
+    return np.asarray(ak.to_numpy(ak.flatten(events[collection][name], axis=1)))
 
 
 def stable_order(key: np.ndarray) -> np.ndarray:

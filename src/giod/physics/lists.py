@@ -24,7 +24,7 @@ def starts(counts: np.ndarray) -> np.ndarray:
 def ramp(counts: np.ndarray) -> np.ndarray:
     """``0 .. n-1`` for every ``n`` in ``counts``, concatenated."""
     counts = np.asarray(counts, dtype=np.int64)
-    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts(counts), counts)
+    return np.asarray(np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts(counts), counts))
 
 
 def take_lists(counts: np.ndarray, values: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -74,7 +74,7 @@ class PDG:
     @classmethod
     def charges(cls, pdg: np.ndarray) -> np.ndarray:
         """Charge of each code in units of e; an antiparticle has the opposite charge."""
-        return _lookup(cls.CHARGE, np.abs(pdg)) * np.sign(pdg)
+        return np.asarray(_lookup(cls.CHARGE, np.abs(pdg)) * np.sign(pdg))
 
 
 def _lookup(table: dict[int, float], codes: np.ndarray) -> np.ndarray:

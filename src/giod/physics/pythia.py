@@ -77,7 +77,7 @@ def generate_pythia(n_events: int, *, seed: int, pthat_min: float, sqrt_s: float
 
 
 def _flat(array: ak.Array) -> np.ndarray:
-    return ak.to_numpy(ak.flatten(array, axis=1))
+    return np.asarray(ak.to_numpy(ak.flatten(array, axis=1)))
 
 
 def _table(pythia: Any, prt: ak.Array) -> ParticleTable:

@@ -10,6 +10,8 @@ physics. The same events, detector and seed give bit-identical output.
 
 from __future__ import annotations
 
+from typing import Any
+
 import awkward as ak
 import numpy as np
 
@@ -34,7 +36,7 @@ def simulate(events: ak.Array, detector: Detector | None = None, *, seed: int) -
     particles = final_state(events)
     n_events = len(events)
     tracker_rng, calo_rng = np.random.default_rng(seed).spawn(2)
-    outputs: dict[str, list] = {"tracker_hits": [], "calo_cells": []}
+    outputs: dict[str, list[Any]] = {"tracker_hits": [], "calo_cells": []}
     for start in range(0, max(n_events, 1), CHUNK_EVENTS):
         stop = min(start + CHUNK_EVENTS, n_events)
         lo, hi = np.searchsorted(particles.event, [start, stop])

@@ -117,7 +117,7 @@ def _indices(collection: ak.Array, relation: str) -> ak.Array:
 
 
 def _flat(array: ak.Array) -> np.ndarray:
-    return ak.to_numpy(ak.flatten(array, axis=1))
+    return np.asarray(ak.to_numpy(ak.flatten(array, axis=1)))
 
 
 def _measure(events: ak.Array) -> dict[str, np.ndarray]:
@@ -252,7 +252,7 @@ def binned_widths(x: np.ndarray, y: np.ndarray, edges: np.ndarray, min_count: in
 
 
 def _window(x: np.ndarray, entry: dict[str, Any]) -> np.ndarray:
-    return (x >= entry["pt_min"]) & (x < entry["pt_max"])
+    return np.asarray((x >= entry["pt_min"]) & (x < entry["pt_max"]))
 
 
 def reference_label(entry: dict[str, Any], what: str = "pT") -> str:

@@ -118,7 +118,7 @@ def mark_damaged(catalog: Any, container: ContainerRecord, site: Site, exc: Giod
     else:
         log.warning("container %s at site %s is damaged (%s): marked bad, the replicator repairs it",
                     container.path, site.name, exc)
-    return state
+    return str(state) if state is not None else None
 
 
 def read_replica(catalog: Any, open_site: Callable[[str], Site], candidates: Sequence[SiteRecord],
