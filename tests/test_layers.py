@@ -18,7 +18,7 @@ LAYER = {
     "schema": 4, "expression": 4,
     "columns": 5, "objects": 5, "writer": 5, "clusters": 5, "passwriter": 5, "fieldvalues": 5, "selection": 5,
     "federation": 5, "consistency": 5, "tagindex": 5,
-    "distributed": 6, "dask": 6,
+    "distributed": 6, "dask": 6, "exchange": 6,
     "interchange": 7, "physics": 7, "analysis": 7, "display": 7,
     "cli": 9, "server": 9, "demo": 9, "bench": 9,
 }
