@@ -304,6 +304,14 @@ class RemoteCatalog:
             else:  # mid-answer: the connection cannot serve another request
                 r.close()
 
+    def exchange_cursor(self, key: str) -> int | None:
+        found = self._get(f"/exchange-cursors/{key}")["version"]
+        return None if found is None else int(found)
+
+    def advance_exchange_cursor(self, key: str, source: str, dataset: str, version: int) -> int:
+        body = {"source": source, "dataset": dataset, "version": version}
+        return int(self.endpoint.json("PUT", f"{API}/exchange-cursors/{key}", body, idempotent=True)["version"])
+
     def __getattr__(self, name: str) -> Any:
         # maintenance (fsck, gc, migrations) runs on the server's own catalog, not through it
         if name.startswith("_"):

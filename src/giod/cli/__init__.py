@@ -167,6 +167,12 @@ def _trace(fed: Any, database_id: int, depth: int = 0) -> None:
             click.echo(f"{pad}    parameters: {json.dumps(c.parameters, sort_keys=True)}")
     if db.parameters:
         click.echo(f"{pad}  parameters: {json.dumps(db.parameters, sort_keys=True)}")
+    from giod.exchange import provenance_chain
+
+    for step in provenance_chain(db.parameters):
+        skim = f", events passing {step['selection']!r}" if step.get("selection") else ""
+        click.echo(f"{pad}  copied from {step['federation']}: dataset {step['dataset']}, "
+                   f"db{step['database']} at version {step['version']}{skim}")
     for parent in db.parents:
         click.echo(f"{pad}  derived from:")
         _trace(fed, parent, depth + 2)
@@ -526,7 +532,7 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
 from giod.bench.cli import bench  # noqa: E402 - the commands live beside their code
 from giod.bench.replicate import command as bench_replicate  # noqa: E402
-from giod.cli import chain, replication, serving  # noqa: E402, F401 - their commands register on main
+from giod.cli import chain, exchange, replication, serving  # noqa: E402, F401 - their commands register on main
 from giod.demo import demo  # noqa: E402
 
 bench.add_command(bench_replicate)

@@ -125,14 +125,15 @@ class _Plan:
 
 def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
                  containers: Sequence[str] | None = None, as_name: str | None = None, site: str | None = None,
-                 stop: threading.Event | None = None, on_database: Callable[[ExchangeReport], None] | None = None
+                 at: int | None = None, stop: threading.Event | None = None, on_database: Callable[[ExchangeReport], None] | None = None
                  ) -> ExchangeReport:
     """Copy what ``dataset`` of federation ``src`` committed since the last exchange into ``dst``.
 
     ``select``: a selection (tag/object expression): only passing events,
     as new databases (a skim). ``containers``: copy only these. ``as_name``:
     the dataset's name in ``dst`` (default: the same). ``site``: the
-    destination site (default: its nearest). ``stop`` set: return after the
+    destination site (default: its nearest). ``at``: the source version to
+    copy up to (default: its current one). ``stop`` set: return after the
     database being copied. SchemaError when the two datasets' models are no
     evolution of one another; NotFound for an unknown dataset or container.
     """
@@ -140,18 +141,18 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     stop = stop or threading.Event()
     target = as_name or dataset
     check_name(target, "dataset")
-    version = int(src.version)
+    version = int(src.version) if at is None else at
     source_ds = src.dataset(dataset).at(version)
     chosen = _containers(source_ds.schema, containers)
     plan = _Plan(federation_name(src), dataset, target, select or None, chosen)
+    if select:
+        from giod.selection import parse_selection
+
+        parse_selection(source_ds.schema, select)  # a bad selection fails before anything is made
     schema_ids = _SchemaMap(src, dst)
     _prepare_target(source_ds.schema, dst, target, schema_ids)
     since = dst.catalog.exchange_cursor(plan.cursor)
     report = ExchangeReport(plan.source, dataset, target, since, until=since or 0)
-    if select:
-        from giod.selection import parse_selection
-
-        parse_selection(source_ds.schema, select)  # a bad selection fails before anything is copied
     todo = sorted((db for db in source_ds.databases() if since is None or db.created_version > since),
                   key=lambda db: (db.created_version, db.id))
     landed = {db.idempotency_key for db in dst.catalog.databases(target)} if todo else set()

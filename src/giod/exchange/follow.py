@@ -44,21 +44,22 @@ def follow(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     own = feed is None
     feed = feed or open_feed(src, stop=stop)
     seen = -1
+    at: int | None = None  # the version the feed announced (a server's catalog may answer an older one)
     try:
         while not stop.is_set():
             try:
                 report = copy_dataset(src, dst, dataset, select=select, containers=containers, as_name=as_name,
-                                      site=site, stop=stop, on_database=on_database)
+                                      site=site, at=at, stop=stop, on_database=on_database)
             except (SchemaError, KeyError):  # NotFound is a KeyError: no dataset, no container
                 raise
             except GiodError as exc:
                 log.warning("copy of %s failed, trying again: %s", dataset, exc)
-                feed.wait(seen, retry)
+                at = feed.wait(seen, retry)
                 continue
             if on_copy is not None:
                 on_copy(report)
             seen = max(seen, report.until)
-            feed.wait(seen)
+            at = feed.wait(seen)
     finally:
         if own:
             feed.close()
