@@ -146,6 +146,7 @@ class ServerFeed:
         self.latest = int(fed.catalog.version())
         self._changed = threading.Condition()
         self._closed = threading.Event()
+        self._response: Any = None  # the stream being read, closed from another thread by close()
         self._thread = threading.Thread(target=self._listen, name="giod-feed", daemon=True)
         self._thread.start()
 
@@ -182,6 +183,7 @@ class ServerFeed:
     def _stream(self) -> None:
         r = self.endpoint.stream("GET", f"/api/v1/feed?after={self.latest}", what="change feed",
                                  headers={"accept": "text/event-stream"})
+        self._response = r
         try:
             buffer = b""
             while not self._closed.is_set():
@@ -195,8 +197,11 @@ class ServerFeed:
                         if line.startswith("data:"):
                             self._saw(int(json.loads(line[5:])["version"]))
         finally:
-            r.release_conn()
+            self._response = None
+            r.close()  # never back to the pool: the server would still be streaming on it
 
     def close(self) -> None:
         self._closed.set()
-        self.stop.set()
+        response = self._response
+        if response is not None:
+            response.shutdown()  # wakes the reading thread at once
