@@ -531,10 +531,12 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
 
 from giod.bench.cli import bench  # noqa: E402 - the commands live beside their code
+from giod.bench.propagate import command as bench_propagate  # noqa: E402
 from giod.bench.replicate import command as bench_replicate  # noqa: E402
 from giod.cli import chain, exchange, replication, serving  # noqa: E402, F401 - their commands register on main
 from giod.demo import demo  # noqa: E402
 
 bench.add_command(bench_replicate)
+bench.add_command(bench_propagate)
 main.add_command(bench)
 main.add_command(demo)
