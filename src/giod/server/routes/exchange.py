@@ -18,7 +18,7 @@ CursorKey = Path(pattern=r"^x[0-9a-f]{16}$", description="The exchange's key (gi
 class CursorIn(BaseModel):
     source: str = Field(min_length=1, max_length=4096)
     dataset: str = Field(description="The destination dataset the exchange copies into")
-    version: int = Field(ge=0)
+    version: int = Field(ge=0, lt=2**63)
 
 
 @router.get("/exchange-cursors/{key}", summary="The source version an exchange has copied up to (null: none yet)")

@@ -106,17 +106,25 @@ def _watch(request: Request) -> VersionWatch:
 
 
 @router.get("/feed", summary="New federation versions as server-sent events (text/event-stream)")
-async def feed(request: Request, after: int = Query(-1, ge=-1, description="The last version the client knows: "
-                                                    "the first event comes once the federation is past it.")
+async def feed(request: Request,
+               after: int = Query(-1, ge=-1, description="The last version the client knows: "
+                                  "the first event comes once the federation is past it."),
+               seconds: float | None = Query(None, gt=0, le=86_400, description="End the stream after this "
+                                             "many seconds (default: never; a client reconnects with after=).")
                ) -> StreamingResponse:
     await run_in_threadpool(need, request, "read")
     watch = await run_in_threadpool(_watch, request)
+    loop = asyncio.get_running_loop()
+    end = None if seconds is None else loop.time() + seconds
 
     async def events() -> AsyncIterator[str]:
         seen = after
         yield "retry: 1000\n\n"
         while not await request.is_disconnected():
-            version = await watch.next(seen, KEEPALIVE)
+            left = KEEPALIVE if end is None else min(KEEPALIVE, end - loop.time())
+            if left <= 0:
+                return
+            version = await watch.next(seen, left)
             if version > seen:
                 seen = version
                 yield f"event: version\ndata: {json.dumps({'version': version})}\n\n"
