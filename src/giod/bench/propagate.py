@@ -120,8 +120,8 @@ class _Child:
         self.kills = 0
 
     def start(self) -> None:
-        with self.log.open("ab") as err:  # what a child said, for the notes if it died on its own
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        with self.log.open("ab") as err:  # what a child said, for the error if it dies on its own
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
 
     def said(self) -> str:
         lines = self.log.read_text(errors="replace").strip().splitlines() if self.log.exists() else []
@@ -209,9 +209,15 @@ def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAU
             return [db.id for db in daq.dataset(DATASET).databases()
                     if db.containers and all(far_id in c.site_ids for c in db.containers)]
 
+        def on_the_way() -> list[int]:  # a copy to the far site begun (copying) or done (good)
+            states = daq.catalog.replica_states(DATASET)
+            return [db.id for db in daq.dataset(DATASET).databases()
+                    if any(r.site == SITE for c in db.containers for r in states.get(c.id, []))]
+
         stop = threading.Event()
-        at_analysis, at_far = _Seen(), _Seen()
-        watchers = [_watch(analysis, copied, at_analysis, stop), _watch(daq, replicated, at_far, stop)]
+        at_analysis, at_far, started = _Seen(), _Seen(), _Seen()
+        watchers = [_watch(analysis, copied, at_analysis, stop), _watch(daq, replicated, at_far, stop),
+                    _watch(daq, on_the_way, started, stop)]
         writer = _Child([sys.executable, "-c", WRITER, str(daq.root), str(rate), str(events)], work / "writer.log")
         follower = _Child(_giod("copy", DATASET, "--from", str(daq.root), "--to", str(analysis.root), "--follow"),
                           work / "follower.log")
@@ -251,7 +257,7 @@ def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAU
             t.join(5)
         dups_analysis = len(copied()) - len(set(copied()))
         keys = [db.idempotency_key for db in written.values()]
-        return _outcome(seconds, rate, events, rtt_ms, written, at_analysis, at_far, transfer_s, db_bytes,
+        return _outcome(seconds, rate, events, rtt_ms, written, at_analysis, at_far, started, transfer_s, db_bytes,
                         t_start, events_log, dups_analysis, len(keys) - len(set(keys)), writer.kills,
                         follower.kills)
 
@@ -264,44 +270,58 @@ def _stats(lat: list[float]) -> dict[str, float | None]:
 
 
 def _outcome(seconds: float, rate: float, events: int, rtt_ms: float, written: dict[int, Any], at_analysis: _Seen,
-             at_far: _Seen, transfer_s: float, db_bytes: float, t_start: float, kills_log: list[tuple[float, str]],
-             dups_analysis: int, dups_daq: int, writer_kills: int, follower_kills: int) -> Outcome:
+             at_far: _Seen, started: _Seen, transfer_s: float, db_bytes: float, t_start: float,
+             kills_log: list[tuple[float, str]], dups_analysis: int, dups_daq: int, writer_kills: int,
+             follower_kills: int) -> Outcome:
     series: dict[str, list[tuple[float, float]]] = {}
     rows = []
-    for place, seen, slack in (("analysis federation (giod copy --follow)", at_analysis, TARGET_SLACK),
-                               (f"remote site at {rtt_ms:g} ms (giod replicator --follow)", at_far,
-                                TARGET_SLACK + transfer_s)):
+    far = f"remote site at {rtt_ms:g} ms (giod replicator --follow)"
+    # per database at the far site: its transfer (copy begun to registered), measured during the soak
+    transfers = {i: at_far.times[i] - started.times[i] for i in written if i in at_far.times and i in started.times}
+    for place, seen in (("analysis federation (giod copy --follow)", at_analysis), (far, at_far)):
         points = [(db.created - t_start, seen.times[i] - db.created) for i, db in sorted(written.items())
                   if i in seen.times]
         series[place] = points
         s = _stats([lat for _, lat in points])
         lost = len(set(written) - set(seen.times))
-        rows.append({"place": place, "databases": len(points), "lost": lost, **s, "target": slack,
-                     "meets": None if s["p99"] is None else bool(s["p99"] <= slack and lost == 0)})
+        if place == far:  # the target: at most TARGET_SLACK beyond each database's own transfer
+            beyond = [seen.times[i] - written[i].created - transfers[i] for i in transfers]
+            t = _stats(list(transfers.values()))
+        else:
+            beyond = [lat for _, lat in points]
+            t = {"median": None, "p99": None}
+        b = _stats(beyond)
+        rows.append({"place": place, "databases": len(points), "lost": lost, **s,
+                     "transfer_median": t["median"], "transfer_p99": t["p99"], "beyond_p99": b["p99"],
+                     "meets": None if b["p99"] is None else bool(b["p99"] <= TARGET_SLACK and lost == 0)})
     table = Table("latency", "commit-to-visible latency (s)", [
         Column("place", "where"), Column("databases", "databases"), Column("lost", "lost"),
         Column("median", "median s", "{:.3f}"), Column("p99", "p99 s", "{:.3f}"), Column("max", "max s", "{:.3f}"),
-        Column("target", "target p99 s", "{:.2f}"), Column("meets", "meets")], rows)
+        Column("transfer_median", "transfer median s", "{:.3f}"), Column("transfer_p99", "transfer p99 s", "{:.3f}"),
+        Column("beyond_p99", "p99 beyond transfer s", "{:.3f}"), Column("meets", f"≤ {TARGET_SLACK:g} s")], rows)
     soak = Table("soak", "the soak", [Column("what", "what"), Column("value", "value")], [
         {"what": "databases committed", "value": len(written)},
         {"what": "duplicated at the analysis federation", "value": dups_analysis},
         {"what": "duplicate commits in the DAQ federation", "value": dups_daq},
         {"what": "writer killed (SIGKILL) and restarted", "value": writer_kills},
         {"what": "follower killed (SIGKILL) and restarted", "value": follower_kills},
-        {"what": f"transfer of one database ({db_bytes / 1e6:.2f} MB) at {rtt_ms:g} ms, alone (median of 3)",
-         "value": f"{transfer_s:.3f} s"},
+        {"what": f"transfer of one database ({db_bytes / 1e6:.2f} MB) at {rtt_ms:g} ms before the soak, "
+                 "alone (median of 3)", "value": f"{transfer_s:.3f} s"},
     ])
     notes = [
-        f"{seconds:g} s soak, one database of {events} events every {1 / rate:g} s; the target is p99 ≤ "
-        f"{TARGET_SLACK:g} s + the transfer time, with nothing lost or duplicated.",
+        f"{seconds:g} s soak, one database of {events} events every {1 / rate:g} s; the target is commit to "
+        f"visible ≤ {TARGET_SLACK:g} s + the database's transfer time at p99, nothing lost or duplicated.",
         "Latency runs from the commit's time in the DAQ catalog to the moment a watcher woken by the "
         "place's own change feed sees the database registered there (analysis: the copy; remote site: "
-        "every container good).",
+        "every container good). A database's transfer runs from its first replica marked copying at the "
+        "remote site to the last registered good, measured during the soak (the machine is shared, so "
+        "it is slower than the transfer alone).",
         "Measured on a machine shared with other work: figures are noisy; quote the medians.",
     ]
     outcome = Outcome("propagate", {"seconds": seconds, "rate": rate, "events": events, "rtt_ms": rtt_ms},
                       [table, soak], notes)
     outcome.parameters["series"] = {k: v for k, v in series.items()}
+    outcome.parameters["transfers"] = [(written[i].created - t_start, v) for i, v in sorted(transfers.items())]
     outcome.parameters["kills"] = kills_log
     outcome.parameters["transfer_s"] = transfer_s
     return outcome
@@ -314,10 +334,12 @@ def plot(outcome: Outcome, path: Path) -> None:
         if points:
             x, y = zip(*points, strict=True)
             ax.plot(x, y, marker, markersize=3, label=label)
-    transfer = outcome.parameters["transfer_s"]
+    if outcome.parameters["transfers"]:
+        x, y = zip(*outcome.parameters["transfers"], strict=True)
+        ax.plot(x, y, "x", markersize=4, color="grey", label="transfer to the remote site, per database")
+        ax.plot(x, [v + TARGET_SLACK for v in y], "_", markersize=8, color="black",
+                label=f"target: transfer + {TARGET_SLACK:g} s")
     ax.axhline(TARGET_SLACK, color="grey", linestyle=":", label=f"{TARGET_SLACK:g} s")
-    ax.axhline(TARGET_SLACK + transfer, color="black", linestyle="--",
-               label=f"{TARGET_SLACK:g} s + transfer ({transfer:.2f} s)")
     for at, who in outcome.parameters["kills"]:
         ax.axvline(at, color="red" if who == "writer" else "orange", alpha=0.4)
     ax.set_xlabel("time into the soak (s); red: writer killed, orange: follower killed")

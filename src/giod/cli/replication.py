@@ -255,7 +255,8 @@ def replicator(once: bool, interval: float, streams: int, follow: bool, federati
 
     Runs until interrupted (SIGINT/SIGTERM end it after the current pass).
     With --follow a pass starts as soon as the federation commits, so a
-    rule-bound site receives a new database at once.
+    rule-bound site receives a new database at once (sites are probed and
+    damaged replicas repaired every --interval).
 
     Example: giod replicator --interval 300
     """
@@ -283,7 +284,7 @@ def replicator(once: bool, interval: float, streams: int, follow: bool, federati
         from giod.cli.exchange import stop_on_signals
         from giod.exchange import follow_rules
 
-        follow_rules(fed, streams=streams, stop=stop_on_signals(), on_pass=report)
+        follow_rules(fed, streams=streams, interval=interval, stop=stop_on_signals(), on_pass=report)
         return
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
