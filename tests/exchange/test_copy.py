@@ -167,3 +167,24 @@ def test_cli_copy_and_its_bad_input(daq: giod.Federation, reco: giod.Federation)
         assert message in out.output and "Traceback" not in out.output
         assert len(out.output.strip().splitlines()) == 1, out.output
     assert reco.datasets() == ["raw2"]  # nothing half-made by the refusals
+
+
+def test_containers_a_later_pass_adds_follow_the_copies(tmp_path: Path) -> None:
+    from giod.bench import synthetic
+
+    daq = giod.open(tmp_path / "daq", create=True)
+    ds = daq.create_dataset("raw", synthetic.schema())
+    events = synthetic.events(80, seed=4)
+    with ds.writer(database_events=40) as w:
+        w.append(events[["hits", "cells"]])  # the DAQ writes raw data only
+    reco = giod.open(tmp_path / "reco", create=True)
+    assert copy_dataset(daq, reco, "raw").copied == 2
+    with ds.extend() as p:  # reconstruction adds its container to each database, later
+        for db in ds.databases():
+            p.write(db, events[db.first_entry:db.stop_entry][["tracks", "jets"]])
+    report = copy_dataset(daq, reco, "raw")
+    assert (report.copied, report.extended, report.files_copied) == (0, 2, 2)
+    assert [sorted(c.name for c in db.containers) for db in reco.dataset("raw").databases()] == \
+        [["raw.calo", "raw.tracker", "reco"]] * 2
+    assert ak.array_equal(reco.dataset("raw").read(["jets", "hits"]), daq.dataset("raw").read(["jets", "hits"]))
+    assert copy_dataset(daq, reco, "raw").extended == 0

@@ -16,7 +16,8 @@ in commit order:
   database of the destination's own.
 
 Each database is then registered with ``commit_database``: all its
-containers or none. Its idempotency key names the source federation,
+containers or none. Containers a later pass added to a source database
+already copied are copied and added to the copy (``add_containers``). Its idempotency key names the source federation,
 dataset and database and the exchange's selection, so a database lands once
 however often the copy is interrupted and run again, and whichever of two
 concurrent copies finishes first. After each database the cursor moves to
@@ -75,6 +76,7 @@ class ExchangeReport:
     already: int = 0  # databases that had landed before (an earlier, interrupted run)
     empty: int = 0  # source databases of which no event passes the skim's selection
     events: int = 0  # events in the databases registered
+    extended: int = 0  # containers a later pass added in the source, added to earlier copies
     files_copied: int = 0
     files_adopted: int = 0  # right files found at the destination, kept without a copy
     bytes: int = 0  # bytes copied
@@ -84,6 +86,7 @@ class ExchangeReport:
 
     def summary(self) -> str:
         skim = f", {self.empty} with no event passing" if self.empty else ""
+        skim += f", {self.extended} containers added to earlier copies" if self.extended else ""
         return (f"{self.copied} databases ({self.events:,} events) copied from {self.source} "
                 f"{self.dataset} to {self.target}, {self.already} already there{skim}; "
                 f"{self.files_copied} files copied ({self.bytes:,} bytes), {self.files_adopted} found in place; "
@@ -153,9 +156,8 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     _prepare_target(source_ds.schema, dst, target, schema_ids)
     since = dst.catalog.exchange_cursor(plan.cursor)
     report = ExchangeReport(plan.source, dataset, target, since, until=since or 0)
-    todo = sorted((db for db in source_ds.databases() if since is None or db.created_version > since),
-                  key=lambda db: (db.created_version, db.id))
-    landed = {db.idempotency_key for db in dst.catalog.databases(target)} if todo else set()
+    todo = _work(source_ds.databases(), since, plan)
+    landed = {db.idempotency_key: db for db in dst.catalog.databases(target)} if todo else {}
     target_ds = dst.dataset(target)
     dst_site = dst.site(site)
     lease = None
@@ -163,17 +165,18 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
         seconds = float(config.load(dst.root)["lease_seconds"])
         lease = hold_lease(dst.catalog, dst_site.name, f"{target}/", f"exchange {writer_host()}", seconds)
     try:
-        for db in todo:
+        for at, db, added in todo:
             if stop.is_set():
                 break
-            if plan.key(db) in landed:
+            if added:
+                _extend(src, dst, db, added, landed.get(plan.key(db)), plan, dst_site, schema_ids, report)
+            elif plan.key(db) in landed:
                 report.already += 1
             elif select:
                 _skim(src, source_ds, target_ds, db, plan, dst_site.name, report)
             else:
                 _copy(src, dst, db, plan, dst_site, schema_ids, report)
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset,
-                                                               db.created_version)
+            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, at)
             if on_database is not None:
                 on_database(report)
         else:
@@ -183,6 +186,24 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
             lease.release()
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _work(databases: list[DatabaseRecord], since: int | None, plan: _Plan
+          ) -> list[tuple[int, DatabaseRecord, list[ContainerRecord]]]:
+    """``(version, database, containers)`` in version order: databases committed after ``since`` (no
+    containers), and containers a later pass added after ``since`` to databases copied before (plain
+    copies only; one item per version, so the cursor never passes a container not yet copied)."""
+    out: list[tuple[int, DatabaseRecord, list[ContainerRecord]]] = []
+    for db in databases:
+        if since is None or db.created_version > since:
+            out.append((db.created_version, db, []))
+        elif plan.select is None:
+            later: dict[int, list[ContainerRecord]] = {}
+            for c in db.containers:
+                if c.created_version > since and _chosen(plan.containers, c.name):
+                    later.setdefault(c.created_version, []).append(c)
+            out += [(v, db, cs) for v, cs in later.items()]
+    return sorted(out, key=lambda item: (item[0], item[1].id))
 
 
 def _containers(schema: Schema, names: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -246,6 +267,18 @@ def _copy(src: Any, dst: Any, db: DatabaseRecord, plan: _Plan, dst_site: Site, s
           report: ExchangeReport) -> None:
     """Copy the chosen container files of ``db``, verified, then register them as one database."""
     wanted = [c for c in db.containers if _chosen(plan.containers, c.name)]
+    specs = _place_all(src, wanted, plan, dst_site, schema_ids, report)
+    parameters = {k: v for k, v in db.parameters.items() if k != PROVENANCE}
+    parameters[PROVENANCE] = _provenance(plan, db)
+    commit = DatabaseCommit(plan.target, db.n_events, dst_site.name, tuple(specs), tag_stats=dict(db.tag_stats),
+                            writer=db.writer, program=db.program, program_version=db.program_version,
+                            parameters=parameters, idempotency_key=plan.key(db))
+    result = dst.catalog.commit_database(commit)
+    _landed(report, db, result.database_id, result.duplicate)
+
+
+def _place_all(src: Any, wanted: list[ContainerRecord], plan: _Plan, dst_site: Site, schema_ids: _SchemaMap,
+               report: ExchangeReport) -> list[ContainerSpec]:
     specs = []
     for c in wanted:
         path = plan.target + c.path[len(plan.dataset):]
@@ -257,13 +290,23 @@ def _copy(src: Any, dst: Any, db: DatabaseRecord, plan: _Plan, dst_site: Site, s
                                    program=c.program, program_version=c.program_version,
                                    parameters=dict(c.parameters), format=c.format,
                                    cluster_checksums=c.cluster_checksums))
-    parameters = {k: v for k, v in db.parameters.items() if k != PROVENANCE}
-    parameters[PROVENANCE] = _provenance(plan, db)
-    commit = DatabaseCommit(plan.target, db.n_events, dst_site.name, tuple(specs), tag_stats=dict(db.tag_stats),
-                            writer=db.writer, program=db.program, program_version=db.program_version,
-                            parameters=parameters, idempotency_key=plan.key(db))
-    result = dst.catalog.commit_database(commit)
-    _landed(report, db, result.database_id, result.duplicate)
+    return specs
+
+
+def _extend(src: Any, dst: Any, db: DatabaseRecord, added: list[ContainerRecord], copy: DatabaseRecord | None,
+            plan: _Plan, dst_site: Site, schema_ids: _SchemaMap, report: ExchangeReport) -> None:
+    """Add to the copy of ``db`` the containers a later pass added to ``db`` in the source."""
+    if copy is None:  # not copied by this exchange (copied before it existed, or deleted since)
+        return
+    there = {(c.name, c.checksum) for c in copy.containers}
+    added = [c for c in added if (c.name, c.checksum) not in there]  # copied with the database already
+    if not added:
+        return
+    specs = _place_all(src, added, plan, dst_site, schema_ids, report)
+    stats = dict(db.tag_stats) if any(c.name == TAG_CONTAINER for c in added) else None
+    key = f"{plan.key(db)}+{_digest(sorted(c.id for c in added))}"
+    dst.catalog.add_containers(copy.id, specs, dst_site.name, tag_stats=stats, replace=True, idempotency_key=key)
+    report.extended += len(added)
 
 
 def _chosen(containers: tuple[str, ...] | None, name: str) -> bool:
