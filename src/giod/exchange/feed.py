@@ -70,6 +70,8 @@ class FileFeed:
     """An SQLite catalog watched for writes (its file and write-ahead log)."""
 
     def __init__(self, fed: Any, path: Path, *, stop: threading.Event | None = None):
+        # watchfiles' low-level watcher (its documented RustNotify): unlike watch(), it listens from
+        # the moment it is made, which a feed needs before it first reads the version
         from watchfiles._rust_notify import RustNotify
 
         self.fed, self.path = fed, path
