@@ -161,6 +161,7 @@ def test_cli_copy_and_its_bad_input(daq: giod.Federation, reco: giod.Federation)
         (["copy", "raw", "--from", str(daq.root), "--to", str(reco.root), "--select", "ht >"], "error:"),
         (["copy", "raw", "--from", str(daq.root), "--to", str(reco.root), "--as", "../x"], "dataset"),
         (["copy", "raw", "--from", str(daq.root), "--to", str(reco.root), "--containers", ","], "names nothing"),
+        (["copy", "raw", "--from", str(daq.root), "--to", str(daq.root)], "into itself"),
     ]:
         out = run(main, args)
         assert out.exit_code == 2, (args, out.output)

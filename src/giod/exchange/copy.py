@@ -148,6 +148,8 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     source_ds = src.dataset(dataset).at(version)
     chosen = _containers(source_ds.schema, containers)
     plan = _Plan(federation_name(src), dataset, target, select or None, chosen)
+    if target == dataset and plan.source == federation_name(dst):
+        raise ConfigError(f"dataset {dataset} would be copied into itself: give --as another name")
     if select:
         from giod.selection import parse_selection
 
