@@ -27,6 +27,7 @@ before the kill is not written twice.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import signal
@@ -262,6 +263,15 @@ def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAU
                         follower.kills)
 
 
+def _restarts(kills: list[float], seen: dict[int, float]) -> list[tuple[float, float]]:
+    """``(kill, back)``: from each kill to the first database the place saw after it (soak seconds)."""
+    out = []
+    for k in kills:
+        after = [t for t in seen.values() if t >= k]
+        out.append((k, min(after) if after else math.inf))
+    return out
+
+
 def _stats(lat: list[float]) -> dict[str, float | None]:
     if not lat:
         return {"median": None, "p99": None, "max": None}
@@ -285,20 +295,27 @@ def _outcome(seconds: float, rate: float, events: int, rtt_ms: float, written: d
         s = _stats([lat for _, lat in points])
         lost = len(set(written) - set(seen.times))
         if place == far:  # the target: at most TARGET_SLACK beyond each database's own transfer
-            beyond = [seen.times[i] - written[i].created - transfers[i] for i in transfers]
+            beyond = {i: seen.times[i] - written[i].created - transfers[i] for i in transfers}
             t = _stats(list(transfers.values()))
+            kills = []  # the replicator is not killed; a writer killed delays no copy
         else:
-            beyond = [lat for _, lat in points]
+            beyond = {i: seen.times[i] - written[i].created for i in written if i in seen.times}
             t = {"median": None, "p99": None}
-        b = _stats(beyond)
+            kills = [at for at, who in kills_log if who == "follower"]
+        # a follower killed is down until it has started again: databases committed meanwhile wait for it
+        down = _restarts(kills, {i: seen.times[i] - t_start for i in seen.times})
+        steady = [v for i, v in beyond.items() if not any(a <= written[i].created - t_start <= b for a, b in down)]
+        b, st = _stats(list(beyond.values())), _stats(steady)
         rows.append({"place": place, "databases": len(points), "lost": lost, **s,
                      "transfer_median": t["median"], "transfer_p99": t["p99"], "beyond_p99": b["p99"],
-                     "meets": None if b["p99"] is None else bool(b["p99"] <= TARGET_SLACK and lost == 0)})
+                     "steady_p99": st["p99"],
+                     "meets": None if st["p99"] is None else bool(st["p99"] <= TARGET_SLACK and lost == 0)})
     table = Table("latency", "commit-to-visible latency (s)", [
         Column("place", "where"), Column("databases", "databases"), Column("lost", "lost"),
         Column("median", "median s", "{:.3f}"), Column("p99", "p99 s", "{:.3f}"), Column("max", "max s", "{:.3f}"),
         Column("transfer_median", "transfer median s", "{:.3f}"), Column("transfer_p99", "transfer p99 s", "{:.3f}"),
-        Column("beyond_p99", "p99 beyond transfer s", "{:.3f}"), Column("meets", f"≤ {TARGET_SLACK:g} s")], rows)
+        Column("beyond_p99", "p99 beyond transfer s", "{:.3f}"),
+        Column("steady_p99", "same, restarts aside", "{:.3f}"), Column("meets", f"≤ {TARGET_SLACK:g} s")], rows)
     soak = Table("soak", "the soak", [Column("what", "what"), Column("value", "value")], [
         {"what": "databases committed", "value": len(written)},
         {"what": "duplicated at the analysis federation", "value": dups_analysis},
@@ -316,6 +333,8 @@ def _outcome(seconds: float, rate: float, events: int, rtt_ms: float, written: d
         "every container good). A database's transfer runs from its first replica marked copying at the "
         "remote site to the last registered good, measured during the soak (the machine is shared, so "
         "it is slower than the transfer alone).",
+        "'restarts aside': without the databases committed while a killed follower was down (from the kill "
+        "to the first database it delivered after it); the target is judged on those.",
         "Measured on a machine shared with other work: figures are noisy; quote the medians.",
     ]
     outcome = Outcome("propagate", {"seconds": seconds, "rate": rate, "events": events, "rtt_ms": rtt_ms},

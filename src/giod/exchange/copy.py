@@ -128,8 +128,8 @@ class _Plan:
 
 def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
                  containers: Sequence[str] | None = None, as_name: str | None = None, site: str | None = None,
-                 at: int | None = None, stop: threading.Event | None = None, on_database: Callable[[ExchangeReport], None] | None = None
-                 ) -> ExchangeReport:
+                 at: int | None = None, stop: threading.Event | None = None,
+                 on_database: Callable[[ExchangeReport], None] | None = None) -> ExchangeReport:
     """Copy what ``dataset`` of federation ``src`` committed since the last exchange into ``dst``.
 
     ``select``: a selection (tag/object expression): only passing events,
@@ -167,7 +167,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
         seconds = float(config.load(dst.root)["lease_seconds"])
         lease = hold_lease(dst.catalog, dst_site.name, f"{target}/", f"exchange {writer_host()}", seconds)
     try:
-        for at, db, added in todo:
+        for upto, db, added in todo:
             if stop.is_set():
                 break
             if added:
@@ -178,7 +178,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
                 _skim(src, source_ds, target_ds, db, plan, dst_site.name, report)
             else:
                 _copy(src, dst, db, plan, dst_site, schema_ids, report)
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, at)
+            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, upto)
             if on_database is not None:
                 on_database(report)
         else:
