@@ -67,12 +67,12 @@ root, rate, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 fed = giod.open(root)
 ds = fed.dataset("raw")
 i = len(ds.databases())  # restarted: go on where the catalog says, keys make a repeat land once
-start = time.monotonic()
+start, k = time.monotonic(), 0
 while True:
     with ds.writer(database_events=n, idempotency_key=f"daq-{i}", program="daq") as w:
         w.append(synthetic.events(n, seed=i, first_event=i * n))
-    i += 1
-    time.sleep(max(0.0, start + i / rate - time.monotonic()))  # a steady rate, not a pause after each
+    i, k = i + 1, k + 1
+    time.sleep(max(0.0, start + k / rate - time.monotonic()))  # a steady rate, not a pause after each
 """
 
 
