@@ -91,7 +91,9 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
     last_full = -math.inf
 
     def report(result: Any) -> None:
-        if not result.ok:
+        # a rule still unsatisfied after a pass may only mean that databases were committed meanwhile:
+        # what calls for a full pass is a copy that failed or a site that did not answer
+        if not result.transfers.ok or result.away:
             failed.set()
         if on_pass is not None:
             on_pass(result)
