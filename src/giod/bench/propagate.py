@@ -13,9 +13,11 @@ seconds into a source federation. Downstream, two followers:
 The benchmark watches both (their own change feeds) and records, per
 database, commit-to-visible latency: from the commit's time in the catalog
 to the moment the database is registered in the analysis federation, or
-its last container registered good at the remote site. Beside it: the
-transfer time of one database to the remote site through the same proxy,
-measured alone before the soak (the physical part of the latency). The
+its last container registered good at the remote site (the catalogs' own
+times). Beside it: each database's transfer to the remote site (its first
+replica marked copying to its last set good), and one database's transfer
+through the same proxy measured alone before the soak. The target is
+judged on the latency beyond each database's own transfer. The
 writer and the follower are each killed (SIGKILL) and restarted at random
 times; at the end every database must be at both places exactly once.
 
@@ -344,11 +346,10 @@ def _outcome(seconds: float, rate: float, events: int, rtt_ms: float, written: d
     notes = [
         f"{seconds:g} s soak, one database of {events} events every {1 / rate:g} s; the target is commit to "
         f"visible ≤ {TARGET_SLACK:g} s + the database's transfer time at p99, nothing lost or duplicated.",
-        "Latency runs from the commit's time in the DAQ catalog to the moment a watcher woken by the "
-        "place's own change feed sees the database registered there (analysis: the copy; remote site: "
-        "every container good). A database's transfer runs from its first replica marked copying at the "
-        "remote site to the last registered good, measured during the soak (the machine is shared, so "
-        "it is slower than the transfer alone).",
+        "Latency runs from the commit's time in the DAQ catalog to the registration's time in the other "
+        "catalog (analysis: the copied database's creation; remote site: the last of its replicas set good), "
+        "read by watchers woken by the places' change feeds. A database's transfer runs from its first "
+        "replica marked copying at the remote site to the last set good, during the soak.",
         "Statistics count the databases committed from time 0 on (once every child had delivered one); "
         "'restarts aside': without the databases committed while a killed follower was down (from the kill "
         "to the first database it delivered after it); the target is judged on those.",
