@@ -74,7 +74,16 @@ def copy(dataset: str, source: str, destination: str, select: str | None, contai
     dst = _open_as(destination, to_token)
     chosen = _names(containers)
     if not follow:
-        report = copy_dataset(src, dst, dataset, select=select, containers=chosen, as_name=as_name, site=site)
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"copying {dataset}", total=None)
+
+            def advance(r: Any) -> None:
+                bar.update(task, completed=r.done, total=r.planned)
+
+            report = copy_dataset(src, dst, dataset, select=select, containers=chosen, as_name=as_name,
+                                  site=site, on_database=advance)
         click.echo(report.summary())
         return
     stop = stop_on_signals()

@@ -72,6 +72,8 @@ class ExchangeReport:
     target: str
     since: int | None  # the cursor before the run (None: the first run)
     until: int = 0  # the source version copied up to (the cursor after the run)
+    planned: int = 0  # source databases (and later passes' containers) this run has to look at
+    done: int = 0  # of those, looked at
     copied: int = 0  # databases registered in the destination
     already: int = 0  # databases that had landed before (an earlier, interrupted run)
     empty: int = 0  # source databases of which no event passes the skim's selection
@@ -159,6 +161,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     since = dst.catalog.exchange_cursor(plan.cursor)
     report = ExchangeReport(plan.source, dataset, target, since, until=since or 0)
     todo = _work(source_ds.databases(), since, plan)
+    report.planned = len(todo)
     landed = {db.idempotency_key: db for db in dst.catalog.databases(target)} if todo else {}
     target_ds = dst.dataset(target)
     dst_site = dst.site(site)
@@ -179,6 +182,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
             else:
                 _copy(src, dst, db, plan, dst_site, schema_ids, report)
             report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, upto)
+            report.done += 1
             if on_database is not None:
                 on_database(report)
         else:
