@@ -18,20 +18,28 @@ from giod.bench import synthetic
 from giod.exchange import copy_dataset, follow, open_feed
 from giod.exchange.feed import FileFeed, PostgresFeed, ServerFeed
 from giod.server.app import ServerThread, create_app
-from tests.exchange.conftest import DEADLINE, PER_DATABASE, commit, in_thread, make_daq, wait_for
+from tests.exchange.conftest import DEADLINE, commit, in_thread, make_daq, wait_for
 
 
 def _follow_and_commit(src: giod.Federation, dst: giod.Federation, writer: giod.Federation) -> None:
-    """Follow ``src`` into ``dst`` in a thread; commit through ``writer``; wait until ``dst`` has it all."""
+    """Follow ``src`` into ``dst`` in a thread; commit through ``writer``; wait until ``dst`` has it all.
+
+    The copies land one database at a time: each wait is for a whole state of the source, never a
+    count the copy only passes through."""
     stop = threading.Event()
     thread, errors = in_thread(lambda: follow(src, dst, "raw", stop=stop))
+
+    def copied(n: int) -> bool:
+        assert not errors, errors  # the follower died: say why now, not at the deadline
+        return "raw" in dst.datasets() and len(dst.dataset("raw")) == n
+
     try:
-        wait_for(dst, lambda: "raw" in dst.datasets() and len(dst.dataset("raw")) == 3 * PER_DATABASE,
-                 "the first copy")
+        first = len(writer.dataset("raw"))
+        wait_for(dst, lambda: copied(first), "the first copy")
         for seed in (21, 22):
             commit(writer, 1, seed=seed)
             n = len(writer.dataset("raw"))
-            wait_for(dst, lambda n=n: len(dst.dataset("raw")) == n, f"the copy of {n} events")
+            wait_for(dst, lambda n=n: copied(n), f"the copy of {n} events")
     finally:
         stop.set()
         thread.join(DEADLINE)
