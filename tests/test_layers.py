@@ -25,7 +25,7 @@ LAYER = {
     "writer": 5.3,
     "federation": 5.4,
     "consistency": 5.5,
-    "distributed": 6, "dask": 6,
+    "distributed": 6, "dask": 6, "exchange": 6,
     "interchange": 7, "physics": 7, "analysis": 7, "display": 7,
     "cli": 9, "server": 9, "demo": 9, "testing": 9,
 }

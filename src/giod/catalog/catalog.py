@@ -27,6 +27,7 @@ from giod.catalog import migrations
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
+from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
 from giod.catalog.queries import (
     IN_CHUNK,
@@ -74,7 +75,7 @@ __all__ = ["Catalog"]
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
 
 
-class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, LeaseMethods):
+class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, LeaseMethods, ExchangeMethods):
     """The catalog of one federation. Open with ``Catalog.open(url)``.
 
     Safe to share between threads; a child process started by fork drops the

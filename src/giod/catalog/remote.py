@@ -397,6 +397,16 @@ class RemoteCatalog:
     def verify_token(self, secret: str, *, now: float | None = None) -> TokenRecord:
         raise _unavailable("verify_token")
 
+    # -- exchange between federations: the destination's cursors (see giod.exchange) --
+
+    def exchange_cursor(self, key: str) -> int | None:
+        found = self._get(f"/exchange-cursors/{key}")["version"]
+        return None if found is None else int(found)
+
+    def advance_exchange_cursor(self, key: str, source: str, dataset: str, version: int) -> int:
+        body = {"source": source, "dataset": dataset, "version": version}
+        return int(self.endpoint.json("PUT", f"{API}/exchange-cursors/{key}", body, idempotent=True)["version"])
+
     def __getattr__(self, name: str) -> Any:
         # anything else a SQL catalog has (migrations, ...) runs on the server's own catalog, not through it
         if name.startswith("_"):

@@ -40,6 +40,7 @@ __all__ = [
     "databases",
     "dataset_schemas",
     "datasets",
+    "exchange_cursors",
     "federation",
     "leases",
     "meta",
@@ -274,6 +275,18 @@ leases = Table(
     Column("expires", Double, nullable=False),
     Index("leases_by_site", "site"),
     sqlite_autoincrement=True,
+)
+
+# How far a federation has copied from each source dataset (level 8). Not
+# versioned: bookkeeping of the exchange, like leases (giod.catalog.exchanges).
+exchange_cursors = Table(
+    "exchange_cursors",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("source", Text, nullable=False),
+    Column("dataset", Text, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("updated", Double, nullable=False),
 )
 
 Index(

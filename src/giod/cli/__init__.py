@@ -250,6 +250,12 @@ def _trace(fed: Any, database_id: int, depth: int = 0) -> None:
             click.echo(f"{pad}    parameters: {json.dumps(c.parameters, sort_keys=True)}")
     if db.parameters:
         click.echo(f"{pad}  parameters: {json.dumps(db.parameters, sort_keys=True)}")
+    from giod.exchange import provenance_chain
+
+    for step in provenance_chain(db.parameters):
+        skim = f", events passing {step['selection']!r}" if step.get("selection") else ""
+        click.echo(f"{pad}  copied from {step['federation']}: dataset {step['dataset']}, "
+                   f"db{step['database']} at version {step['version']}{skim}")
     for parent in db.parents:
         click.echo(f"{pad}  derived from:")
         _trace(fed, parent, depth + 2)
@@ -613,4 +619,4 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
     click.echo(f"plots in {output}")
 
 
-from giod.cli import chain, replication, serving  # noqa: E402, F401 - their commands register on main
+from giod.cli import chain, exchange, replication, serving  # noqa: E402, F401 - their commands register on main

@@ -247,11 +247,16 @@ def rule_rm(rule_id: str, federation: str) -> None:
 @click.option("--once", is_flag=True, help="One pass, then exit (1 if a rule is still unsatisfied).")
 @click.option("--interval", default=60.0, show_default=True, type=click.FloatRange(0.1), help="Seconds between passes.")
 @click.option("--streams", default=4, show_default=True, type=click.IntRange(1, 256), help="Files copied at once.")
+@click.option("--follow", is_flag=True,
+              help="A pass at every commit (the catalog's change feed), not every --interval.")
 @federation_option
-def replicator(once: bool, interval: float, streams: int, federation: str) -> None:
+def replicator(once: bool, interval: float, streams: int, follow: bool, federation: str) -> None:
     """Make the federation satisfy its rules and repair damaged replicas, in passes.
 
     Runs until interrupted (SIGINT/SIGTERM end it after the current pass).
+    With --follow a pass starts as soon as the federation commits, so a
+    rule-bound site receives a new database at once (sites are probed and
+    damaged replicas repaired every --interval).
 
     Example: giod replicator --interval 300
     """
@@ -275,6 +280,12 @@ def replicator(once: bool, interval: float, streams: int, federation: str) -> No
         for path in p.newly_lost:
             click.echo(f"  LOST: {path} has no good copy left")
 
+    if follow and not once:
+        from giod.cli.exchange import stop_on_signals
+        from giod.exchange import follow_rules
+
+        follow_rules(fed, streams=streams, interval=interval, stop=stop_on_signals(), on_pass=report)
+        return
     if not once:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.append(True))

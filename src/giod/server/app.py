@@ -41,6 +41,8 @@ from giod.server.cache import QueryCache
 from giod.server.quota import UploadQuota
 from giod.server.routes import catalog as catalog_routes
 from giod.server.routes import display as display_routes
+from giod.server.routes import exchange as exchange_routes
+from giod.server.routes import feed as feed_routes
 from giod.server.routes import files as file_routes
 from giod.server.routes import query as query_routes
 from giod.server.state import ServerState, need
@@ -149,6 +151,8 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     app.include_router(file_routes.router)
     app.include_router(query_routes.router)
     app.include_router(display_routes.router)
+    app.include_router(feed_routes.router)
+    app.include_router(exchange_routes.router)
     app.mount("/static", display_routes.static_files(), name="static")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -30,6 +30,7 @@ from giod.catalog.migrations import (
     v0004_rules,
     v0005_leases,
     v0006_container_format,
+    v0008_exchange,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -43,6 +44,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     4: v0004_rules.upgrade,
     5: v0005_leases.upgrade,
     6: v0006_container_format.upgrade,
+    8: v0008_exchange.upgrade,
 }
 
 _KEY = "schema_version"
@@ -84,7 +86,7 @@ def migrate(conn: Connection, target: int | None = None) -> tuple[int | None, in
     start = 0 if before is None else before
     if start >= goal:
         return before, start
-    for level in range(start + 1, goal + 1):
+    for level in sorted(n for n in STEPS if start < n <= goal):  # a level may be left unused
         STEPS[level](conn)
     _stamp(conn, goal, fresh=before is None)
     return before, goal

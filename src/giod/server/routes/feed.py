@@ -1,0 +1,135 @@
+"""The change feed: ``GET /api/v1/feed``, server-sent events, one per new federation version.
+
+A follower (``giod copy --follow``, ``giod replicator --follow`` on another
+host) keeps one request open and is told each version as soon as the
+server's catalog commits it, whoever committed it: the server learns of
+commits from the catalog's own change feed (the file watched for SQLite,
+LISTEN/NOTIFY for PostgreSQL; ``giod.exchange.feed``), in one thread shared
+by every client. A comment line every ``KEEPALIVE`` seconds keeps proxies
+from closing an idle stream.
+
+Events::
+
+    event: version
+    data: {"version": 42}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from giod.errors import GiodError
+from giod.server.state import need, state
+
+router = APIRouter(prefix="/api/v1", tags=["feed"])
+
+log = logging.getLogger("giod.server")
+
+KEEPALIVE = 15.0  # seconds between two comment lines of an idle stream
+
+
+class VersionWatch:
+    """The latest version of the served federation, and the coroutines waiting for the next one."""
+
+    def __init__(self, fed: Any):
+        self.fed = fed
+        self.latest = int(fed.version)
+        self.lock = threading.Lock()
+        self.waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+        self.thread = threading.Thread(target=self._watch, name="giod-feed", daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        from giod.exchange.feed import open_feed
+
+        feed = None
+        while True:
+            try:
+                feed = feed or open_feed(self.fed)
+                self._saw(feed.wait(self.latest, KEEPALIVE))
+            except GiodError as exc:  # the catalog away for a moment: listen again
+                log.warning("change feed: %s", exc)
+                if feed is not None:
+                    feed.close()
+                feed = None
+                threading.Event().wait(1.0)
+
+    def _saw(self, version: int) -> None:
+        with self.lock:
+            if version <= self.latest:
+                return
+            self.latest = version
+            waiting, self.waiters = self.waiters, set()
+        for loop, fut in waiting:
+            loop.call_soon_threadsafe(_wake, fut)
+
+    async def next(self, after: int, timeout: float) -> int:
+        """The latest version once it exceeds ``after``, or after ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self.lock:
+            if self.latest > after:
+                return self.latest
+            self.waiters.add((loop, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            with self.lock:
+                self.waiters.discard((loop, fut))
+        return self.latest
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+_WATCH_LOCK = threading.Lock()
+
+
+def _watch(request: Request) -> VersionWatch:
+    st = state(request)
+    with _WATCH_LOCK:
+        found = st.extra.get("feed")
+        if found is None:
+            found = st.extra["feed"] = VersionWatch(st.federation)
+    return found  # type: ignore[no-any-return]
+
+
+@router.get("/feed", summary="New federation versions as server-sent events (text/event-stream)")
+async def feed(request: Request,
+               after: int = Query(-1, ge=-1, description="The last version the client knows: "
+                                  "the first event comes once the federation is past it."),
+               seconds: float | None = Query(None, gt=0, le=86_400, description="End the stream after this "
+                                             "many seconds (default: never; a client reconnects with after=).")
+               ) -> StreamingResponse:
+    await run_in_threadpool(need, request, "read")
+    watch = await run_in_threadpool(_watch, request)
+    loop = asyncio.get_running_loop()
+    end = None if seconds is None else loop.time() + seconds
+
+    async def events() -> AsyncIterator[str]:
+        seen = after
+        yield "retry: 1000\n\n"
+        while not await request.is_disconnected():
+            left = KEEPALIVE if end is None else min(KEEPALIVE, end - loop.time())
+            if left <= 0:
+                return
+            version = await watch.next(seen, left)
+            if version > seen:
+                seen = version
+                yield f"event: version\ndata: {json.dumps({'version': version})}\n\n"
+            else:
+                yield ": keepalive\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
