@@ -239,7 +239,11 @@ def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAU
                           work / "follower.log")
         replicator = _Child(_giod("replicator", "--follow", "-f", str(daq.root)), work / "replicator.log")
         children = [writer, follower, replicator]
-        stack.callback(lambda: [c.kill() for c in children])
+        def kill_all() -> None:
+            for c in children:
+                c.kill()
+
+        stack.callback(kill_all)
         for c in children:
             c.start()
         # the clock starts once every child is up (imports take seconds on a busy machine)

@@ -341,7 +341,7 @@ def _provenance(plan: _Plan, db: DatabaseRecord) -> dict[str, Any]:
 
 def provenance_chain(parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """The federations a database was copied through, nearest first (empty for one written here)."""
-    chain = []
+    chain: list[dict[str, Any]] = []
     step = parameters.get(PROVENANCE)
     while isinstance(step, dict) and len(chain) < 64:
         chain.append(step)

@@ -102,7 +102,7 @@ def _watch(request: Request) -> VersionWatch:
         found = st.extra.get("feed")
         if found is None:
             found = st.extra["feed"] = VersionWatch(st.federation)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 @router.get("/feed", summary="New federation versions as server-sent events (text/event-stream)")
