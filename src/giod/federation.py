@@ -54,7 +54,7 @@ class Federation:
         self.root = root  # the directory of an embedded federation, if any
         self._sites: dict[str, Site] = {}
         self._schemas: dict[int, Schema] = {}
-        self._snapshots: dict[tuple[str, int], list[DatabaseRecord]] = {}
+        self._snapshots: dict[tuple[Any, ...], list[DatabaseRecord]] = {}
         self._site_ids: dict[int, SiteRecord] | None = None
         self.reads = ReadBalancer()  # reads in flight per site, sites found down
 

@@ -89,7 +89,7 @@ def _select_objects(dataset: Dataset, db: DatabaseRecord, expression: Expression
                       tables)
     everything = np.arange(db.n_events, dtype=np.int64) if local is None else local
     mask = expression.evaluate(tag_columns, objects={name: events[name] for name in names}, size=len(everything))
-    return everything[mask]
+    return np.asarray(everything[mask])
 
 
 class Selection:
@@ -147,7 +147,7 @@ class Selection:
             if (directory is None or directory.tag != tag.path or directory.checksum != tag.checksum
                     or directory.events != db.n_events):
                 return None  # a later pass replaced the tags: this index describes other values
-            return tagindex.select(self.expression, directory, lambda blocks: reader.read(None, blocks))
+            return tagindex.select(self.expression, directory, lambda blocks: reader.read(None, [int(b) for b in blocks]))
 
         try:
             return self.dataset.federation.read_container(rec, read)

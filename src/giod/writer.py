@@ -124,7 +124,7 @@ class Writer:
         parents: Sequence[int] = (),
         name: str | None = None,
     ):
-        encoding = dict(compression=compression, compression_level=compression_level,
+        encoding: dict[str, Any] = dict(compression=compression, compression_level=compression_level,
                         byte_stream_split=byte_stream_split, page_checksums=page_checksums)
         if options is not None and any(v is not None for v in encoding.values()):
             given = ", ".join(k for k, v in encoding.items() if v is not None)
