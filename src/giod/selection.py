@@ -147,7 +147,8 @@ class Selection:
             if (directory is None or directory.tag != tag.path or directory.checksum != tag.checksum
                     or directory.events != db.n_events):
                 return None  # a later pass replaced the tags: this index describes other values
-            return tagindex.select(self.expression, directory, lambda blocks: reader.read(None, [int(b) for b in blocks]))
+            return tagindex.select(self.expression, directory,
+                                   lambda blocks: reader.read(None, [int(b) for b in blocks]))
 
         try:
             return self.dataset.federation.read_container(rec, read)
