@@ -25,6 +25,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, NotFound, StorageError
+from giod.storage import batchrows
+from giod.storage.batchblocks import (BLOCK, CRC_KEY, SCHEMA_KEY, block_table, canonical, check_batch,
+                                      has_block_layout, parse_message)
 from giod.storage.checksum import Checksum, ChecksummingSink
 from giod.storage.site import PendingFile, Site
 
@@ -35,6 +38,8 @@ TAIL = 64 << 10
 COALESCE_GAP = 0
 #: codecs an Arrow IPC file can carry per buffer ("none": raw)
 CODECS = ("zstd", "lz4", "none")
+#: a batch with more selected events than this share of its events is read whole, not block by block
+PARTIAL_SHARE = 1 / 16
 
 _BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
 
@@ -52,6 +57,13 @@ def ipc_options(compression: str, level: int | None) -> ipc.IpcWriteOptions:
     return ipc.IpcWriteOptions(compression=pa.Codec(compression, level if compression == "zstd" else None))
 
 
+def _ipc_size(batch: pa.RecordBatch, options: ipc.IpcWriteOptions) -> int:
+    sink = pa.MockOutputStream()  # counts the bytes, keeps none
+    with ipc.new_stream(sink, batch.schema, options=options) as w:
+        w.write_batch(batch)
+    return int(sink.size())
+
+
 class _BatchSink(ChecksummingSink):
     """File-like sink for the IPC writer: checksums the whole file and each record batch.
 
@@ -61,8 +73,11 @@ class _BatchSink(ChecksummingSink):
     the last batch (the footer) is kept, to check the writer's block table.
     """
 
-    def __init__(self, pending: PendingFile):
+    def __init__(self, pending: PendingFile, meta_only: bool = False):
         super().__init__(pending)
+        # with block checksums, a batch's CRC covers its metadata message only (docs/decisions.md §46)
+        self._meta_only = meta_only
+        self._meta = bytearray()
         self.tail = bytearray()  # bytes since the last batch: the footer, once closed
         self._batch: int | None = None  # the batch's CRC while one is written
         self._from = 0  # where the batch starts, once known
@@ -70,11 +85,14 @@ class _BatchSink(ChecksummingSink):
 
     def begin(self) -> None:
         self._batch = 0
+        self._meta = bytearray()
         self._from = self.checksum.size if self.checksum.size else -1  # -1: after the schema message
 
     def end(self) -> tuple[int, int, int]:
         """(offset, length, CRC-32C) of the batch written since ``begin``."""
         crc, self._batch = self._batch, None
+        if self._meta_only:
+            crc = crc32c(self._meta[:8 + int.from_bytes(self._meta[4:8], "little", signed=True)])
         self.tail = bytearray()
         return self._from, self.checksum.size - self._from, int(crc or 0)
 
@@ -88,7 +106,14 @@ class _BatchSink(ChecksummingSink):
                 self._from = 16 + int.from_bytes(self._head[12:16], "little", signed=True)
         if self._batch is not None:
             skip = max(0, self._from - at) if self._from >= 0 else len(view)
-            if skip < len(view):
+            if skip < len(view) and self._meta_only:
+                need = (8 if len(self._meta) < 8 else 8 + int.from_bytes(self._meta[4:8], "little")) - len(self._meta)
+                while need > 0 and skip < len(view):
+                    self._meta += view[skip:skip + need]
+                    skip += need
+                    need = (8 + int.from_bytes(self._meta[4:8], "little") - len(self._meta)
+                            if len(self._meta) >= 8 else 8 - len(self._meta))
+            elif skip < len(view):
                 self._batch = google_crc32c.extend(self._batch, np.frombuffer(view[skip:], dtype=np.uint8))
         else:
             self.tail += view
@@ -99,11 +124,21 @@ class ArrowFileWriter:
     """Writes one Arrow IPC container: one record batch per cluster, the CRC-32C of each noted."""
 
     def __init__(self, pending: PendingFile, path: str, schema: pa.Schema, compression: str, level: int | None,
-                 buffer_size: int):
+                 buffer_size: int, min_savings: float = 0.0):
         self.path = path
-        self._sink = _BatchSink(pending)
+        ipc_options(compression, level)  # a bad codec fails here, not at the first cluster
+        self._codec = (compression, level)
+        self._min_savings = min_savings
+        # block checksums where every column has a layout read event by event
+        self._blocks = has_block_layout(schema)
+        if self._blocks:
+            schema = schema.with_metadata({**(schema.metadata or {}), SCHEMA_KEY: str(BLOCK).encode()})
+        self._sink = _BatchSink(pending, meta_only=self._blocks)
         self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), buffer_size=buffer_size)
-        self._writer = ipc.new_file(self._stream, schema, options=ipc_options(compression, level))
+        self._schema = schema
+        self._writer: Any = None  # opened at the first cluster, once the codec is chosen
+        #: the codec the file's buffers were written with ("none": raw)
+        self.compression = compression
         self.blocks: list[tuple[int, int]] = []
         self.checksums: list[int] = []  # one per record batch, then the footer's (after close)
 
@@ -111,18 +146,38 @@ class ArrowFileWriter:
     def checksum(self) -> Checksum:
         return self._sink.checksum
 
+    def _open(self, first: pa.RecordBatch | None) -> None:
+        compression, level = self._codec
+        if first is not None and compression != "none" and self._min_savings > 0:
+            # the codec stays only where it pays: raw buffers map straight into memory and are read event
+            # by event, so a codec must save at least ``min_savings`` of the first cluster's bytes
+            raw = _ipc_size(first, ipc_options("none", None))
+            packed = _ipc_size(first, ipc_options(compression, level))
+            if packed > raw * (1 - self._min_savings):
+                compression = "none"
+        self.compression = compression
+        self._writer = ipc.new_file(self._stream, self._schema, options=ipc_options(compression, level))
+
     def write_batch(self, table: pa.Table) -> None:
         batches = table.combine_chunks().to_batches()
+        if self._writer is None:
+            self._open(batches[0] if batches else None)
         self._stream.flush()
         self._sink.begin()
         for b in batches:  # one: every column of a combined table is one chunk
-            self._writer.write_batch(b)
+            if self._blocks:
+                b = canonical(b)
+                self._writer.write_batch(b, custom_metadata={CRC_KEY: block_table(b)})
+            else:
+                self._writer.write_batch(b)
         self._stream.flush()
         offset, length, crc = self._sink.end()
         self.blocks.append((offset, length))
         self.checksums.append(crc)
 
     def close(self) -> None:
+        if self._writer is None:
+            self._open(None)
         self._writer.close()
         self._stream.close()
         tail = bytes(self._sink.tail)
@@ -136,6 +191,8 @@ class ArrowFileWriter:
 
     def abort(self) -> None:
         for obj in (self._writer, self._stream):
+            if obj is None:
+                continue
             try:
                 obj.close()
             except Exception:  # noqa: BLE001 - already failing: the temporary file goes regardless
@@ -178,7 +235,9 @@ def describe(data: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...]
     blocks = parse_footer(buf[len(buf) - 10 - n:len(buf) - 10])
     reader = ipc.open_file(pa.py_buffer(bytes(buf)))
     events = tuple(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    crcs = [crc32c(buf[int(b["offset"]):int(b["offset"]) + int(b["meta"]) + int(b["body"])]) for b in blocks]
+    meta_only = SCHEMA_KEY in (reader.schema.metadata or {})
+    crcs = [crc32c(buf[int(b["offset"]):int(b["offset"]) + int(b["meta"]) + (0 if meta_only else int(b["body"]))])
+            for b in blocks]
     return events, (*crcs, crc32c(buf[len(buf) - 10 - n:]))
 
 
@@ -250,7 +309,14 @@ class ArrowContainerReader:
             raise IntegrityError(f"container {self.path} on site {self.site.name}: record batches lie outside "
                                  "the file")
         self.blocks = np.stack([blocks["offset"], ends], axis=1) if len(blocks) else np.zeros((0, 2), np.int64)
+        self.meta = blocks["meta"].astype(np.int64)
         self.schema = _schema_of(footer)
+        # block checksums: the catalog's CRC of a batch covers its metadata, which checksums the rest
+        mark = (self.schema.metadata or {}).get(SCHEMA_KEY)
+        if mark is not None and mark != str(BLOCK).encode():
+            raise IntegrityError(f"container {self.path} on site {self.site.name}: checksum blocks of "
+                                 f"{mark.decode(errors='replace')} bytes (this giod reads {BLOCK})")
+        self.block_checksums = mark is not None
 
     # ------------------------------------------------------------------ bytes
 
@@ -289,12 +355,30 @@ class ArrowContainerReader:
                 out.append(self._decode(int(which[i]), data.slice(a, b - a)))
         return out
 
+    def _where(self, index: int) -> str:
+        return f"container {self.path} on site {self.site.name}, record batch {index}"
+
+    def _message(self, index: int, meta: pa.Buffer) -> Any:
+        """The parsed metadata of batch ``index`` (block checksums), checked against the catalog's CRC."""
+        if self.checksums is not None and crc32c(meta) != self.checksums[index]:
+            raise IntegrityError(f"{self._where(index)}: CRC-32C mismatch in the metadata (the bytes changed "
+                                 "since they were written)")
+        msg = parse_message(bytes(meta))
+        if msg.table is None:
+            raise IntegrityError(f"{self._where(index)} has no block checksums")
+        return msg
+
     def _decode(self, index: int, data: pa.Buffer) -> pa.RecordBatch:
-        where = f"container {self.path} on site {self.site.name}, record batch {index}"
-        if self.checksums is not None and crc32c(data) != self.checksums[index]:
+        where = self._where(index)
+        msg = None
+        if self.block_checksums:
+            msg = self._message(index, data.slice(0, int(self.meta[index])))
+        elif self.checksums is not None and crc32c(data) != self.checksums[index]:
             raise IntegrityError(f"{where}: CRC-32C mismatch (the bytes changed since they were written)")
         try:
             batch = ipc.read_record_batch(ipc.read_message(data), self.schema)
+            if msg is not None:
+                check_batch(batch, msg.table, where)
             if self.checksums is None:
                 batch.validate(full=True)  # nothing vouches for the bytes: at least they must make sense
         except (pa.ArrowException, ValueError) as exc:
@@ -331,11 +415,54 @@ class ArrowContainerReader:
             raise IntegrityError(f"container {self.path} holds {first[-1]} events, not entry {rows[-1]}")
         batch = np.searchsorted(first, rows, side="right") - 1
         which = np.unique(batch)
+        if self.block_checksums:
+            return self._read_few(columns, rows, batch, which, first)
         table = pa.Table.from_batches(self._batches(which), schema=self.schema)
         # where each batch read starts in ``table``, then each entry's place in it
         starts = np.zeros(self.num_batches, dtype=np.int64)
         starts[which] = np.concatenate([[0], np.cumsum(self.clusters[which])[:-1]])
         return project(table.take(pa.array(starts[batch] + rows - first[batch])), columns)
+
+    def _read_few(self, columns: Sequence[str] | None, rows: np.ndarray, batch: np.ndarray, which: np.ndarray,
+                  first: np.ndarray) -> pa.Table:
+        """Rows of batches with block checksums: few rows of a batch read block by block, many whole."""
+        wanted: dict[str, set[str] | None] = {}
+        for c in columns if columns is not None else self.schema.names:
+            name, _, member = c.partition(".")
+            if name not in self.schema.names:
+                raise NotFound(f"no column {name!r} in the container (it has {', '.join(self.schema.names)})")
+            if not member or wanted.get(name, set()) is None:
+                wanted[name] = None
+            else:
+                wanted.setdefault(name, set()).add(c.rsplit(".", 1)[-1])  # type: ignore[union-attr]
+        bounds = np.searchsorted(batch, which, side="left"), np.searchsorted(batch, which, side="right")
+        few = {int(i): rows[a:b] - first[i] for i, a, b in zip(which, *bounds, strict=True)
+               if (b - a) <= PARTIAL_SHARE * self.clusters[i]}
+        messages: dict[int, tuple[Any, pa.Buffer, pa.Buffer | None]] = {}
+        if few:
+            spans = self.blocks[list(few)]
+            metas = ([self._map.slice(int(a), int(b - a)) for a, b in spans] if self._map is not None else
+                     self._ranges([(int(a), int(a + self.meta[i])) for i, (a, _) in zip(few, spans)]))
+            for i, data in zip(few, metas, strict=True):
+                meta = data.slice(0, int(self.meta[i]))
+                msg = self._message(i, meta)
+                if not msg.compressed:  # a compressed buffer is read whole, with its batch
+                    messages[i] = (msg, meta, data if self._map is not None else None)
+        many = [int(i) for i in which if int(i) not in messages]
+        parts: dict[int, pa.Table] = {}
+        for i, got in zip(many, self._batches(np.asarray(many, dtype=np.int64)), strict=True):
+            local = rows[batch == i] - first[i]
+            parts[i] = project(pa.Table.from_batches([got], schema=self.schema), columns).take(local)
+        for i, (msg, meta, mapped) in messages.items():
+            try:
+                parts[i] = batchrows.read_rows(self.schema, msg, meta, int(self.blocks[i, 0]), mapped, self._ranges,
+                                               few[i], wanted, self._where(i))
+            except (pa.ArrowException, ValueError) as exc:
+                raise IntegrityError(f"{self._where(i)} is corrupt: {exc}") from exc
+        tables = [parts[int(i)] for i in which]
+        if not tables:
+            return project(self.schema.empty_table(), columns)
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def close(self) -> None:
         self._map = None

@@ -51,6 +51,8 @@ class WriteOptions:
     byte_stream_split: bool = True  # measured: 8 % smaller files, 11 % faster reads, same write rate
     data_page_size: int = 8 << 10  # small pages let sparse selections read little (docs/pages.md)
     page_checksums: bool = True  # lets readers catch a flipped bit in the page they read
+    #: Arrow files: the codec is kept only if it saves this share of the first cluster's bytes (docs/decisions.md §47)
+    min_savings: float = 0.25
 
     def parquet_kwargs(self, schema: pa.Schema) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -128,7 +130,7 @@ class ContainerWriter:
                 # Arrow IPC keeps key-value metadata with the schema, which the footer repeats
                 schema = schema.with_metadata({**(schema.metadata or {}), **metadata}) if metadata else schema
                 self._arrow = ArrowFileWriter(self._pending, path, schema, options.compression,
-                                              options.compression_level, _SINK_BUFFER)
+                                              options.compression_level, _SINK_BUFFER, options.min_savings)
             else:
                 self._sink = ChecksummingSink(self._pending)
                 self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"),
