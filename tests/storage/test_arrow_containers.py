@@ -24,7 +24,7 @@ from giod.storage.container import ContainerReader, ContainerWriter, WriteOption
 from giod.storage.site import open_site
 
 
-SHARE = arrowfile.PARTIAL_SHARE
+SHARE = arrowfile.PARTIAL_SHARE, arrowfile.PARTIAL_BLOCKS
 
 
 def _write(site, path: str, table: pa.Table, sizes: list[int], **options) -> tuple:
@@ -53,7 +53,7 @@ def test_random_schemas_round_trip(tmp_path: Path, data: st.DataObject) -> None:
     site = open_site("local", str(tmp_path / f"s{data.draw(st.integers(0, 1 << 30))}"))
     codec = data.draw(st.sampled_from(["zstd", "lz4", "none"]))
     # 1: every read of some rows goes block by block; 0: whole batches
-    arrowfile.PARTIAL_SHARE = data.draw(st.sampled_from([0.0, 1.0]))
+    arrowfile.PARTIAL_SHARE = arrowfile.PARTIAL_BLOCKS = data.draw(st.sampled_from([0.0, 1e9]))
     for container in schema.containers:
         table = pa.Table.from_pylist(events, schema=schema.arrow_schema(container))
         cuts = sorted(data.draw(st.sets(st.integers(1, len(events) - 1), max_size=4))) if len(events) > 1 else []
@@ -77,7 +77,7 @@ def test_random_schemas_round_trip(tmp_path: Path, data: st.DataObject) -> None:
         # ordinary tools read the file as it is
         with pa.memory_map(str(Path(site.local_path(written.path)))) as source:
             assert ipc.open_file(source).read_all().equals(table)
-    arrowfile.PARTIAL_SHARE = SHARE
+    arrowfile.PARTIAL_SHARE, arrowfile.PARTIAL_BLOCKS = SHARE
 
 
 @pytest.fixture

@@ -40,6 +40,9 @@ COALESCE_GAP = 0
 CODECS = ("zstd", "lz4", "none")
 #: a batch with more selected events than this share of its events is read whole, not block by block
 PARTIAL_SHARE = 1 / 16
+#: ... and so is one where the blocks its events touch (about one per event and buffer) pass this share of all
+#: its blocks: checking a block costs a call, checking a whole buffer one call per buffer
+PARTIAL_BLOCKS = 1 / 8
 
 _BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
 
@@ -446,7 +449,9 @@ class ArrowContainerReader:
             for i, data in zip(few, metas, strict=True):
                 meta = data.slice(0, int(self.meta[i]))
                 msg = self._message(i, meta)
-                if not msg.compressed:  # a compressed buffer is read whole, with its batch
+                touched = len(few[i]) * int(np.count_nonzero(msg.buffers[:, 1]))
+                # a compressed buffer is read whole, with its batch
+                if not msg.compressed and touched <= PARTIAL_BLOCKS * (len(msg.table) - len(msg.buffers)):
                     messages[i] = (msg, meta, data if self._map is not None else None)
         many = [int(i) for i in which if int(i) not in messages]
         parts: dict[int, pa.Table] = {}

@@ -69,15 +69,15 @@ def layout(schema: pa.Schema, n_nodes: int, n_buffers: int) -> list[Node]:
 
 
 def _expand(first: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """Every integer of the closed intervals [first, last], unique and sorted."""
+    """Every integer of the closed intervals [first, last] (sorted, as the ranges of sorted rows are), once."""
     counts = last - first + 1
     keep = counts > 0
     first, counts = first[keep], counts[keep]
     if not len(first):
         return np.zeros(0, np.int64)
     ends = np.cumsum(counts)
-    steps = np.arange(ends[-1]) - np.repeat(ends - counts, counts)
-    return np.unique(np.repeat(first, counts) + steps)
+    out = np.repeat(first, counts) + (np.arange(ends[-1]) - np.repeat(ends - counts, counts))
+    return out[np.concatenate([[True], out[1:] != out[:-1]])]
 
 
 class _Body:
@@ -101,12 +101,11 @@ class _Body:
             self.message = pa.py_buffer(self.data)
         self.remote = mapped is None
         self.data = self.data[len(meta):]
-        self._checked: set[tuple[int, int]] = set()
+        self._checked: dict[int, np.ndarray] = {}  # buffer -> which of its blocks were checked
 
     def load(self, wanted: dict[int, list[np.ndarray]]) -> None:
         """Fetch and check the blocks covering the byte ranges ``wanted[buffer]`` (arrays of [a, b))."""
-        runs: list[tuple[int, int]] = []
-        checks: list[tuple[int, int, int, int]] = []  # buffer, block, offset in body, length
+        starts, lengths, expected = [], [], []
         for b, parts in wanted.items():
             ranges = np.concatenate(parts) if len(parts) > 1 else parts[0]
             ranges = ranges[ranges[:, 1] > ranges[:, 0]]
@@ -116,28 +115,38 @@ class _Body:
             if int(ranges[:, 1].max()) > length:
                 raise IntegrityError(f"{self.where}: an offset points past the end of buffer {b}")
             blocks = _expand(ranges[:, 0] // BLOCK, (ranges[:, 1] - 1) // BLOCK)
-            blocks = [int(k) for k in blocks if (b, int(k)) not in self._checked]
-            for k in blocks:
-                a = off + k * BLOCK
-                n = min(BLOCK, length - k * BLOCK)
-                checks.append((b, k, a, n))
-                if runs and runs[-1][1] == a:  # neighbouring blocks travel together
-                    runs[-1] = (runs[-1][0], a + n)
-                else:
-                    runs.append((a, a + n))
-        if self.remote and runs:
-            got = self.fetch([(self.start + a, self.start + e) for a, e in runs])
-            for (a, e), data in zip(runs, got, strict=True):
-                if len(data) != e - a:
+            if len(parts) > 1:
+                blocks = np.unique(blocks)
+            done = self._checked.setdefault(b, np.zeros(-(-length // BLOCK), dtype=bool))
+            blocks = blocks[~done[blocks]]
+            done[blocks] = True
+            starts.append(off + blocks * BLOCK)
+            lengths.append(np.minimum(BLOCK, length - blocks * BLOCK))
+            expected.append(self.msg.table[self.bases[b] + 1 + blocks])  # type: ignore[index]
+        if not starts:
+            return
+        a, n, want = np.concatenate(starts), np.concatenate(lengths), np.concatenate(expected)
+        if self.remote:
+            order = np.argsort(a, kind="stable")
+            a_s, e_s = a[order], a[order] + n[order]
+            cut = np.flatnonzero(a_s[1:] != e_s[:-1]) + 1  # neighbouring blocks travel together
+            lo, hi = a_s[np.concatenate([[0], cut])], e_s[np.concatenate([cut - 1, [len(a_s) - 1]])]
+            got = self.fetch([(self.start + int(x), self.start + int(y)) for x, y in zip(lo, hi, strict=True)])
+            for x, y, data in zip(lo.tolist(), hi.tolist(), got, strict=True):
+                if len(data) != y - x:
                     raise IntegrityError(f"{self.where}: short read")
-                self.data[a:e] = np.frombuffer(data, dtype=np.uint8)
-        table = self.msg.table
-        assert table is not None
-        for b, k, a, n in checks:
-            if google_crc32c.extend(0, self.data[a:a + n]) != table[self.bases[b] + 1 + k]:
-                raise IntegrityError(f"{self.where}: CRC-32C mismatch in block {k} of buffer {b} (the bytes "
-                                     "changed since they were written)")
-            self._checked.add((b, k))
+                self.data[x:y] = np.frombuffer(data, dtype=np.uint8)
+        data, extend = self.data, google_crc32c.extend
+        for x, k, w in zip(a.tolist(), n.tolist(), want.tolist(), strict=True):
+            if extend(0, data[x:x + k]) != w:
+                raise IntegrityError(f"{self.where}: CRC-32C mismatch in block {(x - self._start_of(x)) // BLOCK} "
+                                     f"of buffer {self._buffer_at(x)} (the bytes changed since they were written)")
+
+    def _buffer_at(self, x: int) -> int:
+        return int(np.searchsorted(self.msg.buffers[:, 0], x, side="right")) - 1
+
+    def _start_of(self, x: int) -> int:
+        return int(self.msg.buffers[self._buffer_at(x), 0])
 
     def offsets(self, b: int, dtype: str, at: np.ndarray) -> np.ndarray:
         off, length = (int(x) for x in self.msg.buffers[b])
