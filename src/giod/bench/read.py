@@ -4,7 +4,7 @@ The setup writes one giod dataset and the peer files (the writers of
 :mod:`giod.bench.daq`: same events, zstd level 1, clusters of about 16 MB).
 Each reader then reads everything, and one collection (``hits``), warm
 cache: one untimed read, then ``repeat`` timed ones (best and median).
-A second table splits the time: Parquet decoding (``pq.read_table`` or
+A second table splits the time: decoding the files (``pq.read_table`` or
 giod's container reads) against the conversion to awkward (``ak.from_arrow``
 or giod's assembly, relation linking included). ROOT's RDataFrame joins
 only when ``import ROOT`` works; it is an optional extra, never a dependency.
@@ -192,7 +192,7 @@ def run(
             Table("results", f"read: {events:,} events, {payload / MB:.0f} MB payload", COLUMNS, rows),
             Table(
                 "split",
-                "where the time goes: Parquet decode vs Arrow → awkward",
+                "where the time goes: file decode (Parquet for pyarrow, the container format for giod) vs Arrow → awkward",
                 SPLIT_COLUMNS,
                 split_rows,
             ),
@@ -316,7 +316,7 @@ def plot(outcome: Outcome, path: Path) -> None:
     split = outcome.table("split").rows
     labels = [f"{r['reader']}\n{r['what']}" for r in split]
     x = np.arange(len(split))
-    ax2.bar(x, [r["decode_s"] for r in split], label="Parquet decode")
+    ax2.bar(x, [r["decode_s"] for r in split], label="file decode")
     ax2.bar(x, [r["convert_s"] for r in split], bottom=[r["decode_s"] for r in split], label="→ awkward")
     ax2.set_xticks(x, labels, fontsize="small")
     ax2.set_ylabel("seconds (median)")
