@@ -31,7 +31,9 @@ from giod.catalog.records import RuleRecord, SiteRecord
 from giod.errors import GiodError, NotFound
 from giod.replication.copy import Progress, Transfer, TransferReport, run_transfers
 from giod.replication.sites import probe
+from giod.schema.definitions import TAG_CONTAINER
 from giod.storage.site import Site
+from giod.tagindex import TAG_INDEX
 
 __all__ = ["PassReport", "RuleState", "replicator", "replicator_pass", "rule_state", "rule_states"]
 
@@ -79,7 +81,7 @@ def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = 
         return state
     for db in databases:
         for c in db.containers:
-            if rule.containers is not None and c.name not in rule.containers:
+            if not covers(rule, c.name):
                 continue
             state.containers += 1
             replicas = states.get(c.id, [])
@@ -96,6 +98,13 @@ def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = 
             sources = tuple(s for s in good if s not in away) or tuple(good)
             state.transfers += [Transfer(c, t, sources, held.get(t)) for t in targets]
     return state
+
+
+def covers(rule: RuleRecord, container: str) -> bool:
+    """Whether ``rule`` copies ``container``: a rule naming the tags copies their index with them."""
+    if rule.containers is None or container in rule.containers:
+        return True
+    return container == TAG_INDEX and TAG_CONTAINER in rule.containers
 
 
 def rule_states(catalog: Any) -> list[RuleState]:
