@@ -29,6 +29,7 @@ from giod.fieldvalues import (
     field_width,  # noqa: F401 - re-exported
 )
 from giod.schema import TAG_CONTAINER, FieldDef, Schema
+from giod.schema.precision import round_array
 
 
 def as_events(events: Any, schema: Schema | None = None) -> ak.Array:
@@ -207,6 +208,8 @@ def _collection_column(
             arrays.append(pa.array(_cast(flat, fdef, where), type=types[fname]))
         else:
             arrays.append(_field_array(objs.flat[fname], fdef, where, types[fname]))
+        if fdef.precision is not None:
+            arrays[-1] = round_array(arrays[-1], fdef.precision)
     for rname, rdef in tdef.relations.items():
         where = f"{name}.{rname}"
         if rname not in have:
@@ -338,6 +341,8 @@ def to_tables(
                         columns.append(pa.array(_cast(flat, fdef, f"tag {fld.name}"), type=fld.type))
                     else:
                         columns.append(_field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
+                    if fdef.precision is not None:
+                        columns[-1] = round_array(columns[-1], fdef.precision)
             else:
                 if fld.name not in present:
                     raise DataError(f"container {container}: collection {fld.name!r} is missing")
