@@ -54,6 +54,21 @@ def write_options(cfg: Mapping[str, Any], container_format: str | None = None) -
                         byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
 
 
+def dataset_options(record: Any, options: WriteOptions, asked: str | None = None) -> WriteOptions:
+    """``options`` in the container format the dataset ``record`` fixes, if it fixes one.
+
+    ``asked`` is a format a writer was given by name: one the dataset does not use is a ConfigError,
+    so that a dataset's containers never mix formats by accident.
+    """
+    fixed = getattr(record, "container_format", None)
+    if fixed is None:
+        return options
+    if asked is not None and asked != fixed:
+        raise ConfigError(f"dataset {record.name} keeps its containers as {fixed}, not {asked} "
+                          "(its format was fixed when it was created)")
+    return options if options.container_format == fixed else dataclasses.replace(options, container_format=fixed)
+
+
 def _codecs() -> list[str]:
     return [c for c in ("zstd", "lz4", "snappy", "gzip", "brotli") if pa.Codec.is_available(c)]
 

@@ -22,6 +22,7 @@ from giod.clusters import (
     commit_record,
     merge_stats,
     seen_version,
+    dataset_options,
     write_options,
 )
 from giod.columns import as_events, containers_in, to_tables
@@ -89,7 +90,7 @@ def write_pass(
     directory = first.rsplit("/", 1)[0]
     target = dataset.federation.site(site)
     if options is None:
-        options = write_options(config.load(dataset.federation.root))
+        options = dataset_options(dataset.record, write_options(config.load(dataset.federation.root)))
     specs: list[ContainerSpec] = []
     stats: dict[str, tuple[float, float]] = {}
     # what a catalog that lost the pass's commit needs to add its containers again (giod recover)

@@ -44,6 +44,7 @@ from giod.clusters import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE
     commit_record,
     merge_stats,
     seen_version,
+    dataset_options,
     write_options,
 )
 from giod.columns import as_events, containers_in, to_tables
@@ -149,7 +150,7 @@ class Writer:
         self.database_bytes = database_bytes
         self.cluster_events = cluster_events
         self.cluster_bytes = cluster_bytes
-        self.options = options or write_options(cfg)
+        self.options = dataset_options(dataset.record, options or write_options(cfg), container_format)
         self.idempotency_key = idempotency_key
         self.program = program or "giod"
         self.program_version = program_version

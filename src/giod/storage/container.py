@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giod.errors import GiodError, IntegrityError, NotFound, StorageError
+from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.arrowfile import ArrowContainerReader, ArrowFileWriter
 from giod.storage.checksum import ChecksummingSink
 from giod.storage.site import PendingFile, Site
@@ -99,6 +99,14 @@ class WrittenContainer:
     cluster_entries: tuple[int, ...]
     format: str = "parquet"
     cluster_checksums: tuple[int, ...] = ()  # Arrow files: CRC-32C of each record batch, then of the footer
+
+
+def check_dataset_format(name: object) -> str | None:
+    """A dataset's container format as given at its creation: one of FORMATS, or None (each writer's
+    setting); ConfigError otherwise."""
+    if name is not None and name not in FORMATS:
+        raise ConfigError(f"container_format must be one of {', '.join(FORMATS)}, not {name!r}")
+    return name  # type: ignore[return-value]
 
 
 def check_format(name: str) -> str:
