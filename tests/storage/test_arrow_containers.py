@@ -5,6 +5,7 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -17,7 +18,7 @@ import giod
 from giod.bench import synthetic
 from giod.columns import to_tables
 from giod.errors import IntegrityError
-from giod.storage import arrowfile
+from giod.storage import arrowfile, batchcolumns
 from giod.storage.arrowfile import ArrowContainerReader, parse_footer
 from giod.storage.batchblocks import parse_message
 from giod.storage.container import ContainerReader, ContainerWriter, WriteOptions
@@ -58,7 +59,8 @@ def test_random_schemas_round_trip(tmp_path: Path, data: st.DataObject) -> None:
         table = pa.Table.from_pylist(events, schema=schema.arrow_schema(container))
         cuts = sorted(data.draw(st.sets(st.integers(1, len(events) - 1), max_size=4))) if len(events) > 1 else []
         sizes = list(np.diff([0, *cuts, len(events)]))
-        written = _write(site, f"c/{container}.arrow", table, sizes, compression=codec)
+        # min_savings 0: the codec is kept, so that compressed batches are read too
+        written = _write(site, f"c/{container}.arrow", table, sizes, compression=codec, min_savings=0.0)
         assert written.format == "arrow" and written.cluster_entries == tuple(sizes)
         assert len(written.cluster_checksums) == len(sizes) + 1
         reader = _reader(site, written)
@@ -279,3 +281,39 @@ def test_a_flipped_bit_in_a_block_an_event_uses_is_caught(tmp_path: Path) -> Non
     assert got == [[{"e": h["e"]} for h in hits[event].as_py()]]
     with pytest.raises(IntegrityError, match="CRC-32C"):
         reader.read(["hits"])
+
+
+def test_a_few_events_of_compressed_batches_decode_only_their_columns(tmp_path: Path, monkeypatch) -> None:
+    site = open_site("local", str(tmp_path / "z"))
+    table = to_tables(synthetic.events(3000, seed=5), synthetic.schema(), ["reco"])["reco"]
+    w = _write(site, "d/reco.arrow", table, [1000, 2000], compression="zstd", min_savings=0.0)
+    decompressed: list[int] = []  # every buffer decompressed is checked once
+
+    class Counting:
+        @staticmethod
+        def extend(crc, data):
+            decompressed.append(len(data))
+            return google_crc32c.extend(crc, data)
+
+    monkeypatch.setattr(batchcolumns, "google_crc32c", Counting)
+    reader = _reader(site, w)
+    rows = np.array([3, 500, 1999, 2500])
+    assert reader.read_rows(None, rows).equals(table.take(pa.array(rows)))
+    everything = len(decompressed)
+    decompressed.clear()
+    got = reader.read_rows(["jets.list.element.pt"], rows)
+    assert got.column("jets").to_pylist() == [[{"pt": o["pt"]} for o in ev]
+                                              for ev in table.column("jets").take(pa.array(rows)).to_pylist()]
+    assert 0 < len(decompressed) <= everything / 2  # the jets' buffers, not those of the tracks too
+    # a flipped bit in a buffer a read decompresses is caught
+    data = Path(site.local_path(w.path)).read_bytes()
+    block = parse_footer(data[-10 - int.from_bytes(data[-10:-6], "little"):-10])[0]
+    body = int(block["offset"]) + int(block["meta"])
+    msg = parse_message(data[int(block["offset"]):body])
+    first, second = table.column_names  # buffer 1: the offsets of the first column
+    at = body + int(msg.buffers[1, 0] + msg.buffers[1, 1]) - 100
+    _damage(site, w, lambda d: d.__setitem__(at, d[at] ^ 0x01))
+    with pytest.raises(IntegrityError):
+        _reader(site, w).read_rows([first], np.array([3]))
+    got = _reader(site, w).read_rows([second], np.array([3]))
+    assert got.equals(table.select([second]).take(pa.array([3])))

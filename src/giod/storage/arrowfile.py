@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, NotFound, StorageError
-from giod.storage import batchrows
+from giod.storage import batchcolumns, batchrows
 from giod.storage.batchblocks import (BLOCK, CRC_KEY, SCHEMA_KEY, block_table, canonical, check_batch,
                                       has_block_layout, parse_message)
 from giod.storage.checksum import Checksum, ChecksummingSink
@@ -442,6 +442,7 @@ class ArrowContainerReader:
         few = {int(i): rows[a:b] - first[i] for i, a, b in zip(which, *bounds, strict=True)
                if (b - a) <= PARTIAL_SHARE * self.clusters[i]}
         messages: dict[int, tuple[Any, pa.Buffer, pa.Buffer | None]] = {}
+        compressed: dict[int, tuple[Any, pa.Buffer | None]] = {}  # only their columns' buffers are decoded
         if few:
             spans = self.blocks[list(few)]
             metas = ([self._map.slice(int(a), int(b - a)) for a, b in spans] if self._map is not None else
@@ -450,14 +451,21 @@ class ArrowContainerReader:
                 meta = data.slice(0, int(self.meta[i]))
                 msg = self._message(i, meta)
                 touched = len(few[i]) * int(np.count_nonzero(msg.buffers[:, 1]))
-                # a compressed buffer is read whole, with its batch
-                if not msg.compressed and touched <= PARTIAL_BLOCKS * (len(msg.table) - len(msg.buffers)):
+                mapped = data.slice(len(meta)) if self._map is not None else None
+                if msg.compressed:  # a compressed buffer is read whole
+                    compressed[i] = (msg, mapped)
+                elif touched <= PARTIAL_BLOCKS * (len(msg.table) - len(msg.buffers)):
                     messages[i] = (msg, meta, data if self._map is not None else None)
-        many = [int(i) for i in which if int(i) not in messages]
+        many = [int(i) for i in which if int(i) not in messages and int(i) not in compressed]
         parts: dict[int, pa.Table] = {}
         for i, got in zip(many, self._batches(np.asarray(many, dtype=np.int64)), strict=True):
             local = rows[batch == i] - first[i]
             parts[i] = project(pa.Table.from_batches([got], schema=self.schema), columns).take(local)
+        for i, (msg, mapped) in compressed.items():
+            start = int(self.blocks[i, 0] + self.meta[i])
+            table = batchcolumns.read_columns(self.schema, msg, start, mapped, self._ranges, list(wanted),
+                                              self._where(i))
+            parts[i] = project(table, columns if columns is not None else None).take(few[i])
         for i, (msg, meta, mapped) in messages.items():
             try:
                 parts[i] = batchrows.read_rows(self.schema, msg, meta, int(self.blocks[i, 0]), mapped, self._ranges,

@@ -105,6 +105,7 @@ class Message:
     buffers: np.ndarray  # (n, 2): offset in the body, length
     compressed: bool
     body_length: int
+    codec: str | None  # the codec of compressed buffers (lz4 or zstd), None when none is
     table: np.ndarray | None  # the block checksum table, if the writer left one
 
 
@@ -174,6 +175,10 @@ def parse_message(meta: bytes) -> Message:
             if key is not None and value is not None and fb.bytes_of(key) == CRC_KEY:
                 raw = fb.bytes_of(value)
                 table = np.frombuffer(raw, dtype="<u4", count=len(raw) // 4)
+    codec = None
+    if (compression := fb.field(rb, 3)) is not None:
+        kind = fb.field(fb.deref(compression), 0)  # BodyCompression.codec: LZ4_FRAME (0, the default), ZSTD (1)
+        codec = "zstd" if kind is not None and fb.buf[kind] == 1 else "lz4"
     return Message(length=fb.i64(fb.field(rb, 0)), nodes=fb.structs(fb.field(rb, 1)),
-                   buffers=fb.structs(fb.field(rb, 2)), compressed=fb.field(rb, 3) is not None,
-                   body_length=fb.i64(fb.field(root, 3)), table=table)
+                   buffers=fb.structs(fb.field(rb, 2)), compressed=codec is not None,
+                   body_length=fb.i64(fb.field(root, 3)), table=table, codec=codec)

@@ -37,6 +37,7 @@ class Node:
     buffers: list[int]
     children: list[Node] = field(default_factory=list)
     name: str = ""
+    index: int = 0  # its field node in the message
 
 
 def layout(schema: pa.Schema, n_nodes: int, n_buffers: int) -> list[Node]:
@@ -53,7 +54,7 @@ def layout(schema: pa.Schema, n_nodes: int, n_buffers: int) -> list[Node]:
             nb = 3
         else:
             nb = 2
-        node = Node(t, list(range(counters[1], counters[1] + nb)), name=name)
+        node = Node(t, list(range(counters[1], counters[1] + nb)), name=name, index=counters[0] - 1)
         counters[1] += nb
         if pa.types.is_struct(t):
             node.children = [visit(f.name, f.type) for f in t]
