@@ -215,7 +215,7 @@ def run(
             Table("results", f"read: {events:,} events, {payload / MB:.0f} MB payload", COLUMNS, rows),
             Table(
                 "split",
-                "where the time goes: file decode (Parquet for pyarrow, the container format for giod) vs Arrow → awkward",
+                "where the time goes: decoding the files (Parquet; giod's containers) vs Arrow → awkward",
                 SPLIT_COLUMNS,
                 split_rows,
             ),
