@@ -317,3 +317,30 @@ def test_a_few_events_of_compressed_batches_decode_only_their_columns(tmp_path: 
         _reader(site, w).read_rows([first], np.array([3]))
     got = _reader(site, w).read_rows([second], np.array([3]))
     assert got.equals(table.select([second]).take(pa.array([3])))
+
+
+def test_remote_reads_of_a_few_events_fetch_only_their_blocks(tmp_path: Path) -> None:
+    from tests.server.conftest import serve
+
+    for served in serve(tmp_path / "served"):
+        ds = served.local.create_dataset("big", synthetic.schema())
+        events = synthetic.events(4000, seed=12)
+        with ds.writer(database_events=4000, cluster_events=4000) as w:
+            w.append(events)
+        rec = ds.databases()[0].container("raw.tracker")
+        assert len(rec.cluster_entries) == 1
+
+        def sent() -> int:
+            req = urllib.request.Request(f"{served.url}/metrics", headers={"authorization": f"Bearer {served.admin}"})
+            text = urllib.request.urlopen(req).read().decode()
+            return int(next(line.split()[1] for line in text.splitlines() if line.startswith("giod_bytes_sent_total")))
+
+        remote = served.remote()
+        rds = remote.dataset("big")
+        rds.select("event == 17").read(["ht"])  # the tags and the footers travel once
+        before = sent()
+        picked = rds.select("event == 3001").read(["hits"])
+        assert picked.hits.e.to_list() == [events.hits.e[3001].to_list()]
+        # raw.tracker's footer, the batch's metadata, then blocks of its offsets and members: not the batch
+        assert sent() - before < rec.size / 10
+        remote.close()
