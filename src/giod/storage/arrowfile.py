@@ -161,6 +161,12 @@ class ArrowFileWriter:
         self.compression = compression
         self._writer = ipc.new_file(self._stream, self._schema, options=ipc_options(compression, level))
 
+    def prepare(self, table: pa.Table) -> None:
+        """Choose the codec on ``table``, the first cluster, unless it is chosen already."""
+        if self._writer is None:
+            batches = table.combine_chunks().to_batches()
+            self._open(batches[0] if batches else None)
+
     def write_batch(self, table: pa.Table) -> None:
         batches = table.combine_chunks().to_batches()
         if self._writer is None:

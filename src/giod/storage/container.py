@@ -53,6 +53,9 @@ class WriteOptions:
     page_checksums: bool = True  # lets readers catch a flipped bit in the page they read
     #: Arrow files: the codec is kept only if it saves this share of the first cluster's bytes (docs/decisions.md §47)
     min_savings: float = 0.25
+    #: Arrow files whose codec is kept: clusters are cut to about this many uncompressed bytes, since a
+    #: compressed buffer is decompressed whole to read one event of it (None: as given)
+    compressed_cluster_bytes: int | None = 1 << 20
 
     def parquet_kwargs(self, schema: pa.Schema) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -133,6 +136,7 @@ class ContainerWriter:
         self.format = check_format(options.container_format)
         self._pending = site.create(path)
         self._arrow: ArrowFileWriter | None = None
+        self._compressed_cluster = options.compressed_cluster_bytes
         try:
             if self.format == "arrow":
                 # Arrow IPC keeps key-value metadata with the schema, which the footer repeats
@@ -154,13 +158,26 @@ class ContainerWriter:
             return
         try:
             if self._arrow is not None:
-                self._arrow.write_batch(table)
-            else:
-                self._writer.write_table(table, row_group_size=table.num_rows)
+                self._arrow.prepare(table)  # the codec is chosen on the first cluster
+                for part in self._parts(table):
+                    self._arrow.write_batch(part)
+                    self._clusters.append(part.num_rows)
+                return
+            self._writer.write_table(table, row_group_size=table.num_rows)
         except (pa.ArrowException, OSError, StorageError) as exc:
             self.abort()
             raise StorageError(f"cannot write container {self.path}: {exc}") from exc
         self._clusters.append(table.num_rows)
+
+    def _parts(self, table: pa.Table) -> list[pa.Table]:
+        """The record batches of a cluster: itself, or compressed slices of about ``compressed_cluster_bytes``."""
+        assert self._arrow is not None
+        limit = self._compressed_cluster
+        if self._arrow.compression == "none" or limit is None or table.nbytes <= limit:
+            return [table]
+        n = min(table.num_rows, -(-table.nbytes // limit))
+        cuts = np.linspace(0, table.num_rows, n + 1).astype(np.int64)
+        return [table.slice(int(a), int(b - a)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
     @property
     def n_events(self) -> int:
