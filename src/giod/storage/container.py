@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
-from giod.storage.arrowfile import ArrowContainerReader, ArrowFileWriter
+from giod.storage.arrowfile import ArrowContainerReader
+from giod.storage.arrowwriter import ArrowFileWriter
 from giod.storage.checksum import ChecksummingSink
 from giod.storage.site import PendingFile, Site
 
