@@ -22,7 +22,10 @@ from giod.storage.batchblocks import BLOCK, CRC_KEY, SCHEMA_KEY, block_table, ca
 from giod.storage.checksum import Checksum, ChecksummingSink
 from giod.storage.site import PendingFile
 
-__all__ = ["ArrowFileWriter"]
+__all__ = ["TRIAL_BYTES", "ArrowFileWriter"]
+
+#: uncompressed bytes of the first cluster on which the writer judges its codec
+TRIAL_BYTES = 2 << 20
 
 
 def _ipc_size(batch: pa.RecordBatch, options: ipc.IpcWriteOptions) -> int:
@@ -118,7 +121,10 @@ class ArrowFileWriter:
         compression, level = self._codec
         if first is not None and compression != "none" and self._min_savings > 0:
             # the codec stays only where it pays: raw buffers map straight into memory and are read event
-            # by event, so a codec must save at least ``min_savings`` of the first cluster's bytes
+            # by event, so a codec must save at least ``min_savings`` of the first cluster's bytes (judged on
+            # its first ``TRIAL_BYTES``: the same data, a fraction of the work)
+            if first.nbytes > TRIAL_BYTES:
+                first = first.slice(0, max(1, first.num_rows * TRIAL_BYTES // first.nbytes))
             raw = _ipc_size(first, ipc_options("none", None))
             packed = _ipc_size(first, ipc_options(compression, level))
             if packed > raw * (1 - self._min_savings):
