@@ -31,9 +31,7 @@ from giod.catalog.records import RuleRecord, SiteRecord
 from giod.errors import GiodError, NotFound
 from giod.replication.copy import Progress, Transfer, TransferReport, run_transfers
 from giod.replication.sites import probe
-from giod.schema.definitions import TAG_CONTAINER
 from giod.storage.site import Site
-from giod.tagindex import TAG_INDEX
 
 __all__ = ["PassReport", "RuleState", "replicator", "replicator_pass", "rule_state", "rule_states"]
 
@@ -101,10 +99,12 @@ def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = 
 
 
 def covers(rule: RuleRecord, container: str) -> bool:
-    """Whether ``rule`` copies ``container``: a rule naming the tags copies their index with them."""
+    """Whether ``rule`` copies ``container``: a rule naming a container copies its index with it
+    (``tag`` → ``tag-index``; no container of a schema has a '-' in its name)."""
     if rule.containers is None or container in rule.containers:
         return True
-    return container == TAG_INDEX and TAG_CONTAINER in rule.containers
+    indexed, dash, suffix = container.rpartition("-")
+    return bool(dash) and suffix == "index" and indexed in rule.containers
 
 
 def rule_states(catalog: Any) -> list[RuleState]:
