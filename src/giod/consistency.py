@@ -33,6 +33,8 @@ A site that does not answer is reported as such, not as missing files.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import posixpath
 import time
@@ -333,12 +335,35 @@ def recover(fed: Federation, *, dry_run: bool = False) -> list[Recovered]:
                 key = (site_rec.name, posixpath.dirname(info.path), bool(meta.get("pass")), record)
                 groups.setdefault(key, []).append((info, meta))
     planned = {(site, folder) for site, folder, is_pass, _ in groups if not is_pass}
-    out = []
-    for (site_name, folder, _, _), found in sorted(groups.items(),
-                                                   key=lambda g: (g[0][2], min(f.mtime for f, _ in g[1]))):
+    out: list[Recovered] = []
+    commits: list[tuple[int, DatabaseCommit]] = []  # the databases' commits, registered together
+    for (site_name, folder, is_pass, _), found in sorted(groups.items(),
+                                                         key=lambda g: (g[0][2], min(f.mtime for f, _ in g[1]))):
+        if is_pass and commits:  # a pass adds to databases: those found lost go in first
+            _commit_all(fed, out, commits)
         found.sort(key=lambda fm: fm[0].path)
-        out.append(_recover_one(fed, site_name, folder, found, dry_run, planned))
+        got = _recover_one(fed, site_name, folder, found, dry_run, planned)
+        if isinstance(got, DatabaseCommit):
+            commits.append((len(out), got))
+            got = Recovered(site_name, folder, got.dataset, tuple(f.path for f, _ in found), got.n_events)
+        out.append(got)
+    _commit_all(fed, out, commits)
     return out
+
+
+def _commit_all(fed: Federation, out: list[Recovered], commits: list[tuple[int, DatabaseCommit]]) -> None:
+    """Register the lost databases in one transaction: all of them or, if the catalog refuses one, none."""
+    if not commits:
+        return
+    try:
+        results = fed.catalog.commit_databases([c for _, c in commits])
+    except GiodError as exc:
+        for k, _ in commits:
+            out[k] = dataclasses.replace(out[k], reason=f"not registered, with the other lost databases: {exc}")
+    else:
+        for (k, _), result in zip(commits, results, strict=True):
+            out[k] = dataclasses.replace(out[k], database_id=result.database_id, first_entry=result.first_entry)
+    commits.clear()
 
 
 @dataclass(frozen=True)
@@ -360,7 +385,9 @@ class Recovered:
 
 
 def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple[FileInfo, dict[str, Any]]],
-                 dry_run: bool, planned: set[tuple[str, str]]) -> Recovered:
+                 dry_run: bool, planned: set[tuple[str, str]]) -> Recovered | DatabaseCommit:
+    """What became of one folder's lost files; a database's commit is returned, to be registered with the
+    others (``_commit_all``)."""
     site = fed.site(site_name)
     meta = found[0][1]
     is_pass = bool(meta.get("pass"))
@@ -426,12 +453,10 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
             return Recovered(site_name, folder, name, paths, n, db.id, db.first_entry, kind=kind)
         if dry_run:
             return Recovered(site_name, folder, name, paths, n)
-        commit = DatabaseCommit(
+        return DatabaseCommit(
             dataset=name, n_events=n, site=site_name, containers=tuple(specs), tag_stats=stats,
             writer=str(meta.get("writer", "")), parents=tuple(int(p) for p in meta.get("parents") or ()),
             idempotency_key=meta.get("idempotency_key"), **provenance,
         )
-        result = fed.catalog.commit_database(commit)
     except GiodError as exc:
         return refused(str(exc), n)
-    return Recovered(site_name, folder, name, paths, n, result.database_id, result.first_entry)

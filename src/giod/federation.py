@@ -118,10 +118,13 @@ class Federation:
     def __getitem__(self, name: str) -> Dataset:
         return self.dataset(name)
 
-    def create_dataset(self, name: str, schema: Schema, *, exist_ok: bool = False) -> Dataset:
+    def create_dataset(self, name: str, schema: Schema, *, exist_ok: bool = False,
+                       container_format: str | None = None) -> Dataset:
         """Create a dataset of events that follow ``schema``.
 
-        ConfigError for a name outside the name grammar (``giod.names``).
+        ``container_format`` (``arrow`` or ``parquet``) fixes the format of every container any
+        writer adds to the dataset; None leaves it to each writer's settings. ConfigError for a
+        name outside the name grammar (``giod.names``) or an unknown format.
         """
         if exist_ok and name in self.datasets():
             ds = self.dataset(name)
@@ -131,7 +134,9 @@ class Federation:
         check_name(name, "dataset")  # before the schema is registered for it
         schema_id = self._register(schema)
         self._schemas[schema_id] = schema
-        return Dataset(self, self.catalog.create_dataset(name, schema_id), None)
+        if container_format is None:  # a catalog (or server) of an older level knows no formats
+            return Dataset(self, self.catalog.create_dataset(name, schema_id), None)
+        return Dataset(self, self.catalog.create_dataset(name, schema_id, container_format), None)
 
     def evolve_dataset(self, name: str, schema: Schema) -> list[str]:
         """Move a dataset to a new schema version; old databases stay readable."""

@@ -22,7 +22,7 @@ from giod.reading import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
 from giod.tagstats import merge_stats
-from giod.writeoptions import DEFAULT_CLUSTER_BYTES, options_for, write_options
+from giod.writeoptions import DEFAULT_CLUSTER_BYTES, dataset_options, options_for, write_options
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
@@ -83,7 +83,7 @@ def write_pass(
     directory = first.rsplit("/", 1)[0]
     target = dataset.federation.site(site)
     if options is None:
-        options = write_options(config.load(dataset.federation.root))
+        options = dataset_options(dataset.record, write_options(config.load(dataset.federation.root)))
     specs: list[ContainerSpec] = []
     stats: dict[str, tuple[float, float]] = {}
     # what a catalog that lost the pass's commit needs to add its containers again (giod recover)

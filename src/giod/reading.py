@@ -26,6 +26,7 @@ from giod.columns import column_content
 from giod.errors import NotFound
 from giod.objects import link
 from giod.schema import TAG_CONTAINER, Schema
+from giod.storage.parallel import map_reads
 
 if TYPE_CHECKING:
     from giod.federation import Dataset
@@ -114,30 +115,35 @@ def stored_containers(schema: Schema, databases: Sequence[DatabaseRecord]) -> se
 def read_database(
     dataset: Dataset, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
 ) -> dict[str, pa.Table]:
-    """Read the projected columns of one database, only the entries ``local`` if given."""
+    """Read the projected columns of one database, only the entries ``local`` if given (the containers
+    side by side, ``giod.storage.parallel``)."""
+    tables = map_reads(lambda item: _read_container(dataset, db, item[0], item[1], local),
+                       list(proj.columns.items()))
+    return dict(zip(proj.columns, tables, strict=True))
+
+
+def _read_container(dataset: Dataset, db: DatabaseRecord, container: str, paths: list[str],
+                    local: np.ndarray | None) -> pa.Table:
     fed = dataset.federation
-    out: dict[str, pa.Table] = {}
-    for container, paths in proj.columns.items():
-        rec = db.container(container)
-        if rec is None:
-            raise NotFound(f"database {db.id} has no container {container}")
-        old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
-        read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
-        rows = None if local is None or len(local) == _events_in(rec) else np.asarray(local, dtype=np.int64)
+    rec = db.container(container)
+    if rec is None:
+        raise NotFound(f"database {db.id} has no container {container}")
+    old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
+    read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
+    rows = None if local is None or len(local) == _events_in(rec) else np.asarray(local, dtype=np.int64)
 
-        def read(reader: ContainerReader, read_paths: list[str] = read_paths, rows: np.ndarray | None = rows
-                 ) -> pa.Table:
-            # page-level reads: only the pages holding selected events (whole
-            # clusters when the selection is dense)
-            return reader.read(read_paths) if rows is None else reader.read_rows(read_paths, rows)
+    def read(reader: ContainerReader, read_paths: list[str] = read_paths, rows: np.ndarray | None = rows
+             ) -> pa.Table:
+        # block-level reads: only the blocks holding selected events (whole
+        # batches when the selection is dense)
+        return reader.read(read_paths) if rows is None else reader.read_rows(read_paths, rows)
 
-        # another replica is read when this one fails, while opening or while reading
-        table = fed.read_container(rec, read)
-        if old is not None:
-            tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
-            table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)
-        out[container] = table
-    return out
+    # another replica is read when this one fails, while opening or while reading
+    table = fed.read_container(rec, read)
+    if old is not None:
+        tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
+        table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)
+    return table
 
 
 def _events_in(container: ContainerRecord) -> int:

@@ -101,8 +101,10 @@ def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: st
     table, directory = built
     # always Arrow, whatever the dataset's containers are: the index is read by record batch
     codec = options.compression if options.compression in CODECS else "zstd"
+    # record batch k is block k of the index: never cut
     options = dataclasses.replace(options, container_format="arrow", compression=codec,
-                                  compression_level=options.compression_level if codec == "zstd" else None)
+                                  compression_level=options.compression_level if codec == "zstd" else None,
+                                  compressed_cluster_bytes=None)
     w = ContainerWriter(site, path, table.schema, options, {**metadata, **directory})
     for start in range(0, table.num_rows, BLOCK):
         w.write_cluster(table.slice(start, BLOCK))

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from giod import config
+from giod.catalog.records import DatasetRecord
 from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
 from giod.storage.arrowfile import CODECS
@@ -56,6 +57,21 @@ def write_options(cfg: Mapping[str, Any], container_format: str | None = None) -
             level = None  # snappy has no levels: the setting does not apply rather than fail every write
     return WriteOptions(container_format=fmt, compression=codec, compression_level=level,
                         byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
+
+
+def dataset_options(record: DatasetRecord, options: WriteOptions, asked: str | None = None) -> WriteOptions:
+    """``options`` in the container format the dataset ``record`` fixes, if it fixes one.
+
+    ``asked`` is a format a writer was given by name: one the dataset does not use is a ConfigError,
+    so that a dataset's containers never mix formats by accident.
+    """
+    fixed = record.container_format
+    if fixed is None:
+        return options
+    if asked is not None and asked != fixed:
+        raise ConfigError(f"dataset {record.name} keeps its containers as {fixed}, not {asked} "
+                          "(its format was fixed when it was created)")
+    return options if options.container_format == fixed else dataclasses.replace(options, container_format=fixed)
 
 
 def available_codecs() -> list[str]:

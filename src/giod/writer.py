@@ -47,6 +47,7 @@ from giod.tagstats import merge_stats
 from giod.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
     DEFAULT_CLUSTER_BYTES,
     TAG_PAGE_SIZE,
+    dataset_options,
     options_for,
     write_options,
 )
@@ -147,7 +148,7 @@ class Writer:
         self.database_bytes = database_bytes
         self.cluster_events = cluster_events
         self.cluster_bytes = cluster_bytes
-        self.options = options or write_options(cfg)
+        self.options = dataset_options(dataset.record, options or write_options(cfg), container_format)
         self.idempotency_key = idempotency_key
         self.program = program or "giod"
         self.program_version = program_version

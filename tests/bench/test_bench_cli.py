@@ -64,8 +64,10 @@ def test_read(tmp_path: Path) -> None:
     data, output = _bench(tmp_path, "read", "--quick", "--events", "300", "--repeat", "2")
     rows = data["results"]
     readers = {r["reader"] for r in rows}
-    assert {"giod", "pyarrow Parquet", "uproot TTree"} <= readers
+    assert {"giod", "giod, 10-bit floats", "pyarrow Parquet", "uproot TTree"} <= readers
     assert {r["what"] for r in rows} == {"everything", "hits"}
+    stored = {r["reader"]: r["stored_mb"] for r in rows if r["what"] == "everything"}
+    assert stored["giod, 10-bit floats"] < stored["giod"]  # rounded mantissas compress
     for r in rows:
         assert len(r["timing"]["seconds"]) == 2
         assert r["best_s"] <= r["median_s"]

@@ -89,6 +89,8 @@ def test_a_level_1_catalog_is_migrated_with_its_data_intact(catalog_url: str) ->
         assert (raw.created, reco.created) == (104.0, 106.0)
         # every container before level 6 is a Parquet file, checked by Parquet's own page CRCs
         assert (raw.format, raw.cluster_checksums, reco.format) == ("parquet", (), "parquet")
+        # datasets before level 7 leave the container format to each writer
+        assert catalog.dataset("qcd").container_format is None
         old = catalog.database(ids["db"], version=5).container("reco")
         assert old is not None and (old.id, old.created) == (ids["reco5"], 105.0)
         assert catalog.container_paths() == {

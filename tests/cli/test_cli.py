@@ -223,3 +223,24 @@ def test_import_needs_a_federation_unless_told_to_create_it(tmp_path: Path):
     assert r.exit_code == 0, r.output
     with giod.open(fed) as opened:
         assert sorted(opened.datasets()) == ["met", "met2"]
+
+
+def test_import_can_fix_the_container_format_of_the_dataset_it_creates(tmp_path: Path):
+    import numpy as np
+    import uproot
+
+    tree = tmp_path / "tiny.root"
+    with uproot.recreate(tree) as f:
+        f["Events"] = {"MET_pt": np.array([1.5, 2.5, 3.5], dtype=np.float32)}
+    fed = tmp_path / "fed"
+    r = run("import", str(tree), "--dataset", "lake", "--container-format", "parquet", "--create", "-f", str(fed))
+    assert r.exit_code == 0, r.output
+    with giod.open(fed) as opened:
+        ds = opened.dataset("lake")
+        assert ds.record.container_format == "parquet"
+        assert {c.format for c in ds.databases()[0].containers if c.name != "tag-index"} == {"parquet"}
+        with pytest.raises(giod.ConfigError, match="keeps its containers as parquet"):
+            ds.writer(container_format="arrow")
+    r = CliRunner().invoke(main, ["import", str(tree), "--dataset", "x", "--container-format", "root", "-f",
+                                  str(fed)])
+    assert r.exit_code == 2 and "'root' is not one of 'arrow', 'parquet'" in r.output, r.output

@@ -135,3 +135,48 @@ def test_recover_says_why_it_cannot_register_a_dataset_the_catalog_lost_too(tmp_
     assert "Traceback" not in r.stderr
     with giod.open(target, create=False) as fed:
         assert len(fsck(fed).by_kind("lost")) == 5  # still there, still reported
+
+
+TWO_LOST = textwrap.dedent("""
+    import os, signal, sys
+    import giod
+    from giod.bench import synthetic
+
+    fed = giod.open(sys.argv[1], create=False)
+    ds = fed.dataset("daq")
+    for seed in (4, 5):
+        with ds.writer() as w:
+            w.append(synthetic.events(10, seed=seed))
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_recover_registers_the_lost_databases_all_or_none(tmp_path: Path):
+    target = tmp_path / "fed"
+    with giod.open(target, create=True) as fed:
+        fed.create_dataset("daq", synthetic.schema())
+    r = subprocess.run([sys.executable, "-c", TWO_LOST, str(target)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == -9, r.stderr
+    (target / f"{CATALOG_FILE}-wal").unlink()
+    (target / f"{CATALOG_FILE}-shm").unlink(missing_ok=True)
+    with giod.open(target, create=False) as fed:
+        lost = fsck(fed).by_kind("lost")
+        site = fed.site("local")
+        folders = sorted({str(Path(p.path).parent) for p in lost})
+        assert len(folders) == 2
+        # the second database's files moved out of the dataset's directory: the catalog refuses that commit
+        moved = Path(site.local_path(folders[1]))
+        elsewhere = moved.parent.parent / "elsewhere" / moved.name
+        elsewhere.parent.mkdir()
+        moved.rename(elsewhere)
+
+    r = giod_cli("recover", "-f", str(target))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "not below the dataset's directory" in r.stdout and "0 databases registered again" in r.stdout, r.stdout
+    with giod.open(target, create=False) as fed:
+        assert len(fed.dataset("daq")) == 0  # not the first without the second
+        elsewhere.rename(moved)
+    r = giod_cli("recover", "-f", str(target))
+    assert r.returncode == 0 and "2 databases registered again" in r.stdout, r.stdout + r.stderr
+    with giod.open(target, create=False) as fed:
+        assert len(fed.dataset("daq")) == 20 and fsck(fed).problems == []

@@ -74,17 +74,17 @@ def test_sparse_selection_reads_only_its_record_batches(filled, monkeypatch):
     from giod.storage.arrowfile import ArrowContainerReader
 
     batches = []
-    real = ArrowContainerReader._batches
+    real = ArrowContainerReader._message
 
-    def spy(self, which):
-        batches.append((self.path, list(which)))
-        return real(self, which)
+    def spy(self, index, meta):  # every batch read, whole or block by block, has its metadata checked
+        batches.append((self.path, index))
+        return real(self, index, meta)
 
-    monkeypatch.setattr(ArrowContainerReader, "_batches", spy)
+    monkeypatch.setattr(ArrowContainerReader, "_message", spy)
     entry = 777  # the 278th event of the second database: its 6th cluster of 50
     arr = ds.select(f"event == {int(events.event[entry])}").read(["hits"])
     assert arr.hits.x.to_list() == events.hits.x[entry:entry + 1].to_list()
-    assert [which for path, which in batches if "raw.tracker" in path] == [[5]]
+    assert [which for path, which in batches if "raw.tracker" in path] == [5]
 
 
 def test_iterate_chunks(filled):

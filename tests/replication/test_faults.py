@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import awkward as ak
+import pyarrow as pa
+import pyarrow.ipc  # noqa: F401 - pa.ipc
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -22,6 +24,8 @@ from giod.cli import main
 from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
 from giod.storage.arrowfile import parse_footer
+from giod.storage.batchblocks import parse_message
+from giod.storage.batchrows import layout
 from giod.storage.checksum import checksum_bytes
 from giod.storage.parquet import thrift
 from giod.storage.remote import site_token_env
@@ -38,12 +42,22 @@ def _flip(path: Path, offset: int) -> None:
 
 def _in_page(path: Path, column: str, rng: random.Random) -> int:
     """An offset inside the data (not the header) of the first page of ``column`` in the first cluster;
-    in an Arrow container, inside the body of the first record batch (read whole)."""
+    in an Arrow container, inside a buffer of ``column``'s collection in the first record batch (a reader
+    of the collection checks every buffer of it it reads)."""
     if path.suffix == ".arrow":
         raw = path.read_bytes()
         n = int.from_bytes(raw[-10:-6], "little")
         first = parse_footer(raw[-10 - n:-10])[0]
-        return int(first["offset"] + first["meta"]) + rng.randrange(int(first["body"]))
+        body = int(first["offset"] + first["meta"])
+        msg = parse_message(raw[int(first["offset"]):body])
+        roots = {r.name: r for r in layout(pa.ipc.open_file(path).schema, len(msg.nodes), len(msg.buffers))}
+
+        def buffers(node):
+            return [*node.buffers, *(b for c in node.children for b in buffers(c))]
+
+        spans = [msg.buffers[b] for b in buffers(roots[column.split(".")[0]]) if msg.buffers[b, 1]]
+        offset, length = spans[rng.randrange(len(spans))]
+        return body + int(offset) + rng.randrange(int(length))
     meta = pq.ParquetFile(path).metadata
     rg = meta.row_group(0)
     chunk = next(rg.column(j) for j in range(rg.num_columns) if rg.column(j).path_in_schema.startswith(column))

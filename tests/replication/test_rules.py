@@ -104,12 +104,13 @@ def test_replicator_satisfies_rules_new_databases_included(home, tmp_path: Path)
     home.catalog.add_rule("qcd", 3, containers=["tag", "reco"])  # any sites: local + the two nearest
     home.catalog.add_rule("qcd", 1, sites=["tokyo"], containers=["tag"])
     before = {s.rule.id: s.describe() for s in rule_states(home.catalog)}
-    assert list(before.values()) == ["16 missing", "4 missing"]
+    # a rule naming the tags copies their index with them: 4 databases, 3 containers (2 for tokyo)
+    assert list(before.values()) == ["24 missing", "8 missing"]
 
     report = replicator_pass(home.catalog, home.site, streams=4)
-    assert report.ok and report.transfers.copied == 20
-    tag_reco = all_paths(home, containers={"tag", "reco"})
-    tags = all_paths(home, containers={"tag"})
+    assert report.ok and report.transfers.copied == 32
+    tag_reco = all_paths(home, containers={"tag", "tag-index", "reco"})
+    tags = all_paths(home, containers={"tag", "tag-index"})
     assert set(states_at(home, "cern")) == set(states_at(home, "caltech")) == tag_reco
     assert set(states_at(home, "tokyo")) == tags
     assert [s.describe() for s in report.rules] == ["satisfied", "satisfied"]
@@ -117,9 +118,9 @@ def test_replicator_satisfies_rules_new_databases_included(home, tmp_path: Path)
     # a database committed after the rules were made
     with home.dataset("qcd").writer(database_events=60) as w:
         w.append(expected_events()[:60])
-    assert [s.describe() for s in rule_states(home.catalog)] == ["4 missing", "1 missing"]
+    assert [s.describe() for s in rule_states(home.catalog)] == ["6 missing", "2 missing"]
     report = replicator_pass(home.catalog, home.site)
-    assert report.ok and report.transfers.copied == 5
+    assert report.ok and report.transfers.copied == 8
     assert all(s.satisfied for s in rule_states(home.catalog))
 
 
@@ -129,9 +130,9 @@ def test_cli_rules_and_replicator_once(home, tmp_path: Path):
     r = run("rule", "add", "qcd", "--copies", "2", "--containers", "tag", "-f", f)
     assert r.exit_code == 0 and "rule 1: 2 copies of qcd (containers tag) on any sites" in r.output
     r = run("rule", "ls", "-f", f)
-    assert "4 missing" in r.output
+    assert "8 missing" in r.output  # the tags and their index
     r = run("replicator", "--once", "-f", f)
-    assert r.exit_code == 0 and "rule 1 satisfied" in r.output and "4 copied" in r.output
+    assert r.exit_code == 0 and "rule 1 satisfied" in r.output and "8 copied" in r.output
     assert "satisfied" in run("rule", "ls", "-f", f).output
     for bad, message in ((["rule", "add", "qcd", "--copies", "3"], "only 2 sites"),
                          (["rule", "add", "qcd", "--copies", "1", "--sites", "bakup"], "backup"),
@@ -140,7 +141,8 @@ def test_cli_rules_and_replicator_once(home, tmp_path: Path):
         r = CliRunner().invoke(main, [*bad, "-f", f])
         assert r.exit_code == 2 and message in r.output, (bad, r.output)
     assert run("rule", "rm", "1", "-f", f).output.strip() == "rule 1 removed"
-    assert set(states_at(home, "backup")) == all_paths(home, containers={"tag"})  # removing a rule deletes nothing
+    # removing a rule deletes nothing
+    assert set(states_at(home, "backup")) == all_paths(home, containers={"tag", "tag-index"})
 
 
 def test_replicator_once_fails_while_a_rule_cannot_be_met(home, tmp_path: Path):
@@ -148,7 +150,7 @@ def test_replicator_once_fails_while_a_rule_cannot_be_met(home, tmp_path: Path):
     home.add_site("gone", str(tmp_path / "missing" / "deeper"), 5)
     home.catalog.add_rule("qcd", 1, sites=["gone"], containers=["tag"])
     r = CliRunner().invoke(main, ["replicator", "--once", "-f", str(home.root)])
-    assert r.exit_code == 1 and "4 missing" in r.output and "away: gone" in r.output
+    assert r.exit_code == 1 and "8 missing" in r.output and "away: gone" in r.output  # tags and their index
 
 
 def test_the_replicator_runs_passes_until_told_to_stop(home, tmp_path: Path):
@@ -163,5 +165,5 @@ def test_the_replicator_runs_passes_until_told_to_stop(home, tmp_path: Path):
                 w.append(expected_events()[:60])
 
     replicator(home.catalog, home.site, interval=0.01, on_pass=on_pass, stop=lambda: len(passes) >= 2)
-    assert [p.transfers.copied for p in passes] == [4, 1]
+    assert [p.transfers.copied for p in passes] == [8, 2]  # tags and their index
     assert all(p.ok for p in passes)

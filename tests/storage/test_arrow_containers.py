@@ -5,6 +5,7 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -15,11 +16,16 @@ from hypothesis import strategies as st
 import giod
 from giod.columns import to_tables
 from giod.errors import IntegrityError
+from giod.storage import arrowfile, batchcolumns
 from giod.storage.arrowfile import ArrowContainerReader, parse_footer
+from giod.storage.batchblocks import parse_message
 from giod.storage.container import ContainerReader, ContainerWriter, WriteOptions
 from giod.storage.site import open_site
 from giod.testing import synthetic
 from tests.schema.strategies import events_for, schemas
+
+
+SHARE = arrowfile.PARTIAL_SHARE, arrowfile.PARTIAL_BLOCKS
 
 
 def _write(site, path: str, table: pa.Table, sizes: list[int], **options) -> tuple:
@@ -47,11 +53,14 @@ def test_random_schemas_round_trip(tmp_path: Path, data: st.DataObject) -> None:
         return
     site = open_site("local", str(tmp_path / f"s{data.draw(st.integers(0, 1 << 30))}"))
     codec = data.draw(st.sampled_from(["zstd", "lz4", "none"]))
+    # 1: every read of some rows goes block by block; 0: whole batches
+    arrowfile.PARTIAL_SHARE = arrowfile.PARTIAL_BLOCKS = data.draw(st.sampled_from([0.0, 1e9]))
     for container in schema.containers:
         table = pa.Table.from_pylist(events, schema=schema.arrow_schema(container))
         cuts = sorted(data.draw(st.sets(st.integers(1, len(events) - 1), max_size=4))) if len(events) > 1 else []
         sizes = list(np.diff([0, *cuts, len(events)]))
-        written = _write(site, f"c/{container}.arrow", table, sizes, compression=codec)
+        # min_savings 0: the codec is kept, so that compressed batches are read too
+        written = _write(site, f"c/{container}.arrow", table, sizes, compression=codec, min_savings=0.0)
         assert written.format == "arrow" and written.cluster_entries == tuple(sizes)
         assert len(written.cluster_checksums) == len(sizes) + 1
         reader = _reader(site, written)
@@ -70,6 +79,7 @@ def test_random_schemas_round_trip(tmp_path: Path, data: st.DataObject) -> None:
         # ordinary tools read the file as it is
         with pa.memory_map(str(Path(site.local_path(written.path)))) as source:
             assert ipc.open_file(source).read_all().equals(table)
+    arrowfile.PARTIAL_SHARE, arrowfile.PARTIAL_BLOCKS = SHARE
 
 
 @pytest.fixture
@@ -94,6 +104,17 @@ def _spans(site, written) -> np.ndarray:
     return np.stack([blocks["offset"], blocks["offset"] + blocks["meta"] + blocks["body"]], axis=1)
 
 
+def _touched(site, written, batch: int) -> np.ndarray:
+    """The byte ranges of a batch that a reader uses: its metadata and every buffer (not the padding)."""
+    data = Path(site.local_path(written.path)).read_bytes()
+    n = int.from_bytes(data[-10:-6], "little")
+    block = parse_footer(data[-10 - n:-10])[batch]
+    at, meta = int(block["offset"]), int(block["meta"])
+    msg = parse_message(data[at:at + meta])
+    body = at + meta
+    return np.array([(at, body)] + [(body + o, body + o + k) for o, k in msg.buffers if k], dtype=np.int64)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
 def test_a_flipped_bit_in_a_batch_is_caught_where_it_is_read(written, where: float, bit: int) -> None:
@@ -101,15 +122,21 @@ def test_a_flipped_bit_in_a_batch_is_caught_where_it_is_read(written, where: flo
     spans = _spans(site, w)
     original = Path(site.local_path(w.path)).read_bytes()
     batch = int(where * len(spans))
-    a, b = spans[batch]
-    at = int(a + (where * len(spans) - batch) * (b - a))
+    ranges = _touched(site, w, batch)
+    offsets = np.cumsum(np.concatenate([[0], ranges[:, 1] - ranges[:, 0]]))
+    k = int((where * len(spans) - batch) * offsets[-1])
+    part = int(np.searchsorted(offsets, k, side="right")) - 1
+    at = int(ranges[part, 0] + k - offsets[part])
     _damage(site, w, lambda d: d.__setitem__(at, d[at] ^ (1 << bit)))
     try:
         reader = _reader(site, w)
         with pytest.raises(IntegrityError, match="CRC-32C"):
             reader.read(["hits"])
         with pytest.raises(IntegrityError):
-            reader.read_rows(None, np.array([batch * 100 + 7]))
+            reader.read_rows(None, np.arange(batch * 100, batch * 100 + 100))
+        if part == 0:  # the metadata: any read of the batch checks it
+            with pytest.raises(IntegrityError, match="CRC-32C"):
+                reader.read_rows(None, np.array([batch * 100 + 7]))
         other = (batch + 1) % len(spans)  # the batches the flip is not in still read
         rows = np.array([other * 100, other * 100 + 99])
         assert reader.read_rows(None, rows).equals(table.take(pa.array(rows)))
@@ -206,4 +233,114 @@ def test_remote_reads_of_arrow_containers(tmp_path: Path) -> None:
         assert picked.hits.e.to_list() == [events.hits.e[1500].to_list()]
         # one batch of raw.tracker and the tag container, not the whole file
         assert sent() - before < rec.size / 4
+        remote.close()
+
+
+def _big(tmp_path: Path, n: int = 4000, site=None):
+    site = site or open_site("local", str(tmp_path / "big"))
+    table = to_tables(synthetic.events(n, seed=3), synthetic.schema(), ["raw.tracker"])["raw.tracker"]
+    return site, _write(site, "d/raw.tracker.arrow", table, [n], compression="none"), table
+
+
+def test_a_few_events_of_a_big_batch_read_only_their_blocks(tmp_path: Path, monkeypatch) -> None:
+    seen = _bytes_read(monkeypatch)
+    # memory-mapped, and fetched in ranges
+    for site in (None, open_site("memory", f"memory://giod-blocks-{tmp_path.name}")):
+        site, w, table = _big(tmp_path, site=site)
+        reader = _reader(site, w)
+        seen.clear()
+        rows = np.array([5, 6, 1999, 3998])
+        assert reader.read_rows(["hits"], rows).equals(table.take(pa.array(rows)))
+        if site.local_path(w.path) is None:  # the metadata, then offsets and values near those events
+            assert 0 < sum(seen) < w.size / 20
+        member = reader.read_rows(["hits.list.element.e"], rows)
+        assert member.column("hits").to_pylist() == [[{"e": h["e"]} for h in ev]
+                                                     for ev in table.take(pa.array(rows)).column("hits").to_pylist()]
+        reader.close()
+
+
+def test_a_flipped_bit_in_a_block_an_event_uses_is_caught(tmp_path: Path) -> None:
+    site, w, table = _big(tmp_path)
+    data = Path(site.local_path(w.path)).read_bytes()
+    block = parse_footer(data[-10 - int.from_bytes(data[-10:-6], "little"):-10])[0]
+    body = int(block["offset"]) + int(block["meta"])
+    msg = parse_message(data[int(block["offset"]):body])
+    hits = table.column("hits").combine_chunks()
+    event = 2500
+    first = int(hits.offsets[event].as_py())
+    assert len(hits[event]) > 0
+    # buffers: hits validity and offsets, the struct's validity, x's validity and values, ...
+    at = body + int(msg.buffers[4, 0]) + 4 * first  # x of the event's first hit
+    _damage(site, w, lambda d: d.__setitem__(at, d[at] ^ 0x10))
+    reader = _reader(site, w)
+    with pytest.raises(IntegrityError, match="CRC-32C mismatch in block"):
+        reader.read_rows(["hits"], np.array([event]))
+    # an event whose bytes lie in other blocks reads, and so do other members of this one
+    assert reader.read_rows(["hits"], np.array([10])).equals(table.take(pa.array([10])))
+    got = reader.read_rows(["hits.list.element.e"], np.array([event])).column("hits").to_pylist()
+    assert got == [[{"e": h["e"]} for h in hits[event].as_py()]]
+    with pytest.raises(IntegrityError, match="CRC-32C"):
+        reader.read(["hits"])
+
+
+def test_a_few_events_of_compressed_batches_decode_only_their_columns(tmp_path: Path, monkeypatch) -> None:
+    site = open_site("local", str(tmp_path / "z"))
+    table = to_tables(synthetic.events(3000, seed=5), synthetic.schema(), ["reco"])["reco"]
+    w = _write(site, "d/reco.arrow", table, [1000, 2000], compression="zstd", min_savings=0.0)
+    decompressed: list[int] = []  # every buffer decompressed is checked once
+
+    class Counting:
+        @staticmethod
+        def extend(crc, data):
+            decompressed.append(len(data))
+            return google_crc32c.extend(crc, data)
+
+    monkeypatch.setattr(batchcolumns, "google_crc32c", Counting)
+    reader = _reader(site, w)
+    rows = np.array([3, 500, 1999, 2500])
+    assert reader.read_rows(None, rows).equals(table.take(pa.array(rows)))
+    everything = len(decompressed)
+    decompressed.clear()
+    got = reader.read_rows(["jets.list.element.pt"], rows)
+    assert got.column("jets").to_pylist() == [[{"pt": o["pt"]} for o in ev]
+                                              for ev in table.column("jets").take(pa.array(rows)).to_pylist()]
+    assert 0 < len(decompressed) <= everything / 2  # the jets' buffers, not those of the tracks too
+    # a flipped bit in a buffer a read decompresses is caught
+    data = Path(site.local_path(w.path)).read_bytes()
+    block = parse_footer(data[-10 - int.from_bytes(data[-10:-6], "little"):-10])[0]
+    body = int(block["offset"]) + int(block["meta"])
+    msg = parse_message(data[int(block["offset"]):body])
+    first, second = table.column_names  # buffer 1: the offsets of the first column
+    at = body + int(msg.buffers[1, 0] + msg.buffers[1, 1]) - 100
+    _damage(site, w, lambda d: d.__setitem__(at, d[at] ^ 0x01))
+    with pytest.raises(IntegrityError):
+        _reader(site, w).read_rows([first], np.array([3]))
+    got = _reader(site, w).read_rows([second], np.array([3]))
+    assert got.equals(table.select([second]).take(pa.array([3])))
+
+
+def test_remote_reads_of_a_few_events_fetch_only_their_blocks(tmp_path: Path) -> None:
+    from tests.server.conftest import serve
+
+    for served in serve(tmp_path / "served"):
+        ds = served.local.create_dataset("big", synthetic.schema())
+        events = synthetic.events(4000, seed=12)
+        with ds.writer(database_events=4000, cluster_events=4000) as w:
+            w.append(events)
+        rec = ds.databases()[0].container("raw.tracker")
+        assert len(rec.cluster_entries) == 1
+
+        def sent() -> int:
+            req = urllib.request.Request(f"{served.url}/metrics", headers={"authorization": f"Bearer {served.admin}"})
+            text = urllib.request.urlopen(req).read().decode()
+            return int(next(line.split()[1] for line in text.splitlines() if line.startswith("giod_bytes_sent_total")))
+
+        remote = served.remote()
+        rds = remote.dataset("big")
+        rds.select("event == 17").read(["ht"])  # the tags and the footers travel once
+        before = sent()
+        picked = rds.select("event == 3001").read(["hits"])
+        assert picked.hits.e.to_list() == [events.hits.e[3001].to_list()]
+        # raw.tracker's footer, the batch's metadata, then blocks of its offsets and members: not the batch
+        assert sent() - before < rec.size / 10
         remote.close()

@@ -69,6 +69,7 @@ from giod.catalog.tables import (
 from giod.catalog.tokens import TokenMethods
 from giod.errors import ConflictError, NotFound
 from giod.names import check_name
+from giod.storage.container import check_dataset_format
 
 __all__ = ["Catalog"]
 
@@ -159,13 +160,15 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
     # -- datasets ------------------------------------------------------------
 
-    def create_dataset(self, name: str, schema_id: int) -> DatasetRecord:
+    def create_dataset(self, name: str, schema_id: int, container_format: str | None = None) -> DatasetRecord:
         """Create an empty dataset; ConflictError if a live one has this name.
 
-        ConfigError for a name outside the name grammar (``giod.names``);
-        ConflictError too for a name that differs from another dataset's only in case.
+        ``container_format`` fixes the format of every container of the dataset (None: each
+        writer's setting). ConfigError for a name outside the name grammar (``giod.names``) or an
+        unknown format; ConflictError too for a name that differs from another dataset's only in case.
         """
         check_name(name, "dataset")
+        check_dataset_format(container_format)
 
         def work(conn: Connection, v: int) -> DatasetRecord:
             if dataset_row(conn, name, None) is not None:
@@ -185,6 +188,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 "created_version": v,
                 "next_entry": 0,
                 "created": now,
+                "container_format": container_format,
             }
             new = int(
                 conn.execute(insert(datasets).values(row).returning(datasets.c.id)).scalar_one()
@@ -193,7 +197,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 insert(dataset_schemas).values(dataset_id=new, version=v, schema_id=schema_id)
             )
             log(conn, v, f"create dataset {name}")
-            return DatasetRecord(new, name, schema_id, v, now)
+            return DatasetRecord(new, name, schema_id, v, now, container_format)
 
         return self._write(work)
 

@@ -117,6 +117,7 @@ def dataset_select(version: int | None) -> Any:
         schema_id.label("schema_id"),
         datasets.c.created_version,
         datasets.c.created,
+        datasets.c.container_format,
     ).where(visible(datasets, version))
 
 
@@ -132,7 +133,8 @@ def dataset_row(conn: Connection, name: str, version: int | None) -> Any:
 
 def dataset_record(row: Any) -> DatasetRecord:
     return DatasetRecord(
-        int(row.id), row.name, int(row.schema_id), int(row.created_version), float(row.created)
+        int(row.id), row.name, int(row.schema_id), int(row.created_version), float(row.created),
+        row.container_format,
     )
 
 

@@ -28,6 +28,7 @@ class DatasetRecord:
     schema_id: int
     created_version: int
     created: float  # unix time
+    container_format: str | None = None  # the format every writer uses; None: each writer's setting
 
 
 @dataclass(frozen=True)

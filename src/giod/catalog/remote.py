@@ -35,6 +35,7 @@ from giod.catalog.records import (
 )
 from giod.errors import CatalogError, ConfigError, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
+from giod.storage.container import check_dataset_format
 from giod.storage.http import Endpoint, Limits, connect
 
 __all__ = ["RemoteCatalog"]
@@ -127,9 +128,13 @@ class RemoteCatalog:
 
     # -- datasets --------------------------------------------------------------
 
-    def create_dataset(self, name: str, schema_id: int) -> DatasetRecord:
+    def create_dataset(self, name: str, schema_id: int, container_format: str | None = None) -> DatasetRecord:
         check_name(name, "dataset")  # the server checks too; a bad name need not cross the link
-        return wire.load(DatasetRecord, self._post("/datasets", {"name": name, "schema_id": schema_id}))
+        check_dataset_format(container_format)
+        body: dict[str, Any] = {"name": name, "schema_id": schema_id}
+        if container_format is not None:  # a server of an older level knows no such field
+            body["container_format"] = container_format
+        return wire.load(DatasetRecord, self._post("/datasets", body))
 
     def _recent(self, version: int | None) -> int | None:
         """``version``, or for None the current version when one was reported just now."""

@@ -108,6 +108,8 @@ datasets = Table(
     Column("deleted_version", BigInteger),
     Column("next_entry", BigInteger, nullable=False, default=0),
     Column("created", Double, nullable=False),
+    # the format of every container of the dataset; NULL: each writer's setting (level 7)
+    Column("container_format", Text),
     sqlite_autoincrement=True,
 )
 

@@ -326,8 +326,12 @@ def schema_check(file: str, old: str | None) -> None:
 @click.option("--tree", default=None, help="Tree name (default: Events, or the only tree).")
 @click.option("--create", is_flag=True, help="Create the federation first if there is none (as giod init).")
 @click.option("--append", is_flag=True, help="Add the file again even if the dataset already holds it.")
+@click.option("--container-format", type=click.Choice(["arrow", "parquet"]), default=None,
+              help="Format of every container of a dataset this import creates, for every later writer too "
+                   "[default: the container_format setting, per writer].")
 @federation_option
-def import_(file: str, dataset: str, tree: str | None, create: bool, append: bool, federation: str) -> None:
+def import_(file: str, dataset: str, tree: str | None, create: bool, append: bool, container_format: str | None,
+            federation: str) -> None:
     """Import a NanoAOD-style ROOT file (TTree or RNTuple) into an existing federation.
 
     A file the dataset already holds (same checksum) is refused unless --append is given.
@@ -341,7 +345,7 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
     fed = _open(federation, create=create)
     with Progress(transient=True) as bar:
         task = bar.add_task(f"importing {Path(file).name}", total=None)
-        report = import_root(fed, file, dataset, tree=tree, append=append,
+        report = import_root(fed, file, dataset, tree=tree, append=append, container_format=container_format,
                              progress=lambda done, total: bar.update(task, completed=done, total=total))
     click.echo(f"imported {report.n_events:,} events from tree {report.tree} into dataset {report.dataset}: "
                f"{len(report.collections)} collections, {len(report.tags)} tags, "

@@ -30,6 +30,7 @@ from giod.columns.fieldvalues import (
 )
 from giod.errors import DataError
 from giod.schema import STRING, TAG_CONTAINER, FieldDef, Schema
+from giod.schema.precision import round_array
 
 __all__ = ["as_events", "column_content", "containers_in", "field_width", "to_tables"]
 
@@ -210,6 +211,8 @@ def _collection_column(
             arrays.append(pa.array(cast_field(flat, fdef, where), type=types[fname]))
         else:
             arrays.append(field_array(objs.flat[fname], fdef, where, types[fname]))
+        if fdef.precision is not None:
+            arrays[-1] = round_array(arrays[-1], fdef.precision)
     for rname, rdef in tdef.relations.items():
         where = f"{name}.{rname}"
         if rname not in have:
@@ -342,6 +345,8 @@ def to_tables(
                         columns.append(pa.array(cast_field(flat, fdef, f"tag {fld.name}"), type=fld.type))
                     else:
                         columns.append(field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
+                    if fdef.precision is not None:
+                        columns[-1] = round_array(columns[-1], fdef.precision)
             else:
                 if fld.name not in present:
                     raise DataError(f"container {container}: collection {fld.name!r} is missing")

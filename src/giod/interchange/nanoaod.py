@@ -179,7 +179,8 @@ def iterate_events(
 # ---------------------------------------------------------------- importing
 
 
-def _dataset_for(target: Any, name: str, schema: Schema) -> tuple[Any, bool]:
+def _dataset_for(target: Any, name: str, schema: Schema, container_format: str | None = None
+                 ) -> tuple[Any, bool]:
     if not hasattr(target, "create_dataset"):  # a Dataset was given
         if getattr(target, "name", name) != name:
             raise ConfigError(f"dataset {target.name!r} was given but {name!r} was named")
@@ -189,7 +190,7 @@ def _dataset_for(target: Any, name: str, schema: Schema) -> tuple[Any, bool]:
     try:
         ds = target.dataset(name)
     except NotFound:
-        return target.create_dataset(name, schema), True
+        return target.create_dataset(name, schema, container_format=container_format), True
     if ds.schema != schema:
         raise SchemaError(
             f"dataset {name} exists with a schema different from the file's; "
@@ -231,6 +232,7 @@ def import_root(
     progress: Callable[[int, int], None] | None = None,
     step_size: int | str = "100 MB",
     append: bool = False,
+    container_format: str | None = None,
 ) -> ImportReport:
     """Import every event of a ROOT tree into a dataset, creating it if needed.
 
@@ -238,10 +240,11 @@ def import_root(
     schema unless it exists with the same one) or a Dataset. ``progress`` is
     called with (events done, events in the file) after every chunk. A file
     whose checksum the dataset's provenance already holds raises
-    ConflictError unless ``append`` is true.
+    ConflictError unless ``append`` is true. ``container_format`` fixes the format of a dataset this
+    import creates (see ``Federation.create_dataset``); an existing dataset keeps its own.
     """
     layout = inspect_tree(path, tree)
-    ds, created = _dataset_for(fed_or_dataset, dataset_name, layout.schema)
+    ds, created = _dataset_for(fed_or_dataset, dataset_name, layout.schema, container_format)
     checksum = file_checksum(path)
     if checksum is not None and not created and not append:
         _refuse_reimport(ds, checksum, path, layout.n_entries)

@@ -79,7 +79,7 @@ def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = 
         return state
     for db in databases:
         for c in db.containers:
-            if rule.containers is not None and c.name not in rule.containers:
+            if not covers(rule, c.name):
                 continue
             state.containers += 1
             replicas = states.get(c.id, [])
@@ -96,6 +96,15 @@ def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = 
             sources = tuple(s for s in good if s not in away) or tuple(good)
             state.transfers += [Transfer(c, t, sources, held.get(t)) for t in targets]
     return state
+
+
+def covers(rule: RuleRecord, container: str) -> bool:
+    """Whether ``rule`` copies ``container``: a rule naming a container copies its index with it
+    (``tag`` → ``tag-index``; no container of a schema has a '-' in its name)."""
+    if rule.containers is None or container in rule.containers:
+        return True
+    indexed, dash, suffix = container.rpartition("-")
+    return bool(dash) and suffix == "index" and indexed in rule.containers
 
 
 def rule_states(catalog: Any) -> list[RuleState]:

@@ -186,6 +186,7 @@ class FieldDef:
     default: Any = None
     aliases: tuple[str, ...] = ()
     doc: str = ""
+    precision: int | None = None  # mantissa bits stored (floats only; giod.schema.precision)
 
     @property
     def type_string(self) -> str:
@@ -199,9 +200,11 @@ class FieldDef:
 
     def to_dict(self) -> str | dict[str, Any]:
         """The canonical YAML form: the dtype string alone, or a mapping."""
-        if self.default is None and not self.aliases and not self.doc:
+        if self.default is None and not self.aliases and not self.doc and self.precision is None:
             return self.type_string
         out: dict[str, Any] = {"type": self.type_string}
+        if self.precision is not None:
+            out["precision"] = self.precision
         if self.default is not None:
             out["default"] = _plain(self.default)
         if self.aliases:

@@ -86,7 +86,7 @@ _RESERVED_SUFFIX = "_index"
 
 _TOP_KEYS = ("schema_version", "name", "description", "types", "collections", "containers", "tags")
 _TYPE_KEYS = ("description", "fields", "relations")
-_FIELD_KEYS = ("type", "default", "aliases", "doc")
+_FIELD_KEYS = ("type", "default", "aliases", "doc", "precision")
 _RELATION_KEYS = ("to", "many", "doc")
 _COLLECTION_KEYS = ("type", "doc")
 
@@ -322,7 +322,20 @@ class _Parser:
             self.member_name(a, (*path, "aliases", i), "alias") for i, a in enumerate(aliases_raw)
         )
         doc = self.text(spec.get("doc", ""), (*path, "doc"))
-        return FieldDef(name, dtype, shape, default, aliases, doc)
+        precision = self.precision(spec["precision"], dtype, (*path, "precision")) if "precision" in spec else None
+        return FieldDef(name, dtype, shape, default, aliases, doc, precision)
+
+    def precision(self, value: Any, dtype: str, path: ModelPath) -> int:
+        """Mantissa bits a float field keeps: 1 to all of its dtype's."""
+        from giod.schema.precision import MANTISSA_BITS
+
+        if dtype not in MANTISSA_BITS:
+            raise self.error(path, f"precision applies to float32 and float64 fields, not {dtype}")
+        most = MANTISSA_BITS[dtype]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise self.error(path, f"precision is the number of mantissa bits kept: a whole number from 1 to "
+                                   f"{most} for {dtype}, got {value!r}")
+        return value
 
     def check_shape(self, type_text: str, shape: tuple[int, ...], path: ModelPath) -> None:
         # before the default is checked against the shape, and long before any array is made

@@ -10,8 +10,11 @@ docs/decisions.md §37). pyarrow, polars and DuckDB read the files as they are.
 giod reads the file itself: the footer's block table gives the byte range
 of every record batch, so a selection fetches only the batches holding its
 events (locally from a memory map, remotely as coalesced range requests),
-and each batch's bytes are checked against the CRC-32C the writer recorded
-in the catalog before they are decoded.
+and within a batch only the checksummed blocks holding them
+(``giod.storage.batchrows``, ``batchcolumns``); each batch's metadata is
+checked against the CRC-32C the writer recorded in the catalog, and its
+buffers against the checksums the metadata holds, before they are used. The
+writer is ``giod.storage.arrowwriter``.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, NotFound, StorageError
-from giod.storage.checksum import Checksum, ChecksummingSink
-from giod.storage.site import PendingFile, Site
+from giod.storage import batchcolumns, batchrows
+from giod.storage.batchblocks import BLOCK, SCHEMA_KEY, check_batch, parse_message
+from giod.storage.site import Site
 
 MAGIC = b"ARROW1"
 #: bytes read from the end of a remote file to find the footer in one request
@@ -35,6 +39,11 @@ TAIL = 64 << 10
 COALESCE_GAP = 0
 #: codecs an Arrow IPC file can carry per buffer ("none": raw)
 CODECS = ("zstd", "lz4", "none")
+#: a batch with more selected events than this share of its events is read whole, not block by block
+PARTIAL_SHARE = 1 / 16
+#: ... and so is one where the blocks its events touch (about one per event and buffer) pass this share of all
+#: its blocks: checking a block costs a call, checking a whole buffer one call per buffer
+PARTIAL_BLOCKS = 1 / 8
 
 _BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
 
@@ -50,96 +59,6 @@ def ipc_options(compression: str, level: int | None) -> ipc.IpcWriteOptions:
     if compression == "none":
         return ipc.IpcWriteOptions(compression=None)
     return ipc.IpcWriteOptions(compression=pa.Codec(compression, level if compression == "zstd" else None))
-
-
-class _BatchSink(ChecksummingSink):
-    """File-like sink for the IPC writer: checksums the whole file and each record batch.
-
-    A record batch message is everything from a mark (``begin``) to the next
-    flush; the schema message, written just before the first batch, is
-    skipped by reading its length from the bytes that pass. What comes after
-    the last batch (the footer) is kept, to check the writer's block table.
-    """
-
-    def __init__(self, pending: PendingFile):
-        super().__init__(pending)
-        self.tail = bytearray()  # bytes since the last batch: the footer, once closed
-        self._batch: int | None = None  # the batch's CRC while one is written
-        self._from = 0  # where the batch starts, once known
-        self._head = bytearray()  # the first 16 bytes: magic, padding, the schema message's length
-
-    def begin(self) -> None:
-        self._batch = 0
-        self._from = self.checksum.size if self.checksum.size else -1  # -1: after the schema message
-
-    def end(self) -> tuple[int, int, int]:
-        """(offset, length, CRC-32C) of the batch written since ``begin``."""
-        crc, self._batch = self._batch, None
-        self.tail = bytearray()
-        return self._from, self.checksum.size - self._from, int(crc or 0)
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        at = self.checksum.size
-        if len(self._head) < 16:
-            self._head += view[: 16 - len(self._head)]
-            if self._from == -1 and len(self._head) == 16:
-                # magic (8 bytes), then the schema message: 0xFFFFFFFF, int32 length, metadata
-                self._from = 16 + int.from_bytes(self._head[12:16], "little", signed=True)
-        if self._batch is not None:
-            skip = max(0, self._from - at) if self._from >= 0 else len(view)
-            if skip < len(view):
-                self._batch = google_crc32c.extend(self._batch, np.frombuffer(view[skip:], dtype=np.uint8))
-        else:
-            self.tail += view
-        return super().write(view)
-
-
-class ArrowFileWriter:
-    """Writes one Arrow IPC container: one record batch per cluster, the CRC-32C of each noted."""
-
-    def __init__(self, pending: PendingFile, path: str, schema: pa.Schema, compression: str, level: int | None,
-                 buffer_size: int):
-        self.path = path
-        self._sink = _BatchSink(pending)
-        self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), buffer_size=buffer_size)
-        self._writer = ipc.new_file(self._stream, schema, options=ipc_options(compression, level))
-        self.blocks: list[tuple[int, int]] = []
-        self.checksums: list[int] = []  # one per record batch, then the footer's (after close)
-
-    @property
-    def checksum(self) -> Checksum:
-        return self._sink.checksum
-
-    def write_batch(self, table: pa.Table) -> None:
-        batches = table.combine_chunks().to_batches()
-        self._stream.flush()
-        self._sink.begin()
-        for b in batches:  # one: every column of a combined table is one chunk
-            self._writer.write_batch(b)
-        self._stream.flush()
-        offset, length, crc = self._sink.end()
-        self.blocks.append((offset, length))
-        self.checksums.append(crc)
-
-    def close(self) -> None:
-        self._writer.close()
-        self._stream.close()
-        tail = bytes(self._sink.tail)
-        n = int.from_bytes(tail[-10:-6], "little")
-        # the footer must name the very ranges that were checksummed
-        got = [(int(b["offset"]), int(b["meta"]) + int(b["body"])) for b in parse_footer(tail[-10 - n:-10])]
-        if got != self.blocks:
-            raise StorageError(f"container {self.path}: record batches written at {self.blocks}, "
-                               f"the footer says {got}")
-        self.checksums.append(crc32c(tail[-10 - n:]))
-
-    def abort(self) -> None:
-        for obj in (self._writer, self._stream):
-            try:
-                obj.close()
-            except Exception:  # noqa: BLE001, S110 - already failing: the temporary file goes regardless
-                pass
 
 
 def parse_footer(footer: bytes | memoryview) -> np.ndarray:
@@ -178,7 +97,9 @@ def describe(data: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...]
     blocks = parse_footer(buf[len(buf) - 10 - n:len(buf) - 10])
     reader = ipc.open_file(pa.py_buffer(bytes(buf)))
     events = tuple(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    crcs = [crc32c(buf[int(b["offset"]):int(b["offset"]) + int(b["meta"]) + int(b["body"])]) for b in blocks]
+    meta_only = SCHEMA_KEY in (reader.schema.metadata or {})
+    crcs = [crc32c(buf[int(b["offset"]):int(b["offset"]) + int(b["meta"]) + (0 if meta_only else int(b["body"]))])
+            for b in blocks]
     return events, (*crcs, crc32c(buf[len(buf) - 10 - n:]))
 
 
@@ -250,7 +171,14 @@ class ArrowContainerReader:
             raise IntegrityError(f"container {self.path} on site {self.site.name}: record batches lie outside "
                                  "the file")
         self.blocks = np.stack([blocks["offset"], ends], axis=1) if len(blocks) else np.zeros((0, 2), np.int64)
+        self.meta = blocks["meta"].astype(np.int64)
         self.schema = _schema_of(footer)
+        # block checksums: the catalog's CRC of a batch covers its metadata, which checksums the rest
+        mark = (self.schema.metadata or {}).get(SCHEMA_KEY)
+        if mark is not None and mark != str(BLOCK).encode():
+            raise IntegrityError(f"container {self.path} on site {self.site.name}: checksum blocks of "
+                                 f"{mark.decode(errors='replace')} bytes (this giod reads {BLOCK})")
+        self.block_checksums = mark is not None
 
     # ------------------------------------------------------------------ bytes
 
@@ -289,12 +217,30 @@ class ArrowContainerReader:
                 out.append(self._decode(int(which[i]), data.slice(a, b - a)))
         return out
 
+    def _where(self, index: int) -> str:
+        return f"container {self.path} on site {self.site.name}, record batch {index}"
+
+    def _message(self, index: int, meta: pa.Buffer) -> Any:
+        """The parsed metadata of batch ``index`` (block checksums), checked against the catalog's CRC."""
+        if self.checksums is not None and crc32c(meta) != self.checksums[index]:
+            raise IntegrityError(f"{self._where(index)}: CRC-32C mismatch in the metadata (the bytes changed "
+                                 "since they were written)")
+        msg = parse_message(bytes(meta))
+        if msg.table is None:
+            raise IntegrityError(f"{self._where(index)} has no block checksums")
+        return msg
+
     def _decode(self, index: int, data: pa.Buffer) -> pa.RecordBatch:
-        where = f"container {self.path} on site {self.site.name}, record batch {index}"
-        if self.checksums is not None and crc32c(data) != self.checksums[index]:
+        where = self._where(index)
+        msg = None
+        if self.block_checksums:
+            msg = self._message(index, data.slice(0, int(self.meta[index])))
+        elif self.checksums is not None and crc32c(data) != self.checksums[index]:
             raise IntegrityError(f"{where}: CRC-32C mismatch (the bytes changed since they were written)")
         try:
             batch = ipc.read_record_batch(ipc.read_message(data), self.schema)
+            if msg is not None:
+                check_batch(batch, msg.table, where)
             if self.checksums is None:
                 batch.validate(full=True)  # nothing vouches for the bytes: at least they must make sense
         except (pa.ArrowException, ValueError) as exc:
@@ -331,11 +277,64 @@ class ArrowContainerReader:
             raise IntegrityError(f"container {self.path} holds {first[-1]} events, not entry {rows[-1]}")
         batch = np.searchsorted(first, rows, side="right") - 1
         which = np.unique(batch)
+        if self.block_checksums:
+            return self._read_few(columns, rows, batch, which, first)
         table = pa.Table.from_batches(self._batches(which), schema=self.schema)
         # where each batch read starts in ``table``, then each entry's place in it
         starts = np.zeros(self.num_batches, dtype=np.int64)
         starts[which] = np.concatenate([[0], np.cumsum(self.clusters[which])[:-1]])
         return project(table.take(pa.array(starts[batch] + rows - first[batch])), columns)
+
+    def _read_few(self, columns: Sequence[str] | None, rows: np.ndarray, batch: np.ndarray, which: np.ndarray,
+                  first: np.ndarray) -> pa.Table:
+        """Rows of batches with block checksums: few rows of a batch read block by block, many whole."""
+        wanted: dict[str, set[str] | None] = {}
+        for c in columns if columns is not None else self.schema.names:
+            name, _, member = c.partition(".")
+            if name not in self.schema.names:
+                raise NotFound(f"no column {name!r} in the container (it has {', '.join(self.schema.names)})")
+            if not member or wanted.get(name, set()) is None:
+                wanted[name] = None
+            else:
+                wanted.setdefault(name, set()).add(c.rsplit(".", 1)[-1])  # type: ignore[union-attr]
+        bounds = np.searchsorted(batch, which, side="left"), np.searchsorted(batch, which, side="right")
+        few = {int(i): rows[a:b] - first[i] for i, a, b in zip(which, *bounds, strict=True)
+               if (b - a) <= PARTIAL_SHARE * self.clusters[i]}
+        messages: dict[int, tuple[Any, pa.Buffer, pa.Buffer | None]] = {}
+        compressed: dict[int, tuple[Any, pa.Buffer | None]] = {}  # only their columns' buffers are decoded
+        if few:
+            spans = self.blocks[list(few)]
+            metas = ([self._map.slice(int(a), int(b - a)) for a, b in spans] if self._map is not None else
+                     self._ranges([(int(a), int(a + self.meta[i])) for i, (a, _) in zip(few, spans)]))
+            for i, data in zip(few, metas, strict=True):
+                meta = data.slice(0, int(self.meta[i]))
+                msg = self._message(i, meta)
+                touched = len(few[i]) * int(np.count_nonzero(msg.buffers[:, 1]))
+                mapped = data.slice(len(meta)) if self._map is not None else None
+                if msg.compressed:  # a compressed buffer is read whole
+                    compressed[i] = (msg, mapped)
+                elif touched <= PARTIAL_BLOCKS * (len(msg.table) - len(msg.buffers)):
+                    messages[i] = (msg, meta, data if self._map is not None else None)
+        many = [int(i) for i in which if int(i) not in messages and int(i) not in compressed]
+        parts: dict[int, pa.Table] = {}
+        for i, got in zip(many, self._batches(np.asarray(many, dtype=np.int64)), strict=True):
+            local = rows[batch == i] - first[i]
+            parts[i] = project(pa.Table.from_batches([got], schema=self.schema), columns).take(local)
+        for i, (msg, mapped) in compressed.items():
+            start = int(self.blocks[i, 0] + self.meta[i])
+            table = batchcolumns.read_columns(self.schema, msg, start, mapped, self._ranges, list(wanted),
+                                              self._where(i))
+            parts[i] = project(table, columns if columns is not None else None).take(few[i])
+        for i, (msg, meta, mapped) in messages.items():
+            try:
+                parts[i] = batchrows.read_rows(self.schema, msg, meta, int(self.blocks[i, 0]), mapped, self._ranges,
+                                               few[i], wanted, self._where(i))
+            except (pa.ArrowException, ValueError) as exc:
+                raise IntegrityError(f"{self._where(i)} is corrupt: {exc}") from exc
+        tables = [parts[int(i)] for i in which]
+        if not tables:
+            return project(self.schema.empty_table(), columns)
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def close(self) -> None:
         self._map = None

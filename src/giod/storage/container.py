@@ -24,8 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giod.errors import GiodError, IntegrityError, NotFound, StorageError
-from giod.storage.arrowfile import ArrowContainerReader, ArrowFileWriter
+from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
+from giod.storage.arrowfile import ArrowContainerReader
+from giod.storage.arrowwriter import ArrowFileWriter
 from giod.storage.checksum import ChecksummingSink
 from giod.storage.site import Site
 
@@ -50,6 +51,11 @@ class WriteOptions:
     byte_stream_split: bool = True  # measured: 8 % smaller files, 11 % faster reads, same write rate
     data_page_size: int = 8 << 10  # small pages let sparse selections read little (docs/pages.md)
     page_checksums: bool = True  # lets readers catch a flipped bit in the page they read
+    #: Arrow files: the codec is kept only if it saves this share of the first cluster's bytes (docs/decisions.md §47)
+    min_savings: float = 0.25
+    #: Arrow files whose codec is kept: clusters are cut to about this many uncompressed bytes, since a
+    #: compressed buffer is decompressed whole to read one event of it (None: as given)
+    compressed_cluster_bytes: int | None = 1 << 20
 
     def parquet_kwargs(self, schema: pa.Schema) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -98,6 +104,14 @@ class WrittenContainer:
     cluster_checksums: tuple[int, ...] = ()  # Arrow files: CRC-32C of each record batch, then of the footer
 
 
+def check_dataset_format(name: object) -> str | None:
+    """A dataset's container format as given at its creation: one of FORMATS, or None (each writer's
+    setting); ConfigError otherwise."""
+    if name is not None and name not in FORMATS:
+        raise ConfigError(f"container_format must be one of {', '.join(FORMATS)}, not {name!r}")
+    return name  # type: ignore[return-value]
+
+
 def check_format(name: str) -> str:
     if name not in FORMATS:
         raise StorageError(f"unknown container format {name!r} (giod writes {', '.join(FORMATS)})")
@@ -122,12 +136,13 @@ class ContainerWriter:
         self.format = check_format(options.container_format)
         self._pending = site.create(path)
         self._arrow: ArrowFileWriter | None = None
+        self._compressed_cluster = options.compressed_cluster_bytes
         try:
             if self.format == "arrow":
                 # Arrow IPC keeps key-value metadata with the schema, which the footer repeats
                 schema = schema.with_metadata({**(schema.metadata or {}), **metadata}) if metadata else schema
                 self._arrow = ArrowFileWriter(self._pending, path, schema, options.compression,
-                                              options.compression_level, _SINK_BUFFER)
+                                              options.compression_level, _SINK_BUFFER, options.min_savings)
             else:
                 self._sink = ChecksummingSink(self._pending)
                 self._stream = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"),
@@ -143,13 +158,26 @@ class ContainerWriter:
             return
         try:
             if self._arrow is not None:
-                self._arrow.write_batch(table)
-            else:
-                self._writer.write_table(table, row_group_size=table.num_rows)
+                self._arrow.prepare(table)  # the codec is chosen on the first cluster
+                for part in self._parts(table):
+                    self._arrow.write_batch(part)
+                    self._clusters.append(part.num_rows)
+                return
+            self._writer.write_table(table, row_group_size=table.num_rows)
         except (pa.ArrowException, OSError, StorageError) as exc:
             self.abort()
             raise StorageError(f"cannot write container {self.path}: {exc}") from exc
         self._clusters.append(table.num_rows)
+
+    def _parts(self, table: pa.Table) -> list[pa.Table]:
+        """The record batches of a cluster: itself, or compressed slices of about ``compressed_cluster_bytes``."""
+        assert self._arrow is not None
+        limit = self._compressed_cluster
+        if self._arrow.compression == "none" or limit is None or table.nbytes <= limit:
+            return [table]
+        n = min(table.num_rows, -(-table.nbytes // limit))
+        cuts = np.linspace(0, table.num_rows, n + 1).astype(np.int64)
+        return [table.slice(int(a), int(b - a)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
     @property
     def n_events(self) -> int:

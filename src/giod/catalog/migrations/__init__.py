@@ -30,6 +30,7 @@ from giod.catalog.migrations import (
     v0004_rules,
     v0005_leases,
     v0006_container_format,
+    v0007_dataset_format,
     v0008_exchange,
 )
 from giod.catalog.tables import meta
@@ -44,6 +45,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     4: v0004_rules.upgrade,
     5: v0005_leases.upgrade,
     6: v0006_container_format.upgrade,
+    7: v0007_dataset_format.upgrade,
     8: v0008_exchange.upgrade,
 }
 

@@ -29,6 +29,8 @@ class SchemaIn(BaseModel):
 class DatasetIn(BaseModel):
     name: str = Field(description="A name of the name grammar (docs/security.md); any other is refused with 400")
     schema_id: int = Field(ge=1)
+    container_format: str | None = Field(default=None, description="arrow or parquet: the format of every "
+                                         "container of the dataset; absent: each writer's setting")
 
 
 class SchemaChange(BaseModel):
@@ -138,7 +140,7 @@ def create_dataset(request: Request, body: DatasetIn) -> dict[str, Any]:
     need(request, "write", any_dataset=True)
     check_name(body.name, "dataset")  # 400 before the token is judged on a name that cannot be created
     need(request, "write", body.name)
-    return wire.dump(_catalog(request).create_dataset(body.name, body.schema_id))
+    return wire.dump(_catalog(request).create_dataset(body.name, body.schema_id, body.container_format))
 
 
 @router.get("/datasets/{name}", summary="One dataset")

@@ -1,0 +1,184 @@
+"""Block checksums of Arrow record batches, and the layout of a record batch message.
+
+A record batch of an Arrow container written with block checksums carries,
+in its message's custom metadata, a table of CRC-32C values: for every
+buffer (in the order of the IPC message: each array's validity, offsets and
+values, then its children) the CRC-32C of the whole buffer, then one per
+``block`` bytes of it. The catalog's checksum of the batch covers its
+metadata message, which holds that table; so a whole-batch read checks each
+buffer once, and a read of a few events checks only the blocks it touches,
+and a flipped bit in anything either reads is caught before it is used
+(docs/decisions.md §46). The CRCs are of the buffers' uncompressed bytes, so
+a compressed buffer is checked after it is decompressed.
+
+The schema metadata key :data:`SCHEMA_KEY` (the block size) marks such files;
+the files read by ordinary tools as any Arrow IPC file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import google_crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from giod.errors import IntegrityError
+
+__all__ = ["BLOCK", "CRC_KEY", "SCHEMA_KEY", "Message", "block_table", "canonical", "check_batch",
+           "has_block_layout", "parse_message"]
+
+#: bytes per checksummed block: small enough that one event's members cost a block each
+BLOCK = 1024
+SCHEMA_KEY = b"giod.block_checksums"
+CRC_KEY = b"giod.crc"
+_HEADER_RECORD_BATCH = 3
+
+
+def _crc(data: np.ndarray) -> int:
+    return int(google_crc32c.extend(0, data))
+
+
+def has_block_layout(schema: pa.Schema) -> bool:
+    """Whether every field's IPC layout is one giod reads event by event (buffers as Array.buffers() lists)."""
+
+    def ok(t: pa.DataType) -> bool:
+        if pa.types.is_struct(t):
+            return all(ok(f.type) for f in t)
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            return ok(t.value_type)
+        return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
+                or pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_temporal(t))
+
+    return all(ok(f.type) for f in schema)
+
+
+def canonical(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with each buffer exactly as an IPC message stores it (offset 0, zero-based offsets).
+
+    The checksums are taken of these buffers, which the IPC writer then writes unchanged.
+    """
+    return ipc.read_record_batch(batch.serialize(), batch.schema)
+
+
+def _buffers(batch: pa.RecordBatch) -> list[pa.Buffer | None]:
+    return [b for col in batch.columns for b in col.buffers()]
+
+
+def block_table(batch: pa.RecordBatch, block: int = BLOCK) -> bytes:
+    """The checksum table of a canonical batch: per buffer, its CRC-32C then one per block."""
+    out: list[int] = []
+    for buf in _buffers(batch):
+        data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
+        out.append(_crc(data))
+        out.extend(_crc(data[i:i + block]) for i in range(0, len(data), block))
+    return np.asarray(out, dtype="<u4").tobytes()
+
+
+def table_bases(lengths: np.ndarray, block: int) -> np.ndarray:
+    """Where each buffer's entries start in the checksum table, and the table's length last."""
+    sizes = 1 + -(-np.asarray(lengths, dtype=np.int64) // block)
+    return np.concatenate([[0], np.cumsum(sizes)])
+
+
+def check_batch(batch: pa.RecordBatch, table: np.ndarray, where: str) -> None:
+    """Check every buffer of a decoded batch against its whole-buffer CRC-32C."""
+    buffers = _buffers(batch)
+    lengths = np.array([0 if b is None else b.size for b in buffers], dtype=np.int64)
+    bases = table_bases(lengths, BLOCK)
+    if len(table) != bases[-1]:
+        raise IntegrityError(f"{where}: the checksum table has {len(table)} entries, the batch needs {bases[-1]}")
+    for i, buf in enumerate(buffers):
+        data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
+        if _crc(data) != table[bases[i]]:
+            raise IntegrityError(f"{where}: CRC-32C mismatch in buffer {i} (the bytes changed since they "
+                                 "were written)")
+
+
+@dataclass(frozen=True)
+class Message:
+    """What giod needs of a record batch message: rows, field nodes, buffers, compression, checksums."""
+
+    length: int
+    nodes: np.ndarray  # (n, 2): length, null count
+    buffers: np.ndarray  # (n, 2): offset in the body, length
+    compressed: bool
+    body_length: int
+    codec: str | None  # the codec of compressed buffers (lz4 or zstd), None when none is
+    table: np.ndarray | None  # the block checksum table, if the writer left one
+
+
+class _Flat:
+    """Just enough of a flatbuffer reader for Arrow's Message tables."""
+
+    def __init__(self, buf: bytes):
+        self.buf = buf
+
+    def u32(self, p: int) -> int:
+        return int.from_bytes(self.buf[p:p + 4], "little")
+
+    def field(self, table: int, i: int) -> int | None:
+        """Absolute position of field ``i`` of the table at ``table``, None if absent."""
+        vt = table - int.from_bytes(self.buf[table:table + 4], "little", signed=True)
+        if not 0 <= vt < len(self.buf) - 4:
+            raise IntegrityError("the record batch metadata is malformed")
+        vsize = int.from_bytes(self.buf[vt:vt + 2], "little")
+        if 4 + 2 * i + 2 > vsize:
+            return None
+        slot = int.from_bytes(self.buf[vt + 4 + 2 * i:vt + 6 + 2 * i], "little")
+        return table + slot if slot else None
+
+    def deref(self, p: int) -> int:
+        q = p + self.u32(p)
+        if not 0 <= q < len(self.buf):
+            raise IntegrityError("the record batch metadata points outside itself")
+        return q
+
+    def vector(self, p: int) -> tuple[int, int]:
+        v = self.deref(p)
+        return v + 4, self.u32(v)
+
+    def i64(self, p: int | None) -> int:
+        return 0 if p is None else int.from_bytes(self.buf[p:p + 8], "little", signed=True)
+
+    def structs(self, p: int | None) -> np.ndarray:
+        if p is None:
+            return np.zeros((0, 2), np.int64)
+        start, n = self.vector(p)
+        if start + 16 * n > len(self.buf):
+            raise IntegrityError("the record batch metadata runs past its end")
+        return np.frombuffer(self.buf, dtype="<i8", count=2 * n, offset=start).reshape(n, 2)
+
+    def bytes_of(self, p: int) -> bytes:
+        start, n = self.vector(p)
+        return self.buf[start:start + n]
+
+
+def parse_message(meta: bytes) -> Message:
+    """Parse an encapsulated record batch message's metadata (continuation, length, flatbuffer)."""
+    if len(meta) < 16 or meta[:4] != b"\xff\xff\xff\xff":
+        raise IntegrityError("not a record batch message")
+    fb = _Flat(bytes(meta[8:8 + int.from_bytes(meta[4:8], "little", signed=True)]))
+    root = fb.u32(0)
+    kind = fb.field(root, 1)
+    if kind is None or fb.buf[kind] != _HEADER_RECORD_BATCH or (head := fb.field(root, 2)) is None:
+        raise IntegrityError("the message is not a record batch")
+    rb = fb.deref(head)
+    table = None
+    custom = fb.field(root, 4)
+    if custom is not None:
+        start, n = fb.vector(custom)
+        for k in range(n):
+            kv = fb.deref(start + 4 * k)
+            key, value = fb.field(kv, 0), fb.field(kv, 1)
+            if key is not None and value is not None and fb.bytes_of(key) == CRC_KEY:
+                raw = fb.bytes_of(value)
+                table = np.frombuffer(raw, dtype="<u4", count=len(raw) // 4)
+    codec = None
+    if (compression := fb.field(rb, 3)) is not None:
+        kind = fb.field(fb.deref(compression), 0)  # BodyCompression.codec: LZ4_FRAME (0, the default), ZSTD (1)
+        codec = "zstd" if kind is not None and fb.buf[kind] == 1 else "lz4"
+    return Message(length=fb.i64(fb.field(rb, 0)), nodes=fb.structs(fb.field(rb, 1)),
+                   buffers=fb.structs(fb.field(rb, 2)), compressed=codec is not None,
+                   body_length=fb.i64(fb.field(root, 3)), table=table, codec=codec)
