@@ -34,7 +34,6 @@ A site that does not answer is reported as such, not as missing files.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import posixpath
 import time

@@ -37,7 +37,6 @@ from giod.errors import DataError, GiodError
 from giod.expression import Expression, match_all, parse
 from giod.reading import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
 from giod.schema import TAG_CONTAINER, Schema
-from giod.storage.parallel import map_reads
 
 if TYPE_CHECKING:
     from giod.federation import Dataset

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from giod.testing import synthetic
 
-from giod.bench import synthetic
 from giod.errors import ConfigError
 from giod.storage.container import WriteOptions
 

@@ -140,7 +140,7 @@ def test_recover_says_why_it_cannot_register_a_dataset_the_catalog_lost_too(tmp_
 TWO_LOST = textwrap.dedent("""
     import os, signal, sys
     import giod
-    from giod.bench import synthetic
+    from giod.testing import synthetic
 
     fed = giod.open(sys.argv[1], create=False)
     ds = fed.dataset("daq")

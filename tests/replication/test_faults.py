@@ -14,7 +14,7 @@ from pathlib import Path
 
 import awkward as ak
 import pyarrow as pa
-import pyarrow.ipc  # noqa: F401 - pa.ipc
+import pyarrow.ipc
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner

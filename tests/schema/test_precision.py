@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import giod
-from giod.testing import synthetic
 from giod.errors import SchemaError
 from giod.schema import Schema
 from giod.schema.precision import round_mantissa
+from giod.testing import synthetic
 
 MODEL = """\
 schema_version: 1

@@ -24,7 +24,6 @@ from giod.storage.site import open_site
 from giod.testing import synthetic
 from tests.schema.strategies import events_for, schemas
 
-
 SHARE = arrowfile.PARTIAL_SHARE, arrowfile.PARTIAL_BLOCKS
 
 

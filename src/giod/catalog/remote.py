@@ -352,6 +352,9 @@ class RemoteCatalog:
 
     # -- maintenance: run where the catalog is, never through a server (see giod.catalog.protocol) --
 
+    def commit_databases(self, commits: Sequence[DatabaseCommit]) -> list[CommitResult]:
+        raise _unavailable("commit_databases")
+
     def container_paths(self, site: str | None = None) -> set[str]:
         raise _unavailable("container_paths")
 

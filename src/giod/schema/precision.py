@@ -27,8 +27,8 @@ def round_mantissa(values: np.ndarray, bits: int) -> np.ndarray:
     if drop <= 0:
         return values
     word = np.uint32 if values.dtype == np.float32 else np.uint64
-    ints = np.ascontiguousarray(values).view(word)
-    rounded = (ints + word(1 << (drop - 1))) & ~word((1 << drop) - 1)
+    ints: np.ndarray = np.ascontiguousarray(values).view(word)
+    rounded = np.bitwise_and(ints + word(1 << (drop - 1)), ~word((1 << drop) - 1))
     return np.where(np.isfinite(values), rounded, ints).view(values.dtype)
 
 

@@ -194,7 +194,7 @@ class ArrowContainerReader:
             out.append(pa.py_buffer(f.read(b - a)))
         return out
 
-    def _batches(self, which: Sequence[int]) -> list[pa.RecordBatch]:
+    def _batches(self, which: Sequence[int] | np.ndarray) -> list[pa.RecordBatch]:
         """The record batches ``which`` (sorted), fetched in few ranges, checked and decoded."""
         if not len(which):
             return []
@@ -282,7 +282,7 @@ class ArrowContainerReader:
         table = pa.Table.from_batches(self._batches(which), schema=self.schema)
         # where each batch read starts in ``table``, then each entry's place in it
         starts = np.zeros(self.num_batches, dtype=np.int64)
-        starts[which] = np.concatenate([[0], np.cumsum(self.clusters[which])[:-1]])
+        starts[which] = np.concatenate([[0], np.cumsum(np.diff(first)[which])[:-1]])
         return project(table.take(pa.array(starts[batch] + rows - first[batch])), columns)
 
     def _read_few(self, columns: Sequence[str] | None, rows: np.ndarray, batch: np.ndarray, which: np.ndarray,
@@ -299,13 +299,13 @@ class ArrowContainerReader:
                 wanted.setdefault(name, set()).add(c.rsplit(".", 1)[-1])  # type: ignore[union-attr]
         bounds = np.searchsorted(batch, which, side="left"), np.searchsorted(batch, which, side="right")
         few = {int(i): rows[a:b] - first[i] for i, a, b in zip(which, *bounds, strict=True)
-               if (b - a) <= PARTIAL_SHARE * self.clusters[i]}
+               if (b - a) <= PARTIAL_SHARE * (first[i + 1] - first[i])}
         messages: dict[int, tuple[Any, pa.Buffer, pa.Buffer | None]] = {}
         compressed: dict[int, tuple[Any, pa.Buffer | None]] = {}  # only their columns' buffers are decoded
         if few:
             spans = self.blocks[list(few)]
             metas = ([self._map.slice(int(a), int(b - a)) for a, b in spans] if self._map is not None else
-                     self._ranges([(int(a), int(a + self.meta[i])) for i, (a, _) in zip(few, spans)]))
+                     self._ranges([(int(a), int(a + self.meta[i])) for i, (a, _) in zip(few, spans, strict=True)]))
             for i, data in zip(few, metas, strict=True):
                 meta = data.slice(0, int(self.meta[i]))
                 msg = self._message(i, meta)

@@ -175,5 +175,5 @@ class ArrowFileWriter:
                 continue
             try:
                 obj.close()
-            except Exception:  # noqa: BLE001 - already failing: the temporary file goes regardless
+            except Exception:  # noqa: BLE001, S110 - already failing: the temporary file goes regardless
                 pass

@@ -48,7 +48,7 @@ def has_block_layout(schema: pa.Schema) -> bool:
             return all(ok(f.type) for f in t)
         if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
             return ok(t.value_type)
-        return (pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
+        return bool(pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
                 or pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_temporal(t))
 
     return all(ok(f.type) for f in schema)

@@ -78,7 +78,7 @@ def _expand(first: np.ndarray, last: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     ends = np.cumsum(counts)
     out = np.repeat(first, counts) + (np.arange(ends[-1]) - np.repeat(ends - counts, counts))
-    return out[np.concatenate([[True], out[1:] != out[:-1]])]
+    return np.asarray(out[np.concatenate([[True], out[1:] != out[:-1]])])
 
 
 class _Body:
@@ -154,7 +154,7 @@ class _Body:
         values = np.frombuffer(self.data[off:off + length].data, dtype=dtype)
         if len(at) and int(at.max()) >= len(values):
             raise IntegrityError(f"{self.where}: buffer {b} is shorter than its array")
-        return values[at].astype(np.int64)
+        return np.asarray(values[at], dtype=np.int64)
 
 
 Later = list[tuple[Node, np.ndarray, "set[str] | None"]]
@@ -206,7 +206,8 @@ def read_rows(schema: pa.Schema, msg: Message, meta: pa.Buffer, start: int, mapp
         for node, ranges, members in work:
             _plan(node, ranges, msg, wanted, later, members)
         body.load(wanted)
-        work, strings = [], {}
+        work = []
+        strings: dict[int, list[np.ndarray]] = {}
         for node, ranges, members in later:  # the offsets are in: the children's ranges are known
             w = "<i8" if pa.types.is_large_list(node.type) else "<i4"
             child = np.stack([body.offsets(node.buffers[1], w, ranges[:, 0]),

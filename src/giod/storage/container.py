@@ -109,7 +109,7 @@ def check_dataset_format(name: object) -> str | None:
     setting); ConfigError otherwise."""
     if name is not None and name not in FORMATS:
         raise ConfigError(f"container_format must be one of {', '.join(FORMATS)}, not {name!r}")
-    return name  # type: ignore[return-value]
+    return name
 
 
 def check_format(name: str) -> str:
