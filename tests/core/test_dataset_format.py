@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from giod.testing import synthetic
 
 from giod.errors import ConfigError
 from giod.storage.container import WriteOptions
+from giod.testing import synthetic
 
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
 
