@@ -56,7 +56,8 @@ def client() -> Iterator[object]:
     from giod.distributed import local_cluster
 
     cluster = local_cluster(2, sites=SITES)
-    c = Client(cluster)
+    # not the default scheduler: the session's later tests (coffea, dask-awkward) compute where they say
+    c = Client(cluster, set_as_default=False)
     c.wait_for_workers(2, timeout=60)
     yield c
     c.close()

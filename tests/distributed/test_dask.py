@@ -51,7 +51,7 @@ def test_only_the_columns_a_computation_touches_are_read(fed: giod.Federation, m
 def test_projection_on_a_dask_cluster(fed: giod.Federation, client) -> None:
     sel = fed.dataset(DATASET).select()
     arr = from_selection(sel, ["jets", "ht"])
-    total_ht, njets = dask.compute(ak.sum(arr.ht), ak.num(arr.jets, axis=1))
+    total_ht, njets = dask.compute(ak.sum(arr.ht), ak.num(arr.jets, axis=1), scheduler=client)
     serial = sel.read(["jets", "ht"])
     assert total_ht == pytest.approx(float(ak.sum(serial.ht)))
     assert ak.array_equal(njets, ak.num(serial.jets, axis=1))

@@ -31,8 +31,9 @@ def test_a_rule_bound_site_receives_each_commit(tmp_path: Path, monkeypatch: pyt
         thread, errors = in_thread(lambda: follow_rules(daq, stop=stop, on_pass=passes.append))
         try:
             def wanted() -> set[str]:
+                # a rule naming the tags brings their index with them
                 return {c.path for db in daq.dataset("raw").databases() for c in db.containers
-                        if c.name in ("tag", "reco")}
+                        if c.name in ("tag", "tag-index", "reco")}
 
             wait_for(daq, lambda: wanted() and _at(daq, "caltech") == wanted(), "the first database at caltech")
             for seed in (3, 4):
@@ -42,7 +43,7 @@ def test_a_rule_bound_site_receives_each_commit(tmp_path: Path, monkeypatch: pyt
             stop.set()
             thread.join(DEADLINE)
         assert not thread.is_alive() and not errors, errors
-        assert len(_at(daq, "caltech")) == 3 * 2
+        assert len(_at(daq, "caltech")) == 3 * 3
         files = {p.relative_to(remote.data).as_posix() for p in remote.data.rglob("*.*")}
         assert files == _at(daq, "caltech")  # the rule's containers, nothing else
         assert all(getattr(p, "ok") for p in passes[-1:])

@@ -271,7 +271,7 @@ class DaskExecutor(Executor):
                 **where))
         index = {f.key: i for i, f in enumerate(futures)}
         try:
-            for f in as_completed(futures):
+            for f in as_completed(futures, loop=self.client.loop):  # this client's, default or not
                 yield index[f.key], f.result()  # raises the task's error
         finally:
             self.client.cancel([f for f in futures if not f.done()])
