@@ -144,8 +144,8 @@ class Selection:
 
         def read(reader: ContainerReader) -> np.ndarray | None:
             directory = tagindex.Directory.of(reader.arrow_schema)
-            if (directory is None or directory.tag != tag.path or directory.checksum != tag.checksum
-                    or directory.events != db.n_events):
+            if (directory is None or not tagindex.same_file(directory.tag, tag.path)
+                    or directory.checksum != tag.checksum or directory.events != db.n_events):
                 return None  # a later pass replaced the tags: this index describes other values
             return tagindex.select(self.expression, directory,
                                    lambda blocks: reader.read(None, [int(b) for b in blocks]))

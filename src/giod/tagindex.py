@@ -111,6 +111,15 @@ def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: st
     return w.close()
 
 
+def same_file(indexed: str, path: str) -> bool:
+    """Whether the tag container an index names is ``path``: the same database folder and file name.
+
+    The dataset's folder is not compared: a copy under another dataset name (``giod copy --as``)
+    keeps the folder and file names below it, and with them its index.
+    """
+    return indexed.split("/")[-2:] == path.split("/")[-2:]
+
+
 @dataclass(frozen=True)
 class Directory:
     """What an index's footer says: block size, events, the tag container it indexes, per-field bounds."""

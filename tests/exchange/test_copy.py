@@ -6,10 +6,12 @@ import threading
 from pathlib import Path
 
 import awkward as ak
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import giod
+from giod import tagindex
 from giod.cli import main
 from giod.errors import NotFound, SchemaError
 from giod.exchange import copy_dataset, provenance_chain
@@ -103,6 +105,19 @@ def test_chosen_containers_only(daq: giod.Federation, reco: giod.Federation) -> 
     assert not [p for p in _files(reco, "slim") if "raw." in p.name]
     with pytest.raises(NotFound, match="did you mean 'reco'"):
         copy_dataset(daq, reco, "raw", containers=["rceo"])
+
+
+def test_a_renamed_copy_selects_through_its_tag_index(daq: giod.Federation, reco: giod.Federation,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)  # small databases: let the index answer
+    copy_dataset(daq, reco, "raw", as_name="renamed")
+    source, copied = daq.dataset("raw"), reco.dataset("renamed")
+    sel = copied.select(SKIM)
+    for db in copied.databases():
+        tag = db.container("tag")
+        assert tag is not None and not tag.path.startswith("raw/")
+        assert sel._indexed(db, tag) is not None  # the index names the source's path, and still serves
+    np.testing.assert_array_equal(sel.entries(), source.select(SKIM).entries())
 
 
 def test_provenance_chains_back_to_the_daq_federation(daq: giod.Federation, reco: giod.Federation,
