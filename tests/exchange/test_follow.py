@@ -155,3 +155,19 @@ def test_cli_follow_ends_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     assert "stopped: 4 databases (160 events) copied while following" in out
     assert "Traceback" not in err
+
+
+def test_the_feed_watcher_stops_with_the_server(daq: giod.Federation) -> None:
+    import urllib3
+
+    token = daq.catalog.create_token("read", note="feed")[1]
+    app = create_app(str(daq.root))
+    with ServerThread(app) as url:
+        r = urllib3.PoolManager().request("GET", f"{url}/api/v1/feed?after=-1&seconds=0.2",
+                                          headers={"authorization": f"Bearer {token}"})
+        assert r.status == 200 and b"data:" in r.data
+        watch = app.state.giod.extra["feed"]
+        assert watch.thread.is_alive()
+    watch.thread.join(DEADLINE)
+    assert not watch.thread.is_alive()  # no thread left watching the catalog of a server that is gone
+    assert "feed" not in app.state.giod.extra

@@ -8,8 +8,9 @@ and mounts the catalog API, the file byte ranges, the server-side query,
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -102,9 +103,14 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     (default: the ``upload_quota_bytes`` setting of the federation, ``giod.config``).
     """
     fed = target if isinstance(target, Federation) else Federation.open(target, create=False)
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        feed_routes.close_watch(app.state.giod)  # its thread would watch the catalog after the server is gone
+
     app = FastAPI(title="giod", version=giod.__version__,
                   description="A federated object store for particle-physics event data.",
-                  docs_url="/docs", redoc_url=None)
+                  docs_url="/docs", redoc_url=None, lifespan=lifespan)
     if upload_quota is None:
         upload_quota = int(config.load(fed.root)["upload_quota_bytes"])
     st = ServerState(fed, Gate(fed.catalog, anonymous_read=anonymous_read), limits or Limits(),

@@ -45,6 +45,7 @@ class VersionWatch:
         self.latest = int(fed.version)
         self.lock = threading.Lock()
         self.waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, name="giod-feed", daemon=True)
         self.thread.start()
 
@@ -52,16 +53,24 @@ class VersionWatch:
         from giod.exchange.feed import open_feed
 
         feed = None
-        while True:
-            try:
-                feed = feed or open_feed(self.fed)
-                self._saw(feed.wait(self.latest, KEEPALIVE))
-            except GiodError as exc:  # the catalog away for a moment: listen again
-                log.warning("change feed: %s", exc)
-                if feed is not None:
-                    feed.close()
-                feed = None
-                threading.Event().wait(1.0)
+        try:
+            while not self.stop.is_set():
+                try:
+                    feed = feed or open_feed(self.fed, stop=self.stop)
+                    self._saw(feed.wait(self.latest, KEEPALIVE))
+                except GiodError as exc:  # the catalog away for a moment: listen again
+                    log.warning("change feed: %s", exc)
+                    if feed is not None:
+                        feed.close()
+                    feed = None
+                    self.stop.wait(1.0)
+        finally:
+            if feed is not None:
+                feed.close()
+
+    def close(self) -> None:
+        """Stop watching (the server shuts down); the thread ends within a second."""
+        self.stop.set()
 
     def _saw(self, version: int) -> None:
         with self.lock:
@@ -94,6 +103,14 @@ def _wake(fut: asyncio.Future[None]) -> None:
 
 
 _WATCH_LOCK = threading.Lock()
+
+
+def close_watch(st: Any) -> None:
+    """Stop the feed's watcher of a server's state, if a client ever asked for the feed."""
+    with _WATCH_LOCK:
+        found = st.extra.pop("feed", None)
+    if found is not None:
+        found.close()
 
 
 def _watch(request: Request) -> VersionWatch:
