@@ -148,7 +148,7 @@ class Selection:
                     or directory.checksum != tag.checksum or directory.events != db.n_events):
                 return None  # a later pass replaced the tags: this index describes other values
             return tagindex.select(self.expression, directory,
-                                   lambda blocks: reader.read(None, [int(b) for b in blocks]))
+                                   lambda blocks, columns: reader.read(columns, [int(b) for b in blocks]))
 
         try:
             return self.dataset.federation.read_container(rec, read)

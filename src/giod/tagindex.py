@@ -172,8 +172,9 @@ class Directory:
 
 
 def select(expression: Expression, directory: Directory,
-           read: Callable[[np.ndarray], pa.Table]) -> np.ndarray | None:
-    """Selected local entries, read through the index (``read(blocks)`` reads those record batches);
+           read: Callable[[np.ndarray, list[str]], pa.Table]) -> np.ndarray | None:
+    """Selected local entries, read through the index (``read(blocks, columns)`` reads those columns of
+    those record batches);
     None when the index does not cover the expression or would read more than ``MAX_SHARE`` of itself."""
     names = sorted(expression.fields)
     if not names or any(n not in directory.fields for n in names):
@@ -184,7 +185,7 @@ def select(expression: Expression, directory: Directory,
         return None
     if not len(wanted):
         return np.zeros(0, dtype=np.int64)
-    table = read(wanted)
+    table = read(wanted, [c for n in names for c in (n, n + _ENTRY)])
     sizes = np.minimum(directory.block, directory.events - wanted * directory.block)
     if table.num_rows != int(sizes.sum()):
         return None  # not what the directory describes: the tag container will answer

@@ -318,6 +318,42 @@ def test_a_few_events_of_compressed_batches_decode_only_their_columns(tmp_path: 
     assert got.equals(table.select([second]).take(pa.array([3])))
 
 
+def test_some_columns_of_compressed_batches_decompress_only_theirs(tmp_path: Path, monkeypatch) -> None:
+    site = open_site("local", str(tmp_path / "z"))
+    table = to_tables(synthetic.events(3000, seed=6), synthetic.schema(), ["reco"])["reco"]
+    w = _write(site, "d/reco.arrow", table, [1000, 1000, 1000], compression="zstd", min_savings=0.0)
+    assert list(w.cluster_entries) == [1000, 1000, 1000]
+    decompressed: list[int] = []
+
+    class Counting:
+        @staticmethod
+        def extend(crc, data):
+            decompressed.append(len(data))
+            return google_crc32c.extend(crc, data)
+
+    monkeypatch.setattr(batchcolumns, "google_crc32c", Counting)
+    first, second = table.column_names
+    reader = _reader(site, w)
+    assert reader.read([first], [1]).equals(table.slice(1000, 1000).select([first]))
+    assert reader.read([second, first], [0, 2]).equals(
+        pa.concat_tables([table.slice(0, 1000), table.slice(2000)]).select([second, first]))
+    member = f"{first}.list.element.pt"
+    assert reader.read([member]).equals(arrowfile.project(table, [member]))
+    assert decompressed and sum(decompressed) < table.nbytes  # never every column's buffers
+    with pytest.raises(giod.NotFound, match="no column 'nope'"):
+        reader.read(["nope"], [0])
+    # a flipped bit in a buffer the read decompresses is caught; one in a column not read is not looked at
+    data = Path(site.local_path(w.path)).read_bytes()
+    block = parse_footer(data[-10 - int.from_bytes(data[-10:-6], "little"):-10])[0]
+    body = int(block["offset"]) + int(block["meta"])
+    msg = parse_message(data[int(block["offset"]):body])
+    at = body + int(msg.buffers[1, 0] + msg.buffers[1, 1]) - 100
+    _damage(site, w, lambda d: d.__setitem__(at, d[at] ^ 0x01))
+    with pytest.raises(IntegrityError):
+        _reader(site, w).read([first], [0])
+    assert _reader(site, w).read([second], [0]).equals(table.slice(0, 1000).select([second]))
+
+
 def test_remote_reads_of_a_few_events_fetch_only_their_blocks(tmp_path: Path) -> None:
     from tests.server.conftest import serve
 

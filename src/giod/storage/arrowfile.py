@@ -259,8 +259,38 @@ class ArrowContainerReader:
     def read(self, columns: Sequence[str] | None, batches: Sequence[int] | None = None) -> pa.Table:
         """``columns`` (Parquet-style paths: ``coll``, ``coll.list.element.field``) of the given batches."""
         which = np.arange(self.num_batches) if batches is None else np.asarray(sorted(batches), dtype=np.int64)
+        if columns is not None and self.block_checksums and len(which):
+            names = list(dict.fromkeys(c.partition(".")[0] for c in columns))
+            missing = [n for n in names if n not in self.schema.names]
+            if missing:
+                raise NotFound(f"no column {missing[0]!r} in the container (it has {', '.join(self.schema.names)})")
+            if len(names) < len(self.schema.names):
+                return project(self._some_columns(names, which), columns)
         table = pa.Table.from_batches(self._batches(which), schema=self.schema)
         return project(table, columns)
+
+    def _some_columns(self, names: list[str], which: np.ndarray) -> pa.Table:
+        """Columns ``names`` of batches ``which``: of a compressed batch only their buffers are decompressed."""
+        spans = self.blocks[which]
+        whole = ([self._map.slice(int(a), int(b - a)) for a, b in spans] if self._map is not None else
+                 self._ranges([(int(a), int(a + self.meta[i])) for i, (a, _) in zip(which, spans, strict=True)]))
+        parts: dict[int, pa.Table] = {}
+        raw: list[int] = []  # uncompressed batches: decoded whole, which maps their buffers and copies nothing
+        for i, data in zip(which.tolist(), whole, strict=True):
+            msg = self._message(i, data.slice(0, int(self.meta[i])))
+            if not msg.compressed:
+                raw.append(i)
+                continue
+            if self.clusters is not None and msg.length != self.clusters[i]:
+                raise IntegrityError(f"{self._where(i)} has {msg.length} events, the catalog recorded "
+                                     f"{self.clusters[i]}")
+            mapped = data.slice(int(self.meta[i])) if self._map is not None else None
+            parts[i] = batchcolumns.read_columns(self.schema, msg, int(self.blocks[i, 0] + self.meta[i]), mapped,
+                                                 self._ranges, names, self._where(i))
+        for i, batch in zip(raw, self._batches(np.asarray(raw, dtype=np.int64)), strict=True):
+            parts[i] = pa.Table.from_batches([batch], schema=self.schema).select(names)
+        tables = [parts[i] for i in which.tolist()]
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def batch_rows(self) -> np.ndarray:
         """The first entry of every batch, and the total, as a cumulative array."""
