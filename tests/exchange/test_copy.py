@@ -204,3 +204,24 @@ def test_containers_a_later_pass_adds_follow_the_copies(tmp_path: Path) -> None:
         [["raw.calo", "raw.tracker", "reco"]] * 2
     assert ak.array_equal(reco.dataset("raw").read(["jets", "hits"]), daq.dataset("raw").read(["jets", "hits"]))
     assert copy_dataset(daq, reco, "raw").extended == 0
+
+
+def test_a_later_copy_lists_only_what_changed(daq: giod.Federation, reco: giod.Federation,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from giod.catalog import Catalog
+
+    copy_dataset(daq, reco, "raw")
+    commit(daq, 1, seed=9)
+    listed: list[int] = []
+    real = Catalog.databases
+
+    def spy(self: Catalog, *args: object, **kwargs: object) -> list:
+        out = real(self, *args, **kwargs)  # type: ignore[arg-type]
+        listed.append(len(out))
+        return out
+
+    monkeypatch.setattr(Catalog, "databases", spy)
+    report = copy_dataset(daq, reco, "raw")
+    assert report.copied == 1
+    assert listed and max(listed) == 1  # the new database, not the dataset: a follower's pass stays cheap
+    assert ak.array_equal(reco.dataset("raw").read(), daq.dataset("raw").read())

@@ -326,13 +326,18 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         version: int | None = None,
         *,
         overlapping: Bounds | None = None,
+        changed_since: int | None = None,
+        keys: Sequence[str] | None = None,
     ) -> list[DatabaseRecord]:
         """The dataset's databases visible at ``version``, by first entry (three queries).
 
         ``overlapping`` (``{tag field: (lo, hi)}``, closed ranges) keeps only
         the databases whose tag statistics may hold a value in every range
-        (``records.overlaps``); the pruning runs in SQL, so records are built
-        for the databases kept only.
+        (``records.overlaps``); ``changed_since`` only those committed, or
+        given a container, after that version; ``keys`` only those committed
+        with one of these idempotency keys. The filters run in SQL, so records
+        are built for the databases kept only (a follower's pass costs what
+        is new, not the dataset's size).
         """
         ds_id = (
             select(datasets.c.id)
@@ -340,6 +345,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             .scalar_subquery()
         )
         where = databases.c.dataset_id == ds_id
+        if changed_since is not None:
+            extended = select(containers.c.database_id).where(containers.c.created_version > changed_since)
+            where = where & ((databases.c.created_version > changed_since) | databases.c.id.in_(extended))
+        if keys is not None:
+            where = where & databases.c.idempotency_key.in_(sorted(set(keys)))
 
         def work(conn: Connection) -> list[DatabaseRecord]:
             if overlapping:

@@ -43,7 +43,10 @@ if TYPE_CHECKING:
         VersionRecord,
     )
 
-__all__ = ["CatalogAPI"]
+__all__ = ["MAX_KEYS", "CatalogAPI"]
+
+#: idempotency keys one listing of databases by key carries through a server (its bound too)
+MAX_KEYS = 1000
 
 
 @runtime_checkable
@@ -75,8 +78,8 @@ class CatalogAPI(Protocol):
     def set_replica_state(self, container_id: int, site: str, state: str) -> None: ...
 
     # databases and commits
-    def databases(self, dataset: str, version: int | None = None, *,
-                  overlapping: Bounds | None = None) -> list[DatabaseRecord]: ...
+    def databases(self, dataset: str, version: int | None = None, *, overlapping: Bounds | None = None,
+                  changed_since: int | None = None, keys: Sequence[str] | None = None) -> list[DatabaseRecord]: ...
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord: ...
     def commit_database(self, commit: DatabaseCommit) -> CommitResult: ...
     def commit_databases(self, commits: Sequence[DatabaseCommit]) -> list[CommitResult]: ...

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 from giod.catalog import wire
 from giod.catalog.leases import LeaseRecord
+from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import (
     Bounds,
     CommitResult,
@@ -219,14 +220,30 @@ class RemoteCatalog:
 
     # -- databases -------------------------------------------------------------
 
-    def databases(self, dataset: str, version: int | None = None, *,
-                  overlapping: Bounds | None = None) -> list[DatabaseRecord]:
+    def databases(self, dataset: str, version: int | None = None, *, overlapping: Bounds | None = None,
+                  changed_since: int | None = None, keys: Sequence[str] | None = None) -> list[DatabaseRecord]:
         v = self._recent(version)
+        if keys is not None and not keys:
+            return []
+        if changed_since is not None or (keys is not None and len(set(keys)) <= MAX_KEYS):
+            # what changed, or a few keys: the server filters (a follower's pass need not fetch the dataset)
+            params: list[tuple[str, Any]] = [("version", version)] if version is not None else []
+            params += [("since", changed_since)] if changed_since is not None else []
+            params += [("key", k) for k in sorted(set(keys))] if keys is not None and len(set(keys)) <= MAX_KEYS else []
+            found = wire.load_many(DatabaseRecord, self._get(f"/datasets/{quote(dataset, safe='')}/databases?"
+                                                             f"{urlencode(params)}"))
+            if keys is not None:
+                wanted = set(keys)
+                found = [db for db in found if db.idempotency_key in wanted]
+            return [db for db in found if overlaps(db.tag_stats, overlapping)] if overlapping else found
         if v is not None and (dataset, v) in self._databases:
             found = list(self._databases[(dataset, v)])
         else:
             found = wire.load_many(DatabaseRecord,
                                    self._get(f"/datasets/{quote(dataset, safe='')}/databases{_q(version)}"))
+        if keys is not None:  # more keys than a request carries: the whole snapshot, kept here
+            wanted = set(keys)
+            found = [db for db in found if db.idempotency_key in wanted]
         # the server sends the whole snapshot (one round trip, cached); pruned here by the same rule
         return [db for db in found if overlaps(db.tag_stats, overlapping)] if overlapping else found
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from giod import config, tagindex
 from giod.catalog.leases import hold_lease, writer_host
+from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, DatabaseRecord
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, SchemaError, StorageError
 from giod.names import check_name
@@ -160,9 +161,15 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     _prepare_target(source_ds.schema, dst, target, schema_ids)
     since = dst.catalog.exchange_cursor(plan.cursor)
     report = ExchangeReport(plan.source, dataset, target, since, until=since or 0)
-    todo = _work(source_ds.databases(), since, plan)
+    # only what changed since the cursor, and only the copies those could have: a follower's pass
+    # costs what is new, not the size of either dataset
+    changed = source_ds.databases() if since is None else src.catalog.databases(dataset, version,
+                                                                                changed_since=since)
+    todo = _work(changed, since, plan)
     report.planned = len(todo)
-    landed = {db.idempotency_key: db for db in dst.catalog.databases(target)} if todo else {}
+    keys = {plan.key(db) for _, db, _ in todo}
+    landed = {db.idempotency_key: db for db in dst.catalog.databases(
+        target, keys=sorted(keys) if since is not None and len(keys) <= MAX_KEYS else None)} if todo else {}
     target_ds = dst.dataset(target)
     dst_site = dst.site(site)
     lease = None

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from giod.catalog import wire
+from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import ContainerSpec, DatabaseCommit
-from giod.errors import CatalogError, Forbidden, NotFound
+from giod.errors import CatalogError, DataError, Forbidden, NotFound
 from giod.names import check_container_path, check_name
 from giod.server.routes import files
 from giod.server.state import need, state
@@ -168,8 +169,16 @@ def summary(request: Request, name: Name, version: int | None = Version) -> dict
 
 
 @router.get("/datasets/{name}/databases", summary="The databases of a dataset with their containers")
-def databases(request: Request, name: Name, version: int | None = Version) -> list[dict[str, Any]]:
+def databases(request: Request, name: Name, version: int | None = Version,
+              since: int | None = Query(None, ge=-1, description="Only databases committed, or given a "
+                                        "container, after this version."),
+              key: list[str] | None = Query(None, description="Only databases committed with one of these "
+                                            "idempotency keys (at most 1,000).")) -> list[dict[str, Any]]:
     need(request, "read", name)
+    if key is not None and len(key) > MAX_KEYS:
+        raise DataError(f"at most {MAX_KEYS} idempotency keys per request, not {len(key)}")
+    if since is not None or key is not None:
+        return [wire.dump(d) for d in _catalog(request).databases(name, version, changed_since=since, keys=key)]
     return [wire.dump(d) for d in state(request).federation.snapshot_databases(
         name, version if version is not None else _catalog(request).version())]
 
