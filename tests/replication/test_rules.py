@@ -13,7 +13,7 @@ from giod.catalog.engine import create_catalog_engine, parse_url
 from giod.catalog.migrations import v0001_initial as v1
 from giod.cli import main
 from giod.errors import ConfigError, ConflictError, NotFound
-from giod.replication import replicator, replicator_pass, rule_states
+from giod.replication import replicator, replicator_pass, rule_state, rule_states
 
 from .conftest import all_paths, expected_events, states_at
 
@@ -116,9 +116,18 @@ def test_replicator_satisfies_rules_new_databases_included(home, tmp_path: Path)
     assert [s.describe() for s in report.rules] == ["satisfied", "satisfied"]
 
     # a database committed after the rules were made
+    planned = home.catalog.version()
     with home.dataset("qcd").writer(database_events=60) as w:
         w.append(expected_events()[:60])
     assert [s.describe() for s in rule_states(home.catalog)] == ["6 missing", "2 missing"]
+    # what a follower plans: the same transfers, found among what changed only
+    sites = home.catalog.sites()
+    for rule in home.catalog.rules():
+        every, new = rule_state(home.catalog, rule, sites), rule_state(home.catalog, rule, sites,
+                                                                       changed_since=planned)
+        assert new.containers < every.containers
+        assert [(t.container.id, t.site, t.sources) for t in new.transfers] == \
+            [(t.container.id, t.site, t.sources) for t in every.transfers]
     report = replicator_pass(home.catalog, home.site)
     assert report.ok and report.transfers.copied == 8
     assert all(s.satisfied for s in rule_states(home.catalog))

@@ -89,6 +89,7 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
     running: list[threading.Thread] = []
     failed = threading.Event()
     last_full = -math.inf
+    planned = None  # the version the last round planned at: the next plans what came after it
 
     def report(result: Any) -> None:
         # a rule still unsatisfied after a pass may only mean that databases were committed meanwhile:
@@ -114,12 +115,15 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
                 last_full = time.monotonic()
             else:
                 try:
-                    started = start_copies(fed.catalog, fed.site, streams=streams, on_done=report, lock=planning)
+                    started = start_copies(fed.catalog, fed.site, streams=streams, on_done=report, lock=planning,
+                                           since=planned)
                 except GiodError as exc:
                     log.error("planning copies failed: %s", exc)
                     failed.set()
                     started = None
                 running[:] = [t for t in running if t.is_alive()] + ([started] if started is not None else [])
+            # what was committed up to ``seen`` is planned (or, if planning failed, the full pass's next)
+            planned = seen
             if failed.is_set():
                 feed.wait(seen, retry)
             elif int(fed.catalog.version()) == seen:
@@ -135,13 +139,15 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
 
 def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int = 4,
                  on_done: Callable[[Any], None] | None = None,
-                 lock: threading.Lock | None = None) -> threading.Thread | None:
+                 lock: threading.Lock | None = None, since: int | None = None) -> threading.Thread | None:
     """Start, in a thread, the copies every rule misses and no other copy is making; None if there are none.
 
     Planning and marking the copies ``copying`` happen under ``lock``, so
     two rounds never plan the same copy; a replica left ``copying`` by a
     crashed run is the full pass's to redo. ``on_done`` gets a
-    ``PassReport`` of the copies when they are over.
+    ``PassReport`` of the copies when they are over. ``since``: plan only
+    for what was committed after that version (what earlier rounds planned
+    is under way, or failed and left to the full pass).
     """
     from giod.replication import PassReport, rule_state, run_transfers
 
@@ -150,7 +156,7 @@ def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int 
         planned: set[tuple[int, str]] = set()
         transfers = []
         for rule in catalog.rules():
-            for t in rule_state(catalog, rule, sites).transfers:
+            for t in rule_state(catalog, rule, sites, changed_since=since).transfers:
                 if t.previous != "copying" and (t.container.id, t.site) not in planned:
                     planned.add((t.container.id, t.site))
                     transfers.append(t)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from giod.catalog.records import RuleRecord, SiteRecord
+from giod.catalog.records import ReplicaRecord, RuleRecord, SiteRecord
 from giod.errors import GiodError, NotFound
 from giod.replication.copy import Progress, Transfer, TransferReport, run_transfers
 from giod.replication.sites import probe
@@ -65,15 +65,24 @@ class RuleState:
 
 
 def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = None,
-               away: set[str] | frozenset[str] = frozenset()) -> RuleState:
-    """The rule's state now, with the transfers (not to sites in ``away``) that would satisfy it."""
+               away: set[str] | frozenset[str] = frozenset(), *, changed_since: int | None = None) -> RuleState:
+    """The rule's state now, with the transfers (not to sites in ``away``) that would satisfy it.
+
+    ``changed_since``: only the databases committed, or given containers, after that version (the
+    state of what is new: a follower's planning then costs what was committed, not the dataset).
+    """
     state = RuleState(rule)
     sites = sites if sites is not None else catalog.sites()
     order = sorted(sites, key=lambda s: (s.distance, s.name))
     allowed = [s.name for s in order if rule.sites is None or s.name in rule.sites]
     try:
-        databases = catalog.databases(rule.dataset)
-        states = catalog.replica_states(rule.dataset)
+        if changed_since is None:
+            databases = catalog.databases(rule.dataset)
+            states = catalog.replica_states(rule.dataset)
+        else:
+            databases = catalog.databases(rule.dataset, changed_since=changed_since)
+            states = {c.id: [ReplicaRecord(c.id, site.name, st, None) for site, st in catalog.replicas(c.id)]
+                      for db in databases for c in db.containers if covers(rule, c.name)}
     except NotFound:
         state.gone = True
         return state
