@@ -27,7 +27,7 @@ LAYER = {
     "consistency": 5.5,
     "distributed": 6, "dask": 6, "exchange": 6,
     "interchange": 7, "physics": 7, "analysis": 7, "display": 7,
-    "cli": 9, "server": 9, "demo": 9, "testing": 9,
+    "cli": 9, "__main__": 9, "server": 9, "demo": 9, "testing": 9,
 }
 STORE = 6  # the store and the parallel layer on it: no cycle between their concepts
 

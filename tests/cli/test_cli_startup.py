@@ -53,6 +53,17 @@ def test_help_lists_every_command_without_loading_the_heavy_ones() -> None:
     assert loaded.split() == []
 
 
+def test_python_dash_m_giod_is_the_giod_command() -> None:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-m", "giod", "--help"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: giod ")
+    wrong = subprocess.run([sys.executable, "-m", "giod", "selcet"], env=env, capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert wrong.returncode == 2 and "select" in wrong.stderr  # a typo: one line, a suggestion, exit 2
+
+
 def test_commands_of_other_distributions_come_from_the_entry_point_group(tmp_path: Path) -> None:
     # a real distribution on the path: metadata with an entry point, and the module it names
     dist = tmp_path / "giod_hello-1.0.dist-info"
