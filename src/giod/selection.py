@@ -158,13 +158,14 @@ class Selection:
     @cached_property
     def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
         plan = []
+        candidates = self.databases()
         if self.expression.fields:  # the tags of every candidate, fetched ahead from remote sites
             names = sorted(self.expression.fields)
             # (an index reads only its footer and the blocks that match: nothing to fetch ahead)
             self.dataset.federation.prefetch(
-                [(c, names) for db in self.databases()
+                [(c, names) for db in candidates
                  if (c := db.container(TAG_CONTAINER)) is not None and db.container(tagindex.TAG_INDEX) is None])
-        for db in self.databases():
+        for db in candidates:
             sel = self._mask(db)
             if sel is None or len(sel):
                 plan.append((db, sel))
