@@ -282,19 +282,25 @@ def test_a_flipped_bit_in_a_block_an_event_uses_is_caught(tmp_path: Path) -> Non
         reader.read(["hits"])
 
 
-def test_a_few_events_of_compressed_batches_decode_only_their_columns(tmp_path: Path, monkeypatch) -> None:
-    site = open_site("local", str(tmp_path / "z"))
-    table = to_tables(synthetic.events(3000, seed=5), synthetic.schema(), ["reco"])["reco"]
-    w = _write(site, "d/reco.arrow", table, [1000, 2000], compression="zstd", min_savings=0.0)
-    decompressed: list[int] = []  # every buffer decompressed is checked once
+def _count_decompressed(monkeypatch) -> list[int]:
+    """The sizes of the buffers ``batchcolumns`` decompresses and checks, as they are checked."""
+    sizes: list[int] = []
 
     class Counting:
         @staticmethod
         def extend(crc, data):
-            decompressed.append(len(data))
+            sizes.append(len(data))
             return google_crc32c.extend(crc, data)
 
     monkeypatch.setattr(batchcolumns, "google_crc32c", Counting)
+    return sizes
+
+
+def test_a_few_events_of_compressed_batches_decode_only_their_columns(tmp_path: Path, monkeypatch) -> None:
+    site = open_site("local", str(tmp_path / "z"))
+    table = to_tables(synthetic.events(3000, seed=5), synthetic.schema(), ["reco"])["reco"]
+    w = _write(site, "d/reco.arrow", table, [1000, 2000], compression="zstd", min_savings=0.0)
+    decompressed = _count_decompressed(monkeypatch)  # every buffer decompressed is checked once
     reader = _reader(site, w)
     rows = np.array([3, 500, 1999, 2500])
     assert reader.read_rows(None, rows).equals(table.take(pa.array(rows)))
@@ -323,15 +329,7 @@ def test_some_columns_of_compressed_batches_decompress_only_theirs(tmp_path: Pat
     table = to_tables(synthetic.events(3000, seed=6), synthetic.schema(), ["reco"])["reco"]
     w = _write(site, "d/reco.arrow", table, [1000, 1000, 1000], compression="zstd", min_savings=0.0)
     assert list(w.cluster_entries) == [1000, 1000, 1000]
-    decompressed: list[int] = []
-
-    class Counting:
-        @staticmethod
-        def extend(crc, data):
-            decompressed.append(len(data))
-            return google_crc32c.extend(crc, data)
-
-    monkeypatch.setattr(batchcolumns, "google_crc32c", Counting)
+    decompressed = _count_decompressed(monkeypatch)
     first, second = table.column_names
     reader = _reader(site, w)
     assert reader.read([first], [1]).equals(table.slice(1000, 1000).select([first]))
