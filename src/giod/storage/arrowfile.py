@@ -264,16 +264,18 @@ class ArrowContainerReader:
             missing = [n for n in names if n not in self.schema.names]
             if missing:
                 raise NotFound(f"no column {missing[0]!r} in the container (it has {', '.join(self.schema.names)})")
-            if len(names) < len(self.schema.names):
+            # from a memory map only: a remote file's batches are fetched whole, in one request each, and
+            # its reads planned so (fetching buffer by buffer would cost a round trip per buffer)
+            if len(names) < len(self.schema.names) and self._map is not None:
                 return project(self._some_columns(names, which), columns)
         table = pa.Table.from_batches(self._batches(which), schema=self.schema)
         return project(table, columns)
 
     def _some_columns(self, names: list[str], which: np.ndarray) -> pa.Table:
-        """Columns ``names`` of batches ``which``: of a compressed batch only their buffers are decompressed."""
-        spans = self.blocks[which]
-        whole = ([self._map.slice(int(a), int(b - a)) for a, b in spans] if self._map is not None else
-                 self._ranges([(int(a), int(a + self.meta[i])) for i, (a, _) in zip(which, spans, strict=True)]))
+        """Columns ``names`` of batches ``which`` of a memory-mapped file: of a compressed batch only their
+        buffers are decompressed."""
+        assert self._map is not None
+        whole = [self._map.slice(int(a), int(b - a)) for a, b in self.blocks[which]]
         parts: dict[int, pa.Table] = {}
         raw: list[int] = []  # uncompressed batches: decoded whole, which maps their buffers and copies nothing
         for i, data in zip(which.tolist(), whole, strict=True):
@@ -284,7 +286,7 @@ class ArrowContainerReader:
             if self.clusters is not None and msg.length != self.clusters[i]:
                 raise IntegrityError(f"{self._where(i)} has {msg.length} events, the catalog recorded "
                                      f"{self.clusters[i]}")
-            mapped = data.slice(int(self.meta[i])) if self._map is not None else None
+            mapped = data.slice(int(self.meta[i]))
             parts[i] = batchcolumns.read_columns(self.schema, msg, int(self.blocks[i, 0] + self.meta[i]), mapped,
                                                  self._ranges, names, self._where(i))
         for i, batch in zip(raw, self._batches(np.asarray(raw, dtype=np.int64)), strict=True):
