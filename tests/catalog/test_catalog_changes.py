@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from catalog_samples import SITE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit
+from giod.catalog import catalog as catalog_module
 
 _names = itertools.count()
 
@@ -51,3 +53,7 @@ def test_changes_and_keys_equal_the_python_rule(catalog: Catalog, batches: list,
     keys = data.draw(st.lists(st.sampled_from([f"k{i}" for i in range(len(ids) + 2)]), max_size=6))
     assert catalog.databases(name, keys=keys) == [d for d in everything if d.idempotency_key in set(keys)]
     assert catalog.databases(name, keys=[]) == []
+    # more keys than one statement carries: the same answer, filtered after the listing
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(catalog_module, "MAX_KEYS", 1)
+        assert catalog.databases(name, keys=keys) == [d for d in everything if d.idempotency_key in set(keys)]

@@ -225,3 +225,30 @@ def test_a_later_copy_lists_only_what_changed(daq: giod.Federation, reco: giod.F
     assert report.copied == 1
     assert listed and max(listed) == 1  # the new database, not the dataset: a follower's pass stays cheap
     assert ak.array_equal(reco.dataset("raw").read(), daq.dataset("raw").read())
+
+
+def test_changes_and_keys_through_a_server(daq: giod.Federation, monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib3
+
+    from giod.catalog import remote
+    from giod.server.app import ServerThread, create_app
+
+    first = daq.version
+    commit(daq, 2, seed=11)
+    local = daq.catalog
+    keys = [db.idempotency_key for db in local.databases("raw")][:3]
+    token = local.create_token("read", note="changes")[1]
+    with ServerThread(create_app(str(daq.root))) as url:
+        far = giod.open(url, token=token).catalog
+        assert far.databases("raw", changed_since=first) == local.databases("raw", changed_since=first)
+        assert far.databases("raw", keys=keys) == local.databases("raw", keys=keys)
+        assert far.databases("raw", keys=[]) == []
+        monkeypatch.setattr(remote, "MAX_KEYS", 1)  # more keys than a request carries: the snapshot, kept here
+        assert far.databases("raw", keys=keys) == local.databases("raw", keys=keys)
+        query = "&".join(f"key=k{i}" for i in range(1001))
+        r = urllib3.PoolManager().request("GET", f"{url}/api/v1/datasets/raw/databases?{query}",
+                                          headers={"authorization": f"Bearer {token}"})
+        assert r.status == 400 and b"at most 1000" in r.data
+        r = urllib3.PoolManager().request("GET", f"{url}/api/v1/datasets/raw/databases?since=soon",
+                                          headers={"authorization": f"Bearer {token}"})
+        assert r.status == 400

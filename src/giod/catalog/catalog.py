@@ -29,6 +29,7 @@ from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
 from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
+from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.queries import (
     IN_CHUNK,
     chunks,
@@ -348,8 +349,9 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         if changed_since is not None:
             extended = select(containers.c.database_id).where(containers.c.created_version > changed_since)
             where = where & ((databases.c.created_version > changed_since) | databases.c.id.in_(extended))
-        if keys is not None:
-            where = where & databases.c.idempotency_key.in_(sorted(set(keys)))
+        wanted = None if keys is None else set(keys)
+        if wanted is not None and len(wanted) <= MAX_KEYS:
+            where = where & databases.c.idempotency_key.in_(sorted(wanted))
 
         def work(conn: Connection) -> list[DatabaseRecord]:
             if overlapping:
@@ -358,6 +360,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 found = load_databases(conn, where, version)
             if not found and dataset_row(conn, dataset, version) is None:
                 raise missing_dataset(conn, dataset, version)
+            if wanted is not None and len(wanted) > MAX_KEYS:  # past the parameters one statement takes
+                found = [db for db in found if db.idempotency_key in wanted]
             return found
 
         return self._read(work)

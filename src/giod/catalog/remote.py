@@ -222,20 +222,25 @@ class RemoteCatalog:
 
     def databases(self, dataset: str, version: int | None = None, *, overlapping: Bounds | None = None,
                   changed_since: int | None = None, keys: Sequence[str] | None = None) -> list[DatabaseRecord]:
-        v = self._recent(version)
-        if keys is not None and not keys:
-            return []
-        if changed_since is not None or (keys is not None and len(set(keys)) <= MAX_KEYS):
+        wanted = None if keys is None else set(keys)
+        if changed_since is not None or (wanted is not None and len(wanted) <= MAX_KEYS):
             # what changed, or a few keys: the server filters (a follower's pass need not fetch the dataset)
             params: list[tuple[str, Any]] = [("version", version)] if version is not None else []
             params += [("since", changed_since)] if changed_since is not None else []
-            params += [("key", k) for k in sorted(set(keys))] if keys is not None and len(set(keys)) <= MAX_KEYS else []
+            params += [("key", k) for k in sorted(wanted)] if wanted is not None and len(wanted) <= MAX_KEYS else []
             found = wire.load_many(DatabaseRecord, self._get(f"/datasets/{quote(dataset, safe='')}/databases?"
                                                              f"{urlencode(params)}"))
-            if keys is not None:
-                wanted = set(keys)
-                found = [db for db in found if db.idempotency_key in wanted]
-            return [db for db in found if overlaps(db.tag_stats, overlapping)] if overlapping else found
+        else:
+            v = self._recent(version)
+            if v is not None and (dataset, v) in self._databases:
+                found = list(self._databases[(dataset, v)])
+            else:  # the server sends the whole snapshot (one round trip, cached)
+                found = wire.load_many(DatabaseRecord,
+                                       self._get(f"/datasets/{quote(dataset, safe='')}/databases{_q(version)}"))
+        if wanted is not None:  # (also what the server filtered: an empty key list sends none)
+            found = [db for db in found if db.idempotency_key in wanted]
+        # pruned here by the catalog's rule
+        return [db for db in found if overlaps(db.tag_stats, overlapping)] if overlapping else found
         if v is not None and (dataset, v) in self._databases:
             found = list(self._databases[(dataset, v)])
         else:

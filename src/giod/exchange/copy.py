@@ -46,7 +46,6 @@ import numpy as np
 
 from giod import config, tagindex
 from giod.catalog.leases import hold_lease, writer_host
-from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, DatabaseRecord
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, SchemaError, StorageError
 from giod.names import check_name
@@ -167,9 +166,8 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
                                                                                 changed_since=since)
     todo = _work(changed, since, plan)
     report.planned = len(todo)
-    keys = {plan.key(db) for _, db, _ in todo}
-    landed = {db.idempotency_key: db for db in dst.catalog.databases(
-        target, keys=sorted(keys) if since is not None and len(keys) <= MAX_KEYS else None)} if todo else {}
+    keys = None if since is None else [plan.key(db) for _, db, _ in todo]  # a first run copies everything
+    landed = {db.idempotency_key: db for db in dst.catalog.databases(target, keys=keys)} if todo else {}
     target_ds = dst.dataset(target)
     dst_site = dst.site(site)
     lease = None
