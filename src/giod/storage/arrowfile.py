@@ -277,11 +277,10 @@ class ArrowContainerReader:
         assert self._map is not None
         whole = [self._map.slice(int(a), int(b - a)) for a, b in self.blocks[which]]
         parts: dict[int, pa.Table] = {}
-        raw: list[int] = []  # uncompressed batches: decoded whole, which maps their buffers and copies nothing
         for i, data in zip(which.tolist(), whole, strict=True):
             msg = self._message(i, data.slice(0, int(self.meta[i])))
-            if not msg.compressed:
-                raw.append(i)
+            if not msg.compressed:  # decoded whole, which maps its buffers and copies nothing
+                parts[i] = pa.Table.from_batches([self._decode(i, data)], schema=self.schema).select(names)
                 continue
             if self.clusters is not None and msg.length != self.clusters[i]:
                 raise IntegrityError(f"{self._where(i)} has {msg.length} events, the catalog recorded "
@@ -289,8 +288,6 @@ class ArrowContainerReader:
             mapped = data.slice(int(self.meta[i]))
             parts[i] = batchcolumns.read_columns(self.schema, msg, int(self.blocks[i, 0] + self.meta[i]), mapped,
                                                  self._ranges, names, self._where(i))
-        for i, batch in zip(raw, self._batches(np.asarray(raw, dtype=np.int64)), strict=True):
-            parts[i] = pa.Table.from_batches([batch], schema=self.schema).select(names)
         tables = [parts[i] for i in which.tolist()]
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
