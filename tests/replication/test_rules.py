@@ -14,6 +14,7 @@ from giod.catalog.migrations import v0001_initial as v1
 from giod.cli import main
 from giod.errors import ConfigError, ConflictError, NotFound
 from giod.replication import replicator, replicator_pass, rule_state, rule_states
+from giod.replication import rules as rules_module
 
 from .conftest import all_paths, expected_events, states_at
 
@@ -127,6 +128,11 @@ def test_replicator_satisfies_rules_new_databases_included(home, tmp_path: Path)
                                                                        changed_since=planned)
         assert new.containers < every.containers
         assert [(t.container.id, t.site, t.sources) for t in new.transfers] == \
+            [(t.container.id, t.site, t.sources) for t in every.transfers]
+        with pytest.MonkeyPatch.context() as mp:  # many new containers: the dataset's replicas in one query
+            mp.setattr(rules_module, "FEW_CONTAINERS", 0)
+            many = rule_state(home.catalog, rule, sites, changed_since=planned)
+        assert [(t.container.id, t.site, t.sources) for t in many.transfers] == \
             [(t.container.id, t.site, t.sources) for t in every.transfers]
     report = replicator_pass(home.catalog, home.site)
     assert report.ok and report.transfers.copied == 8

@@ -64,6 +64,10 @@ class RuleState:
         return f"{self.missing} missing{lost}"
 
 
+#: past this many new containers, a follower's round asks for the dataset's replicas in one query
+FEW_CONTAINERS = 64
+
+
 def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = None,
                away: set[str] | frozenset[str] = frozenset(), *, changed_since: int | None = None) -> RuleState:
     """The rule's state now, with the transfers (not to sites in ``away``) that would satisfy it.
@@ -81,8 +85,12 @@ def rule_state(catalog: Any, rule: RuleRecord, sites: list[SiteRecord] | None = 
             states = catalog.replica_states(rule.dataset)
         else:
             databases = catalog.databases(rule.dataset, changed_since=changed_since)
-            states = {c.id: [ReplicaRecord(c.id, site.name, st, None) for site, st in catalog.replicas(c.id)]
-                      for db in databases for c in db.containers if covers(rule, c.name)}
+            wanted = [c for db in databases for c in db.containers if covers(rule, c.name)]
+            # a query per container for a few new ones; one for the dataset past that (a follower back
+            # from a long stop)
+            states = (catalog.replica_states(rule.dataset) if len(wanted) > FEW_CONTAINERS else
+                      {c.id: [ReplicaRecord(c.id, site.name, st, None) for site, st in catalog.replicas(c.id)]
+                       for c in wanted})
     except NotFound:
         state.gone = True
         return state
