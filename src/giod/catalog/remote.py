@@ -424,6 +424,9 @@ class RemoteCatalog:
     def revoke_token(self, token_id: int) -> None:
         raise _unavailable("revoke_token")
 
+    def remove_token(self, token_id: int) -> None:
+        raise _unavailable("remove_token")
+
     def verify_token(self, secret: str, *, now: float | None = None) -> TokenRecord:
         raise _unavailable("verify_token")
 

@@ -1,4 +1,4 @@
-"""Bearer tokens: issued, listed, revoked and verified against the catalog.
+"""Bearer tokens: issued, listed, revoked, removed and verified against the catalog.
 
 A token's secret is ``giod_<id>_<43 random URL-safe characters>`` (256 bits
 from ``secrets``). The catalog keeps only ``sha256:<hex>`` of the whole
@@ -25,7 +25,7 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from giod.catalog.engine import Transactions
 from giod.catalog.records import TOKEN_SCOPES, TokenRecord
@@ -64,7 +64,7 @@ def _record(row: Any) -> TokenRecord:
 
 
 class TokenMethods(Transactions):
-    """``create_token``, ``tokens``, ``revoke_token``, ``verify_token`` and the ownership lookups
+    """``create_token``, ``tokens``, ``revoke_token``, ``remove_token``, ``verify_token`` and the ownership lookups
     a server authorises by (``dataset_of_container``, ``datasets_of_schema``, ``dataset_names``) of ``Catalog``."""
 
     def create_token(
@@ -128,6 +128,20 @@ class TokenMethods(Transactions):
                 raise NotFound(f"no token {token_id}")
             if found.revoked is None:
                 conn.execute(update(tokens).where(tokens.c.id == token_id).values(revoked=time.time()))
+
+        self._run(work, write=True)
+
+    def remove_token(self, token_id: int) -> None:
+        """Delete a token's row, whatever its state; NotFound if there is none.
+
+        The secret is then unknown, as if never issued. Unlike a revocation,
+        nothing is kept to list: remove tokens that are no longer of interest
+        (revoked, expired, or a row that does not parse).
+        """
+
+        def work(conn: Connection) -> None:
+            if conn.execute(delete(tokens).where(tokens.c.id == token_id)).rowcount == 0:
+                raise NotFound(f"no token {token_id}")
 
         self._run(work, write=True)
 
