@@ -111,6 +111,9 @@ def fsck(fed: Federation, *, checksums: bool = True,
         if not reachable:
             away[site_rec.name] = detail
             report.problems.append(Problem("unreachable", site_rec.name, "", detail))
+    for bad in fed.catalog.bad_rows():  # left out of every listing: said here, with the command that removes it
+        report.problems.append(Problem("catalog", "", f"table {bad.table} {bad.key}",
+                                       f"{bad.problem}; the row is left out ({bad.remedy} removes it)"))
     for name in fed.datasets():
         dbs = fed.catalog.databases(name)
         report.problems += _incomplete_imports(name, dbs)

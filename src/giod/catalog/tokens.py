@@ -23,12 +23,12 @@ import math
 import re
 import secrets
 import time
-from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
 
 from giod.catalog.engine import Transactions
 from giod.catalog.records import TOKEN_SCOPES, TokenRecord
+from giod.catalog.rows import RowError, parse_rows, token_record
 from giod.catalog.tables import containers, databases, dataset_schemas, datasets, tokens
 from giod.errors import AuthError, ConfigError, NotFound
 from giod.names import check_name, is_name
@@ -49,18 +49,6 @@ _DUMMY = "sha256:" + "0" * 64  # compared against when the id is unknown, to tak
 
 def _digest(secret: str) -> str:
     return "sha256:" + hashlib.sha256(secret.encode("ascii")).hexdigest()
-
-
-def _record(row: Any) -> TokenRecord:
-    return TokenRecord(
-        id=int(row.id),
-        scope=row.scope,
-        dataset=row.dataset,
-        note=row.note,
-        created=float(row.created),
-        expires=None if row.expires is None else float(row.expires),
-        revoked=None if row.revoked is None else float(row.revoked),
-    )
 
 
 class TokenMethods(Transactions):
@@ -115,9 +103,10 @@ class TokenMethods(Transactions):
         return self._run(work, write=True)
 
     def tokens(self) -> list[TokenRecord]:
-        """Every token, revoked and expired ones included, by id."""
+        """Every token, revoked and expired ones included, by id; a row that does not parse is left out,
+        with a warning (``giod token rm`` removes it)."""
         q = select(tokens).order_by(tokens.c.id)
-        return [_record(r) for r in self._read(lambda conn: conn.execute(q).all())]
+        return list(parse_rows(self, self._read(lambda conn: conn.execute(q).all()), token_record))
 
     def revoke_token(self, token_id: int) -> None:
         """Revoke a token from now on; NotFound if there is none. Revoking twice keeps the first time."""
@@ -164,7 +153,10 @@ class TokenMethods(Transactions):
         same = hmac.compare_digest(stored.encode("ascii"), _digest(match.group(0)).encode("ascii"))
         if row is None or not same:
             raise AuthError(_INVALID)
-        record = _record(row)
+        try:
+            record = token_record(row)
+        except RowError as exc:  # only the holder of the right secret learns this
+            raise AuthError(f"token {token_id} cannot be read from the catalog: {exc}") from exc
         state = record.state(now)
         if state != "active":
             raise AuthError(f"token {record.id} {'was revoked' if state == 'revoked' else 'has expired'}")
