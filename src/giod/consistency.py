@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord
+from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord, keyed_ranges
 from giod.errors import GiodError, IntegrityError, NotFound
 from giod.federation import Federation
 from giod.replication.sites import probe
@@ -59,7 +59,8 @@ from giod.tagstats import merge_stats
 
 @dataclass
 class Problem:
-    kind: str  # orphan | dark | writing | deleted | lost | missing | size | checksum | catalog | unreachable
+    kind: str  # orphan | dark | writing | deleted | lost | incomplete | missing | size | checksum | catalog
+    #            | unreachable
     site: str
     path: str
     detail: str
@@ -67,7 +68,8 @@ class Problem:
 
 # files too many, not data missing; "lost" files are data the catalog is missing, not data missing from a site:
 # they are reported apart (FsckReport.lost_commits)
-NOT_DAMAGE = ("orphan", "dark", "writing", "deleted", "lost")
+# an "incomplete" import is data that never landed, not committed data lost: the same command finishes it
+NOT_DAMAGE = ("orphan", "dark", "writing", "deleted", "lost", "incomplete")
 
 
 @dataclass
@@ -109,8 +111,12 @@ def fsck(fed: Federation, *, checksums: bool = True,
         if not reachable:
             away[site_rec.name] = detail
             report.problems.append(Problem("unreachable", site_rec.name, "", detail))
+    for bad in fed.catalog.bad_rows():  # left out of every listing: said here, with the command that removes it
+        report.problems.append(Problem("catalog", "", f"table {bad.table} {bad.key}",
+                                       f"{bad.problem}; the row is left out ({bad.remedy} removes it)"))
     for name in fed.datasets():
         dbs = fed.catalog.databases(name)
+        report.problems += _incomplete_imports(name, dbs)
         states = _replica_sites(fed, name, sites)
         expected = 0
         for db in sorted(dbs, key=lambda d: d.first_entry):
@@ -146,6 +152,29 @@ def fsck(fed: Federation, *, checksums: bool = True,
                 report.deleted_files += 1
                 report.deleted_bytes += info.size
     return report
+
+
+def _incomplete_imports(dataset: str, dbs: list[Any]) -> list[Problem]:
+    """An ``incomplete`` problem for each file an import left partly imported into ``dataset``
+    (killed, or still running): its databases hold fewer of its entries than it has."""
+    files: dict[str, tuple[Any, int]] = {}  # the import's key -> (a database of it, entries in the file)
+    for db in dbs:
+        checksum, total = db.parameters.get("source_checksum"), db.parameters.get("source_entries")
+        if not isinstance(checksum, str) or not isinstance(total, int):
+            continue
+        key = f"{db.program}:{checksum}"  # giod.interchange.import_key; an --append has keys of its own
+        if (db.idempotency_key or "").startswith(key + ":"):
+            files.setdefault(key, (db, total))
+    out = []
+    for key, (db, total) in files.items():
+        held = sum(hi - lo for lo, hi in keyed_ranges(dbs, key))
+        if held < total:
+            source = db.parameters.get("source") or "a file"
+            out.append(Problem("incomplete", "", dataset,
+                               f"{source} ({db.parameters['source_checksum']}): {held:,} of its {total:,} events "
+                               "were imported (an import killed or still running); the same giod import "
+                               "finishes it"))
+    return out
 
 
 def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]

@@ -92,13 +92,19 @@ class _OpenDatabase:
     stats: dict[str, tuple[float, float]] = field(default_factory=dict)
     tags: list[pa.Table] = field(default_factory=list)  # kept until commit, to build the tag index
     footer: dict[str, Any] = field(default_factory=dict)  # the commit record every container's footer holds
+    key: str | None = None  # the idempotency key of its commit, recorded in the footer too
 
 
 class Writer:
     """Appends events to a dataset, committing one database at a time.
 
     The keywords are the write settings of docs/storage.md (``database_events``,
-    ``compression``, ...) and the writer's own. Use as a context manager:
+    ``compression``, ...) and the writer's own. With an ``idempotency_key``,
+    database *n* of the writer commits under ``<key>:<n>``; with ``key_from``
+    too, under ``<key>:<first event>``, the position of its first event in the
+    stream of events, counted from ``key_from``: a re-run that starts at another
+    event of the same stream names each database by the events it holds (an
+    import resumed, ``giod.interchange``). Use as a context manager:
     leaving the block normally commits what is buffered; leaving it with an
     exception discards the uncommitted database.
     """
@@ -119,6 +125,7 @@ class Writer:
         options: WriteOptions | None = None,
         container_format: str | None = None,
         idempotency_key: str | None = None,
+        key_from: int | None = None,
         program: str = "",
         program_version: str = "",
         parameters: Mapping[str, Any] | None = None,
@@ -150,6 +157,10 @@ class Writer:
         self.cluster_bytes = cluster_bytes
         self.options = dataset_options(dataset.record, options or write_options(cfg), container_format)
         self.idempotency_key = idempotency_key
+        if key_from is not None and (idempotency_key is None or key_from < 0):
+            raise ConfigError("key_from needs an idempotency_key and is a position from 0 on")
+        self.key_from = key_from
+        self._events_committed = 0  # events of the databases committed so far, duplicates included
         self.program = program or "giod"
         self.program_version = program_version
         self.parameters = dict(parameters or {})
@@ -217,9 +228,6 @@ class Writer:
                 for buf in db.buffers.values():
                     self.site.remove(buf.writer.path)
             raise
-        key = None
-        if self.idempotency_key is not None:
-            key = f"{self.idempotency_key}:{len(self.commits)}"  # the key _footer() recorded
         commit = DatabaseCommit(
             dataset=self.dataset.name,
             n_events=db.n_events,
@@ -231,9 +239,10 @@ class Writer:
             program_version=self.program_version,
             parameters=self.parameters,
             parents=self.parents,
-            idempotency_key=key,
+            idempotency_key=db.key,
         )
         result = self.dataset.federation.catalog.commit_database(commit)
+        self._events_committed += db.n_events
         if result.duplicate:
             # the same commit landed before (a retried DAQ write): drop our copy
             for spec in written:
@@ -275,9 +284,16 @@ class Writer:
         if lease is not None:
             lease.release()
 
-    def _footer(self) -> dict[str, Any]:
+    def _next_key(self) -> str | None:
+        """The idempotency key of the database opened next (see the class's docstring)."""
+        if self.idempotency_key is None:
+            return None
+        if self.key_from is None:
+            return f"{self.idempotency_key}:{len(self.commits)}"
+        return f"{self.idempotency_key}:{self.key_from + self._events_committed}"
+
+    def _footer(self, key: str | None) -> dict[str, Any]:
         """What a catalog that lost this commit needs to register it again (``giod recover``)."""
-        key = None if self.idempotency_key is None else f"{self.idempotency_key}:{len(self.commits)}"
         return {
             "dataset": self.dataset.name, "schema": self.schema.fingerprint, "writer": self.name,
             "program": self.program, "program_version": self.program_version, "parameters": self.parameters,
@@ -313,7 +329,8 @@ class Writer:
                                      self.lease_seconds)
         directory = f"{self._prefix}{self._databases:06x}"
         self._databases += 1
-        footer = self._footer()
+        key = self._next_key()
+        footer = self._footer(key)
         buffers = {}
         try:
             for c in containers:
@@ -327,7 +344,7 @@ class Writer:
             for b in buffers.values():
                 b.writer.abort()
             raise
-        self._open = _OpenDatabase(directory, containers, buffers, footer=footer)
+        self._open = _OpenDatabase(directory, containers, buffers, footer=footer, key=key)
         return self._open
 
     def _add(self, db: _OpenDatabase, tables: Mapping[str, pa.Table], n: int) -> None:

@@ -86,6 +86,23 @@ def test_revoke(catalog: Catalog) -> None:
         catalog.revoke_token(999)
 
 
+def test_remove(catalog: Catalog) -> None:
+    keep, kept = catalog.create_token("read")
+    record, secret = catalog.create_token("write", "qcd")
+    catalog.revoke_token(record.id)
+    catalog.remove_token(record.id)  # a revoked token's row goes too
+    assert catalog.tokens() == [keep] and len(_rows(catalog)) == 1
+    with pytest.raises(AuthError, match="invalid token"):  # unknown now, like a token never issued
+        catalog.verify_token(secret)
+    assert catalog.verify_token(kept) == keep
+    with pytest.raises(NotFound, match=f"no token {record.id}"):
+        catalog.remove_token(record.id)
+    catalog.remove_token(keep.id)  # an active one at once
+    assert catalog.tokens() == []
+    with pytest.raises(AuthError, match="invalid token"):
+        catalog.verify_token(kept)
+
+
 def test_expiry(catalog: Catalog) -> None:
     expires = time.time() + 3600
     record, secret = catalog.create_token("read", expires=expires)

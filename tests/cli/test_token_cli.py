@@ -1,4 +1,4 @@
-"""`giod token create|list|revoke` on a real embedded federation."""
+"""`giod token create|list|revoke|rm` on a real embedded federation."""
 
 from __future__ import annotations
 
@@ -77,6 +77,47 @@ def test_list_and_revoke(fed_dir: str) -> None:
     assert listed.output.count("revoked") == 1 and listed.output.count("active") == 1
 
 
+def test_rm_removes_the_row_and_a_running_server_refuses_the_token(fed_dir: str) -> None:
+    import http.client
+    import time
+    from urllib.parse import urlsplit
+
+    from giod.server.app import ServerThread, create_app
+    from giod.server.auth import CACHE_SECONDS
+
+    _, reader = _create(fed_dir, "--scope", "read", "--note", "students")
+    _, unused = _create(fed_dir, "--scope", "read", "--note", "never used")
+    with giod.open(fed_dir, create=False) as fed:
+        reader_id, unused_id = fed.catalog.verify_token(reader).id, fed.catalog.verify_token(unused).id
+
+    def status(url: str, secret: str) -> int:
+        u = urlsplit(url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.request("GET", "/api/v1/datasets", headers={"authorization": f"Bearer {secret}"})
+            response = conn.getresponse()
+            response.read()
+            return response.status
+        finally:
+            conn.close()
+
+    with ServerThread(create_app(fed_dir)) as url:
+        assert status(url, reader) == 200  # verified, and remembered by the server for a moment
+        r = run("token", "rm", str(reader_id), "-f", fed_dir)
+        assert r.exit_code == 0 and r.output.strip() == f"token {reader_id} removed", r.output
+        r = run("token", "rm", str(unused_id), "-f", fed_dir)
+        assert r.exit_code == 0
+        assert status(url, unused) == 401  # never verified before: refused at once
+        removed = time.monotonic()
+        while status(url, reader) == 200:  # a token verified a moment ago: refused once its check is due
+            assert time.monotonic() - removed < CACHE_SECONDS + 1, "the server still takes a removed token"
+        assert status(url, reader) == 401
+    listed = run("token", "list", "-f", fed_dir)
+    assert "students" not in listed.output and "never used" not in listed.output
+    with giod.open(fed_dir, create=False) as fed:
+        assert fed.catalog.tokens() == []
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -91,6 +132,8 @@ def test_list_and_revoke(fed_dir: str) -> None:
         (["create", "--scope", "read", "--expires-in", "522w"], "at most 3650d"),
         (["revoke", "x"], "not a number"),
         (["revoke", "42"], "no token 42"),
+        (["rm", "x"], "not a number"),
+        (["rm", "42"], "no token 42"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(fed_dir: str, args: list[str], says: str) -> None:

@@ -117,6 +117,35 @@ def test_lossy_or_wrong_values_are_refused_alike(tiny, events, words):
     assert len(tiny) == 0 and not fsck(tiny.federation).problems
 
 
+@pytest.mark.parametrize("events,words", [
+    ([{"hits": [_hit()], "njets": True, "met": 0.5}], ["tag njets", "int32", "bool"]),
+    ([{"hits": [_hit()], "njets": 1, "met": False}], ["tag met", "float32", "bool"]),
+    ([{"hits": [_hit(layer=True)], "njets": 1, "met": 0.5}], ["hits.layer", "uint8", "bool"]),
+    ([{"hits": [_hit(x=True)], "njets": 1, "met": 0.5}], ["hits.x", "float32", "bool"]),
+], ids=["bool into int tag", "bool into float tag", "bool into int field", "bool into float field"])
+def test_booleans_are_refused_by_number_fields(tiny, events, words):
+    refused = _refusals(_append(tiny), events)
+    assert len(set(refused.values())) == 1, refused
+    assert all(w in refused["list of dicts"] for w in words), refused["list of dicts"]
+    assert len(tiny) == 0
+
+
+def test_numpy_booleans_are_refused_by_number_fields(tiny):
+    hits = ak.Array([[_hit()], [_hit()]])
+    for tag, value in (("njets", np.array([True, False])), ("met", np.array([True, True]))):
+        events = {"hits": hits, "njets": np.array([1, 2], dtype=np.int32), "met": np.array([0.5, 1.5])}
+        events[tag] = value
+        with pytest.raises(giod.DataError, match=f"tag {tag}.*bool"):
+            _append(tiny)(events)
+    assert len(tiny) == 0
+
+
+def test_integers_into_float_fields_are_kept(tiny):
+    _append(tiny)([{"hits": [_hit(x=3)], "njets": np.int64(2), "met": 7}])
+    back = tiny.read()
+    assert back.hits.x.to_list() == [[3.0]] and back.met.to_list() == [7.0] and back.njets.to_list() == [2]
+
+
 def test_uint64_beyond_int64_is_stored_exactly(tiny):
     events = [{"hits": [_hit(id=2**64 - 1), _hit(id=2**63)], "njets": 1, "met": 2**70}]
     for form in _forms(events).values():
@@ -207,7 +236,9 @@ def _expected(kind: str, dtype: str, values: list[Any]) -> list[Any] | None:
         return None
     if dtype == "bool":
         return values if kind == "bool" else None
-    if _natural(dtype) == "int":  # integers and bools, exactly
+    if kind == "bool":  # a bool is no number, whatever Python says
+        return None
+    if _natural(dtype) == "int":  # integers, exactly
         if kind == "float":
             return None
         info = np.iinfo(dtype)

@@ -1,4 +1,5 @@
-"""A file already in a dataset is refused on a second import, unless it is appended on purpose."""
+"""A file already in a dataset is refused on a second import, unless it is appended on purpose;
+one an interrupted import left partly imported is finished by the same import."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ from click.testing import CliRunner
 import giod
 from giod.cli import main
 from giod.errors import ConflictError
-from giod.interchange import import_root, inspect_tree
+from giod.interchange import import_root, inspect_tree, iterate_events
+from giod.interchange.nanoaod import file_checksum
 
 HZZ_EVENTS = 2421
+
+
+def iter_events(path: Path, step: int):
+    return iterate_events(path, inspect_tree(path), step_size=step)
 
 
 @pytest.mark.rootdata
@@ -66,7 +72,7 @@ def test_api_records_the_checksum_and_refuses_a_reimport(tmp_path: Path, hzz: Pa
 
 
 @pytest.mark.rootdata
-def test_an_interrupted_import_into_an_existing_dataset_is_named_as_such(
+def test_an_interrupted_import_into_an_existing_dataset_is_finished_by_the_same_import(
     tmp_path: Path, hzz: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GIOD_DATABASE_EVENTS", "1000")  # a database committed per chunk
@@ -87,5 +93,19 @@ def test_an_interrupted_import_into_an_existing_dataset_is_named_as_such(
         fed.create_dataset("hzz", inspect_tree(hzz).schema)
         with pytest.raises(KeyboardInterrupt):
             import_root(fed, hzz, "hzz", step_size=1000, progress=interrupt)
+        report = import_root(fed, hzz, "hzz", step_size=1000)
+        assert (report.resumed, report.n_events) == (2000, HZZ_EVENTS - 2000)
+        whole = import_root(fed, hzz, "whole")
+        mine, theirs = fed.dataset("hzz").read(), fed.dataset("whole").read()
+        assert len(mine) == whole.n_events == HZZ_EVENTS
+        assert mine.to_list() == theirs.to_list()  # the same events in the same order, none twice
+
+    with giod.open(tmp_path / "keyless", create=True) as fed:
+        # databases of an import that recorded no keys (before imports could be resumed): refused as before
+        ds = fed.create_dataset("hzz", inspect_tree(hzz).schema)
+        checksum = file_checksum(hzz)
+        events = next(iter_events(hzz, 2000))
+        with ds.writer(program="giod import", parameters={"source": hzz.name, "source_checksum": checksum}) as w:
+            w.append(events)
         with pytest.raises(ConflictError, match=r"already in dataset hzz: 2,000 of the 2,421 of its events"):
             import_root(fed, hzz, "hzz")

@@ -7,8 +7,9 @@ import time
 from sqlalchemy import ColumnElement, Connection, Table, func, insert, select, update
 
 from giod.catalog.engine import Transactions, Unchanged
-from giod.catalog.queries import chunks, log, site_id, site_record
+from giod.catalog.queries import chunks, log, site_id
 from giod.catalog.records import SiteRecord
+from giod.catalog.rows import parse_rows, site_record
 from giod.catalog.tables import (
     REPLICA_STATES,
     containers,
@@ -137,7 +138,8 @@ class BookkeepingMethods(Transactions):
                 is None
             ):
                 raise NotFound(f"no container {container_id}")
-            return [(site_record(r), r.state) for r in rows]
+            # a replica at a site whose row does not parse is not offered (fsck reports the row)
+            return list(parse_rows(self, rows, lambda r: (site_record(r), str(r.state))))
 
         return self._read(work)
 

@@ -44,7 +44,6 @@ from giod.catalog.queries import (
     outside_bounds,
     require_databases,
     require_schemas,
-    site_record,
 )
 from giod.catalog.records import (
     Bounds,
@@ -54,6 +53,7 @@ from giod.catalog.records import (
     SiteRecord,
     VersionRecord,
 )
+from giod.catalog.rows import BadRow, bad_rows, parse_rows, site_record
 from giod.catalog.rules import RuleMethods
 from giod.catalog.tables import (
     containers,
@@ -310,14 +310,18 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             row = conn.execute(select(sites).where(sites.c.name == name)).first()
             if row is None:
                 raise missing(conn, "site", name, select(sites.c.name))
-            return site_record(row)
+            return site_record(row)  # RowError when the row does not parse
 
         return self._read(work)
 
     def sites(self) -> list[SiteRecord]:
-        """Every site, nearest first."""
+        """Every site, nearest first; a row that does not parse is left out, with a warning."""
         q = select(sites).order_by(sites.c.distance, sites.c.name)
-        return [site_record(r) for r in self._read(lambda conn: conn.execute(q).all())]
+        return list(parse_rows(self, self._read(lambda conn: conn.execute(q).all()), site_record))
+
+    def bad_rows(self) -> list[BadRow]:
+        """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""
+        return self._read(bad_rows)
 
     # -- databases -----------------------------------------------------------
 

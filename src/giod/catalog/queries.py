@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import update as sql_update
 
-from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
+from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord
 from giod.catalog.tables import (
     containers,
     database_parents,
@@ -64,7 +64,6 @@ __all__ = [
     "require_databases",
     "require_schemas",
     "site_id",
-    "site_record",
 ]
 
 T = TypeVar("T")
@@ -136,10 +135,6 @@ def dataset_record(row: Any) -> DatasetRecord:
         int(row.id), row.name, int(row.schema_id), int(row.created_version), float(row.created),
         row.container_format,
     )
-
-
-def site_record(row: Any) -> SiteRecord:
-    return SiteRecord(int(row.id), row.name, row.url, int(row.distance))
 
 
 def not_found(kind: str, name: str, candidates: list[str]) -> NotFound:

@@ -7,6 +7,7 @@ sees SQLAlchemy rows.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -241,3 +242,22 @@ def overlaps(tag_stats: dict[str, tuple[float, float]], bounds: Bounds) -> bool:
         if smax < lo or smin > hi:
             return False
     return True
+
+
+def keyed_ranges(databases: Iterable[DatabaseRecord], key: str) -> list[tuple[int, int]]:
+    """The ranges ``[start, stop)`` of a stream of events that ``databases`` committed under
+    ``<key>:<start>`` hold (``Writer(idempotency_key=key, key_from=...)``), merged and in order."""
+    prefix = key + ":"
+    spans = []
+    for db in databases:
+        got = db.idempotency_key or ""
+        start = got[len(prefix):]
+        if got.startswith(prefix) and start.isascii() and start.isdigit():
+            spans.append((int(start), int(start) + db.n_events))
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged

@@ -34,6 +34,7 @@ from giod.catalog.records import (
     VersionRecord,
     overlaps,
 )
+from giod.catalog.rows import BadRow
 from giod.errors import CatalogError, ConfigError, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
 from giod.storage.container import check_dataset_format
@@ -423,6 +424,12 @@ class RemoteCatalog:
 
     def revoke_token(self, token_id: int) -> None:
         raise _unavailable("revoke_token")
+
+    def remove_token(self, token_id: int) -> None:
+        raise _unavailable("remove_token")
+
+    def bad_rows(self) -> list[BadRow]:
+        raise _unavailable("bad_rows")
 
     def verify_token(self, secret: str, *, now: float | None = None) -> TokenRecord:
         raise _unavailable("verify_token")

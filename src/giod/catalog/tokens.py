@@ -1,4 +1,4 @@
-"""Bearer tokens: issued, listed, revoked and verified against the catalog.
+"""Bearer tokens: issued, listed, revoked, removed and verified against the catalog.
 
 A token's secret is ``giod_<id>_<43 random URL-safe characters>`` (256 bits
 from ``secrets``). The catalog keeps only ``sha256:<hex>`` of the whole
@@ -23,12 +23,12 @@ import math
 import re
 import secrets
 import time
-from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from giod.catalog.engine import Transactions
 from giod.catalog.records import TOKEN_SCOPES, TokenRecord
+from giod.catalog.rows import RowError, parse_rows, token_record
 from giod.catalog.tables import containers, databases, dataset_schemas, datasets, tokens
 from giod.errors import AuthError, ConfigError, NotFound
 from giod.names import check_name, is_name
@@ -51,20 +51,8 @@ def _digest(secret: str) -> str:
     return "sha256:" + hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
-def _record(row: Any) -> TokenRecord:
-    return TokenRecord(
-        id=int(row.id),
-        scope=row.scope,
-        dataset=row.dataset,
-        note=row.note,
-        created=float(row.created),
-        expires=None if row.expires is None else float(row.expires),
-        revoked=None if row.revoked is None else float(row.revoked),
-    )
-
-
 class TokenMethods(Transactions):
-    """``create_token``, ``tokens``, ``revoke_token``, ``verify_token`` and the ownership lookups
+    """``create_token``, ``tokens``, ``revoke_token``, ``remove_token``, ``verify_token`` and the ownership lookups
     a server authorises by (``dataset_of_container``, ``datasets_of_schema``, ``dataset_names``) of ``Catalog``."""
 
     def create_token(
@@ -115,9 +103,10 @@ class TokenMethods(Transactions):
         return self._run(work, write=True)
 
     def tokens(self) -> list[TokenRecord]:
-        """Every token, revoked and expired ones included, by id."""
+        """Every token, revoked and expired ones included, by id; a row that does not parse is left out,
+        with a warning (``giod token rm`` removes it)."""
         q = select(tokens).order_by(tokens.c.id)
-        return [_record(r) for r in self._read(lambda conn: conn.execute(q).all())]
+        return list(parse_rows(self, self._read(lambda conn: conn.execute(q).all()), token_record))
 
     def revoke_token(self, token_id: int) -> None:
         """Revoke a token from now on; NotFound if there is none. Revoking twice keeps the first time."""
@@ -128,6 +117,20 @@ class TokenMethods(Transactions):
                 raise NotFound(f"no token {token_id}")
             if found.revoked is None:
                 conn.execute(update(tokens).where(tokens.c.id == token_id).values(revoked=time.time()))
+
+        self._run(work, write=True)
+
+    def remove_token(self, token_id: int) -> None:
+        """Delete a token's row, whatever its state; NotFound if there is none.
+
+        The secret is then unknown, as if never issued. Unlike a revocation,
+        nothing is kept to list: remove tokens that are no longer of interest
+        (revoked, expired, or a row that does not parse).
+        """
+
+        def work(conn: Connection) -> None:
+            if conn.execute(delete(tokens).where(tokens.c.id == token_id)).rowcount == 0:
+                raise NotFound(f"no token {token_id}")
 
         self._run(work, write=True)
 
@@ -150,7 +153,10 @@ class TokenMethods(Transactions):
         same = hmac.compare_digest(stored.encode("ascii"), _digest(match.group(0)).encode("ascii"))
         if row is None or not same:
             raise AuthError(_INVALID)
-        record = _record(row)
+        try:
+            record = token_record(row)
+        except RowError as exc:  # only the holder of the right secret learns this
+            raise AuthError(f"token {token_id} cannot be read from the catalog: {exc}") from exc
         state = record.state(now)
         if state != "active":
             raise AuthError(f"token {record.id} {'was revoked' if state == 'revoked' else 'has expired'}")

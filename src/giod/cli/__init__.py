@@ -334,7 +334,9 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
             federation: str) -> None:
     """Import a NanoAOD-style ROOT file (TTree or RNTuple) into an existing federation.
 
-    A file the dataset already holds (same checksum) is refused unless --append is given.
+    A file the dataset already holds (same checksum) is refused unless --append is given;
+    one an interrupted import left partly imported is finished: the same command imports
+    the events still missing, and only those.
 
     Example: giod init ./myfed && giod import nano.root --dataset ttbar -f ./myfed
     """
@@ -350,6 +352,9 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
     click.echo(f"imported {report.n_events:,} events from tree {report.tree} into dataset {report.dataset}: "
                f"{len(report.collections)} collections, {len(report.tags)} tags, "
                f"{len(report.skipped)} branches skipped")
+    if report.resumed:
+        click.echo(f"resumed: {report.resumed:,} of the file's {report.resumed + report.n_events:,} events were "
+                   f"already in dataset {report.dataset}, from an import of it that did not finish")
     for branch, why in sorted(report.skipped.items()):
         click.echo(f"  skipped {branch}: {why}")
 

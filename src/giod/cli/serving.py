@@ -118,3 +118,16 @@ def token_revoke(token_id: str, federation: str) -> None:
     number = _number_id(token_id, "token", "giod token list")
     _open(federation).catalog.revoke_token(number)
     click.echo(f"token {number} revoked")
+
+
+@token.command("rm")
+@click.argument("token_id", metavar="ID")
+@federation_option
+def token_rm(token_id: str, federation: str) -> None:
+    """Remove a token by its id: its row is deleted and its secret stops working.
+
+    Example: giod token rm 3
+    """
+    number = _number_id(token_id, "token", "giod token list")
+    _open(federation).catalog.remove_token(number)
+    click.echo(f"token {number} removed")

@@ -25,7 +25,8 @@ def cast_field(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
     Integer and bool fields keep values exactly (a float is refused even with a
     zero fraction: it usually means a wrong field). Float fields keep the nearest
     value of their precision, every number read as a float64 first, and refuse
-    finite values that would overflow to infinity.
+    finite values that would overflow to infinity. A bool is refused by every
+    number field: ``True`` stored as ``1`` is a wrong field, not a number.
     """
     target = np.dtype(fdef.dtype)
     src = values.dtype
@@ -35,17 +36,19 @@ def cast_field(values: np.ndarray, fdef: FieldDef, where: str) -> np.ndarray:
         if src.kind != "b":
             raise DataError(f"{where}: expected bool values, got {src}")
         return values
-    if target.kind in "iu" and src.kind not in "iub":
+    if src.kind == "b":
+        raise DataError(f"{where}: expected {fdef.dtype}, got bool")
+    if target.kind in "iu" and src.kind not in "iu":
         raise DataError(f"{where}: expected {fdef.dtype}, got {src} (would lose the fraction)")
-    if src.kind not in "iubf":
+    if src.kind not in "iuf":
         raise DataError(f"{where}: expected {fdef.dtype}, got {src}")
     if target.kind in "iu" and values.size:
         info = np.iinfo(target)
-        lo, hi = int(values.min()), int(values.max())  # Python ints compare across every width and bool
+        lo, hi = int(values.min()), int(values.max())  # Python ints compare across every width
         if lo < info.min or hi > info.max:
             raise DataError(range_message(where, lo, hi, fdef.dtype))
         return values.astype(target)
-    if target.kind == "f" and src.kind in "iub" and target != np.float64:
+    if target.kind == "f" and src.kind in "iu" and target != np.float64:
         values = values.astype(np.float64)  # one rule for every input: a number becomes a float64 first
     with np.errstate(over="ignore"):
         out = values.astype(target)

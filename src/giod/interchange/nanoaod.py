@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import awkward as ak
 import numpy as np
 
+from giod.catalog.records import keyed_ranges
 from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
 from giod.interchange.encoding import ROOT_NAMES, numpy_dtype
 from giod.interchange.rootfile import DEFAULT_TREE, open_root, root_errors  # noqa: F401 - DEFAULT_TREE: re-exported
@@ -50,9 +52,28 @@ class ImportReport:
     tags: tuple[str, ...]
     skipped: dict[str, str]
     checksum: str | None = None  # "sha256:<hex>" of the file; None for a URL
+    resumed: int = 0  # events of the file the dataset held from an interrupted import of it, not written again
 
 
 IMPORT_PROGRAM = "giod import"  # the program recorded in the provenance of imported databases
+
+
+def import_key(checksum: str) -> str:
+    """The idempotency key of an import of the file with this checksum: database keys are
+    ``<key>:<first entry>`` (``Writer(key_from=)``), so the key names the events each holds."""
+    return f"{IMPORT_PROGRAM}:{checksum}"
+
+
+def _gaps(ranges: list[tuple[int, int]], n_entries: int) -> list[tuple[int, int]]:
+    """The entry ranges of ``[0, n_entries)`` that ``ranges`` (merged) leave out."""
+    gaps, at = [], 0
+    for lo, hi in ranges:
+        if lo > at:
+            gaps.append((at, min(lo, n_entries)))
+        at = max(at, hi)
+    if at < n_entries:
+        gaps.append((at, n_entries))
+    return [(lo, hi) for lo, hi in gaps if lo < hi]
 
 
 # ---------------------------------------------------------------- reading
@@ -162,16 +183,19 @@ def _filter_names(layout: TreeLayout) -> list[str]:
 
 
 def iterate_events(
-    path: str | os.PathLike[str], layout: TreeLayout, step_size: int | str = "100 MB"
+    path: str | os.PathLike[str], layout: TreeLayout, step_size: int | str = "100 MB", *,
+    entry_start: int | None = None, entry_stop: int | None = None,
 ) -> Iterator[ak.Array]:
     """Read the tree chunk by chunk as giod events (see :class:`TreeLayout`).
 
     Relation indices are int32; indices outside the target collection of
-    their event become -1.
+    their event become -1. ``entry_start`` / ``entry_stop`` read only the
+    entries in between (all by default).
     """
     wanted = _filter_names(layout)
     with open_root(path) as file, root_errors(path):
-        chunks = file[layout.tree_name].iterate(filter_name=wanted, step_size=step_size, library="ak")
+        chunks = file[layout.tree_name].iterate(filter_name=wanted, step_size=step_size, library="ak",
+                                                entry_start=entry_start, entry_stop=entry_stop)
         for chunk in chunks:
             yield _events_from_chunk(chunk, layout)
 
@@ -207,11 +231,19 @@ def file_checksum(path: str | os.PathLike[str]) -> str | None:
         return "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def _refuse_reimport(ds: Any, checksum: str, path: str | os.PathLike[str], n_entries: int) -> None:
-    """ConflictError when databases of ``ds`` were imported from a file with this checksum."""
-    held = [db for db in ds.databases() if db.parameters.get("source_checksum") == checksum]
+def _to_import(ds: Any, checksum: str, path: str | os.PathLike[str], n_entries: int) -> list[tuple[int, int]]:
+    """The entry ranges of the file still to import into ``ds``: all of them, or what an interrupted
+    import of it left out; ConflictError when ``ds`` holds the file already (whole, or without keys
+    that say which events)."""
+    dbs = ds.databases()
+    landed = keyed_ranges(dbs, import_key(checksum))
+    if landed:
+        gaps = _gaps(landed, n_entries)
+        if gaps:
+            return gaps
+    held = [db for db in dbs if db.parameters.get("source_checksum") == checksum]
     if not held:
-        return
+        return [(0, n_entries)]
     n = sum(db.n_events for db in held)
     # fewer events than the file has: an import into an existing dataset that was interrupted
     part = "all" if n >= n_entries else f"{n:,} of the {n_entries:,}"
@@ -240,27 +272,41 @@ def import_root(
     schema unless it exists with the same one) or a Dataset. ``progress`` is
     called with (events done, events in the file) after every chunk. A file
     whose checksum the dataset's provenance already holds raises
-    ConflictError unless ``append`` is true. ``container_format`` fixes the format of a dataset this
-    import creates (see ``Federation.create_dataset``); an existing dataset keeps its own.
+    ConflictError unless ``append`` is true; one an interrupted import (a
+    crash, kill -9, Ctrl-C into an existing dataset) left partly imported is
+    finished: every database records which entries of the file it holds (its
+    idempotency key, see :func:`import_key`), and only the entries none holds
+    are read and written (``ImportReport.resumed`` counts the others).
+    ``container_format`` fixes the format of a dataset this import creates
+    (see ``Federation.create_dataset``); an existing dataset keeps its own.
     """
     layout = inspect_tree(path, tree)
     ds, created = _dataset_for(fed_or_dataset, dataset_name, layout.schema, container_format)
     checksum = file_checksum(path)
+    todo = [(0, layout.n_entries)]
     if checksum is not None and not created and not append:
-        _refuse_reimport(ds, checksum, path, layout.n_entries)
+        todo = _to_import(ds, checksum, path, layout.n_entries)
     provenance: dict[str, Any] = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
     provenance[ROOT_NAMES] = layout.names.to_dict()  # how the export spells the file again
+    key = None
     if checksum is not None:
         provenance["source_checksum"] = checksum
+        provenance["source_entries"] = layout.n_entries  # fsck tells an import that did not finish
+        # an append is the file once more on purpose: keys of its own, never taken for a resume
+        key = import_key(checksum) + (f"/{uuid.uuid4().hex[:12]}" if append else "")
+    resumed = layout.n_entries - sum(hi - lo for lo, hi in todo)
     done = chunks = 0
     try:
-        with ds.writer(program=IMPORT_PROGRAM, parameters=provenance) as writer:
-            for events in iterate_events(path, layout, step_size=step_size):
-                writer.append(events)
-                done += len(events)
-                chunks += 1
-                if progress is not None:
-                    progress(done, layout.n_entries)
+        for start, stop in todo:
+            with ds.writer(program=IMPORT_PROGRAM, parameters=provenance, idempotency_key=key,
+                           key_from=None if key is None else start) as writer:
+                for events in iterate_events(path, layout, step_size=step_size, entry_start=start,
+                                             entry_stop=stop):
+                    writer.append(events)
+                    done += len(events)
+                    chunks += 1
+                    if progress is not None:
+                        progress(resumed + done, layout.n_entries)
     except BaseException:
         if created:  # an import that created its dataset lands whole or not at all
             ds.federation.catalog.delete_dataset(dataset_name)
@@ -276,4 +322,5 @@ def import_root(
         tags=tuple(layout.tags),
         skipped=dict(layout.skipped),
         checksum=checksum,
+        resumed=resumed,
     )
