@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from giod import config
-from giod.errors import ConfigError, GiodError, MissingDependency
+from giod.errors import ConfigError, GiodError, MissingDependency, NotFound
 
 DEFAULT_FEDERATION = "giod-data"
 EXIT_BAD_INPUT = 2
@@ -220,7 +220,7 @@ def show(dataset: str, database_id: int | None, version: int | None, federation:
     if version is not None:
         ds = ds.at(version)
     if database_id is not None:
-        _trace(fed, database_id)
+        _trace(fed, _database_of(fed, ds, database_id, version))
         return
     s = ds.summary()
     click.echo(f"dataset {ds.name}: {s['n_events']:,} events in {s['n_databases']} databases, "
@@ -235,6 +235,19 @@ def show(dataset: str, database_id: int | None, version: int | None, federation:
             for db in dbs[:20]]
     more = f" (first 20 of {len(dbs)})" if len(dbs) > 20 else ""
     _table("databases" + more, ["id", "entries", "events", "size", "containers", "program", "version"], rows)
+
+
+def _database_of(fed: Any, ds: Any, database_id: int, version: int | None) -> int:
+    """``database_id`` if it is a database of ``ds`` (at ``version``); a one-line error naming both otherwise."""
+    if any(db.id == database_id for db in ds.databases()):
+        return database_id
+    db = fed.catalog.database(database_id)  # NotFound when no dataset has it
+    owner = fed.dataset_of(db)
+    if owner != ds.name:
+        raise NotFound(f"database {database_id} is in dataset {owner}, not {ds.name} "
+                       f"(giod show {owner} --database {database_id})")
+    when = "" if version is None else f" at version {version}"
+    raise NotFound(f"dataset {ds.name} has no database {database_id}{when} (giod show {ds.name} lists them)")
 
 
 def _trace(fed: Any, database_id: int, depth: int = 0) -> None:
