@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner, Result
 
@@ -52,3 +56,41 @@ def test_show_database_not_yet_in_the_dataset_at_the_version_asked(fed_dir: str)
     line = one_error_line(run("show", "ttbar", "--database", str(last.id), "--version",
                               str(last.created_version - 1), "-f", fed_dir))
     assert f"database {last.id}" in line and f"version {last.created_version - 1}" in line
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["schema", "check", "missing.yaml"], "missing.yaml"),
+    (["schema", "check", "model.yaml", "--old", "missing-old.yaml"], "missing-old.yaml"),
+    (["ls", "--nosuch"], "--nosuch"),
+    (["show"], "DATASET"),
+    (["nosuchcommand"], "nosuchcommand"),
+    (["export", "qcd", "--format", "csv", "-o", "x.csv"], "csv"),
+    (["select", "qcd", "--limit", "many"], "many"),
+    (["export-event", "qcd", "-1"], "-1"),
+    (["import", "missing.root", "--dataset", "x"], "missing.root"),
+    (["serve", "--certfile", "missing.pem", "--keyfile", "missing.pem"], "missing.pem"),
+    (["--nosuch", "ls"], "--nosuch"),
+])
+def test_usage_errors_and_missing_files_are_one_error_line(fed_dir: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                                          says: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    synthetic_model = Path(synthetic.__file__).with_name("synthetic.yaml")
+    (tmp_path / "model.yaml").write_text(synthetic_model.read_text())
+    monkeypatch.setenv("GIOD_FEDERATION", fed_dir)
+    line = one_error_line(run(*args))
+    assert says in line
+
+
+def test_help_and_version_still_exit_0() -> None:
+    assert run("--help").exit_code == 0
+    assert run("ls", "--help").exit_code == 0
+    assert run("--version").exit_code == 0
+
+
+def test_the_installed_command_prints_the_same_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "giod", "schema", "check", str(tmp_path / "missing.yaml")],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"error: no such file: {tmp_path / 'missing.yaml'}"]
+    assert done.stdout == ""

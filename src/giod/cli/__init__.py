@@ -57,14 +57,39 @@ def _bench_missing() -> click.Command:
     )
 
 
+def _usage_line(exc: click.ClickException) -> str:
+    """click's own refusal (an unknown option, a missing argument, a bad value) as giod's one ``error:`` line."""
+    message = " ".join(exc.format_message().split())  # click puts its "did you mean" on a line of its own
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is not None:
+        message = message.rstrip(".") + f" (see {ctx.command_path} --help)"
+    return f"error: {message}"
+
+
 class _Group(click.Group):
-    """A click group that turns GiodError into one line and exit code 2, and loads heavy commands lazily."""
+    """A click group that turns GiodError and click's usage errors into one line and exit code 2, and loads
+    heavy commands lazily."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `giod` alone prints the help
+        except click.ClickException as exc:  # the group's own options, before any command runs
+            click.echo(_usage_line(exc), err=True)
+            sys.exit(EXIT_BAD_INPUT)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except GiodError as exc:
             click.echo(f"error: {exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `giod schema` alone prints its help
+        except click.ClickException as exc:
+            click.echo(_usage_line(exc), err=True)
             ctx.exit(EXIT_BAD_INPUT)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -323,8 +348,9 @@ def schema_check(file: str, old: str | None) -> None:
     """
     from giod.schema import Schema
 
-    if not Path(file).exists():
-        raise click.ClickException(f"no such file: {file}")
+    for path in (file, old):
+        if path is not None and not Path(path).is_file():
+            raise NotFound(f"no such file: {path}")
     s = Schema.from_yaml(file)
     click.echo(f"{file}: model {s.name} is valid: {len(s.types)} types, "
                f"{len(s.collections)} collections, {len(s.containers)} containers, {len(s.tags)} tags")
