@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from giod import config
+from giod.cli.output import OutputPath, writing
 from giod.errors import ConfigError, GiodError, MissingDependency, NotFound
 
 DEFAULT_FEDERATION = "giod-data"
@@ -396,7 +397,7 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
 @main.command()
 @click.argument("dataset")
 @click.option("--format", "fmt", type=click.Choice(["root", "parquet"]), default="parquet", show_default=True)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option("-o", "--output", required=True, type=OutputPath(), help="Output file (its directory must exist).")
 @click.option("--where", "expression", default=None, help="Tag expression selecting the events.")
 @federation_option
 def export(dataset: str, fmt: str, output: str, expression: str | None, federation: str) -> None:
@@ -413,10 +414,11 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
     ds = fed.dataset(dataset)
     sel = ds.select(expression)
     chunks = sel.iterate()
-    if fmt == "root":  # spelled as the file the dataset was imported from, if it was
-        write_root(output, chunks, ds.schema, names=root_names(sel))
-    else:
-        write_parquet(output, chunks, ds.schema)
+    with writing(output):
+        if fmt == "root":  # spelled as the file the dataset was imported from, if it was
+            write_root(output, chunks, ds.schema, names=root_names(sel))
+        else:
+            write_parquet(output, chunks, ds.schema)
     click.echo(f"wrote {len(sel):,} events to {output}")
 
 
@@ -426,7 +428,8 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
 @click.argument("entry", type=click.IntRange(min=0))
 @click.option("--format", "fmt", type=click.Choice(["phoenix", "scene"]), default="phoenix", show_default=True,
               help="phoenix: HSF Phoenix event data; scene: what giod's web display draws.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Output file (default: stdout).")
+@click.option("-o", "--output", type=OutputPath(), default=None,
+              help="Output file (default: stdout; its directory must exist).")
 @federation_option
 def export_event(dataset: str, entry: int, fmt: str, output: str | None, federation: str) -> None:
     """Export one event as JSON for an event display (HSF Phoenix by default).
@@ -441,10 +444,8 @@ def export_event(dataset: str, entry: int, fmt: str, output: str | None, federat
     if output is None:
         click.echo(text)
         return
-    try:
+    with writing(output):
         Path(output).write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write {output}: {exc.strerror}") from exc
     click.echo(f"wrote {dataset} entry {entry} as {fmt} JSON ({len(text):,} bytes) to {output}", err=True)
 
 def _write_parquet(path: str, chunks: Any, empty: Callable[[], Any]) -> None:
@@ -475,7 +476,7 @@ def _write_parquet(path: str, chunks: Any, empty: Callable[[], Any]) -> None:
 @click.option("--columns", default=None, help="Comma-separated collections, fields or tags to show.")
 @click.option("--limit", default=10, show_default=True, help="Events to print (0 or more).")
 @click.option("--count", is_flag=True, help="Only print the number of selected events.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the selection to Parquet.")
+@click.option("-o", "--output", type=OutputPath(), help="Write the selection to this Parquet file.")
 @federation_option
 def select(dataset: str, expression: str | None, columns: str | None, limit: int, count: bool,
            output: str | None, federation: str) -> None:
@@ -499,8 +500,9 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     if output:
         from giod.objects import unlink
 
-        _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)),
-                       lambda: unlink(sel.read(cols), sel.dataset.schema))
+        with writing(output):
+            _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)),
+                           lambda: unlink(sel.read(cols), sel.dataset.schema))
         click.echo(f"wrote {output}")
         return
     entries = sel.entries()[:limit]
@@ -610,7 +612,8 @@ def recover(dry_run: bool, federation: str) -> None:
 @click.argument("analysis", type=click.Choice(["dijet"]))
 @click.argument("dataset")
 @click.option("--where", "expression", default=None, help="Tag expression selecting the events first.")
-@click.option("-o", "--output", default="dijet.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", default="dijet.png", show_default=True, type=OutputPath(),
+              help="The plot (PNG; its directory must exist).")
 @click.option("--jets", default=None, help="Jet collection (default: jets/Jet, or any with pt, eta, phi, mass).")
 @click.option("--max-mass", default=2000.0, show_default=True,
               help="Masses above this (GeV) are left out; the plot's range follows the data.")
@@ -636,14 +639,16 @@ def analyze(analysis: str, dataset: str, expression: str | None, output: str, je
         h, cutflow = dijet.run_with_cutflow(
             ds, expression, collection=jets, histogram=dijet.fine_mass_histogram(max_mass), scheduler=executor,
             progress=lambda done, total: bar.update(task, completed=done, total=total))
-    dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset, **plots.dataset_label(ds))
+    with writing(output):
+        dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset, **plots.dataset_label(ds))
     click.echo(f"{int(h.sum()):,} events in the histogram; plot: {output}")
     print_cutflow(cutflow, f"cut flow, di-jet analysis of {dataset}")
 
 
 @main.command()
 @click.argument("dataset")
-@click.option("-o", "--output", default="validation", show_default=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", default="validation", show_default=True, type=OutputPath(directory=True),
+              help="Directory for the plots (created; its parent must exist).")
 @click.option("--max-events", default=None, type=int, help="Use at most this many events.")
 @federation_option
 def validate(dataset: str, output: str, max_events: int | None, federation: str) -> None:
@@ -654,7 +659,8 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
     from giod.physics.validation import report_rows
     from giod.physics.validation import validate as run
 
-    summary = run(_open(federation).dataset(dataset), output, max_events=max_events)
+    with writing(output):
+        summary = run(_open(federation).dataset(dataset), output, max_events=max_events)
     rows = [list(row) for row in report_rows(summary)]
     _table(f"validation of {dataset} ({summary['events']:,} events)", ["quantity", "value"], rows)
     for name, ok in summary["targets"].items():
