@@ -2,8 +2,10 @@
 
 Every command finds its federation from its own ``-f/--federation``, else
 the one given before the command (``giod -f PATH ls``), else the
-``GIOD_FEDERATION`` environment variable, else ``./giod-data``. Expected
-failures print one line and exit with code 2; there are no tracebacks.
+``GIOD_FEDERATION`` environment variable, else ``./giod-data``; the token
+for a server likewise from the command's ``--token``, else the group's
+(``giod --token TOKEN ls``), else ``GIOD_TOKEN``. Expected failures print
+one line and exit with code 2; there are no tracebacks.
 """
 
 from __future__ import annotations
@@ -143,7 +145,35 @@ def _chosen_federation(ctx: click.Context, param: click.Parameter, value: str | 
     return given or config.federation() or DEFAULT_FEDERATION
 
 
+#: Where a command's own ``--token`` is kept for ``_open`` (the group's is in the root context's params).
+_BEARER_META = "giod.bearer"
+BEARER_HELP = "Bearer token for a giod server (default: {}); other users see it in the process list."
+
+
+def _checked_token(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ConfigError("--token is empty: give the token's secret, or leave --token out to use GIOD_TOKEN")
+    return value
+
+
+def _keep_token(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if _checked_token(value) is not None:
+        ctx.meta[_BEARER_META] = value
+
+
+def _chosen_token() -> str | None:
+    """The command's ``--token``, else the group's; None leaves it to ``GIOD_TOKEN``."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    own: str | None = ctx.meta.get(_BEARER_META)
+    return own if own is not None else ctx.find_root().params.get("token")
+
+
 def federation_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``-f/--federation`` (and ``--token``, for a server) on a command, as on the group."""
+    fn = click.option("--token", default=None, metavar="TOKEN", expose_value=False, callback=_keep_token,
+                      help=BEARER_HELP.format("giod --token, else env GIOD_TOKEN"))(fn)
     return click.option(
         "-f", "--federation", "federation", default=None, callback=_chosen_federation, metavar="PATH_OR_URL",
         help=f"Federation directory or catalog URL (default: giod -f, else env GIOD_FEDERATION, "
@@ -154,7 +184,7 @@ def federation_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _open(target: str, create: bool = False) -> Any:
     import giod
 
-    return giod.open(target, create=create)
+    return giod.open(target, create=create, token=_chosen_token())
 
 
 def _number_id(text: str, what: str, listing: str) -> int:
@@ -202,9 +232,11 @@ def print_cutflow(cutflow: Any, title: str) -> None:
 @click.version_option(package_name="giod")
 @click.option("-f", "--federation", "federation", default=None, metavar="PATH_OR_URL",
               help="Federation for every command that follows (same as GIOD_FEDERATION).")
-def main(federation: str | None) -> None:
+@click.option("--token", "token", default=None, metavar="TOKEN", help=BEARER_HELP.format("env GIOD_TOKEN"))
+def main(federation: str | None, token: str | None) -> None:
     """giod: a federated object store for particle-physics event data."""
-    # a command reads the group's -f from its context (federation_option): nothing is written to the environment
+    # a command reads the group's -f and --token from its context: nothing is written to the environment
+    _checked_token(token)
 
 
 @main.command()
