@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 demo: $(STAMP)
-	$(VENV)/bin/giod demo
+	$(VENV)/bin/giod demo --force  # replaces the output of an earlier make demo
 
 clean:
 	rm -rf $(VENV) giod-data demo-output

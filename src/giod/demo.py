@@ -16,6 +16,9 @@ from typing import Any
 import awkward as ak
 import click
 
+from giod.cli.output import OutputPath, writing
+from giod.errors import ConfigError
+
 RAW = ("hits", "cells")
 RECO = ("tracks", "jets")
 
@@ -28,23 +31,45 @@ def _progress() -> Any:
 
 
 SELECTION = "njets >= 2 and lead_jet_pt > 60"
+PLOT = "dijet.png"
 
 
-def _fresh(output: Path) -> Path:
-    """An empty place for the demo's federation (a previous run's is removed)."""
-    fed_dir = output / "federation"
-    if fed_dir.exists():
-        shutil.rmtree(fed_dir)
-    output.mkdir(parents=True, exist_ok=True)
+#: Left in the federation directory a demo creates: ``--force`` replaces only a directory that holds it.
+MARK = ".giod-demo"
+
+
+def _fresh(output: Path, force: bool = False) -> Path:
+    """An empty place for the demo's federation, in ``output`` (created if missing, its parent must exist).
+
+    What is already there is never removed unless ``force``, and then only a federation an earlier
+    ``giod demo`` made (its mark says so) and the plot beside it."""
+    fed_dir, png = output / "federation", output / PLOT
+    taken = [p for p in (fed_dir, png) if p.is_symlink() or (p.exists() and not _empty_dir(p))]
+    if taken and not force:
+        raise ConfigError(f"{taken[0]} already exists: give another --output, or --force to replace "
+                          "the output of an earlier giod demo")
+    if fed_dir in taken and (fed_dir.is_symlink() or not (fed_dir / MARK).is_file()):
+        raise ConfigError(f"{fed_dir} was not made by giod demo: --force replaces only an earlier demo's "
+                          "output; give another --output, or remove it yourself")
+    with writing(str(output)):
+        if fed_dir in taken:
+            shutil.rmtree(fed_dir)
+        output.mkdir(exist_ok=True)
+        fed_dir.mkdir(exist_ok=True)
+        (fed_dir / MARK).write_text("made by giod demo; giod demo --force may replace this directory\n")
     return fed_dir
 
 
-def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str, Any]:
+def _empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+def run_physics_demo(output: Path, n_events: int, workers: int = 2, *, force: bool = False) -> dict[str, Any]:
     import giod
     from giod.analysis import dijet, plots
     from giod.physics.chain import reconstruct_dataset, simulate_into
 
-    fed_dir = _fresh(output)
+    fed_dir = _fresh(output, force)
     fed = giod.open(fed_dir, create=True)
     stats: dict[str, Any] = {"events": n_events}
     with _progress() as progress:
@@ -62,7 +87,8 @@ def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str,
         stats["selected"] = len(ds.select(SELECTION))
         h, stats["cutflow"] = dijet.run_with_cutflow(ds, SELECTION, histogram=dijet.fine_mass_histogram(1000))
         stats["analysis_s"] = time.perf_counter() - t0
-    png = dijet.plot(h, str(output / "dijet.png"), title="giod demo: di-jet mass, simulated QCD multi-jet",
+    with writing(str(output / PLOT)):
+        png = dijet.plot(h, str(output / PLOT), title="giod demo: di-jet mass, simulated QCD multi-jet",
                      label="reconstructed anti-kt R=0.4 jets", **plots.dataset_label(ds))
     summary = ds.summary()
     stats.update(databases=summary["n_databases"], bytes=summary["bytes"], png=png, dataset="qcd",
@@ -71,12 +97,12 @@ def run_physics_demo(output: Path, n_events: int, workers: int = 2) -> dict[str,
     return stats
 
 
-def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]:
+def run_demo(output: Path, n_events: int, batch: int = 10_000, *, force: bool = False) -> dict[str, Any]:
     import giod
     from giod.analysis import dijet
     from giod.testing import synthetic
 
-    fed_dir = _fresh(output)
+    fed_dir = _fresh(output, force)
     fed = giod.open(fed_dir, create=True)
     schema = synthetic.schema()
     ds = fed.create_dataset("demo", schema)
@@ -113,7 +139,8 @@ def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]
         h, stats["cutflow"] = dijet.run_with_cutflow(ds, "njets >= 2 and lead_pt > 60",
                                                      histogram=dijet.fine_mass_histogram(600))
         stats["analysis_s"] = time.perf_counter() - t0
-    png = dijet.plot(h, str(output / "dijet.png"), title="giod demo: di-jet mass", label="synthetic events")
+    with writing(str(output / PLOT)):
+        png = dijet.plot(h, str(output / PLOT), title="giod demo: di-jet mass", label="synthetic events")
     summary = ds.summary()
     stats.update(databases=summary["n_databases"], bytes=summary["bytes"], png=png, dataset="demo",
                  version=fed.version, federation=str(fed_dir), in_histogram=int(h.sum()))
@@ -126,10 +153,14 @@ def run_demo(output: Path, n_events: int, batch: int = 10_000) -> dict[str, Any]
               help="Events to generate (default 10000 simulated, 100000 synthetic).")
 @click.option("--synthetic", is_flag=True, help="Synthetic events instead of the physics chain.")
 @click.option("--workers", default=2, show_default=True, help="Reconstruction processes.")
-@click.option("--output", default="demo-output", show_default=True, type=click.Path(file_okay=False),
-              help="Where the federation and the plot go.")
-def demo(n_events: int | None, synthetic: bool, workers: int, output: str) -> None:
-    """Run the main job on an embedded federation: simulate, store, reconstruct, select, plot."""
+@click.option("--output", default="demo-output", show_default=True, type=OutputPath(directory=True),
+              help="Directory for the federation and the plot (created; its parent must exist).")
+@click.option("--force", is_flag=True, help="Replace the federation and plot an earlier giod demo left in --output.")
+def demo(n_events: int | None, synthetic: bool, workers: int, output: str, force: bool) -> None:
+    """Run the main job on an embedded federation: simulate, store, reconstruct, select, plot.
+
+    An earlier demo's output in the same directory is kept unless --force.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -142,7 +173,8 @@ def demo(n_events: int | None, synthetic: bool, workers: int, output: str) -> No
     if workers <= 0:
         raise click.BadParameter("must be positive", param_hint="--workers")
     start = time.perf_counter()
-    s = run_demo(Path(output), n_events) if synthetic else run_physics_demo(Path(output), n_events, workers)
+    s = (run_demo(Path(output), n_events, force=force) if synthetic
+         else run_physics_demo(Path(output), n_events, workers, force=force))
     t = Table(title="giod demo")
     t.add_column("what")
     t.add_column("value", justify="right")

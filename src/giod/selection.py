@@ -44,8 +44,11 @@ if TYPE_CHECKING:
 
 
 def parse_selection(schema: Schema, text: str | None) -> Expression:
-    """``text`` parsed over the tags and the collections of ``schema`` (every event when empty)."""
-    if not text:
+    """``text`` parsed over the tags and the collections of ``schema`` (every event when None).
+
+    Empty or blank text is an ``ExpressionError``, as the parser says: it is a
+    selection left unwritten, not a request for every event."""
+    if text is None:
         return match_all()
     fields = {name: f.dtype for name, f in schema.tags.items()}
     collections = {name: {f: d.type_string for f, d in schema.collection_type(name).fields.items()}

@@ -203,3 +203,12 @@ def test_analyze_and_demo_print_the_cut_flow(chain: str, tmp_path: Path) -> None
                                          histogram=dijet.mass_histogram(50, 0, 1000))
     shown = [ln for ln in r.output.splitlines() if "in di-jet histogram" in ln]
     assert shown and shown[0].split("│")[-2].strip() == f"{flow.rows[-1][1]:,}"
+
+
+def test_validate_creates_the_directory_it_is_named_and_no_missing_parent(chain: str, tmp_path: Path) -> None:
+    assert "does not exist" in one_error_line(giod_cli(chain, "validate", "qcd", "-o", str(tmp_path / "a" / "b")))
+    assert not (tmp_path / "a").exists()
+    r = giod_cli(chain, "validate", "qcd", "-o", str(tmp_path / "plots"))
+    assert r.exit_code == 0, r.output
+    made = sorted(p.suffix for p in (tmp_path / "plots").iterdir())
+    assert made and set(made) == {".png"}

@@ -83,3 +83,30 @@ def test_no_selected_event_still_writes_the_parquet_file(tmp_path: Path, fed_dir
     assert r.exit_code == 0, r.output
     table = pq.read_table(out)
     assert table.num_rows == 0 and table.column_names == ["ht", "jets"]
+
+
+@pytest.mark.parametrize("args", [
+    ["select", "qcd", ""],
+    ["select", "qcd", "  ", "--count"],
+    ["export", "qcd", "--where", "", "-o", "out.parquet"],
+    ["analyze", "dijet", "qcd", "--where", " ", "-o", "out.png"],
+])
+def test_a_blank_expression_is_refused_not_read_as_every_event(fed_dir: str, args: list[str], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, [*args, "-f", fed_dir])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: empty expression"), r.output
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("select", ["", "  "])
+def test_copy_refuses_a_blank_select_before_it_makes_anything(fed_dir: str, tmp_path: Path, select: str):
+    giod.open(tmp_path / "dst", create=True).close()
+    r = CliRunner().invoke(main, ["copy", "qcd", "--from", fed_dir, "--to", str(tmp_path / "dst"),
+                                  "--select", select])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: empty expression"), r.output
+    assert giod.open(tmp_path / "dst").datasets() == []

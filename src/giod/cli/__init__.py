@@ -2,8 +2,10 @@
 
 Every command finds its federation from its own ``-f/--federation``, else
 the one given before the command (``giod -f PATH ls``), else the
-``GIOD_FEDERATION`` environment variable, else ``./giod-data``. Expected
-failures print one line and exit with code 2; there are no tracebacks.
+``GIOD_FEDERATION`` environment variable, else ``./giod-data``; the token
+for a server likewise from the command's ``--token``, else the group's
+(``giod --token TOKEN ls``), else ``GIOD_TOKEN``. Expected failures print
+one line and exit with code 2; there are no tracebacks.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 import click
 
 from giod import config
-from giod.errors import ConfigError, GiodError, MissingDependency
+from giod.cli.output import OutputPath, writing
+from giod.errors import ConfigError, GiodError, MissingDependency, NotFound
 
 DEFAULT_FEDERATION = "giod-data"
 EXIT_BAD_INPUT = 2
@@ -57,14 +60,39 @@ def _bench_missing() -> click.Command:
     )
 
 
+def _usage_line(exc: click.ClickException) -> str:
+    """click's own refusal (an unknown option, a missing argument, a bad value) as giod's one ``error:`` line."""
+    message = " ".join(exc.format_message().split())  # click puts its "did you mean" on a line of its own
+    ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+    if ctx is not None:
+        message = message.rstrip(".") + f" (see {ctx.command_path} --help)"
+    return f"error: {message}"
+
+
 class _Group(click.Group):
-    """A click group that turns GiodError into one line and exit code 2, and loads heavy commands lazily."""
+    """A click group that turns GiodError and click's usage errors into one line and exit code 2, and loads
+    heavy commands lazily."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `giod` alone prints the help
+        except click.ClickException as exc:  # the group's own options, before any command runs
+            click.echo(_usage_line(exc), err=True)
+            sys.exit(EXIT_BAD_INPUT)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except GiodError as exc:
             click.echo(f"error: {exc}", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `giod schema` alone prints its help
+        except click.ClickException as exc:
+            click.echo(_usage_line(exc), err=True)
             ctx.exit(EXIT_BAD_INPUT)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -117,7 +145,35 @@ def _chosen_federation(ctx: click.Context, param: click.Parameter, value: str | 
     return given or config.federation() or DEFAULT_FEDERATION
 
 
+#: Where a command's own ``--token`` is kept for ``_open`` (the group's is in the root context's params).
+_BEARER_META = "giod.bearer"
+BEARER_HELP = "Bearer token for a giod server (default: {}); other users see it in the process list."
+
+
+def _checked_token(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ConfigError("--token is empty: give the token's secret, or leave --token out to use GIOD_TOKEN")
+    return value
+
+
+def _keep_token(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if _checked_token(value) is not None:
+        ctx.meta[_BEARER_META] = value
+
+
+def _chosen_token() -> str | None:
+    """The command's ``--token``, else the group's; None leaves it to ``GIOD_TOKEN``."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    own: str | None = ctx.meta.get(_BEARER_META)
+    return own if own is not None else ctx.find_root().params.get("token")
+
+
 def federation_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``-f/--federation`` (and ``--token``, for a server) on a command, as on the group."""
+    fn = click.option("--token", default=None, metavar="TOKEN", expose_value=False, callback=_keep_token,
+                      help=BEARER_HELP.format("giod --token, else env GIOD_TOKEN"))(fn)
     return click.option(
         "-f", "--federation", "federation", default=None, callback=_chosen_federation, metavar="PATH_OR_URL",
         help=f"Federation directory or catalog URL (default: giod -f, else env GIOD_FEDERATION, "
@@ -128,7 +184,7 @@ def federation_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _open(target: str, create: bool = False) -> Any:
     import giod
 
-    return giod.open(target, create=create)
+    return giod.open(target, create=create, token=_chosen_token())
 
 
 def _number_id(text: str, what: str, listing: str) -> int:
@@ -176,9 +232,11 @@ def print_cutflow(cutflow: Any, title: str) -> None:
 @click.version_option(package_name="giod")
 @click.option("-f", "--federation", "federation", default=None, metavar="PATH_OR_URL",
               help="Federation for every command that follows (same as GIOD_FEDERATION).")
-def main(federation: str | None) -> None:
+@click.option("--token", "token", default=None, metavar="TOKEN", help=BEARER_HELP.format("env GIOD_TOKEN"))
+def main(federation: str | None, token: str | None) -> None:
     """giod: a federated object store for particle-physics event data."""
-    # a command reads the group's -f from its context (federation_option): nothing is written to the environment
+    # a command reads the group's -f and --token from its context: nothing is written to the environment
+    _checked_token(token)
 
 
 @main.command()
@@ -220,7 +278,7 @@ def show(dataset: str, database_id: int | None, version: int | None, federation:
     if version is not None:
         ds = ds.at(version)
     if database_id is not None:
-        _trace(fed, database_id)
+        _trace(fed, _database_of(fed, ds, database_id, version))
         return
     s = ds.summary()
     click.echo(f"dataset {ds.name}: {s['n_events']:,} events in {s['n_databases']} databases, "
@@ -235,6 +293,19 @@ def show(dataset: str, database_id: int | None, version: int | None, federation:
             for db in dbs[:20]]
     more = f" (first 20 of {len(dbs)})" if len(dbs) > 20 else ""
     _table("databases" + more, ["id", "entries", "events", "size", "containers", "program", "version"], rows)
+
+
+def _database_of(fed: Any, ds: Any, database_id: int, version: int | None) -> int:
+    """``database_id`` if it is a database of ``ds`` (at ``version``); a one-line error naming both otherwise."""
+    if any(db.id == database_id for db in ds.databases()):
+        return database_id
+    db = fed.catalog.database(database_id)  # NotFound when no dataset has it
+    owner = fed.dataset_of(db)
+    if owner != ds.name:
+        raise NotFound(f"database {database_id} is in dataset {owner}, not {ds.name} "
+                       f"(giod show {owner} --database {database_id})")
+    when = "" if version is None else f" at version {version}"
+    raise NotFound(f"dataset {ds.name} has no database {database_id}{when} (giod show {ds.name} lists them)")
 
 
 def _trace(fed: Any, database_id: int, depth: int = 0) -> None:
@@ -310,8 +381,9 @@ def schema_check(file: str, old: str | None) -> None:
     """
     from giod.schema import Schema
 
-    if not Path(file).exists():
-        raise click.ClickException(f"no such file: {file}")
+    for path in (file, old):
+        if path is not None and not Path(path).is_file():
+            raise NotFound(f"no such file: {path}")
     s = Schema.from_yaml(file)
     click.echo(f"{file}: model {s.name} is valid: {len(s.types)} types, "
                f"{len(s.collections)} collections, {len(s.containers)} containers, {len(s.tags)} tags")
@@ -362,7 +434,7 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
 @main.command()
 @click.argument("dataset")
 @click.option("--format", "fmt", type=click.Choice(["root", "parquet"]), default="parquet", show_default=True)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output file.")
+@click.option("-o", "--output", required=True, type=OutputPath(), help="Output file (its directory must exist).")
 @click.option("--where", "expression", default=None, help="Tag expression selecting the events.")
 @federation_option
 def export(dataset: str, fmt: str, output: str, expression: str | None, federation: str) -> None:
@@ -379,10 +451,11 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
     ds = fed.dataset(dataset)
     sel = ds.select(expression)
     chunks = sel.iterate()
-    if fmt == "root":  # spelled as the file the dataset was imported from, if it was
-        write_root(output, chunks, ds.schema, names=root_names(sel))
-    else:
-        write_parquet(output, chunks, ds.schema)
+    with writing(output):
+        if fmt == "root":  # spelled as the file the dataset was imported from, if it was
+            write_root(output, chunks, ds.schema, names=root_names(sel))
+        else:
+            write_parquet(output, chunks, ds.schema)
     click.echo(f"wrote {len(sel):,} events to {output}")
 
 
@@ -392,7 +465,8 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
 @click.argument("entry", type=click.IntRange(min=0))
 @click.option("--format", "fmt", type=click.Choice(["phoenix", "scene"]), default="phoenix", show_default=True,
               help="phoenix: HSF Phoenix event data; scene: what giod's web display draws.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Output file (default: stdout).")
+@click.option("-o", "--output", type=OutputPath(), default=None,
+              help="Output file (default: stdout; its directory must exist).")
 @federation_option
 def export_event(dataset: str, entry: int, fmt: str, output: str | None, federation: str) -> None:
     """Export one event as JSON for an event display (HSF Phoenix by default).
@@ -407,10 +481,8 @@ def export_event(dataset: str, entry: int, fmt: str, output: str | None, federat
     if output is None:
         click.echo(text)
         return
-    try:
+    with writing(output):
         Path(output).write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write {output}: {exc.strerror}") from exc
     click.echo(f"wrote {dataset} entry {entry} as {fmt} JSON ({len(text):,} bytes) to {output}", err=True)
 
 def _write_parquet(path: str, chunks: Any, empty: Callable[[], Any]) -> None:
@@ -441,7 +513,7 @@ def _write_parquet(path: str, chunks: Any, empty: Callable[[], Any]) -> None:
 @click.option("--columns", default=None, help="Comma-separated collections, fields or tags to show.")
 @click.option("--limit", default=10, show_default=True, help="Events to print (0 or more).")
 @click.option("--count", is_flag=True, help="Only print the number of selected events.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the selection to Parquet.")
+@click.option("-o", "--output", type=OutputPath(), help="Write the selection to this Parquet file.")
 @federation_option
 def select(dataset: str, expression: str | None, columns: str | None, limit: int, count: bool,
            output: str | None, federation: str) -> None:
@@ -465,8 +537,9 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     if output:
         from giod.objects import unlink
 
-        _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)),
-                       lambda: unlink(sel.read(cols), sel.dataset.schema))
+        with writing(output):
+            _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)),
+                           lambda: unlink(sel.read(cols), sel.dataset.schema))
         click.echo(f"wrote {output}")
         return
     entries = sel.entries()[:limit]
@@ -576,7 +649,8 @@ def recover(dry_run: bool, federation: str) -> None:
 @click.argument("analysis", type=click.Choice(["dijet"]))
 @click.argument("dataset")
 @click.option("--where", "expression", default=None, help="Tag expression selecting the events first.")
-@click.option("-o", "--output", default="dijet.png", show_default=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", default="dijet.png", show_default=True, type=OutputPath(),
+              help="The plot (PNG; its directory must exist).")
 @click.option("--jets", default=None, help="Jet collection (default: jets/Jet, or any with pt, eta, phi, mass).")
 @click.option("--max-mass", default=2000.0, show_default=True,
               help="Masses above this (GeV) are left out; the plot's range follows the data.")
@@ -602,14 +676,16 @@ def analyze(analysis: str, dataset: str, expression: str | None, output: str, je
         h, cutflow = dijet.run_with_cutflow(
             ds, expression, collection=jets, histogram=dijet.fine_mass_histogram(max_mass), scheduler=executor,
             progress=lambda done, total: bar.update(task, completed=done, total=total))
-    dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset, **plots.dataset_label(ds))
+    with writing(output):
+        dijet.plot(h, output, title=f"di-jet mass, {dataset}", label=dataset, **plots.dataset_label(ds))
     click.echo(f"{int(h.sum()):,} events in the histogram; plot: {output}")
     print_cutflow(cutflow, f"cut flow, di-jet analysis of {dataset}")
 
 
 @main.command()
 @click.argument("dataset")
-@click.option("-o", "--output", default="validation", show_default=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", default="validation", show_default=True, type=OutputPath(directory=True),
+              help="Directory for the plots (created; its parent must exist).")
 @click.option("--max-events", default=None, type=int, help="Use at most this many events.")
 @federation_option
 def validate(dataset: str, output: str, max_events: int | None, federation: str) -> None:
@@ -620,7 +696,8 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
     from giod.physics.validation import report_rows
     from giod.physics.validation import validate as run
 
-    summary = run(_open(federation).dataset(dataset), output, max_events=max_events)
+    with writing(output):
+        summary = run(_open(federation).dataset(dataset), output, max_events=max_events)
     rows = [list(row) for row in report_rows(summary)]
     _table(f"validation of {dataset} ({summary['events']:,} events)", ["quantity", "value"], rows)
     for name, ok in summary["targets"].items():

@@ -152,7 +152,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     plan = _Plan(federation_name(src), dataset, target, select or None, chosen)
     if target == dataset and plan.source == federation_name(dst):
         raise ConfigError(f"dataset {dataset} would be copied into itself: give --as another name")
-    if select:
+    if select is not None:  # "" is refused by the parser, not read as "no selection"
         from giod.selection import parse_selection
 
         parse_selection(source_ds.schema, select)  # a bad selection fails before anything is made

@@ -46,6 +46,11 @@ class Limits:
             return d
 
 
+#: Said when a server asks for a token and none was sent.
+HOW_TO_AUTHENTICATE = ("set GIOD_TOKEN (GIOD_TOKEN_<SITE> for a registered site), pass giod --token TOKEN, "
+                       "or giod.open(url, token=...)")
+
+
 def error_from(status: int, body: bytes, what: str) -> GiodError:
     """The typed error a server answer stands for (the server names the class)."""
     kind, message = "", body.decode("utf-8", "replace")[:500]
@@ -134,7 +139,7 @@ class Endpoint:
                 last = StorageError(f"{what}: server answered {r.status}")
                 time.sleep(0.05 * 2**attempt)
                 continue
-            raise error_from(r.status, r.data, what)
+            raise self.error(r.status, r.data, what)
         raise StorageError(f"{what}: {self.base} unreachable: {last}")
 
     def stream(self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
@@ -169,8 +174,15 @@ class Endpoint:
                 last = StorageError(f"{what}: server answered {r.status}")
                 time.sleep(0.05 * 2**attempt)
                 continue
-            raise error_from(r.status, body, what)
+            raise self.error(r.status, body, what)
         raise StorageError(f"{what}: {self.base} unreachable: {last}")
+
+    def error(self, status: int, body: bytes, what: str) -> GiodError:
+        """:func:`error_from`, and for a 401 to a request that carried no token, how to give one."""
+        exc = error_from(status, body, what)
+        if status == 401 and not self.token and isinstance(exc, AuthError):
+            return type(exc)(f"{exc}; none was given: {HOW_TO_AUTHENTICATE}")
+        return exc
 
     def warm(self) -> None:
         """Open the data connections in the background (a far server costs a round trip per connection)."""
