@@ -11,10 +11,11 @@ See docs/exchange.md.
 
 from giod.exchange.copy import ExchangeReport, copy_dataset, federation_name
 from giod.exchange.feed import Feed, open_feed
-from giod.exchange.follow import follow, follow_rules
+from giod.exchange.follow import Backoff, follow, follow_rules
 from giod.exchange.provenance import provenance_chain
 
 __all__ = [
+    "Backoff",
     "ExchangeReport",
     "Feed",
     "copy_dataset",
