@@ -71,7 +71,8 @@ def skim_containers(schema: Schema, chosen: Sequence[str] | None) -> None:
                     have.add(needed)
                     todo.append(needed)
     if missing:
-        why = "; ".join(f"{', '.join(rels)} point into {c}" for c, rels in sorted(missing.items()))
+        why = "; ".join(f"{', '.join(rels)} point{'s' if len(rels) == 1 else ''} into {c}"
+                        for c, rels in sorted(missing.items()))
         raise ConfigError(f"a skim writes its events anew, and relations need their targets ({why}): "
                           f"add {','.join(sorted(missing))} to --containers")
 
