@@ -19,6 +19,14 @@ the catalog lost commits (a deleted SQLite WAL, a restored backup): fsck
 reports it as ``lost`` (damage), gc keeps it, :func:`recover` registers its
 database again.
 
+A copy from another federation (``giod copy``) places files whose footers
+are the source's, not this catalog's: they would pass for lost commits. The
+copy holds its leases in the name :data:`COPY_HOLDER`; a file under such a
+lease that has expired (a copy killed) is reported as an ``orphan`` of an
+interrupted copy, never ``lost``: the copy adopts it when run again, gc
+removes it after the grace, and recover leaves it alone, so a recovered copy
+never lands twice. gc keeps such a lease while files it covers remain.
+
 Files the catalog does not know at a site are *dark data*. Orphans are one
 kind; the other is a copy of a known container at a site where the catalog
 lists no replica of it (a replication interrupted between publishing the
@@ -55,6 +63,8 @@ from giod.storage.container import COMMIT_KEY, SUFFIX
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.tagindex import TAG_INDEX
 from giod.tagstats import merge_stats
+
+COPY_HOLDER = "giod copy"  # how a copy's leases name their holder (``giod.exchange``)
 
 
 @dataclass
@@ -186,6 +196,7 @@ def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]
     the paths then show.
     """
     leases = fed.catalog.leases(site_name)
+    copies = _expired_copy_leases(fed, site_name)
     known = fed.catalog.container_paths(site_name)
     deleted = fed.catalog.deleted_paths(site_name)
     everywhere: set[str] | None = None
@@ -205,11 +216,18 @@ def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]
         elif info.path in (everywhere := fed.catalog.container_paths() if everywhere is None else everywhere):
             yield ("dark", info, "copy of a container the catalog lists no replica of here "
                                  "(giod replicate checks and adopts it)")
+        elif (copy := next((x for x in copies if x.covers(info.path)), None)) is not None:
+            yield ("orphan", info, f"file of an interrupted copy ({copy.holder}): giod copy adopts it when run "
+                                   "again, gc removes it after the grace")
         elif (why := history.lost(site, info)) is not None:
             yield ("lost", info, f"complete file of a commit the catalog does not hold ({why}); "
                                  "giod recover registers it again")
         else:
             yield ("orphan", info, "file that no catalog entry names")
+
+
+def _expired_copy_leases(fed: Federation, site_name: str) -> list[Any]:
+    return [x for x in fed.catalog.leases(site_name, expired=True) if x.holder.startswith(COPY_HOLDER + " ")]
 
 
 class _History:
@@ -329,13 +347,13 @@ def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
             continue
         plan.append((site, site_rec.name, list(_survey(fed, site_rec.name, site, files))))
     removed.lost = [(name, info.path) for _, name, found in plan for kind, info, _ in found if kind == "lost"]
-    if not dry_run:
-        fed.catalog.drop_expired_leases()  # after the survey: their files were judged orphans already
+    kept: set[int] = set()  # expired leases of copies whose files stay: they keep telling what those files are
     purge = not removed.lost or include_lost
     reclaim = fed.catalog.deleted_paths(before_version=before) if purge else {}
     if purge and not dry_run and reclaim:
         fed.catalog.purge_deleted(before)
     for site, name, found in plan:
+        copies = _expired_copy_leases(fed, name)
         for kind, info, _ in found:
             old = now - info.mtime >= grace_seconds
             if (kind == "orphan" and old) or (kind == "deleted" and info.path in reclaim) \
@@ -343,6 +361,15 @@ def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
                 if not dry_run:
                     site.remove(info.path)
                 removed.append((name, info.path))
+            elif kind == "orphan":
+                kept |= {x.id for x in copies if x.covers(info.path)}
+    if not dry_run:  # after the survey: the files of the leases dropped were judged orphans already
+        if kept:
+            for lease in fed.catalog.leases(expired=True):
+                if lease.id not in kept:
+                    fed.catalog.release_lease(lease.id)
+        else:
+            fed.catalog.drop_expired_leases()
     return removed
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from giod.cli import main
-from giod.errors import ConfigError
+from giod.errors import ConfigError, NotFound
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -63,8 +63,11 @@ def copy(dataset: str, source: str, destination: str, select: str | None, contai
 
     Files are verified before they are registered, each database lands
     whole and once, and each records where it came from (giod show DATASET
-    --database N). With --follow, DST keeps in step: SRC's change feed wakes
-    the copy at each commit; Ctrl-C ends it after the database in hand.
+    --database N). What SRC says is checked before anything is written: a
+    refused copy leaves nothing behind. With --follow, DST keeps in step:
+    SRC's change feed wakes the copy at each commit; Ctrl-C ends it after the
+    database in hand; an error another try cannot cure ends it (exit code
+    2), others are tried again after a wait that doubles up to a minute.
 
     Example: giod copy raw --from ./daq --to ./reco --select "njets >= 2" --as dijet --follow
     """
@@ -86,11 +89,18 @@ def copy(dataset: str, source: str, destination: str, select: str | None, contai
             report = copy_dataset(src, dst, dataset, select=select, containers=chosen, as_name=as_name,
                                   site=site, on_database=advance)
         click.echo(report.summary())
+        if report.pending:  # the next run goes on from there, once the source database has what is missing
+            raise NotFound(f"copy stopped: {report.pending}; run it again once it has")
         return
     stop = stop_on_signals()
     totals = {"databases": 0, "events": 0}
+    waiting = [""]
 
     def copied(r: Any) -> None:
+        if r.pending != waiting[0]:
+            waiting[0] = r.pending
+            if r.pending:
+                click.echo(f"{time.strftime('%H:%M:%S')} waiting: {r.pending}")
         if r.copied or r.already:
             totals["databases"] += r.copied
             totals["events"] += r.events

@@ -32,13 +32,14 @@ reaches back to the first federation (``giod show DATASET --database N``).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,19 +48,21 @@ import numpy as np
 from giod import config, tagindex
 from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, DatabaseRecord
-from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, SchemaError, StorageError
+from giod.consistency import COPY_HOLDER
+from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, SchemaError, StorageError
+from giod.exchange.provenance import PROVENANCE
+from giod.exchange.source import destination_path, folders, read_records, registered, skim_containers, vet
 from giod.names import check_name
 from giod.replication.transfer import file_checksum, file_state, place
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.checksum import Checksum
 from giod.storage.site import Site
 
-__all__ = ["PROGRAM", "ExchangeReport", "copy_dataset", "federation_name", "provenance_chain"]
+__all__ = ["PROGRAM", "ExchangeReport", "copy_dataset", "federation_name"]
 
 log = logging.getLogger("giod.exchange")
 
 PROGRAM = "giod.exchange"  # the program of a skim's databases
-PROVENANCE = "copied_from"  # the key of a copied database's parameters that says where it came from
 CHUNK = 8 << 20
 
 
@@ -85,6 +88,8 @@ class ExchangeReport:
     seconds: float = 0.0
     databases: list[int] = field(default_factory=list)  # ids in the destination of those registered
     latencies: list[float] = field(default_factory=list)  # per database: source commit to registration
+    source_version: int = 0  # the source version the run pinned
+    pending: str = ""  # why a skim stopped before a source database it cannot read yet
 
     def summary(self) -> str:
         skim = f", {self.empty} with no event passing" if self.empty else ""
@@ -92,7 +97,7 @@ class ExchangeReport:
         return (f"{self.copied} databases ({self.events:,} events) copied from {self.source} "
                 f"{self.dataset} to {self.target}, {self.already} already there{skim}; "
                 f"{self.files_copied} files copied ({self.bytes:,} bytes), {self.files_adopted} found in place; "
-                f"source version {self.until}")
+                f"source version {self.until}" + (f"; stopped: {self.pending}" if self.pending else ""))
 
 
 def federation_name(fed: Any) -> str:
@@ -140,7 +145,16 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     destination site (default: its nearest). ``at``: the source version to
     copy up to (default: its current one). ``stop`` set: return after the
     database being copied. SchemaError when the two datasets' models are no
-    evolution of one another; NotFound for an unknown dataset or container.
+    evolution of one another; NotFound for an unknown dataset or container;
+    ConfigError for a skim whose containers miss a relation's target;
+    DataError for a source database whose records are refused
+    (``giod.exchange.source``). All of these come before anything is
+    written; a copy that fails later leaves its registered databases and
+    nothing else (no target dataset if it made none).
+
+    A skim stops before a source database that lacks a container its
+    selection reads (not reconstructed yet): ``ExchangeReport.pending`` says
+    which, and the cursor stays before it.
     """
     t0 = time.perf_counter()
     stop = stop or threading.Event()
@@ -148,55 +162,91 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     check_name(target, "dataset")
     version = int(src.version) if at is None else at
     source_ds = src.dataset(dataset).at(version)
-    chosen = _containers(source_ds.schema, containers)
+    schema = source_ds.schema
+    chosen = _containers(schema, containers)
     plan = _Plan(federation_name(src), dataset, target, select or None, chosen)
     if target == dataset and plan.source == federation_name(dst):
         raise ConfigError(f"dataset {dataset} would be copied into itself: give --as another name")
+    reads: set[str] = set()
     if select is not None:  # "" is refused by the parser, not read as "no selection"
-        from giod.selection import parse_selection
-
-        parse_selection(source_ds.schema, select)  # a bad selection fails before anything is made
-    schema_ids = _SchemaMap(src, dst)
-    _prepare_target(source_ds.schema, dst, target, schema_ids)
+        reads = _selection_reads(schema, select)  # a bad selection fails before anything is made
+        skim_containers(schema, chosen)
+    exists = target in dst.datasets()
+    if exists:
+        _check_models(schema, dst.dataset(target).schema, target)
     since = dst.catalog.exchange_cursor(plan.cursor)
-    report = ExchangeReport(plan.source, dataset, target, since, until=since or 0)
+    report = ExchangeReport(plan.source, dataset, target, since, until=since or 0, source_version=version)
     # only what changed since the cursor, and only the copies those could have: a follower's pass
     # costs what is new, not the size of either dataset
-    changed = source_ds.databases() if since is None else src.catalog.databases(dataset, version,
-                                                                                changed_since=since)
+    changed = read_records(f"dataset {dataset}", source_ds.databases if since is None else
+                           lambda: src.catalog.databases(dataset, version, changed_since=since))
     todo = _work(changed, since, plan)
     report.planned = len(todo)
     keys = None if since is None else [plan.key(db) for _, db, _ in todo]  # a first run copies everything
-    landed = {db.idempotency_key: db for db in dst.catalog.databases(target, keys=keys)} if todo else {}
-    target_ds = dst.dataset(target)
+    landed = {db.idempotency_key: db for db in dst.catalog.databases(target, keys=keys)} if todo and exists else {}
+    parameters = vet(schema, plan, todo, dst, landed, lambda name: _chosen(chosen, name))
+    made = _Target(schema, dst, target)
     dst_site = dst.site(site)
-    lease = None
-    if todo and not select:
-        seconds = float(config.load(dst.root)["lease_seconds"])
-        lease = hold_lease(dst.catalog, dst_site.name, f"{target}/", f"exchange {writer_host()}", seconds)
+    schema_ids = _SchemaMap(src, dst)
     try:
         for upto, db, added in todo:
             if stop.is_set():
                 break
             if added:
-                _extend(src, dst, db, added, landed.get(plan.key(db)), plan, dst_site, schema_ids, report)
+                _extend(src, dst, db, added, landed.get(plan.key(db)), plan, dst_site, schema_ids, report, made)
             elif plan.key(db) in landed:
                 report.already += 1
             elif select:
-                _skim(src, source_ds, target_ds, db, plan, dst_site.name, report)
+                missing = sorted(reads - {c.name for c in db.containers})
+                if missing:
+                    report.pending = f"source database {db.id} has no container {', '.join(missing)} yet"
+                    break
+                _skim(src, source_ds, made, db, plan, dst_site.name, report, parameters[db.id])
             else:
-                _copy(src, dst, db, plan, dst_site, schema_ids, report)
+                _copy(src, dst, db, plan, dst_site, schema_ids, report, made, parameters[db.id])
             report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, upto)
             report.done += 1
             if on_database is not None:
                 on_database(report)
         else:
+            made.ready()  # a copy of nothing new still leaves the target, set up to follow the source
             report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, version)
-    finally:
-        if lease is not None:
-            lease.release()
+    except BaseException:
+        made.undo()
+        raise
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _selection_reads(schema: Schema, select: str) -> set[str]:
+    """The containers a selection reads (each source database must have them to be skimmed)."""
+    from giod.selection import parse_selection
+
+    tags, objects = parse_selection(schema, select).split()
+    reads = {TAG_CONTAINER} if tags.fields else set()
+    return reads | {schema.container_of(name) for name in objects.objects}
+
+
+class _Target:
+    """The target dataset: created (or moved to the source's model) once, right before the first thing is
+    registered in it, so that a copy refused or failed before that leaves no dataset behind."""
+
+    def __init__(self, schema: Schema, dst: Any, name: str):
+        self.schema, self.dst, self.name = schema, dst, name
+        self.done = False
+        self.created = False
+
+    def ready(self) -> Any:
+        if not self.done:
+            self.created = _prepare_target(self.schema, self.dst, self.name)
+            self.done = True
+        return self.dst.dataset(self.name)
+
+    def undo(self) -> None:
+        """Delete the target again if this run created it and nothing landed in it (a failed first copy)."""
+        if self.created and not self.dst.catalog.databases(self.name):
+            with contextlib.suppress(GiodError):  # the first error is the one to tell
+                self.dst.catalog.delete_dataset(self.name)
 
 
 def _work(databases: list[DatabaseRecord], since: int | None, plan: _Plan
@@ -239,22 +289,21 @@ class _SchemaMap:
     def __call__(self, schema_id: int) -> int:
         if schema_id not in self.ids:
             rec = self.src.catalog.schema(schema_id)
+            try:
+                parsed = Schema.from_text(rec.text)
+            except SchemaError as exc:
+                raise DataError(f"the source's schema {schema_id} refused: {exc}") from exc
+            if parsed.fingerprint != rec.fingerprint:  # the fingerprint names the model: it must be the text's
+                raise DataError(f"the source's schema {schema_id} refused: its fingerprint is not its text's")
             self.ids[schema_id] = int(self.dst.catalog.add_schema(rec.name, rec.text, rec.fingerprint))
         return self.ids[schema_id]
 
 
-def _prepare_target(schema: Schema, dst: Any, target: str, schema_ids: _SchemaMap) -> None:
-    """Create the target dataset, or match its model to the source's by the evolution rules."""
-    if target not in dst.datasets():
-        try:
-            dst.create_dataset(target, schema)
-        except GiodError:
-            if target not in dst.datasets():  # not a concurrent copy that created it first
-                raise
-        return
-    current = dst.dataset(target).schema
+def _check_models(schema: Schema, current: Schema, target: str) -> bool:
+    """Whether the destination's model must move to the source's (True) or stays (False); SchemaError when
+    they are no evolution of one another. Nothing is changed here."""
     if current.fingerprint == schema.fingerprint:
-        return
+        return False
     try:
         schema.check_evolution(current)  # the source is newer: the destination follows it
     except SchemaError as newer:
@@ -264,8 +313,23 @@ def _prepare_target(schema: Schema, dst: Any, target: str, schema_ids: _SchemaMa
             raise SchemaError(
                 f"cannot copy into dataset {target}: its model {current.name} and the source's model "
                 f"{schema.name} are no evolution of one another ({newer})") from newer
-        return
-    dst.evolve_dataset(target, schema)
+        return False
+    return True
+
+
+def _prepare_target(schema: Schema, dst: Any, target: str) -> bool:
+    """Create the target dataset (True), or match its model to the source's by the evolution rules."""
+    if target not in dst.datasets():
+        try:
+            dst.create_dataset(target, schema)
+        except GiodError:
+            if target not in dst.datasets():  # not a concurrent copy that created it first
+                raise
+            return False
+        return True
+    if _check_models(schema, dst.dataset(target).schema, target):
+        dst.evolve_dataset(target, schema)
+    return False
 
 
 def _holders(src: Any, container: ContainerRecord) -> list[str]:
@@ -275,25 +339,72 @@ def _holders(src: Any, container: ContainerRecord) -> list[str]:
 
 
 def _copy(src: Any, dst: Any, db: DatabaseRecord, plan: _Plan, dst_site: Site, schema_ids: _SchemaMap,
-          report: ExchangeReport) -> None:
+          report: ExchangeReport, made: _Target, parameters: dict[str, Any]) -> None:
     """Copy the chosen container files of ``db``, verified, then register them as one database."""
     wanted = [c for c in db.containers if _chosen(plan.containers, c.name)]
-    specs = _place_all(src, wanted, plan, dst_site, schema_ids, report)
-    parameters = {k: v for k, v in db.parameters.items() if k != PROVENANCE}
-    parameters[PROVENANCE] = _provenance(plan, db)
-    commit = DatabaseCommit(plan.target, db.n_events, dst_site.name, tuple(specs), tag_stats=dict(db.tag_stats),
-                            writer=db.writer, program=db.program, program_version=db.program_version,
-                            parameters=parameters, idempotency_key=plan.key(db))
-    result = dst.catalog.commit_database(commit)
+    params = {**parameters, PROVENANCE: _provenance(plan, db, parameters.get(PROVENANCE))}
+    with _placing(dst, dst_site, plan, db, wanted) as (placed, confirm):
+        specs = _place_all(src, dst, wanted, plan, dst_site, schema_ids, report, placed)
+        commit = DatabaseCommit(plan.target, db.n_events, dst_site.name, tuple(specs),
+                                tag_stats=dict(db.tag_stats), writer=db.writer, program=db.program,
+                                program_version=db.program_version, parameters=params,
+                                idempotency_key=plan.key(db))
+        made.ready()
+        confirm()
+        result = dst.catalog.commit_database(commit)
     _landed(report, db, result.database_id, result.duplicate)
 
 
-def _place_all(src: Any, wanted: list[ContainerRecord], plan: _Plan, dst_site: Site, schema_ids: _SchemaMap,
-               report: ExchangeReport) -> list[ContainerSpec]:
+@contextlib.contextmanager
+def _placing(dst: Any, site: Site, plan: _Plan, db: DatabaseRecord, wanted: list[ContainerRecord]
+             ) -> Iterator[tuple[list[str], Callable[[], None]]]:
+    """While the files of one source database are placed and registered: leases on their folders, held in
+    the copy's name (``consistency.COPY_HOLDER``), so that files a killed copy leaves are known as its own
+    (fsck, gc and recover leave them to the copy, which adopts them when run again). If anything fails
+    before the registration, the files placed (the list yielded, filled by the caller) are removed again.
+    The callable yielded confirms the leases right before the registration."""
+    paths = [destination_path(plan.dataset, plan.target, c) for c in wanted]
+    seconds = float(config.load(dst.root)["lease_seconds"])
+    holder = f"{COPY_HOLDER} {plan.key(db)} on {writer_host()}"
+    leases = [hold_lease(dst.catalog, site.name, prefix, holder, seconds) for prefix in folders(paths)]
+    placed: list[str] = []
+
+    def confirm() -> None:
+        for lease in leases:
+            lease.confirm()
+
+    try:
+        yield placed, confirm
+    except BaseException:
+        try:
+            for path in placed:
+                if registered(dst, path) is None:  # a registration that went through after all stays
+                    site.remove(path)
+        except (GiodError, OSError) as exc:
+            log.warning("files of the failed copy of database %s stay at %s, under an expiring lease: %s",
+                        db.id, site.name, exc)
+            for lease in leases:
+                lease.lost = True  # not renewed, not released: it expires, and names the files as the copy's
+            raise
+        for lease in leases:
+            lease.release()
+        raise
+    for lease in leases:
+        lease.release()
+
+
+def _place_all(src: Any, dst: Any, wanted: list[ContainerRecord], plan: _Plan, dst_site: Site,
+               schema_ids: _SchemaMap, report: ExchangeReport, placed: list[str]) -> list[ContainerSpec]:
     specs = []
     for c in wanted:
-        path = plan.target + c.path[len(plan.dataset):]
-        how, moved = _fetch(src, c, dst_site, path)
+        path = destination_path(plan.dataset, plan.target, c)
+        known = registered(dst, path)
+        if known is not None and known != c.checksum:  # registered since the copy started: never replaced
+            raise DataError(f"source database {c.database_id} refused: its container {c.name} would be placed "
+                            f"at {path}, a file registered in the destination by another database")
+        how, moved = ("adopted", 0) if known is not None else _fetch(src, c, dst_site, path)
+        if known is None:
+            placed.append(path)
         report.files_copied += how == "copied"
         report.files_adopted += how == "adopted"
         report.bytes += moved
@@ -305,7 +416,7 @@ def _place_all(src: Any, wanted: list[ContainerRecord], plan: _Plan, dst_site: S
 
 
 def _extend(src: Any, dst: Any, db: DatabaseRecord, added: list[ContainerRecord], copy: DatabaseRecord | None,
-            plan: _Plan, dst_site: Site, schema_ids: _SchemaMap, report: ExchangeReport) -> None:
+            plan: _Plan, dst_site: Site, schema_ids: _SchemaMap, report: ExchangeReport, made: _Target) -> None:
     """Add to the copy of ``db`` the containers a later pass added to ``db`` in the source."""
     if copy is None:  # not copied by this exchange (copied before it existed, or deleted since)
         return
@@ -313,10 +424,14 @@ def _extend(src: Any, dst: Any, db: DatabaseRecord, added: list[ContainerRecord]
     added = [c for c in added if (c.name, c.checksum) not in there]  # copied with the database already
     if not added:
         return
-    specs = _place_all(src, added, plan, dst_site, schema_ids, report)
-    stats = dict(db.tag_stats) if any(c.name == TAG_CONTAINER for c in added) else None
-    key = f"{plan.key(db)}+{_digest(sorted(c.id for c in added))}"
-    dst.catalog.add_containers(copy.id, specs, dst_site.name, tag_stats=stats, replace=True, idempotency_key=key)
+    with _placing(dst, dst_site, plan, db, added) as (placed, confirm):
+        specs = _place_all(src, dst, added, plan, dst_site, schema_ids, report, placed)
+        stats = dict(db.tag_stats) if any(c.name == TAG_CONTAINER for c in added) else None
+        key = f"{plan.key(db)}+{_digest(sorted(c.id for c in added))}"
+        made.ready()
+        confirm()
+        dst.catalog.add_containers(copy.id, specs, dst_site.name, tag_stats=stats, replace=True,
+                                   idempotency_key=key)
     report.extended += len(added)
 
 
@@ -337,21 +452,12 @@ def _landed(report: ExchangeReport, db: DatabaseRecord, new_id: int, duplicate: 
     report.latencies.append(max(0.0, time.time() - db.created))
 
 
-def _provenance(plan: _Plan, db: DatabaseRecord) -> dict[str, Any]:
+def _provenance(plan: _Plan, db: DatabaseRecord, chain: dict[str, Any] | None) -> dict[str, Any]:
+    """This copy's step of the chain, before the source's own (``chain``, parsed by ``giod.exchange.source``)."""
     return {"federation": plan.source, "dataset": plan.dataset, "database": db.id,
             "version": db.created_version, "selection": plan.select,
             "containers": list(plan.containers) if plan.containers is not None else None,
-            "from": db.parameters.get(PROVENANCE)}
-
-
-def provenance_chain(parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    """The federations a database was copied through, nearest first (empty for one written here)."""
-    chain: list[dict[str, Any]] = []
-    step = parameters.get(PROVENANCE)
-    while isinstance(step, dict) and len(chain) < 64:
-        chain.append(step)
-        step = step.get("from")
-    return chain
+            "from": chain}
 
 
 def _fetch(src: Any, c: ContainerRecord, dst: Site, path: str) -> tuple[str, int]:
@@ -409,8 +515,8 @@ def _place_as(src: Site, dst: Site, c: ContainerRecord, path: str, advance: Call
     return "copied"
 
 
-def _skim(src: Any, source_ds: Any, target_ds: Any, db: DatabaseRecord, plan: _Plan, site: str,
-          report: ExchangeReport) -> None:
+def _skim(src: Any, source_ds: Any, made: _Target, db: DatabaseRecord, plan: _Plan, site: str,
+          report: ExchangeReport, parameters: dict[str, Any]) -> None:
     """Write the events of ``db`` that pass the selection as a new database of the target."""
     from giod.objects import unlink
     from giod.reading import assemble, read_database, resolve_columns
@@ -432,9 +538,9 @@ def _skim(src: Any, source_ds: Any, target_ds: Any, db: DatabaseRecord, plan: _P
     rows = None if local is None else np.asarray(local, dtype=np.int64)
     # relations as stored (index columns), as a writer takes them
     events = unlink(assemble(schema, proj, read_database(source_ds, db, proj, rows)), schema)
-    writer = target_ds.writer(site=site, database_events=n, database_bytes=1 << 62,
-                              idempotency_key=plan.key(db).removesuffix(":0"), program=PROGRAM,
-                              parameters={PROVENANCE: _provenance(plan, db)})
+    writer = made.ready().writer(site=site, database_events=n, database_bytes=1 << 62,
+                                 idempotency_key=plan.key(db).removesuffix(":0"), program=PROGRAM,
+                                 parameters={PROVENANCE: _provenance(plan, db, parameters.get(PROVENANCE))})
     with writer:
         writer.append(events)
     if not writer.commits:

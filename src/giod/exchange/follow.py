@@ -7,9 +7,14 @@ the same for the replication rules of one federation: each commit wakes a
 replicator pass, so a rule-bound site receives a new database as soon as it
 is committed, not at the replicator's next interval.
 
-A copy or pass that fails (a site or the catalog away for a moment) is
-logged and tried again at the next wake-up or after ``retry`` seconds,
-whichever comes first; nothing is lost, since every copy lands once.
+A copy that fails for a reason another try may cure (a site or a catalog
+away, a commit that lost a race: :func:`permanent` says which) is logged and
+tried again after a wait that doubles from try to try, up to a cap
+(:class:`Backoff`); nothing is lost, since every copy lands once. Any other
+error (bad input, a refused source) ends the follower by raising it. A skim
+that stopped before a source database it cannot read yet waits for the
+source's next version. A replicator pass that fails is tried again at the
+next wake-up or after ``retry`` seconds, whichever comes first.
 """
 
 from __future__ import annotations
@@ -19,48 +24,81 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from giod.errors import GiodError, SchemaError
+from giod.errors import CatalogError, GiodError, QuotaExceeded, StorageError, TooLarge
 from giod.exchange.copy import ExchangeReport, copy_dataset
 from giod.exchange.feed import Feed, open_feed
 
-__all__ = ["follow", "follow_rules", "start_copies"]
+__all__ = ["Backoff", "follow", "follow_rules", "permanent", "start_copies"]
 
 log = logging.getLogger("giod.exchange")
 
 RETRY = 5.0  # seconds before a failed copy is tried again without a wake-up
 
 
+@dataclass(frozen=True)
+class Backoff:
+    """Waits between the tries of a copy that keeps failing: ``first`` seconds, doubling, at most ``cap``."""
+
+    first: float = 1.0
+    cap: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        """The wait after the ``failures``-th failure in a row (1 for the first)."""
+        return min(self.cap, self.first * 2.0 ** min(max(failures - 1, 0), 64))
+
+
+def permanent(exc: GiodError) -> bool:
+    """Whether another try cannot cure ``exc``: anything but a site or a catalog that did not answer, a commit
+    that lost a race, or a quota not yet freed (bad input, a refused source, a bound exceeded)."""
+    if isinstance(exc, QuotaExceeded):
+        return False
+    return isinstance(exc, TooLarge) or not isinstance(exc, (StorageError, CatalogError))
+
+
 def follow(src: Any, dst: Any, dataset: str, *, select: str | None = None,
            containers: Sequence[str] | None = None, as_name: str | None = None, site: str | None = None,
            stop: threading.Event | None = None, on_copy: Callable[[ExchangeReport], None] | None = None,
            on_database: Callable[[ExchangeReport], None] | None = None, feed: Feed | None = None,
-           retry: float = RETRY) -> None:
+           backoff: Backoff | None = None, pause: Callable[[float], bool] | None = None) -> None:
     """Copy ``dataset`` from ``src`` to ``dst`` as it grows, until ``stop`` is set (see the module docstring).
 
-    A refusal that another try cannot cure (SchemaError, an unknown dataset
-    or container) ends it by raising.
+    A permanent error (:func:`permanent`) ends it by raising; a transient
+    one is retried after ``backoff``'s waits. ``pause(seconds)`` waits
+    (default: on ``stop``) and says whether ``stop`` is set: tests count the
+    tries against a clock of their own.
     """
     stop = stop or threading.Event()
+    backoff = backoff or Backoff()
+    pause = pause or stop.wait
     own = feed is None
     feed = feed or open_feed(src, stop=stop)
     seen = -1
     at: int | None = None  # the version the feed announced (a server's catalog may answer an older one)
+    failures = 0
     try:
         while not stop.is_set():
             try:
                 report = copy_dataset(src, dst, dataset, select=select, containers=containers, as_name=as_name,
                                       site=site, at=at, stop=stop, on_database=on_database)
-            except (SchemaError, KeyError):  # NotFound is a KeyError: no dataset, no container
-                raise
             except GiodError as exc:
-                log.warning("copy of %s failed, trying again: %s", dataset, exc)
-                at = feed.wait(seen, retry)
+                if permanent(exc):
+                    raise
+                failures += 1
+                delay = backoff.delay(failures)
+                log.warning("copy of %s failed (%d in a row), trying again in %g s: %s", dataset, failures, delay,
+                            exc)
+                at = None
+                if pause(delay):
+                    break
                 continue
+            failures = 0
             if on_copy is not None:
                 on_copy(report)
-            seen = max(seen, report.until)
+            # a skim waiting for a source database to be reconstructed waits for the source's next version
+            seen = max(seen, report.source_version if report.pending else report.until)
             at = feed.wait(seen)
     finally:
         if own:
