@@ -39,8 +39,10 @@ from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
 from giod.clusters import ContainerBuffer, commit_record, seen_version
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
+from giod.objects import stored_relations
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
 from giod.schema import TAG_CONTAINER, Schema
+from giod.storage.admission import check_files
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
 from giod.storage.site import Site
 from giod.tagstats import merge_stats
@@ -208,6 +210,8 @@ class Writer:
             index = self._tag_index(db, written)
             if index is not None:
                 written.append(index)
+            if self.site.local_path(written[0].path) is not None:  # a server checks what is uploaded to it
+                check_files(self.site, written, stored_relations(self.schema))
             if self._lease is not None:
                 self._lease.confirm()  # the files stay safe from gc for the commit
         except BaseException:

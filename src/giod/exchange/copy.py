@@ -49,8 +49,10 @@ from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, DatabaseRecord
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, SchemaError, StorageError
 from giod.names import check_name
+from giod.objects import stored_relations
 from giod.replication.transfer import file_checksum, file_state, place
 from giod.schema import TAG_CONTAINER, Schema
+from giod.storage.admission import check_files
 from giod.storage.checksum import Checksum
 from giod.storage.site import Site
 
@@ -279,6 +281,7 @@ def _copy(src: Any, dst: Any, db: DatabaseRecord, plan: _Plan, dst_site: Site, s
     """Copy the chosen container files of ``db``, verified, then register them as one database."""
     wanted = [c for c in db.containers if _chosen(plan.containers, c.name)]
     specs = _place_all(src, wanted, plan, dst_site, schema_ids, report)
+    check_files(dst_site, specs, stored_relations(dst.dataset(plan.target).schema))  # checksums prove no more
     parameters = {k: v for k, v in db.parameters.items() if k != PROVENANCE}
     parameters[PROVENANCE] = _provenance(plan, db)
     commit = DatabaseCommit(plan.target, db.n_events, dst_site.name, tuple(specs), tag_stats=dict(db.tag_stats),
@@ -314,6 +317,7 @@ def _extend(src: Any, dst: Any, db: DatabaseRecord, added: list[ContainerRecord]
     if not added:
         return
     specs = _place_all(src, added, plan, dst_site, schema_ids, report)
+    check_files(dst_site, specs, stored_relations(dst.dataset(plan.target).schema))
     stats = dict(db.tag_stats) if any(c.name == TAG_CONTAINER for c in added) else None
     key = f"{plan.key(db)}+{_digest(sorted(c.id for c in added))}"
     dst.catalog.add_containers(copy.id, specs, dst_site.name, tag_stats=stats, replace=True, idempotency_key=key)
