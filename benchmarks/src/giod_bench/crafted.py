@@ -101,7 +101,7 @@ def _plain_buffers(data: bytearray, batch: Batch) -> list[bytes] | None:
                     if not 0 <= n < 1 << 30:
                         return None
                     raw = pa.Codec(msg.codec).decompress(raw[8:], decompressed_size=n).to_pybytes()
-                except (pa.ArrowException, ValueError):
+                except (pa.ArrowException, ValueError, OSError):
                     return None
         out.append(raw)
     return out
