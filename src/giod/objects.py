@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import awkward as ak
 import numpy as np
 
-from giod.errors import DataError
+from giod.errors import DataError, IntegrityError
 from giod.schema import Schema
+from giod.storage.validation import Relation
 
 INDEX_SUFFIX = "_index"
 
@@ -60,11 +61,21 @@ def _rename_relations(coll: ak.contents.ListOffsetArray, relations: list[str]) -
     return ak.contents.ListOffsetArray(coll.offsets, new)
 
 
+def _check_indices(local: np.ndarray, events: np.ndarray, counts: np.ndarray, floor: int, where: str) -> None:
+    """Stored indices within their event's target objects: data from outside is checked before it is followed."""
+    bad = (local < floor) | (local >= counts)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise IntegrityError(f"{where}: an object of event {int(events[i])} of the read points at object "
+                             f"{int(local[i])} of its event, which has {int(counts[i])}")
+
+
 def _view(
     source: ak.contents.ListOffsetArray,
     index_field: str,
     target: ak.contents.ListOffsetArray,
     many: bool,
+    where: str = "relation",
 ) -> ak.contents.Content:
     """Objects of ``target`` referenced by ``source``'s index field, per source object."""
     src_offsets = np.asarray(source.offsets)
@@ -73,18 +84,28 @@ def _view(
     assert isinstance(rec, ak.contents.RecordArray)
     event_of_object = _event_of(src_offsets)
     base = tgt_offsets[:-1][event_of_object] - 0  # start of the target list in each object's event
+    counts = np.diff(tgt_offsets)[event_of_object]  # target objects in each object's event
     idx_layout = rec.content(index_field)
     if many:
         assert isinstance(idx_layout, ak.contents.ListOffsetArray)
         inner = np.asarray(idx_layout.offsets)
         start, stop = int(inner[0]), int(inner[-1])
         local = np.asarray(idx_layout.content.data)[start:stop].astype(np.int64)
-        global_index = local + np.repeat(base, np.diff(inner))
+        per = np.diff(inner)
+        _check_indices(local, np.repeat(event_of_object, per), np.repeat(counts, per), 0, where)
+        global_index = local + np.repeat(base, per)
         view = ak.contents.IndexedArray(ak.index.Index64(global_index), target.content)
         return ak.contents.ListOffsetArray(ak.index.Index64((inner - start).astype(np.int64)), view)
     local = np.asarray(idx_layout.data).astype(np.int64)
+    _check_indices(local, event_of_object, counts, -1, where)
     global_index = np.where(local >= 0, local + base, -1)
     return ak.contents.IndexedOptionArray(ak.index.Index64(global_index), target.content)
+
+
+def stored_relations(schema: Schema) -> list[Relation]:
+    """Every relation of ``schema`` as stored: source collection, member, target collection, many."""
+    return [Relation(name, rname, rdef.target, rdef.many) for name in sorted(schema.collections)
+            for rname, rdef in schema.collection_type(name).relations.items()]
 
 
 def link(events: ak.Array, schema: Schema) -> ak.Array:
@@ -114,7 +135,9 @@ def link(events: ak.Array, schema: Schema) -> ak.Array:
         fields = list(rec.fields)
         for rname, rdef in tdef.relations.items():
             if rdef.target in colls and rname + INDEX_SUFFIX in fields:
-                contents.append(_view(content, rname + INDEX_SUFFIX, colls[rdef.target], rdef.many))
+                where = (f"container {schema.container_of(name)}, relation {name}.{rname} to {rdef.target} "
+                         f"(container {schema.container_of(rdef.target)})")
+                contents.append(_view(content, rname + INDEX_SUFFIX, colls[rdef.target], rdef.many, where))
                 fields.append(rname)
         if len(fields) != len(rec.fields):
             rec = ak.contents.RecordArray(contents, fields, length=rec.length, parameters=rec.parameters)

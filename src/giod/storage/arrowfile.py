@@ -29,8 +29,9 @@ import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, NotFound, StorageError
 from giod.storage import batchcolumns, batchrows
-from giod.storage.batchblocks import BLOCK, SCHEMA_KEY, check_batch, parse_message
+from giod.storage.batchblocks import BLOCK, SCHEMA_KEY, check_batch, has_block_layout, parse_message
 from giod.storage.site import Site
+from giod.storage.validation import buffer_sizes, check_columns, check_layout
 
 MAGIC = b"ARROW1"
 #: bytes read from the end of a remote file to find the footer in one request
@@ -179,6 +180,7 @@ class ArrowContainerReader:
             raise IntegrityError(f"container {self.path} on site {self.site.name}: checksum blocks of "
                                  f"{mark.decode(errors='replace')} bytes (this giod reads {BLOCK})")
         self.block_checksums = mark is not None
+        self._layout = has_block_layout(self.schema)  # a layout giod walks buffer by buffer
 
     # ------------------------------------------------------------------ bytes
 
@@ -194,8 +196,10 @@ class ArrowContainerReader:
             out.append(pa.py_buffer(f.read(b - a)))
         return out
 
-    def _batches(self, which: Sequence[int] | np.ndarray) -> list[pa.RecordBatch]:
-        """The record batches ``which`` (sorted), fetched in few ranges, checked and decoded."""
+    def _batches(self, which: Sequence[int] | np.ndarray, names: Sequence[str] | None = None
+                 ) -> list[pa.RecordBatch]:
+        """The record batches ``which`` (sorted), fetched in few ranges, decoded and checked (their columns
+        ``names``, all by default)."""
         if not len(which):
             return []
         spans = self.blocks[np.asarray(which, dtype=np.int64)]
@@ -214,7 +218,7 @@ class ArrowContainerReader:
                 raise IntegrityError(f"container {self.path} on site {self.site.name}: short read")
             for i in g:
                 a, b = int(spans[i, 0]) - base, int(spans[i, 1]) - base
-                out.append(self._decode(int(which[i]), data.slice(a, b - a)))
+                out.append(self._decode(int(which[i]), data.slice(a, b - a), names))
         return out
 
     def _where(self, index: int) -> str:
@@ -230,21 +234,32 @@ class ArrowContainerReader:
             raise IntegrityError(f"{self._where(index)} has no block checksums")
         return msg
 
-    def _decode(self, index: int, data: pa.Buffer) -> pa.RecordBatch:
+    def _key(self, index: int) -> tuple[str, int, int, int] | None:
+        """What names batch ``index`` among the batches validated (its catalog CRC covers every buffer's)."""
+        return None if self.checksums is None else (self.path, self.size, index, int(self.checksums[index]))
+
+    def _decode(self, index: int, data: pa.Buffer, names: Sequence[str] | None = None) -> pa.RecordBatch:
+        """Batch ``index`` from its bytes, checked: metadata before decoding, then columns ``names`` (all)."""
         where = self._where(index)
-        msg = None
+        meta = data.slice(0, int(self.meta[index]))
         if self.block_checksums:
-            msg = self._message(index, data.slice(0, int(self.meta[index])))
+            msg = self._message(index, meta)
         elif self.checksums is not None and crc32c(data) != self.checksums[index]:
             raise IntegrityError(f"{where}: CRC-32C mismatch (the bytes changed since they were written)")
+        else:
+            msg = parse_message(bytes(meta))
+        key = self._key(index)
+        if self._layout:  # nothing decompressed, nothing built, before the metadata makes sense
+            check_layout(self.schema, msg, buffer_sizes(msg, data.slice(len(meta)), where), where, key)
         try:
             batch = ipc.read_record_batch(ipc.read_message(data), self.schema)
-            if msg is not None:
+            if msg.table is not None:
                 check_batch(batch, msg.table, where)
-            if self.checksums is None:
-                batch.validate(full=True)  # nothing vouches for the bytes: at least they must make sense
         except (pa.ArrowException, ValueError) as exc:
             raise IntegrityError(f"{where} is corrupt: {exc}") from exc
+        present = batch.schema.names
+        check_columns(((n, batch.column(n)) for n in (names if names is not None else present) if n in present),
+                      where, key)
         if self.clusters is not None and batch.num_rows != self.clusters[index]:
             raise IntegrityError(f"{where} has {batch.num_rows} events, the catalog recorded "
                                  f"{self.clusters[index]}")
@@ -268,7 +283,7 @@ class ArrowContainerReader:
             # its reads planned so (fetching buffer by buffer would cost a round trip per buffer)
             if len(names) < len(self.schema.names) and self._map is not None:
                 return project(self._some_columns(names, which), columns)
-        table = pa.Table.from_batches(self._batches(which), schema=self.schema)
+        table = pa.Table.from_batches(self._batches(which, _tops(columns)), schema=self.schema)
         return project(table, columns)
 
     def _some_columns(self, names: list[str], which: np.ndarray) -> pa.Table:
@@ -280,14 +295,14 @@ class ArrowContainerReader:
         for i, data in zip(which.tolist(), whole, strict=True):
             msg = self._message(i, data.slice(0, int(self.meta[i])))
             if not msg.compressed:  # decoded whole, which maps its buffers and copies nothing
-                parts[i] = pa.Table.from_batches([self._decode(i, data)], schema=self.schema).select(names)
+                parts[i] = pa.Table.from_batches([self._decode(i, data, names)], schema=self.schema).select(names)
                 continue
             if self.clusters is not None and msg.length != self.clusters[i]:
                 raise IntegrityError(f"{self._where(i)} has {msg.length} events, the catalog recorded "
                                      f"{self.clusters[i]}")
             mapped = data.slice(int(self.meta[i]))
             parts[i] = batchcolumns.read_columns(self.schema, msg, int(self.blocks[i, 0] + self.meta[i]), mapped,
-                                                 self._ranges, names, self._where(i))
+                                                 self._ranges, names, self._where(i), self._key(i))
         tables = [parts[i] for i in which.tolist()]
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
@@ -308,7 +323,7 @@ class ArrowContainerReader:
         which = np.unique(batch)
         if self.block_checksums:
             return self._read_few(columns, rows, batch, which, first)
-        table = pa.Table.from_batches(self._batches(which), schema=self.schema)
+        table = pa.Table.from_batches(self._batches(which, _tops(columns)), schema=self.schema)
         # where each batch read starts in ``table``, then each entry's place in it
         starts = np.zeros(self.num_batches, dtype=np.int64)
         starts[which] = np.concatenate([[0], np.cumsum(np.diff(first)[which])[:-1]])
@@ -346,18 +361,18 @@ class ArrowContainerReader:
                     messages[i] = (msg, meta, data if self._map is not None else None)
         many = [int(i) for i in which if int(i) not in messages and int(i) not in compressed]
         parts: dict[int, pa.Table] = {}
-        for i, got in zip(many, self._batches(np.asarray(many, dtype=np.int64)), strict=True):
+        for i, got in zip(many, self._batches(np.asarray(many, dtype=np.int64), list(wanted)), strict=True):
             local = rows[batch == i] - first[i]
             parts[i] = project(pa.Table.from_batches([got], schema=self.schema), columns).take(local)
         for i, (msg, mapped) in compressed.items():
             start = int(self.blocks[i, 0] + self.meta[i])
             table = batchcolumns.read_columns(self.schema, msg, start, mapped, self._ranges, list(wanted),
-                                              self._where(i))
+                                              self._where(i), self._key(i))
             parts[i] = project(table, columns if columns is not None else None).take(few[i])
         for i, (msg, meta, mapped) in messages.items():
             try:
                 parts[i] = batchrows.read_rows(self.schema, msg, meta, int(self.blocks[i, 0]), mapped, self._ranges,
-                                               few[i], wanted, self._where(i))
+                                               few[i], wanted, self._where(i), self._key(i))
             except (pa.ArrowException, ValueError) as exc:
                 raise IntegrityError(f"{self._where(i)} is corrupt: {exc}") from exc
         tables = [parts[int(i)] for i in which]
@@ -369,6 +384,11 @@ class ArrowContainerReader:
         self._map = None
         if self._file is not None and hasattr(self._file, "close"):
             self._file.close()
+
+
+def _tops(columns: Sequence[str] | None) -> list[str] | None:
+    """The top-level columns of Parquet-style paths (None: all)."""
+    return None if columns is None else list(dict.fromkeys(c.partition(".")[0] for c in columns))
 
 
 def project(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:

@@ -17,7 +17,7 @@ the files read by ordinary tools as any Arrow IPC file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import google_crc32c
 import numpy as np
@@ -26,8 +26,8 @@ import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError
 
-__all__ = ["BLOCK", "CRC_KEY", "SCHEMA_KEY", "Message", "block_table", "canonical", "check_batch",
-           "has_block_layout", "parse_message"]
+__all__ = ["BLOCK", "CRC_KEY", "SCHEMA_KEY", "Message", "Node", "block_table", "canonical", "check_batch",
+           "has_block_layout", "layout", "parse_message"]
 
 #: bytes per checksummed block: small enough that one event's members cost a block each
 BLOCK = 1024
@@ -156,7 +156,16 @@ class _Flat:
 
 
 def parse_message(meta: bytes) -> Message:
-    """Parse an encapsulated record batch message's metadata (continuation, length, flatbuffer)."""
+    """Parse an encapsulated record batch message's metadata (continuation, length, flatbuffer).
+
+    Metadata that does not parse is an IntegrityError, whatever is wrong with it."""
+    try:
+        return _parse_message(meta)
+    except (IndexError, ValueError, OverflowError) as exc:
+        raise IntegrityError(f"the record batch metadata is malformed: {exc}") from exc
+
+
+def _parse_message(meta: bytes) -> Message:
     if len(meta) < 16 or meta[:4] != b"\xff\xff\xff\xff":
         raise IntegrityError("not a record batch message")
     fb = _Flat(bytes(meta[8:8 + int.from_bytes(meta[4:8], "little", signed=True)]))
@@ -182,3 +191,43 @@ def parse_message(meta: bytes) -> Message:
     return Message(length=fb.i64(fb.field(rb, 0)), nodes=fb.structs(fb.field(rb, 1)),
                    buffers=fb.structs(fb.field(rb, 2)), compressed=codec is not None,
                    body_length=fb.i64(fb.field(root, 3)), table=table, codec=codec)
+
+
+@dataclass
+class Node:
+    """One array of the batch: its IPC field node, its buffers and its children."""
+
+    type: pa.DataType
+    buffers: list[int]
+    children: list[Node] = field(default_factory=list)
+    name: str = ""
+    index: int = 0  # its field node in the message
+
+
+def layout(schema: pa.Schema, n_nodes: int, n_buffers: int) -> list[Node]:
+    """The node tree of a record batch of ``schema``, buffers numbered as in the message."""
+    counters = [0, 0]
+
+    def visit(name: str, t: pa.DataType) -> Node:
+        counters[0] += 1
+        if pa.types.is_struct(t) or pa.types.is_fixed_size_list(t):
+            nb = 1
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            nb = 2
+        elif pa.types.is_string(t) or pa.types.is_binary(t):
+            nb = 3
+        else:
+            nb = 2
+        node = Node(t, list(range(counters[1], counters[1] + nb)), name=name, index=counters[0] - 1)
+        counters[1] += nb
+        if pa.types.is_struct(t):
+            node.children = [visit(f.name, f.type) for f in t]
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            node.children = [visit("", t.value_type)]
+        return node
+
+    roots = [visit(f.name, f.type) for f in schema]
+    if counters != [n_nodes, n_buffers]:
+        raise IntegrityError(f"the record batch has {n_nodes} field nodes and {n_buffers} buffers, "
+                             f"its schema {counters[0]} and {counters[1]}")
+    return roots

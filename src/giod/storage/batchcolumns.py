@@ -12,15 +12,15 @@ lengths, so the 8-byte prefixes of all buffers are read first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import google_crc32c
 import numpy as np
 import pyarrow as pa
 
 from giod.errors import IntegrityError
-from giod.storage.batchblocks import BLOCK, Message, table_bases
-from giod.storage.batchrows import Node, layout
+from giod.storage.batchblocks import BLOCK, Message, Node, layout, table_bases
+from giod.storage.validation import check_columns, check_layout
 
 __all__ = ["read_columns"]
 
@@ -32,10 +32,11 @@ def _subtree(node: Node) -> list[Node]:
 
 
 def read_columns(schema: pa.Schema, msg: Message, body_start: int, mapped: pa.Buffer | None, fetch: Fetch,
-                 names: Sequence[str], where: str) -> pa.Table:
-    """Columns ``names`` (whole) of the batch whose body starts at ``body_start`` in the file."""
+                 names: Sequence[str], where: str, key: Hashable | None = None) -> pa.Table:
+    """Columns ``names`` (whole) of the batch whose body starts at ``body_start`` in the file, checked
+    (``giod.storage.validation``; ``key`` names the batch among those checked already)."""
     assert msg.codec is not None and msg.table is not None
-    roots = {n.name: n for n in layout(schema, len(msg.nodes), len(msg.buffers))}
+    layout(schema, len(msg.nodes), len(msg.buffers))
     spans = msg.buffers
     if len(spans) and int((spans[:, 0] + spans[:, 1]).max()) > msg.body_length:
         raise IntegrityError(f"{where}: buffers lie outside the record batch")
@@ -58,6 +59,8 @@ def read_columns(schema: pa.Schema, msg: Message, body_start: int, mapped: pa.Bu
     bases = table_bases(sizes, BLOCK)
     if len(msg.table) != bases[-1] or (sizes < 0).any():
         raise IntegrityError(f"{where}: the block checksum table does not match the batch's buffers")
+    # lengths and sizes make sense before anything is decompressed
+    roots = {n.name: n for n in check_layout(schema, msg, sizes, where, key)}
     nodes = [n for name in names for n in _subtree(roots[name])]
     wanted = sorted({b for n in nodes for b in n.buffers if spans[b, 1]})
     codec = pa.Codec(msg.codec)
@@ -83,7 +86,7 @@ def read_columns(schema: pa.Schema, msg: Message, body_start: int, mapped: pa.Bu
 
     try:
         arrays = [build(roots[n]) for n in names]
-        return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names],
-                                                              metadata=schema.metadata))
     except (pa.ArrowException, ValueError) as exc:
         raise IntegrityError(f"{where} is corrupt: {exc}") from exc
+    check_columns(zip(names, arrays, strict=True), where, key)
+    return pa.Table.from_arrays(arrays, schema=pa.schema([schema.field(n) for n in names], metadata=schema.metadata))

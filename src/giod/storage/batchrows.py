@@ -13,8 +13,7 @@ before anything else reads them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Sequence
 
 import google_crc32c
 import numpy as np
@@ -22,51 +21,12 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError
-from giod.storage.batchblocks import BLOCK, Message, table_bases
+from giod.storage.batchblocks import BLOCK, Message, Node, table_bases
+from giod.storage.validation import check_columns, check_layout
 
-__all__ = ["Node", "layout", "read_rows"]
+__all__ = ["read_rows"]
 
 Fetch = Callable[[Sequence[tuple[int, int]]], list[pa.Buffer]]
-
-
-@dataclass
-class Node:
-    """One array of the batch: its IPC field node, its buffers and its children."""
-
-    type: pa.DataType
-    buffers: list[int]
-    children: list[Node] = field(default_factory=list)
-    name: str = ""
-    index: int = 0  # its field node in the message
-
-
-def layout(schema: pa.Schema, n_nodes: int, n_buffers: int) -> list[Node]:
-    """The node tree of a record batch of ``schema``, buffers numbered as in the message."""
-    counters = [0, 0]
-
-    def visit(name: str, t: pa.DataType) -> Node:
-        counters[0] += 1
-        if pa.types.is_struct(t) or pa.types.is_fixed_size_list(t):
-            nb = 1
-        elif pa.types.is_list(t) or pa.types.is_large_list(t):
-            nb = 2
-        elif pa.types.is_string(t) or pa.types.is_binary(t):
-            nb = 3
-        else:
-            nb = 2
-        node = Node(t, list(range(counters[1], counters[1] + nb)), name=name, index=counters[0] - 1)
-        counters[1] += nb
-        if pa.types.is_struct(t):
-            node.children = [visit(f.name, f.type) for f in t]
-        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-            node.children = [visit("", t.value_type)]
-        return node
-
-    roots = [visit(f.name, f.type) for f in schema]
-    if counters != [n_nodes, n_buffers]:
-        raise IntegrityError(f"the record batch has {n_nodes} field nodes and {n_buffers} buffers, "
-                             f"its schema {counters[0]} and {counters[1]}")
-    return roots
 
 
 def _expand(first: np.ndarray, last: np.ndarray) -> np.ndarray:
@@ -183,15 +143,39 @@ def _plan(node: Node, ranges: np.ndarray, msg: Message, wanted: dict[int, list[n
         wanted.setdefault(node.buffers[1], []).append(ranges * w)
 
 
+def _bounds(node: Node, msg: Message) -> int:
+    """How far the offsets of a list or string node may reach: its child's length, or its values' bytes."""
+    if pa.types.is_string(node.type) or pa.types.is_binary(node.type):
+        return int(msg.buffers[node.buffers[2], 1])
+    return int(msg.nodes[node.children[0].index, 0])
+
+
+def _offsets(body: _Body, node: Node, ranges: np.ndarray, msg: Message, where: str) -> np.ndarray:
+    """The children's ranges of element ``ranges`` (k, 2) of a list or string ``node``, once every offset
+    they span is known to be in order and within the child (nothing is built from the others)."""
+    w = "<i8" if pa.types.is_large_list(node.type) else "<i4"
+    at = _expand(ranges[:, 0], ranges[:, 1])
+    values = body.offsets(node.buffers[1], w, at)
+    order = np.argsort(at, kind="stable")
+    if len(values) and (int(values.min()) < 0 or int(values.max()) > _bounds(node, msg)
+                        or (np.diff(values[order]) < 0).any()):
+        raise IntegrityError(f"{where}, column {node.name or node.type}: list offsets out of order or outside "
+                             f"their {_bounds(node, msg):,} values")
+    return np.stack([body.offsets(node.buffers[1], w, ranges[:, 0]), body.offsets(node.buffers[1], w, ranges[:, 1])],
+                    1)
+
+
 def read_rows(schema: pa.Schema, msg: Message, meta: pa.Buffer, start: int, mapped: pa.Buffer | None,
-              fetch: Fetch, rows: np.ndarray, columns: dict[str, set[str] | None], where: str) -> pa.Table:
+              fetch: Fetch, rows: np.ndarray, columns: dict[str, set[str] | None], where: str,
+              key: Hashable | None = None) -> pa.Table:
     """Rows ``rows`` (sorted, in the batch) of ``columns`` (name -> struct members of its items, None: all).
 
     ``mapped`` is the whole message (metadata and body) when the file is memory-mapped; otherwise
-    ``fetch`` gets the byte ranges (of the file) of the blocks needed.
+    ``fetch`` gets the byte ranges (of the file) of the blocks needed. The metadata is checked first,
+    then every offset the rows use (``giod.storage.validation``), and the rows read last.
     """
     body = _Body(msg, meta, start, mapped, fetch, where)
-    roots = {n.name: n for n in layout(schema, len(msg.nodes), len(msg.buffers))}
+    roots = {n.name: n for n in check_layout(schema, msg, np.asarray(msg.buffers[:, 1]), where, key)}
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) and (rows[0] < 0 or rows[-1] >= msg.length):
         raise IntegrityError(f"{where} holds {msg.length} events, not event {rows[-1]}")
@@ -209,9 +193,7 @@ def read_rows(schema: pa.Schema, msg: Message, meta: pa.Buffer, start: int, mapp
         work = []
         strings: dict[int, list[np.ndarray]] = {}
         for node, ranges, members in later:  # the offsets are in: the children's ranges are known
-            w = "<i8" if pa.types.is_large_list(node.type) else "<i4"
-            child = np.stack([body.offsets(node.buffers[1], w, ranges[:, 0]),
-                              body.offsets(node.buffers[1], w, ranges[:, 1])], 1)
+            child = _offsets(body, node, ranges, msg, where)
             if pa.types.is_string(node.type) or pa.types.is_binary(node.type):
                 strings.setdefault(node.buffers[2], []).append(child)
             else:
@@ -222,5 +204,6 @@ def read_rows(schema: pa.Schema, msg: Message, meta: pa.Buffer, start: int, mapp
     from giod.storage.arrowfile import project  # one projection rule for whole and partial reads
 
     paths = [c if m is None else f"{c}.list.element.{x}" for c, m in columns.items() for x in (m or [None])]
-    table = project(pa.Table.from_batches([batch]), [p for p in paths if p is not None])
-    return table.take(pa.array(rows))
+    table = project(pa.Table.from_batches([batch]), [p for p in paths if p is not None]).take(pa.array(rows))
+    check_columns(zip(table.column_names, table.columns, strict=True), where)  # the few rows, as they came out
+    return table

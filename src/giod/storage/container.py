@@ -29,6 +29,7 @@ from giod.storage.arrowfile import ArrowContainerReader
 from giod.storage.arrowwriter import ArrowFileWriter
 from giod.storage.checksum import ChecksummingSink
 from giod.storage.site import Site
+from giod.storage.validation import check_columns
 
 #: the container formats giod writes and reads, by the name the catalog records
 FORMATS = ("arrow", "parquet")
@@ -368,8 +369,15 @@ class ContainerReader:
             raise
         except (pa.ArrowException, OSError) as exc:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
+        if self._arrow is None:  # Arrow batches are checked as they are decoded; a Parquet file's here
+            key = None if self._key is None else (*self._key, None if row_groups is None else tuple(row_groups))
+            check_columns(zip(table.column_names, table.columns, strict=True), self._where(row_groups), key)
         self._remember(table, None if row_groups is None else self._group_rows(row_groups))
         return table
+
+    def _where(self, row_groups: Sequence[int] | None = None) -> str:
+        groups = "" if row_groups is None else f", row groups {', '.join(map(str, row_groups))}"
+        return f"container {self.path} on site {self.site.name}{groups}"
 
     def _group_rows(self, row_groups: Sequence[int]) -> np.ndarray:
         if self._arrow is not None:
@@ -414,6 +422,7 @@ class ContainerReader:
             raise
         except StorageError:  # no page index: whole clusters
             return self.read(columns).take(pa.array(rows))
+        check_columns(zip(table.column_names, table.columns, strict=True), self._where())
         self._remember(table, np.asarray(rows))
         return table
 

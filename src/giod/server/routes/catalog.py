@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -12,8 +13,10 @@ from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.errors import CatalogError, DataError, Forbidden, NotFound
 from giod.names import check_container_path, check_name
+from giod.objects import stored_relations
 from giod.server.routes import files
 from giod.server.state import need, state
+from giod.storage.admission import check_files
 
 router = APIRouter(prefix="/api/v1", tags=["catalog"])
 
@@ -253,6 +256,7 @@ def commit(request: Request, body: dict[str, Any]) -> dict[str, Any]:
     c = wire.load(DatabaseCommit, body)
     need(request, "write", c.dataset)
     _check_paths(request, c.dataset, [s.path for s in c.containers])
+    _check_files(request, c.site, c.dataset, c.containers)
     return wire.dump(_catalog(request).commit_database(c))
 
 
@@ -269,6 +273,7 @@ def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
         need(request, "write", dataset)
         specs = [wire.load(ContainerSpec, c) for c in item.get("containers", [])]
         _check_paths(request, dataset, [s.path for s in specs])
+        _check_files(request, body.site, dataset, specs)
         stats = wire.load_stats(item.get("tag_stats") or {})
         items.append((db.id, specs, stats))
     if body.idempotency_key is not None and len(items) == 1:
@@ -315,6 +320,12 @@ def _leases_of(request: Request, ids: list[int], *, expired: bool = False) -> li
     for x in found:
         need(request, "write", files.owner(state(request), x.prefix))
     return [x.id for x in found]
+
+
+def _check_files(request: Request, site: str, dataset: str, specs: Sequence[ContainerSpec]) -> None:
+    """Uploaded files make sense before they are registered (their checksums prove only the transport)."""
+    fed = state(request).federation
+    check_files(fed.site(site), specs, stored_relations(fed.dataset(dataset).schema))
 
 
 def _check_paths(request: Request, dataset: str, paths: list[str]) -> None:
