@@ -398,6 +398,9 @@ class RemoteCatalog:
     def dataset_names(self) -> set[str]:
         raise _unavailable("dataset_names")
 
+    def dataset_versions(self, name: str, limit: int = 100, *, after: int | None = None) -> list[VersionRecord]:
+        raise _unavailable("dataset_versions")
+
     def set_replica_states(self, items: Sequence[tuple[int, str, str]]) -> int:
         raise _unavailable("set_replica_states")
 
