@@ -294,7 +294,10 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
         ("GET", "/api/v1/events/{dataset}/lookup"): Route("read", "qcd", "/api/v1/events/qcd/lookup?run=1&event=5"),
         ("GET", "/api/v1/events/{dataset}/{entry}"): Route("read", "qcd", "/api/v1/events/qcd/3"),
         ("GET", "/api/v1/feed"): Route("read", None, "/api/v1/feed?after=-1&seconds=0.05"),
-        ("GET", "/api/v1/exchange-cursors/{key}"): Route("read", None, "/api/v1/exchange-cursors/x0123456789abcdef"),
+        ("GET", "/api/v1/exchange-cursors/{key}"): Route("write", "qcd",
+                                                         "/api/v1/exchange-cursors/x0123456789abcdef?dataset=qcd"),
+        ("DELETE", "/api/v1/exchange-cursors/{key}"): Route(
+            "write", "qcd", "/api/v1/exchange-cursors/x0123456789abcdef?dataset=qcd"),
         ("PUT", "/api/v1/exchange-cursors/{key}"): Route("write", "qcd", "/api/v1/exchange-cursors/x0123456789abcdef",
                                                          js({"source": "daq", "dataset": "qcd", "version": 1})),
         ("HEAD", "/files/{site}/{path}"): Route("read", "qcd", f"/files/local/{w.file}"),

@@ -432,9 +432,13 @@ class RemoteCatalog:
 
     # -- exchange between federations: the destination's cursors (see giod.exchange) --
 
-    def exchange_cursor(self, key: str) -> int | None:
-        found = self._get(f"/exchange-cursors/{key}")["version"]
+    def exchange_cursor(self, key: str, dataset: str) -> int | None:
+        found = self._get(f"/exchange-cursors/{key}?{urlencode({'dataset': dataset})}")["version"]
         return None if found is None else int(found)
+
+    def forget_exchange_cursor(self, key: str, dataset: str) -> bool:
+        target = f"{API}/exchange-cursors/{key}?{urlencode({'dataset': dataset})}"
+        return bool(self.endpoint.json("DELETE", target, None, idempotent=True)["forgotten"])
 
     def advance_exchange_cursor(self, key: str, source: str, dataset: str, version: int) -> int:
         body = {"source": source, "dataset": dataset, "version": version}

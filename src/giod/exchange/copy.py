@@ -158,7 +158,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
         parse_selection(source_ds.schema, select)  # a bad selection fails before anything is made
     schema_ids = _SchemaMap(src, dst)
     _prepare_target(source_ds.schema, dst, target, schema_ids)
-    since = dst.catalog.exchange_cursor(plan.cursor)
+    since = dst.catalog.exchange_cursor(plan.cursor, target)
     report = ExchangeReport(plan.source, dataset, target, since, until=since or 0)
     # only what changed since the cursor, and only the copies those could have: a follower's pass
     # costs what is new, not the size of either dataset
@@ -186,12 +186,12 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
                 _skim(src, source_ds, target_ds, db, plan, dst_site.name, report)
             else:
                 _copy(src, dst, db, plan, dst_site, schema_ids, report)
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, upto)
+            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, upto)
             report.done += 1
             if on_database is not None:
                 on_database(report)
         else:
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, version)
+            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, version)
     finally:
         if lease is not None:
             lease.release()
