@@ -264,9 +264,10 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_r
 
     import uvicorn
 
-    from giod.server.allocator import keep_freed_memory
+    from giod.server.allocator import arrow_on_malloc, keep_freed_memory
 
     keep_freed_memory()  # this process is the server: its buffers come and go with every request
+    arrow_on_malloc()
     app = create_app(target, anonymous_read=anonymous_read)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

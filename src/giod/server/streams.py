@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -27,6 +29,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from giod.errors import QuotaExceeded
+from giod.server.allocator import give_back_freed_memory
 from giod.server.auth import Caller
 
 __all__ = ["SEND_SLICE", "PacedStream", "StreamSlots", "abort_connection", "connection_protocol"]
@@ -71,6 +74,7 @@ class StreamSlots:
         return holder
 
     def give_back(self, holder: str) -> None:
+        """The stream of ``holder`` has ended; the last one to end gives the process's free memory back."""
         with self._lock:
             left = self._held.get(holder, 0) - 1
             if left > 0:
@@ -78,6 +82,9 @@ class StreamSlots:
             else:
                 self._held.pop(holder, None)
             self._all -= 1
+            idle = self._all == 0
+        if idle and self.kind == "query":
+            give_back_freed_memory()
 
 
 # ------------------------------------------------------------------ the connections of this process
@@ -109,6 +116,12 @@ def abort_connection(scope: Scope) -> bool:
     transport = _connections.get((str(client[0]), int(client[1]))) if client else None
     if transport is None:
         return False
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        # a reset, not a close: a close would leave the unsent bytes in the kernel, queued before the end
+        # of the stream, for a client that takes nothing
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
     return True
 
