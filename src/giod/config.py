@@ -65,6 +65,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("upload_quota_bytes", 64 << 30,
             "server: bytes one token may hold in uploads not yet committed (in progress or uploaded)"),
     Setting("lease_seconds", 600.0, "term of a writer's lease on the files it writes, renewed every third of it"),
+    Setting("feed_streams_per_token", 16, "server: change-feed streams one token (or anonymous address) holds at once"),
+    Setting("feed_streams", 256, "server: change-feed streams of all tokens at once (an unrestricted admin passes)"),
+    Setting("feed_max_seconds", 3600.0, "server: the longest a change-feed stream lasts (its client reconnects)"),
+    Setting("query_streams_per_token", 16, "server: query answers one token (or anonymous address) receives at once"),
+    Setting("query_streams", 256, "server: query answers of all tokens at once (an unrestricted admin passes)"),
+    Setting("send_timeout_seconds", 60.0, "server: a client that takes nothing of a streamed answer for this long "
+            "is disconnected"),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

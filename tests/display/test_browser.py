@@ -412,9 +412,9 @@ def test_tokens_on_the_page(page, locked_server):
     assert "needs a token" in page.page.locator("#message").inner_text()
     page.page.locator("#token").fill(locked_server.token("read", "raw"))
     page.page.locator("#token-use").click()
-    page.page.wait_for_function("() => window.giodDisplay.error && window.giodDisplay.error.status === 403",
+    page.page.wait_for_function("() => window.giodDisplay.error && window.giodDisplay.error.status === 404",
                                 timeout=60_000)
-    assert "may not read" in page.page.locator("#message").inner_text()
+    assert "no dataset named 'sim'" in page.page.locator("#message").inner_text()
     page.page.locator("#token").fill(locked_server.token("read", "sim"))
     page.page.locator("#token-use").click()
     page.page.wait_for_function("() => window.giodDisplay.ready && window.giodDisplay.dataset === 'sim'",

@@ -19,11 +19,14 @@ def test_a_level_6_catalog_gets_cursors_and_keeps_its_version(catalog_url: str) 
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:
             assert migrations.read_level(conn) == migrations.latest_level() >= 8
-        assert catalog.exchange_cursor("x0000000000000001") is None
+        assert catalog.exchange_cursor("x0000000000000001", "raw") is None
         assert catalog.advance_exchange_cursor("x0000000000000001", "daq", "raw", 7) == 7
         assert catalog.advance_exchange_cursor("x0000000000000001", "daq", "raw", 5) == 7  # never back
         assert catalog.advance_exchange_cursor("x0000000000000001", "daq", "raw", 9) == 9
-        assert catalog.exchange_cursor("x0000000000000001") == 9
+        assert catalog.exchange_cursor("x0000000000000001", "raw") == 9
+        assert catalog.exchange_cursor("x0000000000000001", "skim") is None  # a cursor belongs to its dataset
+        assert catalog.forget_exchange_cursor("x0000000000000001", "raw")
+        assert catalog.exchange_cursor("x0000000000000001", "raw") is None
         assert catalog.version() == 0  # bookkeeping, not content: no version was made
 
 
@@ -35,4 +38,4 @@ def test_a_cursor_is_the_largest_version_it_was_moved_to(tmp_path_factory: pytes
     with Catalog.open(f"sqlite:///{path}") as catalog:
         got = [catalog.advance_exchange_cursor("x00000000000000aa", "s", "d", v) for v in moves]
         assert got == [max(moves[: i + 1]) for i in range(len(moves))]
-        assert catalog.exchange_cursor("x00000000000000aa") == max(moves)
+        assert catalog.exchange_cursor("x00000000000000aa", "d") == max(moves)

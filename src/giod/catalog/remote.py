@@ -399,6 +399,9 @@ class RemoteCatalog:
     def dataset_names(self) -> set[str]:
         raise _unavailable("dataset_names")
 
+    def dataset_versions(self, name: str, limit: int = 100, *, after: int | None = None) -> list[VersionRecord]:
+        raise _unavailable("dataset_versions")
+
     def set_replica_states(self, items: Sequence[tuple[int, str, str]]) -> int:
         raise _unavailable("set_replica_states")
 
@@ -436,9 +439,13 @@ class RemoteCatalog:
 
     # -- exchange between federations: the destination's cursors (see giod.exchange) --
 
-    def exchange_cursor(self, key: str) -> int | None:
-        found = self._get(f"/exchange-cursors/{key}")["version"]
+    def exchange_cursor(self, key: str, dataset: str) -> int | None:
+        found = self._get(f"/exchange-cursors/{key}?{urlencode({'dataset': dataset})}")["version"]
         return None if found is None else int(found)
+
+    def forget_exchange_cursor(self, key: str, dataset: str) -> bool:
+        target = f"{API}/exchange-cursors/{key}?{urlencode({'dataset': dataset})}"
+        return bool(self.endpoint.json("DELETE", target, None, idempotent=True)["forgotten"])
 
     def advance_exchange_cursor(self, key: str, source: str, dataset: str, version: int) -> int:
         body = {"source": source, "dataset": dataset, "version": version}

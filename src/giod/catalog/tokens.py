@@ -24,12 +24,12 @@ import re
 import secrets
 import time
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, union, update
 
 from giod.catalog.engine import Transactions
-from giod.catalog.records import TOKEN_SCOPES, TokenRecord
+from giod.catalog.records import TOKEN_SCOPES, TokenRecord, VersionRecord
 from giod.catalog.rows import RowError, parse_rows, token_record
-from giod.catalog.tables import containers, databases, dataset_schemas, datasets, tokens
+from giod.catalog.tables import containers, databases, dataset_schemas, datasets, tokens, versions
 from giod.errors import AuthError, ConfigError, NotFound
 from giod.names import check_name, is_name
 
@@ -52,8 +52,9 @@ def _digest(secret: str) -> str:
 
 
 class TokenMethods(Transactions):
-    """``create_token``, ``tokens``, ``revoke_token``, ``remove_token``, ``verify_token`` and the ownership lookups
-    a server authorises by (``dataset_of_container``, ``datasets_of_schema``, ``dataset_names``) of ``Catalog``."""
+    """``create_token``, ``tokens``, ``revoke_token``, ``remove_token``, ``verify_token`` and the ownership
+    lookups a server authorises by (``dataset_of_container``, ``datasets_of_schema``, ``dataset_names``,
+    ``dataset_versions``) of ``Catalog``."""
 
     def create_token(
         self, scope: str, dataset: str | None = None, *, expires: float | None = None, note: str = ""
@@ -191,3 +192,29 @@ class TokenMethods(Transactions):
         """Every dataset name the catalog holds, deleted ones included until purged."""
         q = select(datasets.c.name).distinct()
         return set(self._read(lambda conn: conn.execute(q).scalars().all()))
+
+    def dataset_versions(self, name: str, limit: int = 100, *, after: int | None = None) -> list[VersionRecord]:
+        """The latest ``limit`` versions that changed dataset ``name`` (any incarnation), newest first.
+
+        A version changed it when it created, evolved or deleted it, or committed, extended or
+        deleted one of its databases. ``after``: only versions above it.
+        """
+        d, db, c = datasets, databases, containers
+        own = db.c.dataset_id.in_(select(d.c.id).where(d.c.name == name))
+        touched = union(
+            select(d.c.created_version.label("v")).where(d.c.name == name),
+            select(d.c.deleted_version.label("v")).where(d.c.name == name, d.c.deleted_version.is_not(None)),
+            select(dataset_schemas.c.version.label("v")).where(dataset_schemas.c.dataset_id.in_(
+                select(d.c.id).where(d.c.name == name))),
+            select(db.c.created_version.label("v")).where(own),
+            select(db.c.deleted_version.label("v")).where(own, db.c.deleted_version.is_not(None)),
+            select(c.c.created_version.label("v")).join(db, db.c.id == c.c.database_id).where(own),
+            select(c.c.deleted_version.label("v")).join(db, db.c.id == c.c.database_id)
+            .where(own, c.c.deleted_version.is_not(None)),
+        ).subquery()
+        q = select(versions).where(versions.c.version.in_(select(touched.c.v)))
+        if after is not None:
+            q = q.where(versions.c.version > after)
+        q = q.order_by(versions.c.version.desc()).limit(limit)
+        rows = self._read(lambda conn: conn.execute(q).all())
+        return [VersionRecord(int(r.version), float(r.created), r.description) for r in rows]

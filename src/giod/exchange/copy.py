@@ -176,7 +176,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     exists = target in dst.datasets()
     if exists:
         _check_models(schema, dst.dataset(target).schema, target)
-    since = dst.catalog.exchange_cursor(plan.cursor)
+    since = dst.catalog.exchange_cursor(plan.cursor, target)
     report = ExchangeReport(plan.source, dataset, target, since, until=since or 0, source_version=version)
     # only what changed since the cursor, and only the copies those could have: a follower's pass
     # costs what is new, not the size of either dataset
@@ -206,13 +206,13 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
                 _skim(src, source_ds, made, db, plan, dst_site.name, report, parameters[db.id])
             else:
                 _copy(src, dst, db, plan, dst_site, schema_ids, report, made, parameters[db.id])
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, upto)
+            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, upto)
             report.done += 1
             if on_database is not None:
                 on_database(report)
         else:
             made.ready()  # a copy of nothing new still leaves the target, set up to follow the source
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, dataset, version)
+            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, version)
     except BaseException:
         made.undo()
         raise

@@ -9,11 +9,12 @@ and mounts the catalog API, the file byte ranges, the server-side query,
 from __future__ import annotations
 
 import contextlib
+import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -46,7 +47,8 @@ from giod.server.routes import exchange as exchange_routes
 from giod.server.routes import feed as feed_routes
 from giod.server.routes import files as file_routes
 from giod.server.routes import query as query_routes
-from giod.server.state import ServerState, need
+from giod.server.state import ServerState, StreamBounds, need
+from giod.server.streams import connection_protocol
 from giod.storage.http import Limits
 
 __all__ = ["create_app", "status_of"]
@@ -79,10 +81,50 @@ def status_of(exc: GiodError) -> int:
 _READING_POSTS = frozenset({"/api/v1/query"})
 
 
-def _error(exc: GiodError) -> JSONResponse:
+def _error(exc: GiodError, message: str | None = None) -> JSONResponse:
     status = status_of(exc)
     headers = {"www-authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": type(exc).__name__, "message": str(exc)}, status_code=status, headers=headers)
+    return JSONResponse({"error": type(exc).__name__, "message": str(exc) if message is None else message},
+                        status_code=status, headers=headers)
+
+
+NAMES_SECONDS = 2.0  # a dataset created is kept out of a restricted token's error messages within this time
+_HINT = re.compile(r"; did you mean .*$")
+
+
+def _names(st: ServerState) -> frozenset[str]:
+    """Every dataset name of the catalog, re-read at most every ``NAMES_SECONDS``."""
+    now = time.monotonic()
+    held = st.extra.get("all_names")
+    if held is None or now - held[0] > NAMES_SECONDS:
+        held = (now, frozenset(st.federation.catalog.dataset_names()))
+        st.extra["all_names"] = held
+    return held[1]
+
+
+def _message_for(st: ServerState, request: Request, exc: GiodError) -> str:
+    """The message of ``exc`` as the caller may read it: no name of a dataset a restricted token may not see.
+
+    The routes answer a hidden dataset as an unknown one; this is the net under
+    messages from deeper down: close matches ("did you mean") are drawn from every
+    dataset, and a conflict may name the dataset that holds what it conflicts with.
+    """
+    try:
+        who = st.gate.caller(request.headers.get("authorization"))
+    except GiodError:
+        return str(exc)
+    mine = who.restricted
+    if mine is None:
+        return str(exc)
+    message = _HINT.sub("", str(exc)) if isinstance(exc, NotFound) else str(exc)
+    body = request.scope.get("giod.body", b"").decode(errors="replace")
+    asked = " ".join((request.url.path, request.url.query, body))
+    for name in _names(st) - {mine}:
+        word = re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])")
+        if word.search(message) and not word.search(asked):  # a name the client gave itself is no leak
+            message = f"{type(exc).__name__}: the details concern what {who.name} may not see"
+            break
+    return message
 
 
 def _authenticate(st: ServerState, request: Request) -> None:
@@ -95,12 +137,45 @@ def _authenticate(st: ServerState, request: Request) -> None:
         raise AuthError("this request needs a token (Authorization: Bearer …)")
 
 
+class _Measure:
+    """ASGI middleware: each request's route, status and time into the metrics.
+
+    Plain ASGI, not a ``BaseHTTPMiddleware``: that one carries a streamed
+    answer through a queue of its own, where the pace of the client is lost.
+    """
+
+    def __init__(self, app: Any, *, metrics: Any):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+
+        async def sent(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            name = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.observe(name, scope["method"], status, time.perf_counter() - t0)
+
+
 def create_app(target: str | Federation, *, anonymous_read: bool = False, limits: Limits | None = None,
-               cache_bytes: int = 256 << 20, upload_quota: int | None = None) -> FastAPI:
+               cache_bytes: int = 256 << 20, upload_quota: int | None = None,
+               settings: dict[str, Any] | None = None) -> FastAPI:
     """The ASGI app serving the federation at ``target``.
 
     ``upload_quota``: bytes one token may hold in uploads not yet committed
     (default: the ``upload_quota_bytes`` setting of the federation, ``giod.config``).
+    ``settings``: values of ``giod.config`` settings over the federation's own
+    (the streams a token may hold, the send timeout, ...).
     """
     fed = target if isinstance(target, Federation) else Federation.open(target, create=False)
     @contextlib.asynccontextmanager
@@ -111,15 +186,17 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     app = FastAPI(title="giod", version=giod.__version__,
                   description="A federated object store for particle-physics event data.",
                   docs_url="/docs", redoc_url=None, lifespan=lifespan)
+    conf = config.load(fed.root, **(settings or {}))
     if upload_quota is None:
-        upload_quota = int(config.load(fed.root)["upload_quota_bytes"])
+        upload_quota = int(conf["upload_quota_bytes"])
     st = ServerState(fed, Gate(fed.catalog, anonymous_read=anonymous_read), limits or Limits(),
-                     cache=QueryCache(cache_bytes), quota=UploadQuota(upload_quota))
+                     cache=QueryCache(cache_bytes), quota=UploadQuota(upload_quota),
+                     streams=StreamBounds.of(conf))
     app.state.giod = st
 
     @app.exception_handler(GiodError)
     async def giod_error(request: Request, exc: GiodError) -> JSONResponse:
-        return _error(exc)
+        return _error(exc, await run_in_threadpool(_message_for, st, request, exc))
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -134,14 +211,7 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
         # bad input like any other: 400 with the DataError the client raises
         return _error(DataError(f"{where}: {first.get('msg', 'invalid request')}"))
 
-    @app.middleware("http")
-    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        name = getattr(route, "path", "unmatched")
-        st.metrics.observe(name, request.method, response.status_code, time.perf_counter() - t0)
-        return response
+    app.add_middleware(_Measure, metrics=st.metrics)
 
     @app.api_route("/healthz", methods=["GET", "HEAD"], include_in_schema=False)
     def healthz() -> dict[str, Any]:
@@ -194,9 +264,10 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_r
 
     import uvicorn
 
-    from giod.server.allocator import keep_freed_memory
+    from giod.server.allocator import arrow_on_malloc, keep_freed_memory
 
     keep_freed_memory()  # this process is the server: its buffers come and go with every request
+    arrow_on_malloc()
     app = create_app(target, anonymous_read=anonymous_read)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -208,7 +279,8 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_r
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     sock.set_inheritable(True)
     # h11, not httptools: only h11 bounds a request head that arrives in pieces (httptools buffers any size)
-    config = uvicorn.Config(app, log_level=log_level, ssl_certfile=certfile, ssl_keyfile=keyfile, http="h11",
+    config = uvicorn.Config(app, log_level=log_level, ssl_certfile=certfile, ssl_keyfile=keyfile,
+                            http=connection_protocol(),
                             timeout_keep_alive=30, limit_concurrency=1024, h11_max_incomplete_event_size=16 << 10,
                             server_header=False, timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
@@ -234,7 +306,8 @@ class ServerThread:
         self._sock.listen(2048)
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", timeout_keep_alive=30, limit_concurrency=1024, http="h11",
+        config = uvicorn.Config(app, log_level="warning", timeout_keep_alive=30, limit_concurrency=1024,
+                                http=connection_protocol(),
                                 h11_max_incomplete_event_size=16 << 10, server_header=False)
         self.server = uvicorn.Server(config)
         self._thread: Any = None

@@ -3,8 +3,11 @@
 Every route states the scope it needs (read / write / admin) and, where the
 action touches one dataset, which one; :meth:`Gate.check` answers 401 for a
 missing or refused token and 403 for a valid token that does not cover the
-action. Without a token, reads pass only when the administrator started the
-server with ``--anonymous-read``.
+action. A token restricted to one dataset sees nothing of any other: a
+dataset it may not see is answered as one that does not exist (404, the
+message of an unknown name), so that its existence does not leak. Without a
+token, reads pass only when the administrator started the server with
+``--anonymous-read``.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import time
 from dataclasses import dataclass
 
 from giod.catalog.records import TokenRecord
-from giod.errors import AuthError, Forbidden
+from giod.errors import AuthError, Forbidden, NotFound
 
-__all__ = ["Gate", "Caller"]
+__all__ = ["Gate", "Caller", "unknown_dataset"]
 
 CACHE_SECONDS = 2.0  # a revoked token stops working within this time
 
@@ -28,6 +31,20 @@ class Caller:
     @property
     def name(self) -> str:
         return "anonymous" if self.token is None else f"token {self.token.id}"
+
+    @property
+    def restricted(self) -> str | None:
+        """The one dataset the caller's token covers; None for an unrestricted token or anonymous reads."""
+        return None if self.token is None else self.token.dataset
+
+    def sees(self, dataset: str) -> bool:
+        """Whether the caller may know that ``dataset`` exists (anything of it, its name included)."""
+        return self.restricted is None or self.restricted == dataset
+
+
+def unknown_dataset(name: str) -> NotFound:
+    """The answer for a dataset that does not exist, or that the caller may not see: one and the same."""
+    return NotFound(f"no dataset named {name!r}")
 
 
 class Gate:
@@ -62,13 +79,18 @@ class Gate:
 
     def check(self, authorization: str | None, scope: str, dataset: str | None = None, *,
               any_dataset: bool = False) -> Caller:
-        """The caller, if allowed ``scope`` on ``dataset`` (``any_dataset``: on at least one)."""
+        """The caller, if allowed ``scope`` on ``dataset`` (``any_dataset``: on at least one).
+
+        NotFound, as for an unknown name, when ``dataset`` is one the caller may not see.
+        """
         who = self.caller(authorization)
         if who.token is None:
             if scope == "read" and self.anonymous_read:
                 return who
             raise AuthError(f"{scope} access needs a token (Authorization: Bearer …)")
         t = who.token
+        if dataset is not None and not who.sees(dataset):
+            raise unknown_dataset(dataset)
         allowed = t.allows(scope, t.dataset if any_dataset and t.dataset is not None else dataset)
         if not allowed:
             where = f" on dataset {dataset!r}" if dataset else ""

@@ -15,6 +15,7 @@ __all__ = ["RequestBounds", "MAX_HEAD_BYTES", "MAX_BODY_BYTES"]
 
 MAX_HEAD_BYTES = 16 << 10  # request line and headers, as the HTTP parser is told
 MAX_BODY_BYTES = 64 << 20  # a bulk add of tens of thousands of containers fits
+MAX_ECHO_BYTES = 1 << 20  # of a body, kept for the error handler to know the names the client gave
 
 Scope = dict[str, Any]
 
@@ -54,6 +55,9 @@ class RequestBounds:
                 return
             if not message.get("more_body", False):
                 break
+
+        # what the client sent, for the error handler: a name the client gave is no leak (server.app)
+        scope["giod.body"] = b"".join(m.get("body", b"") for m in messages)[:MAX_ECHO_BYTES]
 
         async def replay() -> Any:
             return messages.pop(0) if messages else await receive()

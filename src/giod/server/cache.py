@@ -29,7 +29,7 @@ __all__ = ["ENTRIES_BYTES", "ENTRIES_KEPT", "ETAG_ENTRIES", "ETAG_BYTES", "QUERY
            "ETagCache", "EntriesCache", "LRU", "QueryCache"]
 
 QUERY_BYTES = 256 << 20  # bytes of query answers held in all
-QUERY_LARGEST = 16 << 20  # answers bigger than this are not kept (nor held while they stream out)
+QUERY_LARGEST = 2 << 20  # answers bigger than this are not kept (nor held while they stream out: per client)
 ETAG_ENTRIES = 100_000  # files whose ETag is kept
 ETAG_BYTES = 32 << 20  # bytes of keys and ETags kept, as counted by ETagCache.cost
 ENTRIES_KEPT = 32  # selections whose entry numbers the event display keeps

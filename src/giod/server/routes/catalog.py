@@ -1,4 +1,9 @@
-"""The catalog API: federation, versions, schemas, datasets, databases, sites, replicas, commits."""
+"""The catalog API: federation, versions, schemas, datasets, databases, sites, replicas, commits.
+
+A token restricted to one dataset sees only that dataset: listings leave the
+others out, and an object of another dataset (a database, container, schema
+or lease by id) is answered as an unknown one, with the same message.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.errors import CatalogError, DataError, Forbidden, NotFound
 from giod.names import check_container_path, check_name
 from giod.objects import stored_relations
+from giod.server.auth import Caller
 from giod.server.routes import files
 from giod.server.state import need, state
 from giod.storage.admission import check_files
@@ -86,30 +92,35 @@ def _site(rec: Any, caller: Any) -> dict[str, Any]:
     return out
 
 
-def _restricted(caller: Any) -> str | None:
-    """The one dataset the caller's token covers; None for an unrestricted token or anonymous reads."""
-    return caller.token.dataset if caller.token is not None else None
-
-
-def _dataset_of(request: Request, dataset_id: int) -> str:
+def _dataset_of(request: Request, dataset_id: int, unknown: NotFound) -> str:
+    """The name of a dataset by id; ``unknown`` (the answer for the object asked) when it is gone."""
     for d in _catalog(request).datasets():
         if d.id == dataset_id:
             return str(d.name)
-    raise NotFound(f"dataset {dataset_id} no longer exists")
+    raise unknown
+
+
+def _seen(caller: Caller, dataset: str, unknown: NotFound) -> None:
+    """``unknown`` (the answer for an object that does not exist) when the caller may not see ``dataset``."""
+    if not caller.sees(dataset):
+        raise unknown
 
 
 @router.get("/federation", summary="The federation: version, datasets, sites")
 def federation(request: Request) -> dict[str, Any]:
     caller = need(request, "read")
     cat = _catalog(request)
-    return {"version": cat.version(), "datasets": [d.name for d in cat.datasets()],
+    return {"version": cat.version(), "datasets": [d.name for d in cat.datasets() if caller.sees(d.name)],
             "sites": [_site(s, caller) for s in cat.sites()],
             "limits": vars(state(request).limits)}
 
 
 @router.get("/versions", summary="The latest versions, newest first")
 def versions(request: Request, limit: int = Query(100, ge=1, le=10_000)) -> list[dict[str, Any]]:
-    need(request, "read")
+    caller = need(request, "read")
+    mine = caller.restricted
+    if mine is not None:  # the log names datasets: a restricted token sees the versions that changed its own
+        return [wire.dump(v) for v in _catalog(request).dataset_versions(mine, limit)]
     return [wire.dump(v) for v in _catalog(request).versions(limit)]
 
 
@@ -125,24 +136,26 @@ def add_schema(request: Request, body: SchemaIn) -> dict[str, Any]:
 @router.get("/schemas/{schema_id}", summary="One schema: its YAML text and fingerprint")
 def get_schema(request: Request, schema_id: int) -> dict[str, Any]:
     caller = need(request, "read")
-    mine = _restricted(caller)
-    # a schema is part of its datasets' data: a restricted token reads only its own dataset's schemas
+    mine = caller.restricted
+    # a schema is part of its datasets' data: a restricted token reads only its own dataset's schemas,
+    # and another's is answered as an unknown id
     if mine is not None and mine not in _catalog(request).datasets_of_schema(schema_id):
-        raise Forbidden(f"{caller.name} (dataset {mine!r}) may not read schema {schema_id}: "
-                        "it is not a schema of that dataset")
+        raise NotFound(f"no schema with id {schema_id}")
     return wire.dump(_catalog(request).schema(schema_id))
 
 
 @router.get("/datasets", summary="Datasets at a version")
 def datasets(request: Request, version: int | None = Version) -> list[dict[str, Any]]:
-    need(request, "read")
-    return [wire.dump(d) for d in _catalog(request).datasets(version)]
+    caller = need(request, "read")
+    return [wire.dump(d) for d in _catalog(request).datasets(version) if caller.sees(d.name)]
 
 
 @router.post("/datasets", summary="Create a dataset")
 def create_dataset(request: Request, body: DatasetIn) -> dict[str, Any]:
-    need(request, "write", any_dataset=True)
+    caller = need(request, "write", any_dataset=True)
     check_name(body.name, "dataset")  # 400 before the token is judged on a name that cannot be created
+    if not caller.sees(body.name):  # the same answer whether that dataset exists or not
+        raise Forbidden(f"{caller.name} is restricted to dataset {caller.restricted!r}: it may create no other")
     need(request, "write", body.name)
     return wire.dump(_catalog(request).create_dataset(body.name, body.schema_id, body.container_format))
 
@@ -200,9 +213,11 @@ def snapshot(request: Request, name: Name, version: int | None = Version) -> dic
 
 @router.get("/databases/{database_id}", summary="One database with its containers")
 def database(request: Request, database_id: int, version: int | None = Version) -> dict[str, Any]:
-    need(request, "read", any_dataset=True)
+    caller = need(request, "read", any_dataset=True)
     rec = _catalog(request).database(database_id, version)
-    need(request, "read", _dataset_of(request, rec.dataset_id))
+    unknown = NotFound(f"no database {database_id}{'' if version is None else f' at version {version}'}")
+    if caller.restricted is not None:
+        _seen(caller, _dataset_of(request, rec.dataset_id, unknown), unknown)
     return wire.dump(rec)
 
 
@@ -235,8 +250,8 @@ def site_files(request: Request, name: Name) -> dict[str, Any]:
 @router.get("/containers/{container_id}/replicas", summary="Copies of a container and their states")
 def replicas(request: Request, container_id: int) -> list[dict[str, Any]]:
     caller = need(request, "read")
-    if _restricted(caller) is not None:
-        need(request, "read", _catalog(request).dataset_of_container(container_id))
+    if caller.restricted is not None:
+        _seen(caller, _catalog(request).dataset_of_container(container_id), NotFound(f"no container {container_id}"))
     return [{"site": _site(s, caller), "state": st} for s, st in _catalog(request).replicas(container_id)]
 
 
@@ -244,8 +259,8 @@ def replicas(request: Request, container_id: int) -> list[dict[str, Any]]:
 def set_replica(request: Request, container_id: int, site: Name, body: ReplicaState) -> dict[str, Any]:
     who = need(request, "write", any_dataset=True)
     # a token for one dataset may mark only that dataset's copies: readers use only "good" ones
-    if _restricted(who) is not None:
-        need(request, "write", _catalog(request).dataset_of_container(container_id))
+    if who.restricted is not None:
+        _seen(who, _catalog(request).dataset_of_container(container_id), NotFound(f"no container {container_id}"))
     _catalog(request).set_replica_state(container_id, site, body.state)
     return {"ok": True}
 
@@ -262,14 +277,16 @@ def commit(request: Request, body: dict[str, Any]) -> dict[str, Any]:
 
 @router.post("/containers", summary="Add containers to databases (a later pass) in one transaction")
 def add_containers(request: Request, body: ContainersIn) -> dict[str, Any]:
-    need(request, "write", any_dataset=True)  # also when no item names a database
+    who = need(request, "write", any_dataset=True)  # also when no item names a database
     cat = _catalog(request)
     items = []
     for item in body.items:
         if not isinstance(item, dict) or "database_id" not in item:
             raise CatalogError("each item needs a database_id, containers and tag_stats")
         db = cat.database(int(item["database_id"]))
-        dataset = _dataset_of(request, db.dataset_id)
+        unknown = NotFound(f"no database {db.id}")
+        dataset = _dataset_of(request, db.dataset_id, unknown)
+        _seen(who, dataset, unknown)
         need(request, "write", dataset)
         specs = [wire.load(ContainerSpec, c) for c in item.get("containers", [])]
         _check_paths(request, dataset, [s.path for s in specs])
@@ -314,11 +331,15 @@ def release_lease(request: Request, lease_id: int) -> dict[str, Any]:
 
 
 def _leases_of(request: Request, ids: list[int], *, expired: bool = False) -> list[int]:
-    """The leases among ``ids`` on datasets the caller may write (Forbidden for another's)."""
+    """The leases among ``ids`` on datasets the caller may write (Forbidden for one it may only read);
+    a lease of a dataset the caller may not see is left out, as an unknown id is."""
     wanted = set(ids)
-    found = [x for x in _catalog(request).leases(expired=expired) if x.id in wanted]
+    caller = need(request, "write", any_dataset=True)
+    st = state(request)
+    found = [x for x in _catalog(request).leases(expired=expired)
+             if x.id in wanted and caller.sees(files.owner(st, x.prefix))]
     for x in found:
-        need(request, "write", files.owner(state(request), x.prefix))
+        need(request, "write", files.owner(st, x.prefix))
     return [x.id for x in found]
 
 

@@ -8,6 +8,13 @@ LISTEN/NOTIFY for PostgreSQL; ``giod.exchange.feed``), in one thread shared
 by every client. A comment line every ``KEEPALIVE`` seconds keeps proxies
 from closing an idle stream.
 
+A token restricted to one dataset is told only the versions that changed that
+dataset: the latest of them, once the federation is past the one it knows.
+A stream lasts at most ``feed_max_seconds`` (its client reconnects with
+``after=``); one token holds at most ``feed_streams_per_token`` streams at once
+(429 past them), and a client that takes nothing for ``send_timeout_seconds``
+is disconnected (``giod.server.streams``).
+
 Events::
 
     event: version
@@ -23,12 +30,12 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from giod.errors import GiodError
 from giod.server.state import need, state
+from giod.server.streams import PacedStream
 
 router = APIRouter(prefix="/api/v1", tags=["feed"])
 
@@ -122,31 +129,54 @@ def _watch(request: Request) -> VersionWatch:
     return found
 
 
-@router.get("/feed", summary="New federation versions as server-sent events (text/event-stream)")
+def _latest_of(request: Request, dataset: str, after: int) -> int | None:
+    """The latest version above ``after`` that changed ``dataset``; None if there is none."""
+    found = state(request).federation.catalog.dataset_versions(dataset, 1, after=after)
+    return found[0].version if found else None
+
+
+@router.get("/feed", summary="New federation versions as server-sent events (text/event-stream)",
+            responses={429: {"description": "the token holds its most streams (feed_streams_per_token)"}})
 async def feed(request: Request,
                after: int = Query(-1, ge=-1, description="The last version the client knows: "
                                   "the first event comes once the federation is past it."),
                seconds: float | None = Query(None, gt=0, le=86_400, description="End the stream after this "
-                                             "many seconds (default: never; a client reconnects with after=).")
-               ) -> StreamingResponse:
-    await run_in_threadpool(need, request, "read")
-    watch = await run_in_threadpool(_watch, request)
+                                             "many seconds (default, and at most: the server's feed_max_seconds; "
+                                             "a client reconnects with after=).")
+               ) -> Response:
+    who = await run_in_threadpool(need, request, "read")
+    st = state(request)
+    bounds = st.streams
+    holder = bounds.feed.take(who, request.client and (request.client.host, request.client.port))
+    try:
+        watch = await run_in_threadpool(_watch, request)
+    except BaseException:
+        bounds.feed.give_back(holder)
+        raise
     loop = asyncio.get_running_loop()
-    end = None if seconds is None else loop.time() + seconds
+    lifetime = bounds.feed_seconds if seconds is None else min(seconds, bounds.feed_seconds)
+    end = loop.time() + lifetime
+    mine = who.restricted
 
     async def events() -> AsyncIterator[str]:
-        seen = after
+        seen = known = after  # known: the federation's version the stream has looked at
         yield "retry: 1000\n\n"
         while not await request.is_disconnected():
-            left = KEEPALIVE if end is None else min(KEEPALIVE, end - loop.time())
+            left = min(KEEPALIVE, end - loop.time())
             if left <= 0:
                 return
-            version = await watch.next(seen, left)
+            latest = await watch.next(known, left)
+            version = seen
+            if latest > known:
+                known = version = latest
+                if mine is not None:  # a restricted token hears of its own dataset's versions only
+                    own = await run_in_threadpool(_latest_of, request, mine, seen)
+                    version = seen if own is None else own
             if version > seen:
                 seen = version
                 yield f"event: version\ndata: {json.dumps({'version': version})}\n\n"
             else:
                 yield ": keepalive\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+    return PacedStream(events(), send_timeout=bounds.send_timeout, release=lambda: bounds.feed.give_back(holder),
+                       media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"})

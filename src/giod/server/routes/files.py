@@ -73,12 +73,15 @@ def owner(st: ServerState, path: str) -> str:
 
 def _authorised(request: Request, scope: str, site: str, path: str) -> tuple[Caller, Path]:
     """The caller and the resolved file, if the caller may ``scope`` the dataset of both ``path`` and
-    what it resolves to (a link inside the site to another dataset's file is refused, 403)."""
+    what it resolves to (a link inside the site to another dataset's file is refused: 403, or 404
+    for a dataset the caller may not see)."""
     st = state(request)
     who = need(request, scope, owner(st, path))
     root, full = _confined(st, site, path)
     real = full.relative_to(root).as_posix()
     if real != path:
+        if not who.sees(owner(st, real)):  # where the link leads is not told
+            raise NotFound(f"file {path} not found on site {site}")
         need(request, scope, owner(st, real))
     return who, full
 

@@ -1,11 +1,16 @@
 """Server-side selection and projection: only the events and columns asked cross the link.
 
 The answer is an Arrow IPC stream, written and sent a record batch at a
-time: the server holds one batch of it (and the database being read), never
-the whole answer, whatever the limit. Its headers give the federation
-version it was computed at and whether the shared cache answered it. A query
-at one version always has the same answer, so the cache is exact for every
-user; answers up to the cache's largest entry are kept as they stream out.
+time, each of about ``BATCH_BYTES`` (its events estimated from the catalog's
+container sizes), and the next batch is read only once the client has taken
+the last one (``giod.server.streams.PacedStream``): a client that stops
+reading holds one batch in the server, never the whole answer, whatever the
+limit, and is disconnected after ``send_timeout_seconds``. One token
+receives at most ``query_streams_per_token`` answers at once. Its headers give
+the federation version it was computed at and whether the shared cache
+answered it. A query at one version always has the same answer, so the cache
+is exact for every user; answers up to the cache's largest entry are kept as
+they stream out.
 """
 
 from __future__ import annotations
@@ -18,20 +23,23 @@ from typing import Any
 import awkward as ak
 import pyarrow as pa
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from giod.errors import DataError, TooLarge
 from giod.server.cache import QueryCache
 from giod.server.state import need, state
+from giod.server.streams import PacedStream
 
-__all__ = ["ARROW_STREAM", "BATCH_ROWS", "MAX_ROWS", "QueryIn", "ipc_stream", "router"]
+__all__ = ["ARROW_STREAM", "BATCH_BYTES", "BATCH_ROWS", "MAX_ROWS", "QueryIn", "ipc_stream", "router"]
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MAX_ROWS = 10_000_000  # events in one answer; more are read with a selection, database by database
 BATCH_ROWS = 65_536  # events per record batch at most (fewer where a database ends)
+BATCH_BYTES = 2 << 20  # about this many bytes of columns per record batch: what a stalled client holds
+MIN_BATCH_ROWS = 256
+EXPANSION = 4  # bytes in memory per byte on disk, guessed high (zstd of event data): batches err small
 
 
 class QueryIn(BaseModel):
@@ -56,10 +64,29 @@ def ipc_stream(fed: Any, q: QueryIn, version: int, *, max_rows: int | None = Non
     if q.limit is None and (n := len(sel)) > max_rows:
         raise TooLarge(f"the query selects {n:,} events; one answer holds at most {max_rows:,}: "
                        "give a limit, or read the selection itself")
-    return _pieces(sel, q.columns, q.limit, BATCH_ROWS if batch_rows is None else batch_rows)
+    step, rows = _steps(sel, q.columns) if batch_rows is None else (batch_rows, batch_rows)
+    return _pieces(sel, q.columns, q.limit, step, rows)
 
 
-def _pieces(sel: Any, columns: list[str] | None, limit: int | None, batch_rows: int) -> Iterator[bytes]:
+def _steps(sel: Any, columns: list[str] | None) -> tuple[int, int]:
+    """Events read at a time (a cluster of the containers read, at least) and events per record batch
+    (about ``BATCH_BYTES``), from the catalog's sizes of the containers read in the first databases."""
+    chosen = set(sel.projection(columns).columns)
+    events = stored = cluster = 0
+    for db in sel.databases()[:16]:
+        events += db.n_events
+        for c in db.containers:
+            if c.name in chosen:
+                stored += c.size
+                cluster = max(cluster, max(c.cluster_entries, default=0))
+    if not events or not stored:
+        return BATCH_ROWS, BATCH_ROWS
+    rows = max(MIN_BATCH_ROWS, min(BATCH_ROWS, BATCH_BYTES * events // (stored * EXPANSION)))
+    # a step within a cluster would decode the whole cluster for a part of it, again and again
+    return min(BATCH_ROWS, max(rows, cluster)), rows
+
+
+def _pieces(sel: Any, columns: list[str] | None, limit: int | None, step: int, batch_rows: int) -> Iterator[bytes]:
     sink = io.BytesIO()
 
     def drain() -> bytes:
@@ -71,18 +98,22 @@ def _pieces(sel: Any, columns: list[str] | None, limit: int | None, batch_rows: 
     writer: pa.ipc.RecordBatchStreamWriter | None = None
     schema: pa.Schema | None = None
     left = limit
-    for chunk in sel.iterate(columns, step_size=batch_rows):
+    for chunk in sel.iterate(columns, step_size=step):
         if left is not None:
             chunk = chunk[:left]
             left -= len(chunk)
         table = ak.to_arrow_table(ak.Array(chunk, behavior={}), extensionarray=False)
+        del chunk
         if writer is None:
             schema = table.schema
             writer = pa.ipc.new_stream(sink, schema)
         elif not table.schema.equals(schema):
             table = table.cast(schema)
-        if table.num_rows:
-            writer.write_table(table)
+        for at in range(0, table.num_rows, batch_rows):  # one record batch, then the client takes it
+            writer.write_table(table.slice(at, batch_rows))
+            if at + batch_rows < table.num_rows:
+                yield drain()
+        del table
         yield drain()
         if left == 0:
             break  # the first chunk gave the types; nothing more is read
@@ -114,9 +145,11 @@ def _kept(pieces: Iterator[bytes], cache: QueryCache, key: Hashable, sent: Any) 
 
 @router.post("/query", summary="Select and project at the source; answer an Arrow IPC stream",
              response_class=Response, responses={200: {"content": {ARROW_STREAM: {}}},
-                                                 413: {"description": f"more than {MAX_ROWS:,} events, no limit"}})
+                                                 413: {"description": f"more than {MAX_ROWS:,} events, no limit"},
+                                                 429: {"description": "the token receives its most answers "
+                                                       "(query_streams_per_token)"}})
 def query(request: Request, body: QueryIn) -> Response:
-    need(request, "read", body.dataset)
+    who = need(request, "read", body.dataset)
     st = state(request)
     fed = st.federation
     version = body.version if body.version is not None else fed.version
@@ -129,7 +162,14 @@ def query(request: Request, body: QueryIn) -> Response:
     if data is not None:
         st.metrics.add("bytes_sent", len(data))
         return Response(data, media_type=ARROW_STREAM, headers=headers | {"x-giod-cache": "hit"})
-    pieces = ipc_stream(fed, body, version)
-    first = next(pieces)  # errors of the first batch are still answered with their status
-    return StreamingResponse(_kept(chain([first], pieces), st.cache, key, lambda n: st.metrics.add("bytes_sent", n)),
-                             media_type=ARROW_STREAM, headers=headers | {"x-giod-cache": "miss"})
+    slots = st.streams.query
+    holder = slots.take(who, request.client and (request.client.host, request.client.port))
+    try:
+        pieces = ipc_stream(fed, body, version)
+        first = next(pieces)  # errors of the first batch are still answered with their status
+    except BaseException:
+        slots.give_back(holder)
+        raise
+    return PacedStream(_kept(chain([first], pieces), st.cache, key, lambda n: st.metrics.add("bytes_sent", n)),
+                       send_timeout=st.streams.send_timeout, release=lambda: slots.give_back(holder),
+                       media_type=ARROW_STREAM, headers=headers | {"x-giod-cache": "miss"})
