@@ -24,8 +24,7 @@ from giod.cli import main
 from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
 from giod.storage.arrowfile import parse_footer
-from giod.storage.batchblocks import parse_message
-from giod.storage.batchrows import layout
+from giod.storage.batchblocks import layout, parse_message
 from giod.storage.checksum import checksum_bytes
 from giod.storage.parquet import thrift
 from giod.storage.remote import site_token_env
