@@ -10,9 +10,10 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# giod with every extra, and the benchmarks (`giod bench`), both editable
+# giod with every extra (all: server, postgres, plots, display; and the rest), and the benchmarks
+# (`giod bench`), both editable
 $(STAMP): pyproject.toml benchmarks/pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e '.[test,physics,pythia,dask,coffea,lint]' -e ./benchmarks
+	$(PY) -m pip install -q -e '.[all,test,physics,pythia,dask,coffea,lint]' -e ./benchmarks
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -39,6 +39,7 @@ __all__ = [
     "SchemaError",
     "StorageError",
     "TooLarge",
+    "needs_extra",
 ]
 
 
@@ -128,3 +129,13 @@ class Forbidden(AuthError):
 
 class MissingDependency(GiodError, ImportError):
     """An optional dependency is needed; the message says how to install it."""
+
+
+def needs_extra(extra: str, what: str, exc: ImportError) -> MissingDependency:
+    """The error to raise (``from exc``) when ``what`` cannot import a package of giod's ``extra``.
+
+    ``raise needs_extra("server", "the giod server", exc) from exc`` says which package is missing
+    and ``pip install 'giod[server]'``.
+    """
+    package = exc.name or "a package"
+    return MissingDependency(f"{what} needs {package}, which is not installed: pip install 'giod[{extra}]'")

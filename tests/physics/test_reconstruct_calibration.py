@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from giod.errors import ConfigError, DataError
-from giod.physics.calibration import Calibration, derive_calibration, match_jets
+from giod.physics.calibration import Calibration, match_jets
+from giod.physics.derivation import derive_calibration
 from giod.physics.detector import Detector
 from giod.physics.validation import TARGETS, validate
 

@@ -14,13 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import awkward as ak
-import hist
 import numpy as np
-import vector
 
 from giod import distributed
 from giod.distributed import add
-from giod.errors import DataError
+from giod.errors import DataError, needs_extra
+
+try:
+    import hist
+    import vector
+except ImportError as exc:
+    raise needs_extra("plots", "the di-jet analysis", exc) from exc
 
 vector.register_awkward()
 

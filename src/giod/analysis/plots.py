@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from giod.errors import needs_extra
+
 __all__ = ["bin_width_text", "dataset_label", "display_bins", "errorbar", "label", "legend", "log_ticks",
            "poisson_interval", "pyplot", "save", "wilson_interval"]
 
@@ -23,11 +25,14 @@ SIMULATED_BY = "giod.physics.simulate"
 
 def pyplot() -> Any:
     """matplotlib's pyplot on the file-only backend, with the mplhep CMS style applied."""
-    import matplotlib
+    try:
+        import matplotlib
+        import mplhep
+    except ImportError as exc:
+        raise needs_extra("plots", "plotting", exc) from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import mplhep
 
     plt.style.use(mplhep.style.CMS)
     return plt

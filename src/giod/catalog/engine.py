@@ -30,7 +30,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool, StaticPool
 
 from giod.catalog.tables import federation
-from giod.errors import CatalogError, ConfigError, ConflictError
+from giod.errors import CatalogError, ConfigError, ConflictError, needs_extra
 
 __all__ = ["CatalogURL", "NoCatalog", "Transactions", "Unchanged", "create_catalog_engine", "parse_url"]
 
@@ -153,6 +153,10 @@ def _sqlite_engine(sa_url: URL, timeout: float, synchronous: str, create: bool) 
 
 
 def _postgresql_engine(sa_url: URL, timeout: float) -> Engine:
+    try:  # SQLAlchemy's driver; asked here so that a missing one names its extra
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise needs_extra("postgres", "a PostgreSQL catalog", exc) from exc
     # lock_timeout bounds the wait for the federation row, as busy_timeout does on SQLite;
     # a URL may carry several options= (libpq separates them with spaces)
     given = sa_url.query.get("options", "")

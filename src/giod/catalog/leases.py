@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, Connection, delete, func, insert, literal, select, update
 
@@ -35,10 +35,7 @@ from giod.catalog.engine import Transactions
 from giod.catalog.tables import leases
 from giod.errors import ConfigError, GiodError, StorageError
 
-if TYPE_CHECKING:
-    from giod.catalog.protocol import CatalogAPI
-
-__all__ = ["Lease", "LeaseMethods", "LeaseRecord", "hold_lease", "writer_host"]
+__all__ = ["Lease", "LeaseCatalog", "LeaseMethods", "LeaseRecord", "hold_lease", "writer_host"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +49,18 @@ class LeaseRecord:
 
     def covers(self, path: str) -> bool:
         return path.startswith(self.prefix)
+
+
+class LeaseCatalog(Protocol):
+    """The three calls a lease makes to its catalog; every ``CatalogAPI`` answers them.
+
+    Narrower than ``CatalogAPI`` on purpose: the protocol names this module's ``LeaseRecord``,
+    so naming it back here would close a circle of files.
+    """
+
+    def take_lease(self, site: str, prefix: str, holder: str, seconds: float) -> LeaseRecord: ...
+    def renew_leases(self, ids: Iterable[int], seconds: float) -> set[int]: ...
+    def release_lease(self, lease_id: int) -> None: ...
 
 
 def _record(row: Any) -> LeaseRecord:
@@ -125,7 +134,7 @@ class LeaseMethods(Transactions):
 class Lease:
     """A lease this process holds and renews in the background until :meth:`release`."""
 
-    def __init__(self, catalog: Any, record: LeaseRecord, seconds: float):
+    def __init__(self, catalog: LeaseCatalog, record: LeaseRecord, seconds: float):
         self.catalog = catalog
         self.record = record
         self.seconds = seconds
@@ -222,7 +231,7 @@ def writer_host() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def hold_lease(catalog: CatalogAPI, site: str, prefix: str, holder: str, seconds: float) -> Lease:
+def hold_lease(catalog: LeaseCatalog, site: str, prefix: str, holder: str, seconds: float) -> Lease:
     """Take a lease and keep it renewed."""
     lease = Lease(catalog, catalog.take_lease(site, prefix, holder, seconds), seconds)
     _KEEPER.hold(lease)

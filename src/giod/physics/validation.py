@@ -22,7 +22,8 @@
   in events where both pass the di-jet analysis's pT and |eta| cuts.
 
 It returns a dict of numbers (with the issue's targets checked) and, given a
-directory, writes PNG plots there (:mod:`giod.physics.validation_plots`).
+directory, writes PNG plots there (:mod:`giod.physics.validation_plots`); the cuts,
+bins and binned statistics both share are in :mod:`giod.physics.binning`.
 A dataset is read database by database, only the columns needed.
 """
 
@@ -36,24 +37,25 @@ import awkward as ak
 import numpy as np
 
 from giod.errors import DataError
+from giod.physics.binning import (
+    BARREL_ETA_MAX,
+    ETA_BINS,
+    ETA_PLOT_PT,
+    JET_ETA_MAX,
+    JET_PT_BINS,
+    PT_BINS,
+    TARGETS,
+    TRACK_ETA_MAX,
+    TRACK_PT_MIN,
+    binned_medians,
+    binned_widths,
+)
 from giod.physics.calibration import match_jets, truth_jets
 from giod.physics.reference import RESOLUTION_FACTOR, citation, cms_reference
 
 __all__ = ["TARGETS", "report_rows", "validate"]
 
-#: The issue's targets.
-TARGETS = {"tracking_efficiency": 0.95, "fake_rate": 0.05, "jet_response_tolerance": 0.10,
-           "jet_response_min_pt": 50.0}
-TRACK_PT_MIN, TRACK_ETA_MAX = 1.0, 2.4
 MATCH_FRACTION = 0.75
-JET_ETA_MAX = 2.5
-PT_BINS = np.array([0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 200.0])
-ETA_BINS = np.linspace(-2.5, 2.5, 21)
-JET_PT_BINS = np.array([20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0, 2500.0])
-#: Tracks whose resolution is compared with CMS's barrel figures, and the pT range of the
-#: resolution-vs-eta plot.
-BARREL_ETA_MAX = 1.4
-ETA_PLOT_PT = (1.0, 10.0)
 #: Fewest objects for a comparison with a reference figure.
 REFERENCE_MIN_ENTRIES = 20
 DIJET_CUTS = (30.0, 2.5)  # jet pt and |eta| of the two leading jets, as in the di-jet analysis
@@ -226,29 +228,6 @@ def _rate(flags: np.ndarray) -> tuple[float, float]:
         return float("nan"), float("nan")
     p = float(np.mean(flags))
     return p, float(np.sqrt(max(p * (1 - p), 1.0 / n) / n))
-
-
-def binned_medians(x: np.ndarray, y: np.ndarray, edges: np.ndarray, min_count: int = 10) -> np.ndarray:
-    """Median of ``y`` in bins of ``x`` (NaN where fewer than ``min_count`` entries)."""
-    which = np.searchsorted(edges, x, side="right") - 1
-    out = np.full(len(edges) - 1, np.nan)
-    for b in range(len(edges) - 1):  # one numpy call per bin, not per object
-        sel = which == b
-        if sel.sum() >= min_count:
-            out[b] = np.median(y[sel])
-    return out
-
-
-def binned_widths(x: np.ndarray, y: np.ndarray, edges: np.ndarray, min_count: int = 10) -> np.ndarray:
-    """Half the 16-84 % interval of ``y`` in bins of ``x``."""
-    which = np.searchsorted(edges, x, side="right") - 1
-    out = np.full(len(edges) - 1, np.nan)
-    for b in range(len(edges) - 1):
-        sel = which == b
-        if sel.sum() >= min_count:
-            lo, hi = np.percentile(y[sel], [16, 84])
-            out[b] = 0.5 * (hi - lo)
-    return out
 
 
 def _window(x: np.ndarray, entry: dict[str, Any]) -> np.ndarray:

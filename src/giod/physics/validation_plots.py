@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from giod.physics.reference import citation, cms_reference
-from giod.physics.validation import (
+from giod.physics.binning import (
     BARREL_ETA_MAX,
     ETA_BINS,
     ETA_PLOT_PT,
@@ -23,6 +22,7 @@ from giod.physics.validation import (
     binned_medians,
     binned_widths,
 )
+from giod.physics.reference import citation, cms_reference
 
 __all__ = ["MIN_ENTRIES", "figures", "write_plots"]
 

@@ -5,7 +5,6 @@
 >>> schema.arrow_schema("reco")                         # doctest: +SKIP
 """
 
-from giod.schema.arrow import schema_from_arrow_metadata
 from giod.schema.definitions import (
     DTYPES,
     STRING,
@@ -15,7 +14,7 @@ from giod.schema.definitions import (
     RelationDef,
     TypeDef,
 )
-from giod.schema.model import Schema
+from giod.schema.model import Schema, schema_from_arrow_metadata
 
 __all__ = [
     "DTYPES",

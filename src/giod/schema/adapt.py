@@ -21,16 +21,16 @@ from giod.schema.definitions import TAG_CONTAINER, FieldDef, RelationDef, TypeDe
 from giod.schema.evolution import check, source_field
 
 if TYPE_CHECKING:
-    from giod.schema.model import Schema
+    from giod.schema.view import ModelView
 
 __all__ = ["adapt_table", "default_array", "source_name"]
 
 
 def adapt_table(
-    new: Schema,
+    new: ModelView,
     table: pa.Table,
     container: str,
-    old: Schema,
+    old: ModelView,
     columns: Sequence[str] | None = None,
 ) -> pa.Table:
     """Convert ``table`` (a container of ``old``) to ``new.arrow_schema(container)``.
@@ -81,7 +81,7 @@ def adapt_table(
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=target.metadata))
 
 
-def source_name(new: Schema, old: Schema, name: str) -> str | None:
+def source_name(new: ModelView, old: ModelView, name: str) -> str | None:
     """Where ``name`` of ``new`` is stored in data written with ``old``; None when it is new.
 
     ``name`` is a tag, a collection, or ``collection.member``; the answer has
@@ -105,7 +105,7 @@ def source_name(new: Schema, old: Schema, name: str) -> str | None:
 
 
 def _adapt_column(
-    new: Schema, old: Schema, container: str, field: pa.Field, source: str, column: pa.ChunkedArray
+    new: ModelView, old: ModelView, container: str, field: pa.Field, source: str, column: pa.ChunkedArray
 ) -> pa.ChunkedArray:
     if container == TAG_CONTAINER:
         if _same(column.type, field.type):
@@ -226,7 +226,7 @@ def _empty_lists(n: int, values: pa.Array, list_type: pa.DataType) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, values, type=list_type)
 
 
-def _new_column(new: Schema, container: str, field: pa.Field, n_rows: int) -> pa.ChunkedArray:
+def _new_column(new: ModelView, container: str, field: pa.Field, n_rows: int) -> pa.ChunkedArray:
     if container == TAG_CONTAINER:
         return pa.chunked_array([default_array(new.tags[field.name], n_rows)], type=field.type)
     objects = pa.array([], type=field.type.value_type)

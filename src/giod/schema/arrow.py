@@ -7,7 +7,7 @@ there is no object). Relation values index the target collection of the same
 event. Every level is non-nullable. A container's Arrow schema has one column
 per collection (sorted by name), or one flat column per tag for the tag
 container, and carries the model's YAML in its metadata so that a Parquet
-file describes itself.
+file describes itself (:func:`giod.schema.model.schema_from_arrow_metadata` reads it back).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from giod.errors import NotFound, SchemaError
+from giod.errors import NotFound
 from giod.schema.definitions import TAG_CONTAINER, FieldDef, RelationDef, TypeDef
 
 if TYPE_CHECKING:
-    from giod.schema.model import Schema
+    from giod.schema.view import ModelView
 
 __all__ = [
     "CONTAINER_KEY",
@@ -29,7 +29,6 @@ __all__ = [
     "container_arrow_schema",
     "member_arrow_field",
     "relation_arrow_type",
-    "schema_from_arrow_metadata",
     "struct_arrow_type",
 ]
 
@@ -69,7 +68,7 @@ def collection_arrow_type(type_def: TypeDef) -> pa.ListType:
     return pa.list_(pa.field("item", struct_arrow_type(type_def), nullable=False))
 
 
-def container_arrow_schema(schema: Schema, container: str) -> pa.Schema:
+def container_arrow_schema(schema: ModelView, container: str) -> pa.Schema:
     """The Arrow schema of one container file of ``schema``, with the model in its metadata."""
     members = schema.containers.get(container)
     if members is None:
@@ -83,18 +82,3 @@ def container_arrow_schema(schema: Schema, container: str) -> pa.Schema:
         fields = [pa.field(name, schema.arrow_type(name), nullable=False) for name in members]
     metadata = {SCHEMA_KEY: schema.to_yaml().encode(), CONTAINER_KEY: container.encode()}
     return pa.schema(fields, metadata=metadata)
-
-
-def schema_from_arrow_metadata(arrow_schema: pa.Schema) -> Schema | None:
-    """The model stored in an Arrow schema's metadata, or None when there is none."""
-    from giod.schema.model import Schema  # the model module imports this one
-
-    metadata = arrow_schema.metadata or {}
-    text = metadata.get(SCHEMA_KEY)
-    if text is None:
-        return None
-    try:
-        decoded = text.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SchemaError("the stored model is not UTF-8 text", source="<arrow metadata>") from exc
-    return Schema.from_text(decoded, source="<arrow metadata>")

@@ -18,6 +18,7 @@ collection to another container, renaming the model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from giod.errors import SchemaError
@@ -49,7 +50,7 @@ from giod.schema.changes import (
 from giod.schema.definitions import FieldDef, RelationDef, TypeDef, widens
 
 if TYPE_CHECKING:
-    from giod.schema.model import Schema
+    from giod.schema.view import ModelView
 
 __all__ = [*changes.__all__, "check", "diff", "source_field"]  # the kinds of change are re-exported
 
@@ -58,7 +59,7 @@ __all__ = [*changes.__all__, "check", "diff", "source_field"]  # the kinds of ch
 
 
 def source_field(
-    new: FieldDef, old_fields: dict[str, FieldDef]
+    new: FieldDef, old_fields: Mapping[str, FieldDef]
 ) -> FieldDef | tuple[str, ...] | None:
     """The old field that ``new`` reads its values from: same name, else one of its aliases.
 
@@ -72,7 +73,7 @@ def source_field(
 
 
 def _compare_members(
-    kind: str, prefix: str, old: dict[str, FieldDef], new: dict[str, FieldDef]
+    kind: str, prefix: str, old: Mapping[str, FieldDef], new: Mapping[str, FieldDef]
 ) -> list[Change]:
     changes: list[Change] = []
     used: set[str] = set()
@@ -133,7 +134,7 @@ def _multiplicity(rel: RelationDef) -> str:
     return "one-to-many" if rel.many else "one-to-one"
 
 
-def diff(old: Schema, new: Schema) -> list[Change]:
+def diff(old: ModelView, new: ModelView) -> list[Change]:
     """Every difference from ``old`` to ``new``, allowed or not, in a fixed order."""
     changes: list[Change] = []
     if old.name != new.name:
@@ -174,7 +175,7 @@ def diff(old: Schema, new: Schema) -> list[Change]:
     return changes
 
 
-def check(old: Schema, new: Schema) -> list[str]:
+def check(old: ModelView, new: ModelView) -> list[str]:
     """Describe the changes from ``old`` to ``new``; SchemaError if any is refused."""
     changes = diff(old, new)
     refused = [c.describe() for c in changes if not c.allowed]

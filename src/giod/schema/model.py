@@ -25,7 +25,7 @@ from giod.schema.definitions import TAG_CONTAINER, CollectionDef, FieldDef, Type
 from giod.schema.parse import MAX_MODEL_BYTES, ModelParts, check_size, parse_model, parse_text
 from giod.schema.yamlsource import Located
 
-__all__ = ["Schema"]
+__all__ = ["Schema", "schema_from_arrow_metadata"]
 
 
 class Schema:
@@ -233,3 +233,15 @@ def _parts_to_dict(parts: ModelParts) -> dict[str, Any]:
     if parts.tags:
         out["tags"] = {name: tag.to_dict() for name, tag in parts.tags.items()}
     return out
+
+
+def schema_from_arrow_metadata(arrow_schema: pa.Schema) -> Schema | None:
+    """The model stored in an Arrow schema's metadata, or None when there is none."""
+    text = (arrow_schema.metadata or {}).get(arrow.SCHEMA_KEY)
+    if text is None:
+        return None
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SchemaError("the stored model is not UTF-8 text", source="<arrow metadata>") from exc
+    return Schema.from_text(decoded, source="<arrow metadata>")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
@@ -22,7 +21,7 @@ from giod.errors import AuthError, ConfigError, GiodError, NotFound, StorageErro
 
 __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "error_from", "site_token_env"]
 
-RETRIES = 3  # attempts for idempotent requests that failed on the way
+RETRIES = 3  # tries of an idempotent request that failed on the way (urllib3 retries it RETRIES - 1 times)
 
 
 @dataclass(frozen=True)
@@ -114,33 +113,9 @@ class Endpoint:
     def request(self, method: str, path: str, *, body: bytes | BinaryIO | None = None,
                 headers: dict[str, str] | None = None, ok: tuple[int, ...] = (200,),
                 idempotent: bool | None = None, what: str | None = None) -> Any:
-        """One request with retries on connection failures and 5xx (idempotent requests only)."""
-        import urllib3
-
-        what = what or f"{method} {path}"
-        retry = idempotent if idempotent is not None else method in ("GET", "HEAD")
-        attempts = RETRIES if retry else 1
-        last: Exception | None = None
-        for attempt in range(attempts):
-            try:
-                r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
-                                       preload_content=True, redirect=False)
-            except urllib3.exceptions.HTTPError as exc:
-                last = exc
-                if attempt + 1 < attempts:
-                    time.sleep(0.05 * 2**attempt)  # back off before trying the server again
-                continue
-            with self._lock:
-                self.requests += 1
-                self.received += len(r.data)
-            if r.status in ok:
-                return r
-            if r.status >= 500 and attempt + 1 < attempts:
-                last = StorageError(f"{what}: server answered {r.status}")
-                time.sleep(0.05 * 2**attempt)
-                continue
-            raise self.error(r.status, r.data, what)
-        raise StorageError(f"{what}: {self.base} unreachable: {last}")
+        """One request, its answer read whole; retried on connection failures and 5xx if idempotent
+        (GET and HEAD unless said otherwise)."""
+        return self._send(method, path, body, headers, ok, idempotent, what, preload=True)
 
     def stream(self, method: str, path: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
                ok: tuple[int, ...] = (200,), idempotent: bool | None = None, what: str | None = None) -> Any:
@@ -149,33 +124,35 @@ class Endpoint:
         GET, HEAD and requests said ``idempotent`` are retried like :meth:`request`
         until an answer arrives; a body cut short later raises from the reads (urllib3's errors).
         """
+        return self._send(method, path, body, headers, ok, idempotent, what, preload=False)
+
+    def _send(self, method: str, path: str, body: bytes | BinaryIO | None, headers: dict[str, str] | None,
+              ok: tuple[int, ...], idempotent: bool | None, what: str | None, *, preload: bool) -> Any:
         import urllib3
 
         what = what or f"{method} {path}"
-        retry = idempotent if idempotent is not None else method in ("GET", "HEAD")
-        attempts = RETRIES if retry else 1
-        last: Exception | None = None
-        for attempt in range(attempts):
-            try:
-                r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
-                                       preload_content=False, redirect=False)
-            except urllib3.exceptions.HTTPError as exc:
-                last = exc
-                if attempt + 1 < attempts:
-                    time.sleep(0.05 * 2**attempt)
-                continue
-            with self._lock:
-                self.requests += 1
-            if r.status in ok:
-                return r
-            body = r.read()
+        retries: urllib3.Retry | bool = False  # sent once: a second copy might land twice
+        if idempotent if idempotent is not None else method in ("GET", "HEAD"):
+            # connection failures, answers cut short and 5xx, with a short exponential back-off; the
+            # last 5xx is returned (not raised) so that the server's own error reaches the caller
+            retries = urllib3.Retry(total=RETRIES - 1, allowed_methods=None, status_forcelist=range(500, 600),
+                                    backoff_factor=0.05, raise_on_status=False, respect_retry_after_header=False)
+        try:
+            r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
+                                   preload_content=preload, redirect=False, retries=retries)
+        except urllib3.exceptions.HTTPError as exc:
+            reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+            raise StorageError(f"{what}: {self.base} unreachable: {reason}") from exc
+        with self._lock:
+            self.requests += 1
+            if preload:
+                self.received += len(r.data)
+        if r.status in ok:
+            return r
+        data = r.data if preload else r.read()
+        if not preload:
             r.release_conn()
-            if r.status >= 500 and attempt + 1 < attempts:
-                last = StorageError(f"{what}: server answered {r.status}")
-                time.sleep(0.05 * 2**attempt)
-                continue
-            raise self.error(r.status, body, what)
-        raise StorageError(f"{what}: {self.base} unreachable: {last}")
+        raise self.error(r.status, data, what)
 
     def error(self, status: int, body: bytes, what: str) -> GiodError:
         """:func:`error_from`, and for a 401 to a request that carried no token, how to give one."""
