@@ -34,9 +34,9 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     # imports remote.py to register the kinds of giod servers, which implement site.py's Site.
     frozenset({"giod.storage.direct", "giod.storage.remote", "giod.storage.site"}):
         "site kinds registered by importing them from the interface's module",
-    # the Arrow container reader and its two batch decoders share one projection rule, kept in
+    # the Arrow container reader and its few-rows decoder share one projection rule, kept in
     # arrowfile.py; cut when the container formats move behind one interface.
-    frozenset({"giod.storage.arrowfile", "giod.storage.batchcolumns", "giod.storage.batchrows"}):
+    frozenset({"giod.storage.arrowfile", "giod.storage.batchrows"}):
         "the Arrow reader's projection rule lives above its decoders",
 }
 
