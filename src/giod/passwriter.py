@@ -89,7 +89,7 @@ def write_pass(
     # what a catalog that lost the pass's commit needs to add its containers again (giod recover)
     record = {"pass": True, "dataset": dataset.name, "schema": schema.fingerprint, "replace": replace,
               "program": program, "program_version": program_version, "parameters": dict(parameters or {}),
-              "seen_version": seen_version(dataset.federation.catalog)}
+              "seen_version": seen_version(dataset.federation.catalog), "containers": sorted(tables)}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}{SUFFIX[options.container_format]}",
                             schema.arrow_schema(c), options_for(c, options), commit_record(record, c))
