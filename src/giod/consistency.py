@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord, keyed_ranges
 from giod.errors import GiodError, IntegrityError, NotFound
 from giod.federation import Federation
-from giod.objects import stored_relations
+from giod.objects import stored_relations, stored_schemas
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER
@@ -525,7 +525,7 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
     n = counts.pop()
     try:
         # a footer is anyone's to write: the files are checked whole, as an upload's are, before they count
-        check_files(site, specs, stored_relations(ds.schema))
+        check_files(site, specs, stored_relations(ds.schema), stored_schemas(specs, fed.schema))
         tag = next((s for s in specs if s.name == TAG_CONTAINER), None)
         if tag is not None:
             reader = ContainerReader.of(site, tag)
