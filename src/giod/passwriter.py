@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from giod import config, tagindex
 from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import ContainerBuffer, commit_record, seen_version
+from giod.clusters import ContainerBuffer, commit_record, recordable, seen_version
 from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
 from giod.reading import read_database, resolve_columns
@@ -53,6 +53,7 @@ def write_pass(
 ) -> PassOutput:
     """Write new containers for an existing database (entries aligned), not yet registered."""
     schema = dataset.schema
+    parameters = recordable(parameters)
     arr = as_events(events, schema)
     if len(arr) != database.n_events:
         raise DataError(

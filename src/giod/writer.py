@@ -36,7 +36,7 @@ import pyarrow as pa
 from giod import config, tagindex
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
-from giod.clusters import ContainerBuffer, commit_record, seen_version
+from giod.clusters import ContainerBuffer, commit_record, recordable, seen_version
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
@@ -163,7 +163,7 @@ class Writer:
         self._events_committed = 0  # events of the databases committed so far, duplicates included
         self.program = program or "giod"
         self.program_version = program_version
-        self.parameters = dict(parameters or {})
+        self.parameters = recordable(parameters)
         self.parents = tuple(parents)
         self.name = name or writer_identity()
         self.lease_seconds = float(cfg["lease_seconds"])
