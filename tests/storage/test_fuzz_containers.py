@@ -139,6 +139,16 @@ def test_parquet_levels_that_make_a_row_group_short_are_refused(parquet: Path, c
     assert outcome["read"].startswith("GiodError: IntegrityError"), outcome
 
 
+def test_a_buffer_before_its_batch_is_refused_by_the_reads_of_a_few_events(bases: dict[bool, Path],
+                                                                            child: fuzz.Child, tmp_path: Path
+                                                                            ) -> None:
+    # found by giod bench fuzz: a buffer offset of -2 passed the check of the buffers' ends, and the reads of a
+    # few events of a compressed batch (iterate, event) sliced the file at -2: IndexError
+    fuzz.apply(bases[True], tmp_path / "fed", fuzz.Mutation("span", "raw.calo", 7, 18042, 897285, -2))
+    outcome = child.run(tmp_path / "fed")
+    assert not fuzz.bad(outcome), outcome
+
+
 def test_the_server_answers_a_crafted_dataset_with_a_4xx(bases: dict[bool, Path], child: fuzz.Child,
                                                          tmp_path: Path) -> None:
     # the issue's case: offsets past the objects, uploaded, then every query on the dataset killed the server
