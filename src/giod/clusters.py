@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from giod.errors import GiodError
+from giod.errors import DataError, GiodError
 from giod.storage.container import COMMIT_KEY, ContainerWriter
 
 if TYPE_CHECKING:
@@ -65,3 +65,14 @@ def seen_version(catalog: CatalogAPI) -> list[Any] | None:
 def commit_record(record: Mapping[str, Any], container: str) -> dict[str, str]:
     """The footer entry of one container file: the commit's record and the container's name."""
     return {COMMIT_KEY: json.dumps({**record, "container": container}, sort_keys=True, default=str)}
+
+
+def recordable(parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``parameters`` as a commit records them (in the catalog and in every footer): a mapping that JSON can
+    write, else DataError — not a RecursionError from deep in the first container written."""
+    out = dict(parameters or {})
+    try:
+        json.dumps(out, default=str)
+    except (RecursionError, ValueError, TypeError) as exc:
+        raise DataError(f"parameters cannot be recorded: {exc}") from None
+    return out

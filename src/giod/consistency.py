@@ -55,11 +55,13 @@ import pyarrow.parquet as pq
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord, keyed_ranges
 from giod.errors import GiodError, IntegrityError, NotFound
 from giod.federation import Federation
+from giod.objects import stored_relations, stored_schemas
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER
+from giod.storage.admission import check_files
 from giod.storage.arrowfile import describe
-from giod.storage.container import COMMIT_KEY, SUFFIX
+from giod.storage.container import COMMIT_KEY, SUFFIX, ContainerReader
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.tagindex import TAG_INDEX
 from giod.tagstats import merge_stats
@@ -201,6 +203,7 @@ def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]
     deleted = fed.catalog.deleted_paths(site_name)
     everywhere: set[str] | None = None
     history = _History(fed)
+    candidates: list[tuple[FileInfo, str]] = []  # complete files of commits the catalog may have lost
     for info in files:
         if info.path in deleted:
             yield ("deleted", info, f"file of a container deleted at version {deleted[info.path]} "
@@ -220,10 +223,40 @@ def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]
             yield ("orphan", info, f"file of an interrupted copy ({copy.holder}): giod copy adopts it when run "
                                    "again, gc removes it after the grace")
         elif (why := history.lost(site, info)) is not None:
-            yield ("lost", info, f"complete file of a commit the catalog does not hold ({why}); "
-                                 "giod recover registers it again")
+            candidates.append((info, why))
         else:
             yield ("orphan", info, "file that no catalog entry names")
+    groups: dict[tuple[str, str], list[tuple[FileInfo, str]]] = {}
+    for info, why in candidates:
+        groups.setdefault(commit_group(info.path, history.records[info.path]), []).append((info, why))
+    for group in groups.values():
+        metas = [history.records[info.path] for info, _ in group]
+        missing = unfinished(metas)
+        for info, why in group:
+            if missing:
+                what = "pass" if metas[0].get("pass") else "database"
+                yield ("orphan", info, f"file of a {what} its writer did not finish (no {', '.join(missing)}): "
+                                       "giod gc removes it after the grace")
+            else:
+                yield ("lost", info, f"complete file of a commit the catalog does not hold ({why}); "
+                                     "giod recover registers it again")
+
+
+def commit_group(path: str, meta: dict[str, Any]) -> tuple[str, str]:
+    """The files of one commit: one folder, one commit record (the container's name aside)."""
+    return posixpath.dirname(path), json.dumps({k: v for k, v in meta.items() if k != "container"},
+                                               sort_keys=True)
+
+
+def unfinished(metas: list[dict[str, Any]]) -> list[str]:
+    """The containers a commit's record names that none of its files holds (files of older giod, which
+    named none: nothing)."""
+    named = metas[0].get("containers")
+    if named is None:
+        return []
+    if not isinstance(named, list) or not all(isinstance(c, str) for c in named):
+        return ["list of containers that parses"]
+    return sorted(set(named) - {m.get("container") for m in metas})
 
 
 def _expired_copy_leases(fed: Federation, site_name: str) -> list[Any]:
@@ -237,11 +270,13 @@ class _History:
     def __init__(self, fed: Federation):
         self.catalog = fed.catalog
         self._last: float | None = None
+        self.records: dict[str, dict[str, Any]] = {}  # the commit record of each file judged
 
     def lost(self, site: Site, info: FileInfo) -> str | None:
         meta = commit_metadata(site, info.path)
         if meta is None:
             return None
+        self.records[info.path] = meta
         seen = meta.get("seen_version")
         if seen:
             created = self.catalog.version_created(int(seen[0]))
@@ -386,8 +421,8 @@ def recover(fed: Federation, *, dry_run: bool = False) -> list[Recovered]:
         for kind, info, _ in _survey(fed, site_rec.name, site, files):
             if kind == "lost":
                 meta = commit_metadata(site, info.path) or {}
-                record = json.dumps({k: v for k, v in meta.items() if k != "container"}, sort_keys=True)
-                key = (site_rec.name, posixpath.dirname(info.path), bool(meta.get("pass")), record)
+                folder, record = commit_group(info.path, meta)
+                key = (site_rec.name, folder, bool(meta.get("pass")), record)
                 groups.setdefault(key, []).append((info, meta))
     planned = {(site, folder) for site, folder, is_pass, _ in groups if not is_pass}
     out: list[Recovered] = []
@@ -467,14 +502,15 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
     counts: set[int] = set()
     for f, m in found:
         arrow = f.path.endswith(SUFFIX["arrow"])
-        with site.open(f.path) as fh:
-            if arrow:
-                data = fh.read()
-                clusters, crcs = describe(data)
-                tags = pa.ipc.open_file(pa.py_buffer(data)).read_all()
-            else:
-                md = pq.read_metadata(fh)
-                clusters, crcs = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups)), ()
+        try:
+            with site.open(f.path) as fh:
+                if arrow:
+                    clusters, crcs = describe(fh.read())
+                else:
+                    md = pq.read_metadata(fh)
+                    clusters, crcs = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups)), ()
+        except (GiodError, OSError, pa.ArrowException) as exc:
+            return refused(f"{f.path} is no container file that giod can read: {exc}")
         base = posixpath.basename(f.path).removesuffix(SUFFIX["arrow"]).removesuffix(SUFFIX["parquet"])
         container = str(m.get("container") or base)
         if container not in ds.schema.containers and container not in (TAG_CONTAINER, TAG_INDEX):
@@ -484,15 +520,19 @@ def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple
         specs.append(ContainerSpec(container, f.path, checksum, size, clusters, ds.schema_id,
                                    format="arrow" if arrow else "parquet", cluster_checksums=crcs,
                                    **(provenance if is_pass else {})))
-        if container == TAG_CONTAINER:
-            if not arrow:
-                with site.open(f.path) as fh:
-                    tags = pq.read_table(fh)
-            merge_stats(stats, tags)
     if len(counts) != 1:
         return refused("its containers hold different numbers of events")
     n = counts.pop()
     try:
+        # a footer is anyone's to write: the files are checked whole, as an upload's are, before they count
+        check_files(site, specs, stored_relations(ds.schema), stored_schemas(specs, fed.schema))
+        tag = next((s for s in specs if s.name == TAG_CONTAINER), None)
+        if tag is not None:
+            reader = ContainerReader.of(site, tag)
+            try:
+                merge_stats(stats, reader.read())
+            finally:
+                reader.close()
         if is_pass:
             db = next((d for d in ds.databases() if any(posixpath.dirname(c.path) == folder for c in d.containers)),
                       None)

@@ -30,11 +30,12 @@ from giod.objects import OID
 from giod.passwriter import PassWriter
 from giod.reading import read_entry
 from giod.replication.reads import ReadBalancer, read_replica
-from giod.schema import Schema
+from giod.schema import TAG_CONTAINER, Schema
 from giod.schema.parse import check_size
 from giod.selection import Selection
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site, check_site_url, open_site
+from giod.storage.validation import check_schema
 from giod.writer import Writer
 
 CATALOG_FILE = "catalog.sqlite"
@@ -222,9 +223,19 @@ class Federation:
 
         Fails over to the next replica when a site is down or a file is
         missing or corrupt, also when the damage shows only while reading; a
-        damaged replica is marked (see ``giod.replication.reads``).
+        damaged replica is marked (see ``giod.replication.reads``). A file whose own schema is not its
+        container's in the data model it was written with is damaged too (``check_schema``).
         """
-        return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
+        schema = self.schema(container.schema_id)
+        if container.name not in schema.containers and container.name != TAG_CONTAINER:
+            return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
+        expected = schema.arrow_schema(container.name)
+
+        def checked(reader: ContainerReader) -> T:
+            check_schema(reader.arrow_schema, expected, f"container {container.path}")
+            return read(reader)
+
+        return read_replica(self.catalog, self.site, self._holders(container), container, checked, self.reads)
 
     def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
         """Announce container reads in reading order (``columns=None``: whole files).

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from giod import config, tagindex
 from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import ContainerBuffer, commit_record, seen_version
+from giod.clusters import ContainerBuffer, commit_record, recordable, seen_version
 from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
 from giod.reading import read_database, resolve_columns
@@ -53,6 +53,7 @@ def write_pass(
 ) -> PassOutput:
     """Write new containers for an existing database (entries aligned), not yet registered."""
     schema = dataset.schema
+    parameters = recordable(parameters)
     arr = as_events(events, schema)
     if len(arr) != database.n_events:
         raise DataError(
@@ -89,7 +90,7 @@ def write_pass(
     # what a catalog that lost the pass's commit needs to add its containers again (giod recover)
     record = {"pass": True, "dataset": dataset.name, "schema": schema.fingerprint, "replace": replace,
               "program": program, "program_version": program_version, "parameters": dict(parameters or {}),
-              "seen_version": seen_version(dataset.federation.catalog)}
+              "seen_version": seen_version(dataset.federation.catalog), "containers": sorted(tables)}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}{SUFFIX[options.container_format]}",
                             schema.arrow_schema(c), options_for(c, options), commit_record(record, c))

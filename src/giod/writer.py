@@ -36,7 +36,7 @@ import pyarrow as pa
 from giod import config, tagindex
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
-from giod.clusters import ContainerBuffer, commit_record, seen_version
+from giod.clusters import ContainerBuffer, commit_record, recordable, seen_version
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
 from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
@@ -163,7 +163,7 @@ class Writer:
         self._events_committed = 0  # events of the databases committed so far, duplicates included
         self.program = program or "giod"
         self.program_version = program_version
-        self.parameters = dict(parameters or {})
+        self.parameters = recordable(parameters)
         self.parents = tuple(parents)
         self.name = name or writer_identity()
         self.lease_seconds = float(cfg["lease_seconds"])
@@ -292,10 +292,13 @@ class Writer:
             return f"{self.idempotency_key}:{len(self.commits)}"
         return f"{self.idempotency_key}:{self.key_from + self._events_committed}"
 
-    def _footer(self, key: str | None) -> dict[str, Any]:
-        """What a catalog that lost this commit needs to register it again (``giod recover``)."""
+    def _footer(self, key: str | None, containers: Sequence[str]) -> dict[str, Any]:
+        """What a catalog that lost this commit needs to register it again (``giod recover``), and the
+        containers it must find for that: a database some of whose files never reached their names is not
+        one."""
         return {
             "dataset": self.dataset.name, "schema": self.schema.fingerprint, "writer": self.name,
+            "containers": sorted(containers),
             "program": self.program, "program_version": self.program_version, "parameters": self.parameters,
             "parents": list(self.parents), "idempotency_key": key,
             "seen_version": seen_version(self.dataset.federation.catalog),
@@ -330,7 +333,7 @@ class Writer:
         directory = f"{self._prefix}{self._databases:06x}"
         self._databases += 1
         key = self._next_key()
-        footer = self._footer(key)
+        footer = self._footer(key, containers)
         buffers = {}
         try:
             for c in containers:

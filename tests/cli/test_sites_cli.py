@@ -99,7 +99,7 @@ def test_an_unreachable_site_is_reported_while_the_others_are_checked_and_cleane
 
     r = run("fsck", "-f", fed_dir)
     assert r.exit_code == 1  # a site that does not answer is not a clean bill of health
-    assert "unreachable: bad::" in r.output and "nosuchhost.invalid" in r.output
+    assert "unreachable: bad: " in r.output and "nosuchhost.invalid" in r.output
     assert "orphan: local:leftover.parquet" in r.output
     n = _n_containers(fed_dir)
     assert f"checked {n} files" in r.output  # every replica at the site that answers

@@ -88,3 +88,18 @@ def test_missing_file_is_reported(ds):
         ds.read(["jets"])
     assert [p.kind for p in fsck(ds.federation).problems] == ["missing"]
     assert np.all(ak.to_numpy(ds.read(["ht"]).ht) >= 0)
+
+
+def test_parameters_a_commit_cannot_record_are_refused(ds):
+    deep: dict = {}
+    inner = deep
+    for _ in range(5000):  # deeper than Python's stack: json.dumps used to end in a RecursionError
+        inner["x"] = {}
+        inner = inner["x"]
+    before = ds.federation.version
+    with pytest.raises(giod.DataError, match="parameters cannot be recorded"):
+        ds.writer(parameters=deep)
+    with pytest.raises(giod.DataError, match="parameters cannot be recorded"):
+        with ds.extend(program="reco", parameters=deep) as p:
+            p.write(ds.databases()[0], synthetic.events(100, seed=21)[["tracks", "jets"]])
+    assert ds.federation.version == before and len(ds.databases()) == 1

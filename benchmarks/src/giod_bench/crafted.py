@@ -23,7 +23,8 @@ from giod.errors import GiodError
 from giod.storage.arrowfile import MAGIC, parse_footer
 from giod.storage.batchblocks import BLOCK, Message, Node, layout, parse_message
 
-__all__ = ["Batch", "Sealed", "batches", "buffer_of", "recatalog", "reseal", "seal"]
+__all__ = ["Batch", "Page", "Sealed", "batches", "buffer_of", "encode_sized", "parquet_footer", "parquet_pages",
+           "recatalog", "reseal", "reseal_page", "seal", "seal_parquet"]
 
 
 def _crc(data: Any) -> int:
@@ -205,3 +206,119 @@ def column_buffer(data: bytearray, schema: pa.Schema, batch: int, column: str, b
         if items:
             found = found.children[0]
     return buffer_of(data, b, found.buffers[buffer]).view(dtype)
+
+
+# ------------------------------------------------------------------ Parquet
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a Parquet column chunk: its header (decoded) and where header and body lie."""
+
+    header: Any  # giod.storage.parquet.thrift.Struct
+    at: int  # where the header starts
+    size: int  # the header's bytes
+    body: int  # where the (compressed) page data start
+    length: int  # compressed_page_size, as the header says
+
+
+def parquet_footer(data: bytes | bytearray) -> tuple[int, int]:
+    """Where a Parquet file's footer (FileMetaData) starts, and its length."""
+    n = int.from_bytes(bytes(data[-8:-4]), "little")
+    return len(data) - 8 - n, n
+
+
+def parquet_pages(data: bytes | bytearray) -> list[Page]:
+    """Every page of every column chunk of a whole Parquet file, as the footer and the page headers say."""
+    from giod.storage.parquet.thrift import decode_struct
+
+    start, n = parquet_footer(data)
+    meta, _ = decode_struct(bytes(data[start:start + n]))
+    raw = bytes(data)
+    out = []
+    for group in meta.value(4).items:
+        for chunk in group.value(1).items:
+            cmd = chunk.value(3)
+            at = cmd.value(11) or cmd.value(9)
+            end = at + cmd.value(7)
+            while at < end:
+                header, after = decode_struct(raw, at)
+                length = header.value(3)
+                out.append(Page(header, at, after - at, after, length))
+                at = after + length
+    return out
+
+
+def _varint(n: int, size: int) -> bytes:
+    """``n`` as a varint of exactly ``size`` bytes (continuation bytes past the canonical ones read as 0)."""
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+        if n == 0 and len(out) >= size:
+            break
+    out[-1] &= 0x7F
+    return bytes(out)
+
+
+def encode_sized(s: Any, size: int) -> bytes | None:
+    """A page header encoded in exactly ``size`` bytes (its integers' varints padded), or None if it needs
+    more: the bytes after it then stay where the footer says they are."""
+    from giod.storage.parquet import thrift
+
+    plain = thrift.encode_struct(s)
+    extra = size - len(plain)
+    if extra < 0:
+        return None
+    out = bytearray()
+    last = 0
+    for fid, (ttype, v) in s.items():
+        delta = fid - last
+        out += bytes([delta << 4 | ttype]) if 0 < delta <= 15 else bytes([ttype]) + _varint(fid << 1, 1)
+        last = fid
+        if ttype in (thrift.I16, thrift.I32, thrift.I64):
+            zz = (v << 1) ^ (v >> 63)
+            canonical = len(_varint(zz, 1))
+            grow = min(extra, (5 if ttype != thrift.I64 else 10) - canonical)
+            out += _varint(zz, canonical + grow)
+            extra -= grow
+        elif ttype == thrift.STRUCT:
+            out += thrift.encode_struct(v)
+        else:
+            return None
+    out.append(0)
+    return bytes(out) if extra == 0 else None
+
+
+def reseal_page(data: bytearray, page: Page, header: Any = None) -> bool:
+    """Write ``header`` (default: the page's own) over the page's header with its CRC recomputed from the
+    page's bytes as they are now; False when the header no longer fits in its place."""
+    import zlib
+
+    from giod.storage.parquet import thrift
+
+    header = page.header if header is None else header
+    if header.get(4) is not None:
+        length = max(0, header.value(3) or 0)
+        crc = zlib.crc32(bytes(data[page.body:page.body + length]))
+        header.put(4, thrift.I32, crc - (1 << 32) if crc >= 1 << 31 else crc)
+    encoded = encode_sized(header, page.size)
+    if encoded is None:
+        return False
+    data[page.at:page.at + page.size] = encoded
+    return True
+
+
+def seal_parquet(data: bytes | bytearray, fallback: Sealed) -> Sealed:
+    """The catalog figures of a Parquet file: its checksum and size, events per row group as its footer
+    states them (where it still parses: else ``fallback``'s)."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.read_metadata(io.BytesIO(bytes(data)))
+        clusters = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups))
+    except (pa.ArrowException, OSError, ValueError):
+        clusters = fallback.clusters
+    return Sealed(f"crc32c:{_crc(data):08x}", len(data), clusters, ())

@@ -3,8 +3,11 @@
 A small synthetic dataset is written once; each case copies it, changes one
 container as :class:`Mutation` says (list offsets, relation values, field
 node lengths and null counts, buffer spans, compressed length prefixes, the
-batch's length, bytes of its metadata or of the footer), makes every
-checksum agree again (``giod_bench.crafted``) and hands the copy to a child
+batch's length, bytes of its metadata or of the footer; of a Parquet
+container: bytes and integers of a page's data, its levels, the sizes and
+counts in its header, bytes of the footer), makes every checksum agree again
+(block checksums, page CRCs, the catalog's; ``giod_bench.crafted``) and hands
+the copy to a child
 process. The child, limited to :data:`LIMIT` bytes of address space, reads it
 through every path — read, iterate, tag and object selections, single
 events, relation navigation, the Phoenix export of an event, export to
@@ -32,16 +35,28 @@ import pyarrow as pa
 
 from giod_bench import crafted
 
-__all__ = ["CONTAINERS", "KINDS", "LIMIT", "Child", "Mutation", "apply", "bad", "base", "command", "random_mutation",
-           "run"]
+__all__ = ["BASES", "CONTAINERS", "KINDS", "LIMIT", "PARQUET_KINDS", "Child", "Mutation", "apply", "bad", "base",
+           "command", "random_mutation", "run"]
 
 #: bytes of address space a reading child may use
 LIMIT = 3 << 30
 EVENTS, CLUSTER = 60, 20
 CONTAINERS = ("reco", "raw.tracker", "raw.calo", "tag")
 KINDS = ("offset", "relation", "node", "span", "prefix", "length", "meta", "footer")
+#: the changes of a Parquet container: a byte of a page's data, its repetition and definition levels (the
+#: start of a data page: the levels' length and run headers), an int32 of its data, a size or count in its
+#: header, a byte of the footer; each page's CRC made to agree
+PARQUET_KINDS = ("page", "levels", "pageint", "header", "pfooter")
+#: the integers of a page header a change may set: sizes, and value, null and row counts of each kind of page
+_HEADER_FIELDS = ((2,), (3,), (5, 1), (7, 1), (8, 1), (8, 2), (8, 3), (8, 5), (8, 6))
 #: values an attacker likes: off by one, negative, past the end, huge
 VALUES = (-1, -2, 0, 1, 2, 3, 7, 64, 1000, 3000, 100_000_000, (1 << 31) - 1, -(1 << 31), 1 << 40)
+
+
+#: the datasets cases start from: Arrow containers uncompressed and compressed, Parquet containers (pages
+#: uncompressed, so that a change of their data is a change of the values read)
+BASES: dict[str, dict[str, Any]] = {"plain": {}, "packed": {"compressed": True},
+                                    "parquet": {"container_format": "parquet"}}
 
 
 @dataclass(frozen=True)
@@ -59,14 +74,15 @@ class Mutation:
     value: int
 
 
-def base(root: Path, compressed: bool = False) -> Path:
-    """The dataset every case starts from: ``EVENTS`` synthetic events in clusters of ``CLUSTER``."""
+def base(root: Path, compressed: bool = False, container_format: str = "arrow") -> Path:
+    """The dataset every case starts from: ``EVENTS`` synthetic events in clusters of ``CLUSTER``, in
+    containers of ``container_format``."""
     import giod
     from giod.storage.container import WriteOptions
     from giod.testing import synthetic
 
     fed = giod.open(root, create=True)
-    ds = fed.create_dataset("qcd", synthetic.schema())
+    ds = fed.create_dataset("qcd", synthetic.schema(), container_format=container_format)
     options = WriteOptions(compression="zstd", min_savings=0.0) if compressed else WriteOptions(compression="none")
     with ds.writer(database_events=EVENTS, cluster_events=CLUSTER, options=options) as w:
         w.append(synthetic.events(EVENTS, seed=5))
@@ -133,6 +149,40 @@ def _change(data: bytearray, schema: Any, m: Mutation) -> None:
             data[len(data) - 10 - n + m.at % n] = m.value & 0xFF
 
 
+def _change_parquet(data: bytearray, m: Mutation) -> None:
+    pages = crafted.parquet_pages(data)
+    if m.kind == "pfooter":
+        start, n = crafted.parquet_footer(data)
+        if n > 0:
+            data[start + m.at % n] = m.value & 0xFF
+        return
+    if not pages:
+        return
+    page = pages[m.which % len(pages)]
+    if m.kind == "header":
+        fields = [f for f in _HEADER_FIELDS if page.header.get(f[0]) is not None
+                  and (len(f) == 1 or page.header.value(f[0]).get(f[1]) is not None)]
+        if not fields:
+            return
+        f = fields[m.at % len(fields)]
+        value = int(np.int64(m.value).astype(np.int32))
+        holder = page.header if len(f) == 1 else page.header.value(f[0])
+        holder.put(f[-1], holder[f[-1]][0], value)
+        crafted.reseal_page(data, page)  # a header that no longer fits is left as it was
+        return
+    body = np.frombuffer(memoryview(data)[page.body:page.body + max(0, page.length)], dtype=np.uint8)
+    if not len(body):
+        return
+    if m.kind == "page":
+        body[m.at % len(body)] = m.value & 0xFF
+    elif m.kind == "levels":
+        body[m.at % min(len(body), 16)] = m.value & 0xFF
+    elif len(body) >= 4:  # pageint
+        at = m.at % (len(body) // 4) * 4
+        body[at:at + 4] = np.frombuffer(np.asarray([m.value], "<i8").astype("<i4").tobytes(), dtype=np.uint8)
+    crafted.reseal_page(data, page)
+
+
 def apply(pristine: Path, root: Path, m: Mutation) -> None:
     """A copy of ``pristine`` at ``root`` with ``m`` applied and every checksum made consistent."""
     import giod
@@ -147,16 +197,25 @@ def apply(pristine: Path, root: Path, m: Mutation) -> None:
     schema = ds.schema.arrow_schema(m.container)
     fed.close()
     data = bytearray(path.read_bytes())
-    before = crafted.seal(data)
-    _change(data, schema, m)
-    crafted.reseal(data)
+    if rec.format == "parquet":
+        before = crafted.Sealed(rec.checksum, rec.size, tuple(rec.cluster_entries), ())
+        if m.kind in PARQUET_KINDS:
+            _change_parquet(data, m)
+        sealed = crafted.seal_parquet(data, before)
+    else:
+        before = crafted.seal(data)
+        if m.kind in KINDS:
+            _change(data, schema, m)
+        crafted.reseal(data)
+        sealed = crafted.seal(data, before)
     path.write_bytes(data)
-    crafted.recatalog(f"sqlite:///{root / 'catalog.sqlite'}", rec.path, crafted.seal(data, before))
+    crafted.recatalog(f"sqlite:///{root / 'catalog.sqlite'}", rec.path, sealed)
 
 
-def random_mutation(rng: np.random.Generator) -> Mutation:
-    return Mutation(str(rng.choice(KINDS)), str(rng.choice(CONTAINERS)), int(rng.integers(0, 8)),
-                    int(rng.integers(0, 1 << 16)), int(rng.integers(0, 1 << 20)), int(rng.choice(VALUES)))
+def random_mutation(rng: np.random.Generator, parquet: bool = False) -> Mutation:
+    return Mutation(str(rng.choice(PARQUET_KINDS if parquet else KINDS)), str(rng.choice(CONTAINERS)),
+                    int(rng.integers(0, 8)), int(rng.integers(0, 1 << 16)), int(rng.integers(0, 1 << 20)),
+                    int(rng.choice(VALUES)))
 
 
 # ------------------------------------------------------------------ the child
@@ -312,20 +371,22 @@ def _child(limit: int) -> None:
 
 
 def run(cases: int, seed: int, workdir: Path) -> dict[str, Any]:
-    """``cases`` random mutations (half on a compressed dataset): counts of outcomes, and the failures."""
+    """``cases`` random mutations (a third each on uncompressed and compressed Arrow and on Parquet
+    containers): counts of outcomes, and the failures."""
     rng = np.random.default_rng(seed)
-    plain, packed = base(workdir / "plain"), base(workdir / "packed", compressed=True)
+    bases = {name: base(workdir / name, **kw) for name, kw in BASES.items()}
     child = Child()
     failures: list[dict[str, Any]] = []
     refused = 0
     try:
         for i in range(cases):
-            m = random_mutation(rng)
-            apply(packed if i % 2 else plain, workdir / "case", m)
+            name = list(BASES)[i % len(BASES)]
+            m = random_mutation(rng, parquet=name == "parquet")
+            apply(bases[name], workdir / "case", m)
             outcome = child.run(workdir / "case", query=i % 25 == 0)  # a server is slow to start: now and then
             refused += any(v.startswith("GiodError:") for v in outcome.values())
             if bad(outcome):
-                failures.append({"mutation": asdict(m), "compressed": bool(i % 2), "outcome": bad(outcome)})
+                failures.append({"mutation": asdict(m), "base": name, "outcome": bad(outcome)})
     finally:
         child.close()
     return {"cases": cases, "seed": seed, "refused": refused, "failures": failures}

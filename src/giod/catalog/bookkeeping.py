@@ -139,7 +139,7 @@ class BookkeepingMethods(Transactions):
             ):
                 raise NotFound(f"no container {container_id}")
             # a replica at a site whose row does not parse is not offered (fsck reports the row)
-            return list(parse_rows(self, rows, lambda r: (site_record(r), str(r.state))))
+            return list(parse_rows(self.url, rows, lambda r: (site_record(r), str(r.state))))
 
         return self._read(work)
 

@@ -317,7 +317,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def sites(self) -> list[SiteRecord]:
         """Every site, nearest first; a row that does not parse is left out, with a warning."""
         q = select(sites).order_by(sites.c.distance, sites.c.name)
-        return list(parse_rows(self, self._read(lambda conn: conn.execute(q).all()), site_record))
+        return list(parse_rows(self.url, self._read(lambda conn: conn.execute(q).all()), site_record))
 
     def bad_rows(self) -> list[BadRow]:
         """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""

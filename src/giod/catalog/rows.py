@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-import weakref
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -121,19 +121,23 @@ def token_record(row: Any) -> TokenRecord:
     )
 
 
-# what each catalog has warned of: a command lists sites many times, and says so once
-_WARNED: weakref.WeakKeyDictionary[object, set[BadRow]] = weakref.WeakKeyDictionary()
+# what this process has warned of, by the catalog's address: a command lists sites many times, through
+# more than one catalog object of the same catalog, and says so once
+_WARNED: set[tuple[str, BadRow]] = set()
+_LOCK = threading.Lock()
 
 
-def skip(catalog: object, bad: BadRow) -> None:
-    """Warn, once per catalog, that a row is left out."""
-    seen = _WARNED.setdefault(catalog, set())
-    if bad not in seen:
-        seen.add(bad)
-        log.warning("skipped catalog row: %s (giod fsck lists every such row; %s removes it)", bad, bad.remedy)
+def skip(catalog: str, bad: BadRow) -> None:
+    """Warn, once per catalog (its URL) and process, that a row is left out."""
+    key = (catalog, bad)
+    with _LOCK:
+        if key in _WARNED:
+            return
+        _WARNED.add(key)
+    log.warning("skipped catalog row: %s (giod fsck lists every such row; %s removes it)", bad, bad.remedy)
 
 
-def parse_rows(catalog: object, rows: Iterable[Any], parse: Callable[[Any], R]) -> Iterator[R]:
+def parse_rows(catalog: str, rows: Iterable[Any], parse: Callable[[Any], R]) -> Iterator[R]:
     """``parse`` of each row, leaving out (with a warning) those that do not parse."""
     for row in rows:
         try:

@@ -107,7 +107,7 @@ class TokenMethods(Transactions):
         """Every token, revoked and expired ones included, by id; a row that does not parse is left out,
         with a warning (``giod token rm`` removes it)."""
         q = select(tokens).order_by(tokens.c.id)
-        return list(parse_rows(self, self._read(lambda conn: conn.execute(q).all()), token_record))
+        return list(parse_rows(self.url, self._read(lambda conn: conn.execute(q).all()), token_record))
 
     def revoke_token(self, token_id: int) -> None:
         """Revoke a token from now on; NotFound if there is none. Revoking twice keeps the first time."""

@@ -570,7 +570,8 @@ def fsck(quick: bool, federation: str) -> None:
     fed = _open(federation)
     report = run(fed, checksums=not quick)
     for p in report.problems:
-        click.echo(f"{p.kind}: {p.site}:{p.path}: {p.detail}")
+        where = f"{p.site}:{p.path}" if p.site and p.path else p.site or p.path  # a catalog row has no site
+        click.echo(f"{p.kind}: {where}: {p.detail}")
     click.echo(f"checked {report.files_checked} files ({_size(report.bytes_checked)} read): "
                f"{len(report.problems)} problems, {len(report.by_kind('orphan'))} orphans, "
                f"{len(report.by_kind('dark'))} dark copies, {len(report.by_kind('writing'))} files being written, "

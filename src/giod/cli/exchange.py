@@ -6,6 +6,7 @@ import signal
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -26,6 +27,42 @@ def _open_as(target: str, token: str | None) -> Any:
     import giod
 
     return giod.open(target, token=token)
+
+
+def _server(target: str) -> tuple[str, str, int] | None:
+    """The server a federation argument names (scheme, host, port), or None for a directory or catalog."""
+    if not target.startswith(("http://", "https://")):
+        return None
+    try:
+        parts = urlsplit(target)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None  # giod.open says what is wrong with it
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def copy_tokens(ctx: click.Context, source: str, destination: str, from_token: str | None,
+                to_token: str | None) -> tuple[str | None, str | None]:
+    """The tokens of SRC and DST: each side's own option, else ``giod --token`` where it can mean only that
+    side, else the side's variable (GIOD_FROM_TOKEN, GIOD_TO_TOKEN), else (None) GIOD_TOKEN.
+
+    ``giod --token`` means the one server of the two, or both when SRC and DST are the same server; for
+    two servers it would hand one server's secret to the other, so it is refused unless each side has its
+    own. The side's variable comes after it, as ``GIOD_FEDERATION`` comes after ``giod -f``.
+    """
+    given: str | None = ctx.find_root().params.get("token")
+    own = {name: ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+           for name in ("from_token", "to_token")}
+    servers = {"from_token": _server(source), "to_token": _server(destination)}
+    tokens = {"from_token": from_token, "to_token": to_token}
+    if given is not None:
+        wanting = [name for name, where in servers.items() if where is not None and not own[name]]
+        if len({servers[name] for name in wanting}) > 1:
+            raise ConfigError("giod --token is for one server, and SRC and DST are two: give --from-token "
+                              "and --to-token (or GIOD_FROM_TOKEN and GIOD_TO_TOKEN)")
+        for name in wanting:
+            tokens[name] = given
+    return tokens["from_token"], tokens["to_token"]
 
 
 def stop_on_signals() -> threading.Event:
@@ -54,9 +91,11 @@ def stop_on_signals() -> threading.Event:
 @click.option("--site", default=None, help="The DST site the files go to (default: its nearest).")
 @click.option("--follow", is_flag=True, help="Keep copying as SRC commits, until interrupted.")
 @click.option("--from-token", envvar="GIOD_FROM_TOKEN", default=None,
-              help="Token for a SRC server (env GIOD_FROM_TOKEN; default GIOD_TOKEN).")
+              help="Token for a SRC server (default: giod --token if SRC is the only server, else env "
+                   "GIOD_FROM_TOKEN, else GIOD_TOKEN).")
 @click.option("--to-token", envvar="GIOD_TO_TOKEN", default=None,
-              help="Token for a DST server (env GIOD_TO_TOKEN; default GIOD_TOKEN).")
+              help="Token for a DST server (default: giod --token if DST is the only server, else env "
+                   "GIOD_TO_TOKEN, else GIOD_TOKEN).")
 def copy(dataset: str, source: str, destination: str, select: str | None, containers: str | None,
          as_name: str | None, site: str | None, follow: bool, from_token: str | None, to_token: str | None) -> None:
     """Copy what DATASET of SRC committed since the last copy into DST.
@@ -74,6 +113,7 @@ def copy(dataset: str, source: str, destination: str, select: str | None, contai
     from giod.exchange import copy_dataset
     from giod.exchange import follow as run_follow
 
+    from_token, to_token = copy_tokens(click.get_current_context(), source, destination, from_token, to_token)
     src = _open_as(source, from_token)
     dst = _open_as(destination, to_token)
     chosen = _names(containers)

@@ -53,7 +53,7 @@ from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFo
 from giod.exchange.provenance import PROVENANCE
 from giod.exchange.source import destination_path, folders, read_records, registered, skim_containers, vet
 from giod.names import check_name
-from giod.objects import stored_relations
+from giod.objects import stored_relations, stored_schemas
 from giod.replication.transfer import file_checksum, file_state, place
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.admission import check_files
@@ -347,7 +347,8 @@ def _copy(src: Any, dst: Any, db: DatabaseRecord, plan: _Plan, dst_site: Site, s
     params = {**parameters, PROVENANCE: _provenance(plan, db, parameters.get(PROVENANCE))}
     with _placing(dst, dst_site, plan, db, wanted) as (placed, confirm):
         specs = _place_all(src, dst, wanted, plan, dst_site, schema_ids, report, placed)
-        check_files(dst_site, specs, stored_relations(made.schema))  # checksums prove transport, no more
+        # checksums prove transport, no more
+        check_files(dst_site, specs, stored_relations(made.schema), stored_schemas(specs, dst.schema))
         commit = DatabaseCommit(plan.target, db.n_events, dst_site.name, tuple(specs),
                                 tag_stats=dict(db.tag_stats), writer=db.writer, program=db.program,
                                 program_version=db.program_version, parameters=params,
@@ -429,7 +430,8 @@ def _extend(src: Any, dst: Any, db: DatabaseRecord, added: list[ContainerRecord]
         return
     with _placing(dst, dst_site, plan, db, added) as (placed, confirm):
         specs = _place_all(src, dst, added, plan, dst_site, schema_ids, report, placed)
-        check_files(dst_site, specs, stored_relations(made.schema))  # checksums prove transport, no more
+        # checksums prove transport, no more
+        check_files(dst_site, specs, stored_relations(made.schema), stored_schemas(specs, dst.schema))
         stats = dict(db.tag_stats) if any(c.name == TAG_CONTAINER for c in added) else None
         key = f"{plan.key(db)}+{_digest(sorted(c.id for c in added))}"
         made.ready()

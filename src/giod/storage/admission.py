@@ -12,13 +12,21 @@ an :class:`~giod.errors.IntegrityError` naming the file, batch and column.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
+
+import pyarrow as pa
 
 from giod.errors import IntegrityError
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site
-from giod.storage.validation import ContainerFigures, Relation, check_container, check_database
+from giod.storage.validation import (
+    ContainerFigures,
+    Relation,
+    check_container,
+    check_database,
+    check_schema,
+)
 
 __all__ = ["FileToRegister", "check_files"]
 
@@ -45,11 +53,14 @@ class FileToRegister(Protocol):
     def cluster_checksums(self) -> tuple[int, ...]: ...
 
 
-def check_files(site: Site, files: Sequence[FileToRegister], relations: Sequence[Relation]) -> None:
+def check_files(site: Site, files: Sequence[FileToRegister], relations: Sequence[Relation],
+                schemas: Mapping[str, pa.Schema] | None = None) -> None:
     """Check whole container files on ``site`` before they are registered (IntegrityError if one is bad).
 
     ``relations`` are the data model's (``giod.objects.stored_relations``); a relation whose target is
-    in none of ``files`` is checked when both are read (``giod.objects.link``).
+    in none of ``files`` is checked when both are read (``giod.objects.link``). ``schemas`` holds, by
+    path, the Arrow schema a file must have (``giod.objects.stored_schemas``): its container's in the
+    model it was written with.
     """
     figures: dict[str, ContainerFigures] = {}
     for f in files:
@@ -60,6 +71,8 @@ def check_files(site: Site, files: Sequence[FileToRegister], relations: Sequence
         reader = ContainerReader(site, f.path, format=f.format, clusters=f.cluster_entries or None,
                                  checksums=f.cluster_checksums or None)
         try:
+            if schemas is not None and f.path in schemas:
+                check_schema(reader.arrow_schema, schemas[f.path], f"container {f.path} on site {site.name}")
             figures[f.name] = check_container(reader, relations, f"container {f.path} on site {site.name}")
         finally:
             reader.close()

@@ -38,7 +38,8 @@ def read_columns(schema: pa.Schema, msg: Message, body_start: int, mapped: pa.Bu
     assert msg.codec is not None and msg.table is not None
     layout(schema, len(msg.nodes), len(msg.buffers))
     spans = msg.buffers
-    if len(spans) and int((spans[:, 0] + spans[:, 1]).max()) > msg.body_length:
+    # before the prefixes are fetched: check_layout, which says the same, needs their sizes
+    if len(spans) and (int(spans.min()) < 0 or int((spans[:, 0] + spans[:, 1]).max()) > msg.body_length):
         raise IntegrityError(f"{where}: buffers lie outside the record batch")
 
     def get(ranges: list[tuple[int, int]]) -> list[pa.Buffer]:

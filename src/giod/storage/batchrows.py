@@ -51,7 +51,8 @@ class _Body:
         self.bases = table_bases(msg.buffers[:, 1], BLOCK)
         if msg.table is None or len(msg.table) != self.bases[-1]:
             raise IntegrityError(f"{where}: the block checksum table does not match the batch's buffers")
-        if len(msg.buffers) and int((msg.buffers[:, 0] + msg.buffers[:, 1]).max()) > msg.body_length:
+        if len(msg.buffers) and (int(msg.buffers.min()) < 0
+                                 or int((msg.buffers[:, 0] + msg.buffers[:, 1]).max()) > msg.body_length):
             raise IntegrityError(f"{where}: buffers lie outside the record batch")
         if mapped is not None:
             self.data = np.frombuffer(mapped, dtype=np.uint8)

@@ -330,12 +330,17 @@ class ContainerReader:
             source: Any = local if local is not None else site.open(path)
             self._source = source
             self._file = pq.ParquetFile(source, page_checksum_verification=True, pre_buffer=True)
+            meta = self._file.metadata
+            found = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
         except (NotFound, IntegrityError):
             raise
         except FileNotFoundError as exc:
             raise NotFound(f"container {path} is missing on site {site.name}") from exc
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: names that are no UTF-8
             raise IntegrityError(f"container {path} on site {site.name} is unreadable: {exc}") from exc
+        if clusters is not None and found != tuple(clusters):
+            raise IntegrityError(f"container {path} on site {site.name}: row groups of {found} events, the "
+                                 f"catalog recorded {tuple(clusters)}")
 
     @classmethod
     def of(cls, site: Site, record: Any) -> ContainerReader:
@@ -367,9 +372,13 @@ class ContainerReader:
                 )
         except GiodError:
             raise
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
         if self._arrow is None:  # Arrow batches are checked as they are decoded; a Parquet file's here
+            rows = self._n_rows() if row_groups is None else len(self._group_rows(row_groups))
+            if table.num_rows != rows:  # a page's header can claim fewer values than its row group has rows
+                raise IntegrityError(f"{self._where(row_groups)} is corrupt: {table.num_rows} rows decoded of "
+                                     f"{rows}")
             key = None if self._key is None else (*self._key, None if row_groups is None else tuple(row_groups))
             check_columns(zip(table.column_names, table.columns, strict=True), self._where(row_groups), key)
         self._remember(table, None if row_groups is None else self._group_rows(row_groups))
@@ -422,6 +431,10 @@ class ContainerReader:
             raise
         except StorageError:  # no page index: whole clusters
             return self.read(columns).take(pa.array(rows))
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
+        if table.num_rows != len(rows):
+            raise IntegrityError(f"{self._where()} is corrupt: {table.num_rows} rows decoded of {len(rows)}")
         check_columns(zip(table.column_names, table.columns, strict=True), self._where())
         self._remember(table, np.asarray(rows))
         return table

@@ -42,7 +42,7 @@ from giod.storage.batchblocks import Message, Node, layout
 
 __all__ = ["MAX_RATIO", "SEEN", "ContainerFigures", "Readable", "Relation", "buffer_sizes", "check_columns",
            "check_container",
-           "check_database", "check_layout", "check_relations", "relation_error"]
+           "check_database", "check_layout", "check_relations", "check_schema", "relation_error"]
 
 #: the most bytes one compressed byte can become, per codec (zstd: a 128 kB block from a 4-byte RLE block;
 #: LZ4: 255 bytes of match per length byte)
@@ -321,3 +321,20 @@ def buffer_sizes(msg: Message, body: pa.Buffer | None, where: str) -> np.ndarray
             raise IntegrityError(f"{where}: a compressed buffer claims a negative length")
         sizes[present] = np.where(heads == -1, spans[present, 1] - 8, heads)
     return sizes
+
+
+def check_schema(found: pa.Schema, expected: pa.Schema, where: str) -> None:
+    """A file's own schema is its container's in the data model: the footer is the writer's to write, and
+    columns of another type or name would pass every structural check and still not be the data asked for
+    (IntegrityError naming the first column that differs)."""
+    if found.equals(expected, check_metadata=False):
+        return
+    for f in expected:
+        i = found.get_field_index(f.name)
+        if i < 0:
+            raise IntegrityError(f"{where}: no column {f.name}, which its container has in the data model")
+        if not found.field(i).equals(f):
+            raise IntegrityError(f"{where}: column {f.name} is {found.field(i).type} in the file, "
+                                 f"{f.type} in the data model")
+    raise IntegrityError(f"{where}: columns {', '.join(found.names)}, the data model's "
+                         f"{', '.join(expected.names)}")

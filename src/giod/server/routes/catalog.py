@@ -18,7 +18,7 @@ from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.errors import CatalogError, DataError, Forbidden, NotFound
 from giod.names import check_container_path, check_name
-from giod.objects import stored_relations
+from giod.objects import stored_relations, stored_schemas
 from giod.server.auth import Caller
 from giod.server.routes import files
 from giod.server.state import need, state
@@ -346,7 +346,8 @@ def _leases_of(request: Request, ids: list[int], *, expired: bool = False) -> li
 def _check_files(request: Request, site: str, dataset: str, specs: Sequence[ContainerSpec]) -> None:
     """Uploaded files make sense before they are registered (their checksums prove only the transport)."""
     fed = state(request).federation
-    check_files(fed.site(site), specs, stored_relations(fed.dataset(dataset).schema))
+    check_files(fed.site(site), specs, stored_relations(fed.dataset(dataset).schema),
+                stored_schemas(specs, fed.schema))
 
 
 def _check_paths(request: Request, dataset: str, paths: list[str]) -> None:
