@@ -58,8 +58,8 @@ from giod.federation import Federation
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER
-from giod.storage.arrowfile import describe
 from giod.storage.container import COMMIT_KEY, SUFFIX
+from giod.storage.formats.arrow import describe
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.tagindex import TAG_INDEX
 from giod.tagstats import merge_stats
