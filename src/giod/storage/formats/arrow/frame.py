@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, StorageError
-from giod.storage.formats.arrow.blocks import SCHEMA_KEY
+from giod.storage.formats.arrow.blocks import SCHEMA_KEY, parse_message
 
 __all__ = ["CODECS", "MAGIC", "crc32c", "describe", "ipc_options", "parse_footer", "schema_of"]
 
@@ -70,18 +70,32 @@ def parse_footer(footer: bytes | memoryview) -> np.ndarray:
 
 def describe(data: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Events of each record batch, and the CRC-32C of each batch then of the footer, of a whole
-    Arrow container's bytes: what a writer registers, found again from the file alone."""
+    Arrow container's bytes: what a writer registers, found again from the file alone.
+
+    Only the footer and the batches' metadata are read, nothing is decompressed or decoded: a file
+    that makes no sense is an IntegrityError, found when it is read.
+    """
     buf = memoryview(data)
     n = int.from_bytes(bytes(buf[-10:-6]), "little", signed=True)
     if bytes(buf[-6:]) != MAGIC or not 0 < n <= len(buf) - 18:
         raise IntegrityError("not a whole Arrow file")
-    blocks = parse_footer(buf[len(buf) - 10 - n:len(buf) - 10])
-    reader = ipc.open_file(pa.py_buffer(bytes(buf)))
-    events = tuple(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    meta_only = SCHEMA_KEY in (reader.schema.metadata or {})
-    crcs = [crc32c(buf[int(b["offset"]):int(b["offset"]) + int(b["meta"]) + (0 if meta_only else int(b["body"]))])
-            for b in blocks]
-    return events, (*crcs, crc32c(buf[len(buf) - 10 - n:]))
+    footer = buf[len(buf) - 10 - n:len(buf) - 10]
+    blocks = parse_footer(footer)
+    try:
+        meta_only = SCHEMA_KEY in (schema_of(footer).metadata or {})
+    except (pa.ArrowException, ValueError) as exc:
+        raise IntegrityError(f"unreadable Arrow footer: {exc}") from exc
+    events, crcs = [], []
+    for i, b in enumerate(blocks):
+        at, meta, body = int(b["offset"]), int(b["meta"]), int(b["body"])
+        if not (8 <= at and 0 <= meta and 0 <= body and at + meta + body <= len(buf) - 10 - n):
+            raise IntegrityError(f"record batch {i} lies outside the file")
+        length = parse_message(bytes(buf[at:at + meta])).length
+        if length < 0:
+            raise IntegrityError(f"record batch {i} claims {length} events")
+        events.append(length)
+        crcs.append(crc32c(buf[at:at + meta + (0 if meta_only else body)]))
+    return tuple(events), (*crcs, crc32c(buf[len(buf) - 10 - n:]))
 
 
 def schema_of(footer: bytes | memoryview) -> pa.Schema:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from giod.errors import IntegrityError, StorageError
+from giod.errors import IntegrityError, NotFound, StorageError
 from giod.storage.checksum import ChecksummingSink
 from giod.storage.formats.base import ContainerFormat, Described, FormatReader, FormatWriter, WrittenFile
 from giod.storage.formats.options import WriteOptions
@@ -86,6 +86,10 @@ class _Reader(FormatReader):
 
     def read(self, columns: Sequence[str] | None, clusters: Sequence[int] | None) -> pa.Table:
         names = list(columns) if columns is not None else None
+        if names is not None:  # as Arrow files answer: pyarrow would leave an unknown column out
+            missing = [n for n in dict.fromkeys(c.partition(".")[0] for c in names) if n not in self.schema.names]
+            if missing:
+                raise NotFound(f"no column {missing[0]!r} in the container (it has {', '.join(self.schema.names)})")
         if clusters is None:
             table = self._file.read(columns=names)
         else:
@@ -137,7 +141,10 @@ class ParquetFormat(ContainerFormat):
         return _Reader(site, path, size)  # the catalog's clusters are the row groups; Parquet keeps its CRCs
 
     def describe(self, data: bytes) -> Described:
-        meta = pq.read_metadata(pa.BufferReader(data))
+        try:
+            meta = pq.read_metadata(pa.BufferReader(data))
+        except (pa.ArrowException, OSError) as exc:
+            raise IntegrityError(f"unreadable Parquet footer: {exc}") from exc
         return Described(tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
 
     def footer_metadata(self, fh: BinaryIO) -> dict[bytes, bytes]:
