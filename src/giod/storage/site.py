@@ -124,10 +124,13 @@ class _FsspecPending(PendingFile):
         self._site = site
         self._tmp = site._full(posixpath.join(posixpath.dirname(path) or ".",
                                               f".{posixpath.basename(path)}{TMP_MARK}{uuid.uuid4().hex}"))
+        # file systems with folders (local://, sftp, hdfs) make none on writing; object stores need none
+        site.fs.makedirs(posixpath.dirname(self._tmp), exist_ok=True)
         self._fh: Any = site.fs.open(self._tmp, "wb")
 
     def write(self, data: bytes | memoryview) -> int:
-        return int(self._fh.write(data))
+        # some back ends (fsspec-xrootd) take bytes only; the bytes go over a network anyway
+        return int(self._fh.write(data if isinstance(data, bytes) else bytes(data)))
 
     def publish(self) -> None:
         try:
@@ -173,11 +176,11 @@ class FsspecSite(Site):
     def _reaching(self, path: str) -> Iterator[None]:
         try:
             yield
-        except FileNotFoundError as exc:
-            raise NotFound(f"file {path} is missing on site {self.name}") from exc
         except GiodError:
             raise
         except Exception as exc:
+            if _missing(exc):
+                raise NotFound(f"file {path} is missing on site {self.name}") from exc
             raise StorageError(f"site {self.name}: {path or 'its root'} cannot be read: {_why(exc)}") from exc
 
     def create(self, path: str, *, direct: bool = False) -> PendingFile:
@@ -192,15 +195,20 @@ class FsspecSite(Site):
             return int(self.fs.size(self._full(check_relpath(path))))
 
     def remove(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.fs.rm(self._full(check_relpath(path)))
+        full = self._full(check_relpath(path))
+        try:
+            self.fs.rm(full)
+        except Exception as exc:
+            if not _missing(exc):
+                raise StorageError(f"cannot remove {path} on site {self.name}: {_why(exc)}") from exc
+        self.fs.invalidate_cache(posixpath.dirname(full))  # a listing cached before must not show it again
 
     def health(self) -> SiteHealth:
         try:
             self.fs.ls(self.root)
-        except FileNotFoundError:
-            return SiteHealth(True, "empty (directory not created yet)")
         except Exception as exc:  # noqa: BLE001 - fsspec back ends raise many kinds
+            if _missing(exc):
+                return SiteHealth(True, "empty (directory not created yet)")
             return SiteHealth(False, f"{type(exc).__name__}: {exc}")
         return SiteHealth(True, "")
 
@@ -268,6 +276,16 @@ def check_site_url(name: str, url: str) -> str:
     if not parts.hostname:
         raise ConfigError(f"site {name}: {url!r} names no host")
     return url
+
+
+#: how back ends that raise a bare OSError say that a file is missing (XRootD: kXR_NotFound)
+_NOT_FOUND = ("[3011]",)
+
+
+def _missing(exc: BaseException) -> bool:
+    """Whether a back end's error says that the file is not there."""
+    return isinstance(exc, FileNotFoundError) or (
+        isinstance(exc, OSError) and any(mark in str(exc) for mark in _NOT_FOUND))
 
 
 def _why(exc: BaseException) -> str:
