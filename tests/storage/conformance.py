@@ -247,6 +247,7 @@ class SiteTests:
 
     def test_removes(self, site: Site) -> None:
         self.publish(site, "ds/db/e.arrow", b"e")
+        assert [f.path for f in site.walk()] == ["ds/db/e.arrow"]  # listed before: no listing kept after
         site.remove("ds/db/e.arrow")
         site.remove("ds/db/e.arrow")  # a missing file is no error
         with pytest.raises(NotFound):

@@ -162,8 +162,9 @@ class FsspecSite(Site):
         except ImportError as exc:  # pragma: no cover - fsspec ships with uproot/dask
             raise ConfigError(f"site {name}: the fsspec package is needed for {url}") from exc
         try:
-            # some back ends (ftp, sftp) connect as soon as the file system is made
-            self.fs, self.root = fsspec.core.url_to_fs(url)
+            # some back ends (ftp, sftp) connect as soon as the file system is made; no listing is kept, since
+            # other processes (writers, gc) add and remove files: a listing kept would show what is gone
+            self.fs, self.root = fsspec.core.url_to_fs(url, use_listings_cache=False)
         except ImportError as exc:
             raise ConfigError(f"site {name}: {url} needs a package that is not installed ({exc})") from exc
         except Exception as exc:
@@ -201,7 +202,6 @@ class FsspecSite(Site):
         except Exception as exc:
             if not _missing(exc):
                 raise StorageError(f"cannot remove {path} on site {self.name}: {_why(exc)}") from exc
-        self.fs.invalidate_cache(posixpath.dirname(full))  # a listing cached before must not show it again
 
     def health(self) -> SiteHealth:
         try:
