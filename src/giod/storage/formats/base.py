@@ -58,7 +58,8 @@ class WrittenContainer:
 @dataclass(frozen=True)
 class WrittenFile:
     """What a format writer reports when its file is finished: the whole file's checksum, and the
-    per-cluster checksums the catalog records (empty where the format keeps its own)."""
+    per-cluster checksums the catalog records — none (where the format keeps its own), or one per
+    cluster then one more for what locates them (the footer), each a CRC-32C below 2**32."""
 
     checksum: Checksum
     cluster_checksums: tuple[int, ...] = ()

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from giod.errors import IntegrityError
+from giod.storage import validation  # its SEEN, as tests may replace it
 from giod.storage.formats.arrow.blocks import Message, Node, layout
-from giod.storage.validation import SEEN
 
 __all__ = ["MAX_RATIO", "buffer_sizes", "check_layout"]
 
@@ -45,7 +45,7 @@ def check_layout(schema: pa.Schema, msg: Message, sizes: np.ndarray, where: str,
     compressed; -1 where that is not known yet). Returns the node tree of the batch.
     """
     roots = layout(schema, len(msg.nodes), len(msg.buffers))
-    if key is not None and (key, "layout") in SEEN:
+    if key is not None and (key, "layout") in validation.SEEN:
         return roots
     spans = msg.buffers
     if msg.length < 0 or msg.body_length < 0 or (msg.nodes < 0).any() or (spans < 0).any():
@@ -101,7 +101,7 @@ def check_layout(schema: pa.Schema, msg: Message, sizes: np.ndarray, where: str,
                                  f"{msg.length} events")
         visit(root, root.name, None)
     if key is not None:
-        SEEN.add((key, "layout"))
+        validation.SEEN.add((key, "layout"))
     return roots
 
 
