@@ -30,14 +30,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset({"giod.cli", "giod.cli.chain", "giod.cli.exchange", "giod.cli.replication", "giod.cli.serving",
                "giod.demo"}):
         "the command modules take main and their options from cli/__init__.py",
-    # site.py opens direct-I/O files through direct.py, which builds on site.py's LocalPending; and it
-    # imports remote.py to register the kinds of giod servers, which implement site.py's Site.
-    frozenset({"giod.storage.direct", "giod.storage.remote", "giod.storage.site"}):
-        "site kinds registered by importing them from the interface's module",
-    # the Arrow container reader and its few-rows decoder share one projection rule, kept in
-    # arrowfile.py; cut when the container formats move behind one interface.
-    frozenset({"giod.storage.arrowfile", "giod.storage.batchrows"}):
-        "the Arrow reader's projection rule lives above its decoders",
 }
 
 PARALLEL_LAYER = 6  # the store and the parallel processing on it

@@ -60,8 +60,8 @@ from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER
 from giod.storage.admission import check_files
-from giod.storage.arrowfile import describe
 from giod.storage.container import COMMIT_KEY, SUFFIX, ContainerReader
+from giod.storage.formats.arrow import describe
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.tagindex import TAG_INDEX
 from giod.tagstats import merge_stats

@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod.expression import Expression
-from giod.storage.arrowfile import CODECS
 from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
+from giod.storage.formats.arrow import CODECS
 from giod.storage.site import Site
 
 #: the container name of the index; no schema can name a container so (schema names have no '-')

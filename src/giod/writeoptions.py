@@ -17,8 +17,8 @@ from giod import config
 from giod.catalog.records import DatasetRecord
 from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
-from giod.storage.arrowfile import CODECS
 from giod.storage.container import FORMATS, WriteOptions
+from giod.storage.formats.arrow import CODECS
 
 __all__ = ["DEFAULT_CLUSTER_BYTES", "TAG_PAGE_SIZE", "available_codecs", "options_for", "write_options"]
 

@@ -51,7 +51,7 @@ def test_statistics_prune_databases(filled):
 
 def test_sparse_selection_reads_only_a_few_pages(fed, model, monkeypatch):
     ds, events = _fill(fed, model, "parquet")
-    from giod.storage import parquet as pages
+    from giod.storage.formats.parquet import format as pages  # the page reader, as the format calls it
 
     calls = []
     real = pages.read_rows
@@ -71,7 +71,7 @@ def test_sparse_selection_reads_only_a_few_pages(fed, model, monkeypatch):
 
 def test_sparse_selection_reads_only_its_record_batches(filled, monkeypatch):
     ds, events = filled
-    from giod.storage.arrowfile import ArrowContainerReader
+    from giod.storage.formats.arrow import ArrowContainerReader
 
     batches = []
     real = ArrowContainerReader._message

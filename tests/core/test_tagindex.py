@@ -16,7 +16,7 @@ from tests.test_expression_properties import FIELDS, SETTINGS, SPECIAL_FLOATS, e
 import giod
 from giod import tagindex
 from giod.expression import parse
-from giod.storage.arrowfile import ArrowContainerReader
+from giod.storage.formats.arrow import ArrowContainerReader
 
 _YAML = """schema_version: 1
 name: tagged

@@ -23,10 +23,10 @@ import giod
 from giod.cli import main
 from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
-from giod.storage.arrowfile import parse_footer
-from giod.storage.batchblocks import layout, parse_message
 from giod.storage.checksum import checksum_bytes
-from giod.storage.parquet import thrift
+from giod.storage.formats.arrow import parse_footer
+from giod.storage.formats.arrow.blocks import layout, parse_message
+from giod.storage.formats.parquet import thrift
 from giod.storage.remote import site_token_env
 from giod.testing.netlab import Faults, LatencyProxy
 

@@ -8,7 +8,7 @@ to also set its ``write_batch_size`` (pages never hold fewer values than a
 batch, 1024 by default) — then, for random
 selections of 0.1 %, 1 % and 10 % of the events, reads every column of every
 container three ways: a full scan (``pq.read_table(...).take``), only the row
-groups that hold selected rows, and :func:`giod.storage.parquet.read_rows` —
+groups that hold selected rows, and :func:`giod.storage.formats.parquet.read_rows` —
 cold (footer and page indexes decoded on the call) and warm (cached). Times
 are process CPU seconds with Arrow on one thread, best of a few runs, files
 in the page cache: robust on a shared machine, and what a busy analysis

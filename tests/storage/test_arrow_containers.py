@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 import giod
 from giod.columns import to_tables
 from giod.errors import IntegrityError
-from giod.storage import arrowfile, batchcolumns
-from giod.storage.arrowfile import ArrowContainerReader, parse_footer
-from giod.storage.batchblocks import parse_message
 from giod.storage.container import ContainerReader, ContainerWriter, WriteOptions
+from giod.storage.formats.arrow import ArrowContainerReader, parse_footer
+from giod.storage.formats.arrow import columns as batchcolumns
+from giod.storage.formats.arrow import reader as arrowfile
+from giod.storage.formats.arrow.blocks import parse_message
+from giod.storage.formats.arrow.projection import project
 from giod.storage.site import open_site
 from giod.testing import synthetic
 from tests.schema.strategies import events_for, schemas
@@ -336,7 +338,7 @@ def test_some_columns_of_compressed_batches_decompress_only_theirs(tmp_path: Pat
     assert reader.read([second, first], [0, 2]).equals(
         pa.concat_tables([table.slice(0, 1000), table.slice(2000)]).select([second, first]))
     member = f"{first}.list.element.pt"
-    assert reader.read([member]).equals(arrowfile.project(table, [member]))
+    assert reader.read([member]).equals(project(table, [member]))
     assert decompressed and sum(decompressed) < table.nbytes  # never every column's buffers
     with pytest.raises(giod.NotFound, match="no column 'nope'"):
         reader.read(["nope"], [0])

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from giod.errors import DataError, IntegrityError, NotFound, StorageError
-from giod.storage.parquet import read_rows, thrift
+from giod.storage.formats.parquet import read_rows, thrift
 from tests.storage import parquet_samples as samples
 
 DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

@@ -1,4 +1,5 @@
-"""Every site kind answers the abilities of ``Site``; a kind that lacks one does nothing."""
+"""Abilities of ``Site`` beyond the conformance suite (``test_site_conformance.py``): how a giod server's
+site differs, copies between sites, health and absence."""
 
 from __future__ import annotations
 
@@ -11,18 +12,6 @@ def _publish(site: Site, path: str, data: bytes) -> None:
     pending = site.create(path)
     pending.write(data)
     pending.publish()
-
-
-def test_a_local_site_takes_the_abilities_as_no_ops(tmp_path):
-    site = open_site("here", str(tmp_path / "a"))
-    _publish(site, "ds/x.arrow", b"abc")
-    site.prefetch([("ds/x.arrow", 3, None)])
-    site.expect_size("ds/x.arrow", 99)  # a local site asks its file system, not the catalog
-    assert site.size("ds/x.arrow") == 3
-    site.forget("ds/x.arrow")
-    site.release("ds/x.arrow")
-    assert site.pull(open_site("there", str(tmp_path / "b")), "ds/x.arrow", 3, "crc") is None
-    assert (site.networked, site.checks_uploads, site.replaces_on_publish) == (False, False, True)
 
 
 def test_a_giod_server_site_declares_how_it_differs():

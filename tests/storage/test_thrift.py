@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from giod.errors import IntegrityError
-from giod.storage.parquet import thrift
-from giod.storage.parquet.thrift import (
+from giod.storage.formats.parquet import thrift
+from giod.storage.formats.parquet.thrift import (
     BINARY,
     BOOL,
     BYTE,

@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from giod.errors import GiodError
-from giod.storage.arrowfile import MAGIC, parse_footer
-from giod.storage.batchblocks import BLOCK, Message, Node, layout, parse_message
+from giod.storage.formats.arrow import MAGIC, parse_footer
+from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, layout, parse_message
 
 __all__ = ["Batch", "Page", "Sealed", "batches", "buffer_of", "encode_sized", "parquet_footer", "parquet_pages",
            "recatalog", "reseal", "reseal_page", "seal", "seal_parquet"]

@@ -45,7 +45,8 @@ def missing() -> str | None:
 
 
 class XRootDServer:
-    """An ``xrootd`` serving ``directory`` read-only on a free loopback port, as a context manager.
+    """An ``xrootd`` serving ``directory`` on a free loopback port, as a context manager: read-only, or
+    ``writable`` (then the directory must be writable by the server's user).
 
     Paths in its URLs are relative to ``directory``
     (``root://127.0.0.1:PORT//events.root``), as on a site whose files live
@@ -55,8 +56,10 @@ class XRootDServer:
     ``timeout`` seconds.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, port: int | None = None, timeout: float = 30.0):
+    def __init__(self, directory: str | os.PathLike[str], *, port: int | None = None, timeout: float = 30.0,
+                 writable: bool = False):
         self.directory = Path(directory).resolve()
+        self.writable = writable
         self.host = "127.0.0.1"
         self.port = 0
         self.requested_port = port
@@ -108,7 +111,7 @@ class XRootDServer:
             config = run / "xrootd.cfg"
             config.write_text(
                 f"oss.localroot {self.directory}\n"
-                "all.export / r/o\n"
+                f"all.export /{'' if self.writable else ' r/o'}\n"
                 f"all.adminpath {run / 'admin'}\n"
                 f"all.pidpath {run / 'admin'}\n"
                 # xrootd cannot bind to one address: refuse every host but this one instead

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from giod.errors import ConfigError
+from giod.storage.formats import FORMATS
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,11 @@ class SiteRecord:
     distance: int
 
 
-#: the file formats a container may have (giod.storage.container writes them)
-CONTAINER_FORMATS = ("arrow", "parquet")
+
+
+#: the file formats a container may have: those registered with giod.storage.formats (arrow, parquet, and any
+#: other this process has), as they are when a commit names one
+CONTAINER_FORMATS = FORMATS
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import os
 import threading
 from pathlib import Path
 
-from giod.storage.site import LocalPending
+from giod.storage.pending import LocalPending
 
 __all__ = ["ALIGN", "BLOCK", "DirectPending", "open_direct"]
 

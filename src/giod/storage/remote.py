@@ -27,8 +27,9 @@ from giod import config
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.checksum import Checksum
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
+from giod.storage.kind import FileInfo, Site, SiteHealth, check_relpath
+from giod.storage.pending import PendingFile
 from giod.storage.ranges import ReadScheduler
-from giod.storage.site import FileInfo, PendingFile, Site, SiteHealth, check_relpath, register_site_kind
 
 # the endpoint's names stay importable from here, where the remote site uses them
 __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "connect", "endpoint_for",
@@ -418,6 +419,3 @@ class _RemotePending(PendingFile):
         if not self._spool.closed:
             self._spool.close()
 
-
-register_site_kind("http", RemoteSite)
-register_site_kind("https", RemoteSite)

@@ -1,10 +1,12 @@
-"""Sites: places that hold container files.
+"""Sites: places that hold container files, the local and fsspec kinds, and the registry of kinds.
 
 A site is addressed by relative, '/'-separated paths below its root. Files
 are written through :meth:`Site.create`, which hands out a temporary file and
 publishes it under its final name only when :meth:`PendingFile.publish` is
 called, after the data reached stable storage. Readers and the catalog only
-ever see complete files.
+ever see complete files. The interface is ``giod.storage.kind``, files being
+written ``giod.storage.pending``; this module is the front that names them
+all, so callers import sites from one place.
 
 Kinds are found by URL scheme through a small registry, so a remote kind is
 imported only when it is used.
@@ -19,222 +21,19 @@ import re
 import shutil
 import time
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from giod.errors import ConfigError, GiodError, NotFound, StorageError
-from giod.names import check_path
-from giod.storage.writeback import WritebackRange
+from giod.storage import direct as direct_io
+from giod.storage.kind import FileInfo, Site, SiteHealth, check_relpath
+from giod.storage.pending import TMP_MARK, LocalPending, PendingFile, fsync_path, is_temporary, temporary_name
 
-TMP_MARK = ".tmp-"  # temporary files are named ".<name>.tmp-<uuid>"
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    path: str
-    size: int
-    mtime: float
-
-
-@dataclass(frozen=True)
-class SiteHealth:
-    """Whether a site answers, and its free space when known."""
-
-    reachable: bool
-    detail: str  # why not, or a remark ("" when all is well)
-    free_bytes: int | None = None
-    total_bytes: int | None = None
-
-
-def check_relpath(path: str) -> str:
-    """Refuse paths that could leave the site root (the one path grammar, ``giod.names.check_path``)."""
-    return check_path(path)
-
-
-def is_temporary(path: str) -> bool:
-    return TMP_MARK in posixpath.basename(path)
-
-
-class PendingFile(ABC):
-    """A file being written; invisible under its final name until published."""
-
-    path: str
-
-    @abstractmethod
-    def write(self, data: bytes | memoryview) -> int: ...
-
-    @abstractmethod
-    def publish(self) -> None:
-        """Make the data durable and give the file its final name."""
-
-    @abstractmethod
-    def discard(self) -> None:
-        """Remove the temporary file (safe to call twice)."""
-
-    # file-like protocol, so that pyarrow can write into it
-    closed = False
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def flush(self) -> None:  # noqa: B027 - data reach the disk in publish()
-        pass
-
-
-class Site(ABC):
-    """A place that holds files, addressed by relative paths.
-
-    Besides the file operations every kind has, a site declares abilities that
-    only some kinds use; the others answer them with a no-op, so callers never
-    ask which kind a site is: reads announced ahead (:meth:`prefetch`,
-    :meth:`release`), sizes the catalog vouches for (:meth:`expect_size`,
-    :meth:`forget`), a copy made by the destination itself (:meth:`pull`),
-    and how publishing and checking behave (the class attributes below).
-    """
-
-    #: bytes cross a network to reach the files (a mismatch may be damage on the way: read again)
-    networked: bool = False
-    #: an upload is checked against its checksum where it lands, before it is published
-    checks_uploads: bool = False
-    #: publishing a file replaces one already at its path (else that one is removed first)
-    replaces_on_publish: bool = True
-
-    def __init__(self, name: str, url: str):
-        self.name = name
-        self.url = url
-
-    @abstractmethod
-    def create(self, path: str, *, direct: bool = False) -> PendingFile:
-        """A new file, invisible until published; ``direct`` hints that it need not stay in memory."""
-
-    @abstractmethod
-    def open(self, path: str) -> BinaryIO:
-        """Open a published file for reading (seekable). NotFound if missing."""
-
-    @abstractmethod
-    def size(self, path: str) -> int: ...
-
-    @abstractmethod
-    def remove(self, path: str) -> None: ...
-
-    @abstractmethod
-    def walk(self) -> Iterator[FileInfo]:
-        """Every file below the root, temporary ones included."""
-
-    def local_path(self, path: str) -> str | None:
-        """A path on the local file system for ``path``, when there is one."""
-        return None
-
-    # ---------------------------------------------- abilities (no-ops where a kind lacks them)
-
-    def health(self) -> SiteHealth:
-        """Whether the site is there (a directory, a server that answers, a file system that lists)."""
-        return SiteHealth(True, "not checked")
-
-    def away(self) -> bool:
-        """Whether the whole site is away (an unmounted disk), so a failed read says nothing of a file."""
-        return False
-
-    def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:  # noqa: B027 - no-op
-        """Announce reads: ``(path, size, columns)`` in reading order (``columns=None``: the whole file)."""
-
-    def release(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
-        """Drop what was fetched ahead for ``path`` and not read."""
-
-    def expect_size(self, path: str, size: int) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
-        """Record a size the catalog vouches for (sparing a request to ask it)."""
-
-    def forget(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
-        """Drop a size known for ``path``: the file may have changed since."""
-
-    def pull(self, source: Site, path: str, size: int, checksum: str,
-             advance: Callable[[int], None] | None = None) -> str | None:
-        """Have this site fetch ``path`` from ``source`` itself (a third-party copy).
-
-        ``"copied"`` or ``"adopted"``; None when this site cannot copy from that
-        source, and the bytes must pass through the caller.
-        """
-        return None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, {self.url!r})"
-
-
-def temporary_name(final: Path) -> Path:
-    """Where a file is written before it is published as ``final`` (its folder is made)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    return final.with_name(f".{final.name}{TMP_MARK}{uuid.uuid4().hex}")
-
-
-class LocalPending(PendingFile):
-    """A temporary file on a local disk: made durable, then renamed to its final name.
-
-    Subclasses say how bytes are written and made durable (:meth:`write`,
-    :meth:`_sync_and_close`, :meth:`_close`); publishing and discarding are the same.
-    """
-
-    def __init__(self, root: Path, path: str):
-        self.path = path
-        self._final = root / path
-        self._tmp = temporary_name(self._final)
-        self._fh: BinaryIO | None = open(self._tmp, "xb")  # noqa: SIM115 - closed in publish/discard
-        self._writeback = WritebackRange()
-
-    def write(self, data: bytes | memoryview) -> int:
-        fh = self._fh
-        assert fh is not None, "write after publish/discard"
-        n = fh.write(data)
-        self._writeback.add(n, fh.fileno(), fh.flush)
-        return n
-
-    def _open(self) -> bool:
-        return self._fh is not None
-
-    def _sync_and_close(self) -> None:
-        """Everything written on the disk, the file closed (OSError when the disk refuses)."""
-        fh = self._fh
-        assert fh is not None
-        fh.flush()
-        os.fsync(fh.fileno())
-        fh.close()
-        self._fh = None
-
-    def _close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
-    def publish(self) -> None:
-        if not self._open():
-            raise StorageError(f"{self.path}: already published or discarded")
-        try:
-            self._sync_and_close()
-            os.replace(self._tmp, self._final)
-            fsync_path(self._final.parent)
-        except OSError as exc:
-            self.discard()
-            raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
-
-    def discard(self) -> None:
-        self._close()
-        with contextlib.suppress(FileNotFoundError):
-            self._tmp.unlink()
-
-
-def fsync_path(path: str | os.PathLike[str]) -> None:
-    """Flush a file or a folder (its entries) to the disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+__all__ = ["TMP_MARK", "FileInfo", "FsspecSite", "LocalPending", "LocalSite", "PendingFile", "Site", "SiteHealth",
+           "check_relpath", "check_site_url", "fsync_path", "is_temporary", "open_site", "register_site_kind",
+           "temporary_name"]
 
 
 class LocalSite(Site):
@@ -253,13 +52,11 @@ class LocalSite(Site):
         (for copies that arrive whole and are not read again soon, see ``giod.storage.direct``)."""
         try:
             if direct:
-                from giod.storage.direct import DirectPending, open_direct
-
                 final = self.root / check_relpath(path)
                 tmp = temporary_name(final)
-                fd = open_direct(tmp)
+                fd = direct_io.open_direct(tmp)
                 if fd is not None:
-                    return DirectPending(path, fd, tmp, final)
+                    return direct_io.DirectPending(path, fd, tmp, final)
             return LocalPending(self.root, check_relpath(path))
         except OSError as exc:
             raise StorageError(f"cannot create {path} on site {self.name}: {exc}") from exc
@@ -327,10 +124,13 @@ class _FsspecPending(PendingFile):
         self._site = site
         self._tmp = site._full(posixpath.join(posixpath.dirname(path) or ".",
                                               f".{posixpath.basename(path)}{TMP_MARK}{uuid.uuid4().hex}"))
+        # file systems with folders (local://, sftp, hdfs) make none on writing; object stores need none
+        site.fs.makedirs(posixpath.dirname(self._tmp), exist_ok=True)
         self._fh: Any = site.fs.open(self._tmp, "wb")
 
     def write(self, data: bytes | memoryview) -> int:
-        return int(self._fh.write(data))
+        # some back ends (fsspec-xrootd) take bytes only; the bytes go over a network anyway
+        return int(self._fh.write(data if isinstance(data, bytes) else bytes(data)))
 
     def publish(self) -> None:
         try:
@@ -362,8 +162,9 @@ class FsspecSite(Site):
         except ImportError as exc:  # pragma: no cover - fsspec ships with uproot/dask
             raise ConfigError(f"site {name}: the fsspec package is needed for {url}") from exc
         try:
-            # some back ends (ftp, sftp) connect as soon as the file system is made
-            self.fs, self.root = fsspec.core.url_to_fs(url)
+            # some back ends (ftp, sftp) connect as soon as the file system is made; no listing is kept, since
+            # other processes (writers, gc) add and remove files: a listing kept would show what is gone
+            self.fs, self.root = fsspec.core.url_to_fs(url, use_listings_cache=False)
         except ImportError as exc:
             raise ConfigError(f"site {name}: {url} needs a package that is not installed ({exc})") from exc
         except Exception as exc:
@@ -376,11 +177,11 @@ class FsspecSite(Site):
     def _reaching(self, path: str) -> Iterator[None]:
         try:
             yield
-        except FileNotFoundError as exc:
-            raise NotFound(f"file {path} is missing on site {self.name}") from exc
         except GiodError:
             raise
         except Exception as exc:
+            if _missing(exc):
+                raise NotFound(f"file {path} is missing on site {self.name}") from exc
             raise StorageError(f"site {self.name}: {path or 'its root'} cannot be read: {_why(exc)}") from exc
 
     def create(self, path: str, *, direct: bool = False) -> PendingFile:
@@ -395,15 +196,19 @@ class FsspecSite(Site):
             return int(self.fs.size(self._full(check_relpath(path))))
 
     def remove(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.fs.rm(self._full(check_relpath(path)))
+        full = self._full(check_relpath(path))
+        try:
+            self.fs.rm(full)
+        except Exception as exc:
+            if not _missing(exc):
+                raise StorageError(f"cannot remove {path} on site {self.name}: {_why(exc)}") from exc
 
     def health(self) -> SiteHealth:
         try:
             self.fs.ls(self.root)
-        except FileNotFoundError:
-            return SiteHealth(True, "empty (directory not created yet)")
         except Exception as exc:  # noqa: BLE001 - fsspec back ends raise many kinds
+            if _missing(exc):
+                return SiteHealth(True, "empty (directory not created yet)")
             return SiteHealth(False, f"{type(exc).__name__}: {exc}")
         return SiteHealth(True, "")
 
@@ -473,6 +278,16 @@ def check_site_url(name: str, url: str) -> str:
     return url
 
 
+#: how back ends that raise a bare OSError say that a file is missing (XRootD: kXR_NotFound)
+_NOT_FOUND = ("[3011]",)
+
+
+def _missing(exc: BaseException) -> bool:
+    """Whether a back end's error says that the file is not there."""
+    return isinstance(exc, FileNotFoundError) or (
+        isinstance(exc, OSError) and any(mark in str(exc) for mark in _NOT_FOUND))
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -486,10 +301,13 @@ def register_site_kind(scheme: str, factory: Callable[[str, str], Site]) -> None
 
 
 def open_site(name: str, url: str) -> Site:
-    """Open the site ``name`` at ``url`` (a directory, ``file://``, or an fsspec URL)."""
+    """Open the site ``name`` at ``url`` (a directory, ``file://``, a giod server, or an fsspec URL)."""
     scheme = url.split("://", 1)[0] if "://" in url else "file"
     if scheme in ("http", "https") and scheme not in _KINDS:
-        import giod.storage.remote  # noqa: F401 - registers the kinds of giod servers
+        from giod.storage.remote import RemoteSite  # imported only when a server is used
+
+        register_site_kind("http", RemoteSite)
+        register_site_kind("https", RemoteSite)
     if scheme in _KINDS:
         return _KINDS[scheme](name, url)
     if scheme == "file":

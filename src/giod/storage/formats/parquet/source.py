@@ -10,7 +10,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from giod.errors import IntegrityError, StorageError
-from giod.storage.parquet.footer import MAGIC
+from giod.storage.formats.parquet.footer import MAGIC
 
 _TAIL = 64 << 10  # the first read at the end of a file: most footers fit in it
 _MERGE_GAP = 0  # byte ranges of a file object closer than this are read as one (adjacent ones always are)

@@ -19,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from giod.errors import IntegrityError
-from giod.storage.batchblocks import BLOCK, Message, Node, layout, table_bases
-from giod.storage.validation import check_columns, check_layout
+from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, layout, table_bases
+from giod.storage.formats.arrow.structure import check_layout
+from giod.storage.validation import check_columns
 
 __all__ = ["read_columns"]
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.errors import IntegrityError
-from giod.storage.parquet import thrift
-from giod.storage.parquet.footer import (
+from giod.storage.formats.parquet import thrift
+from giod.storage.formats.parquet.footer import (
     CC_FILE_OFFSET,
     CC_META,
     CMD_CODEC,
@@ -39,8 +39,8 @@ from giod.storage.parquet.footer import (
     Layout,
     need,
 )
-from giod.storage.parquet.pageindex import LeafPages
-from giod.storage.parquet.thrift import BINARY, I32, I64, LIST, STRUCT, List, Struct
+from giod.storage.formats.parquet.pageindex import LeafPages
+from giod.storage.formats.parquet.thrift import BINARY, I32, I64, LIST, STRUCT, List, Struct
 
 
 def _restricted_schema(layout: Layout, leaves: list[int]) -> list[Struct]:

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from giod.errors import IntegrityError, StorageError
-from giod.storage.parquet import thrift
-from giod.storage.parquet.footer import Layout, need
-from giod.storage.parquet.source import Source
-from giod.storage.parquet.thrift import I32, I64, List, Struct
+from giod.storage.formats.parquet import thrift
+from giod.storage.formats.parquet.footer import Layout, need
+from giod.storage.formats.parquet.source import Source
+from giod.storage.formats.parquet.thrift import I32, I64, List, Struct
 
 
 @dataclass

@@ -11,10 +11,10 @@ giod reads the file itself: the footer's block table gives the byte range
 of every record batch, so a selection fetches only the batches holding its
 events (locally from a memory map, remotely as coalesced range requests),
 and within a batch only the checksummed blocks holding them
-(``giod.storage.batchrows``, ``batchcolumns``); each batch's metadata is
-checked against the CRC-32C the writer recorded in the catalog, and its
-buffers against the checksums the metadata holds, before they are used. The
-writer is ``giod.storage.arrowwriter``.
+(``.rows``, ``.columns`` beside this module); each batch's metadata is
+checked against the CRC-32C the writer recorded in the catalog (``.structure``
+checks its layout), and its buffers against the checksums the metadata
+holds, before they are used. The writer is ``.writer``.
 """
 
 from __future__ import annotations
@@ -22,93 +22,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from giod.errors import IntegrityError, NotFound, StorageError
-from giod.storage import batchcolumns, batchrows
-from giod.storage.batchblocks import BLOCK, SCHEMA_KEY, check_batch, has_block_layout, parse_message
-from giod.storage.site import Site
-from giod.storage.validation import buffer_sizes, check_columns, check_layout
+from giod.errors import IntegrityError, NotFound
+from giod.storage.formats.arrow.blocks import BLOCK, SCHEMA_KEY, check_batch, has_block_layout, parse_message
+from giod.storage.formats.arrow.columns import read_columns
+from giod.storage.formats.arrow.frame import MAGIC, crc32c, parse_footer, schema_of
+from giod.storage.formats.arrow.projection import project, top_columns
+from giod.storage.formats.arrow.rows import read_rows as read_batch_rows
+from giod.storage.formats.arrow.structure import buffer_sizes, check_layout
+from giod.storage.kind import Site
+from giod.storage.validation import check_columns
 
-MAGIC = b"ARROW1"
+__all__ = ["ArrowContainerReader"]
+
 #: bytes read from the end of a remote file to find the footer in one request
 TAIL = 64 << 10
 #: batches this close in the file are fetched in one range (0: only neighbours, which touch)
 COALESCE_GAP = 0
-#: codecs an Arrow IPC file can carry per buffer ("none": raw)
-CODECS = ("zstd", "lz4", "none")
 #: a batch with more selected events than this share of its events is read whole, not block by block
 PARTIAL_SHARE = 1 / 16
 #: ... and so is one where the blocks its events touch (about one per event and buffer) pass this share of all
 #: its blocks: checking a block costs a call, checking a whole buffer one call per buffer
 PARTIAL_BLOCKS = 1 / 8
-
-_BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", "<i8")])
-
-
-def crc32c(data: Any) -> int:
-    """CRC-32C of a buffer, without copying it."""
-    return int(google_crc32c.extend(0, np.frombuffer(data, dtype=np.uint8)))
-
-
-def ipc_options(compression: str, level: int | None) -> ipc.IpcWriteOptions:
-    if compression not in CODECS:
-        raise StorageError(f"Arrow containers take compression {', '.join(CODECS)}, not {compression!r}")
-    if compression == "none":
-        return ipc.IpcWriteOptions(compression=None)
-    return ipc.IpcWriteOptions(compression=pa.Codec(compression, level if compression == "zstd" else None))
-
-
-def parse_footer(footer: bytes | memoryview) -> np.ndarray:
-    """The record-batch blocks (offset, metadata length, body length) of an IPC footer (a flatbuffer)."""
-    buf = memoryview(footer)
-
-    def u32(p: int) -> int:
-        return int.from_bytes(buf[p:p + 4], "little")
-
-    def u16(p: int) -> int:
-        return int.from_bytes(buf[p:p + 2], "little")
-
-    if len(buf) < 8:
-        raise IntegrityError("the Arrow footer is too short")
-    table = u32(0)
-    vtable = table - int.from_bytes(buf[table:table + 4], "little", signed=True)
-    if not (0 <= table < len(buf) and 0 <= vtable < len(buf)):
-        raise IntegrityError("the Arrow footer is malformed")
-    field = 3  # Footer: version, schema, dictionaries, recordBatches, custom_metadata
-    if 4 + 2 * field >= u16(vtable) or (slot := u16(vtable + 4 + 2 * field)) == 0:
-        return np.zeros(0, dtype=_BLOCK)
-    vec = table + slot + u32(table + slot)
-    n = u32(vec)
-    if vec + 4 + n * _BLOCK.itemsize > len(buf):
-        raise IntegrityError("the Arrow footer's block table runs past its end")
-    return np.frombuffer(buf, dtype=_BLOCK, count=n, offset=vec + 4)
-
-
-def describe(data: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Events of each record batch, and the CRC-32C of each batch then of the footer, of a whole
-    Arrow container's bytes: what a writer registers, found again from the file alone."""
-    buf = memoryview(data)
-    n = int.from_bytes(bytes(buf[-10:-6]), "little", signed=True)
-    if bytes(buf[-6:]) != MAGIC or not 0 < n <= len(buf) - 18:
-        raise IntegrityError("not a whole Arrow file")
-    blocks = parse_footer(buf[len(buf) - 10 - n:len(buf) - 10])
-    reader = ipc.open_file(pa.py_buffer(bytes(buf)))
-    events = tuple(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
-    meta_only = SCHEMA_KEY in (reader.schema.metadata or {})
-    crcs = [crc32c(buf[int(b["offset"]):int(b["offset"]) + int(b["meta"]) + (0 if meta_only else int(b["body"]))])
-            for b in blocks]
-    return events, (*crcs, crc32c(buf[len(buf) - 10 - n:]))
-
-
-def _schema_of(footer: bytes | memoryview) -> pa.Schema:
-    # pyarrow finds the schema in a footer alone: give it the footer between the two magics
-    n = len(footer).to_bytes(4, "little")
-    shell = pa.py_buffer(MAGIC + b"\0\0" + bytes(footer) + n + MAGIC)
-    return ipc.open_file(pa.BufferReader(shell)).schema
 
 
 class ArrowContainerReader:
@@ -173,7 +111,7 @@ class ArrowContainerReader:
                                  "the file")
         self.blocks = np.stack([blocks["offset"], ends], axis=1) if len(blocks) else np.zeros((0, 2), np.int64)
         self.meta = blocks["meta"].astype(np.int64)
-        self.schema = _schema_of(footer)
+        self.schema = schema_of(footer)
         # block checksums: the catalog's CRC of a batch covers its metadata, which checksums the rest
         mark = (self.schema.metadata or {}).get(SCHEMA_KEY)
         if mark is not None and mark != str(BLOCK).encode():
@@ -283,7 +221,7 @@ class ArrowContainerReader:
             # its reads planned so (fetching buffer by buffer would cost a round trip per buffer)
             if len(names) < len(self.schema.names) and self._map is not None:
                 return project(self._some_columns(names, which), columns)
-        table = pa.Table.from_batches(self._batches(which, _tops(columns)), schema=self.schema)
+        table = pa.Table.from_batches(self._batches(which, top_columns(columns)), schema=self.schema)
         return project(table, columns)
 
     def _some_columns(self, names: list[str], which: np.ndarray) -> pa.Table:
@@ -301,7 +239,7 @@ class ArrowContainerReader:
                 raise IntegrityError(f"{self._where(i)} has {msg.length} events, the catalog recorded "
                                      f"{self.clusters[i]}")
             mapped = data.slice(int(self.meta[i]))
-            parts[i] = batchcolumns.read_columns(self.schema, msg, int(self.blocks[i, 0] + self.meta[i]), mapped,
+            parts[i] = read_columns(self.schema, msg, int(self.blocks[i, 0] + self.meta[i]), mapped,
                                                  self._ranges, names, self._where(i), self._key(i))
         tables = [parts[i] for i in which.tolist()]
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -323,7 +261,7 @@ class ArrowContainerReader:
         which = np.unique(batch)
         if self.block_checksums:
             return self._read_few(columns, rows, batch, which, first)
-        table = pa.Table.from_batches(self._batches(which, _tops(columns)), schema=self.schema)
+        table = pa.Table.from_batches(self._batches(which, top_columns(columns)), schema=self.schema)
         # where each batch read starts in ``table``, then each entry's place in it
         starts = np.zeros(self.num_batches, dtype=np.int64)
         starts[which] = np.concatenate([[0], np.cumsum(np.diff(first)[which])[:-1]])
@@ -366,12 +304,12 @@ class ArrowContainerReader:
             parts[i] = project(pa.Table.from_batches([got], schema=self.schema), columns).take(local)
         for i, (msg, mapped) in compressed.items():
             start = int(self.blocks[i, 0] + self.meta[i])
-            table = batchcolumns.read_columns(self.schema, msg, start, mapped, self._ranges, list(wanted),
+            table = read_columns(self.schema, msg, start, mapped, self._ranges, list(wanted),
                                               self._where(i), self._key(i))
             parts[i] = project(table, columns if columns is not None else None).take(few[i])
         for i, (msg, meta, mapped) in messages.items():
             try:
-                parts[i] = batchrows.read_rows(self.schema, msg, meta, int(self.blocks[i, 0]), mapped, self._ranges,
+                parts[i] = read_batch_rows(self.schema, msg, meta, int(self.blocks[i, 0]), mapped, self._ranges,
                                                few[i], wanted, self._where(i), self._key(i))
             except (pa.ArrowException, ValueError) as exc:
                 raise IntegrityError(f"{self._where(i)} is corrupt: {exc}") from exc
@@ -386,44 +324,3 @@ class ArrowContainerReader:
             self._file.close()
 
 
-def _tops(columns: Sequence[str] | None) -> list[str] | None:
-    """The top-level columns of Parquet-style paths (None: all)."""
-    return None if columns is None else list(dict.fromkeys(c.partition(".")[0] for c in columns))
-
-
-def project(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
-    """Keep ``columns`` as pyarrow's Parquet reader does: ``coll`` whole, ``coll.list.element.f`` one member."""
-    if columns is None:
-        return table
-    whole: list[str] = []
-    members: dict[str, list[str]] = {}
-    for c in columns:
-        parts = c.split(".")
-        if len(parts) == 1:
-            whole.append(c)
-        else:
-            members.setdefault(parts[0], []).append(parts[-1])
-    names, arrays = [], []
-    for name in dict.fromkeys([c.split(".")[0] for c in columns]):
-        if name not in table.column_names:
-            raise NotFound(f"no column {name!r} in the container (it has {', '.join(table.column_names)})")
-        col = table.column(name)
-        if name not in whole:
-            col = _members(col, members[name])
-        names.append(name)
-        arrays.append(col)
-    fields = [pa.field(n, a.type, nullable=table.schema.field(n).nullable) for n, a in zip(names, arrays, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=table.schema.metadata))
-
-
-def _members(col: pa.ChunkedArray, members: list[str]) -> pa.ChunkedArray:
-    chunks = []
-    item = col.type.value_field
-    for chunk in col.chunks:
-        struct = chunk.values
-        kept = [struct.field(m) for m in members]
-        sub = pa.StructArray.from_arrays(kept, fields=[item.type.field(m) for m in members])
-        chunks.append(pa.ListArray.from_arrays(chunk.offsets, sub, type=pa.list_(pa.field(item.name, sub.type,
-                                                                                           nullable=item.nullable))))
-    typ = pa.list_(pa.field(item.name, pa.struct([item.type.field(m) for m in members]), nullable=item.nullable))
-    return pa.chunked_array(chunks, type=typ)

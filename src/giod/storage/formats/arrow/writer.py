@@ -1,7 +1,7 @@
 """Writing Arrow IPC containers: one record batch per cluster, checksummed as the bytes go out.
 
 The writer chooses the codec on the first cluster (``WriteOptions.min_savings``),
-writes each batch with its block checksum table (``giod.storage.batchblocks``) and
+writes each batch with its block checksum table (``giod.storage.formats.arrow.blocks``) and
 notes the CRC-32C of each batch's metadata message while the bytes pass through
 the site's pending file; closing checks that the footer names the very ranges
 that were checksummed (docs/storage.md, docs/decisions.md §46, §47).
@@ -17,10 +17,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import StorageError
-from giod.storage.arrowfile import crc32c, ipc_options, parse_footer
-from giod.storage.batchblocks import BLOCK, CRC_KEY, SCHEMA_KEY, block_table, canonical, has_block_layout
 from giod.storage.checksum import Checksum, ChecksummingSink
-from giod.storage.site import PendingFile
+from giod.storage.formats.arrow.blocks import BLOCK, CRC_KEY, SCHEMA_KEY, block_table, canonical, has_block_layout
+from giod.storage.formats.arrow.frame import crc32c, ipc_options, parse_footer
+from giod.storage.pending import PendingFile
 
 __all__ = ["TRIAL_BYTES", "ArrowFileWriter"]
 

@@ -28,10 +28,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.errors import DataError, IntegrityError, NotFound
-from giod.storage.parquet.footer import PYARROW_ERRORS, Layout, parse_layout
-from giod.storage.parquet.minifile import decode, mini_file
-from giod.storage.parquet.pageindex import LeafPages, page_header, page_values, select_pages
-from giod.storage.parquet.source import Borrowed, Source
+from giod.storage.formats.parquet.footer import PYARROW_ERRORS, Layout, parse_layout
+from giod.storage.formats.parquet.minifile import decode, mini_file
+from giod.storage.formats.parquet.pageindex import LeafPages, page_header, page_values, select_pages
+from giod.storage.formats.parquet.source import Borrowed, Source
 
 __all__ = ["read_rows"]
 

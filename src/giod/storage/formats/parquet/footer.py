@@ -1,7 +1,7 @@
 """Parquet footers for page-level reads: the layout of a file, decoded once.
 
 The footer's Thrift structures are walked here (not through pyarrow) for what
-:func:`giod.storage.parquet.read_rows` needs: the leaf columns, the row groups, and where
+:func:`giod.storage.formats.parquet.read_rows` needs: the leaf columns, the row groups, and where
 each column chunk's OffsetIndex and pages lie.
 """
 
@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from giod.errors import IntegrityError, StorageError
-from giod.storage.parquet import thrift
-from giod.storage.parquet.thrift import I64, LIST, STRUCT, List, Struct
+from giod.storage.formats.parquet import thrift
+from giod.storage.formats.parquet.thrift import I64, LIST, STRUCT, List, Struct
 
 MAGIC = b"PAR1"
 

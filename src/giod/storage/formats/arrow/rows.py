@@ -4,7 +4,7 @@ An uncompressed record batch lays each buffer out whole in the message
 body, so the events ``rows`` of a list column need the offsets at those rows
 and then, for each member, the values between them. The reader walks the
 columns asked for in waves (a list's children wait for its offsets), fetches
-the checksummed blocks (``giod.storage.batchblocks``) that cover each wave's
+the checksummed blocks (``giod.storage.formats.arrow.blocks``) that cover each wave's
 byte ranges in one call, checks them, and hands pyarrow a body in which
 only those blocks are filled (a memory-mapped file needs no copy at all).
 Unread bytes are never looked at: the arrays are projected and ``take``\\ n
@@ -21,8 +21,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError
-from giod.storage.batchblocks import BLOCK, Message, Node, table_bases
-from giod.storage.validation import check_columns, check_layout
+from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, table_bases
+from giod.storage.formats.arrow.projection import project  # one projection rule for whole and partial reads
+from giod.storage.formats.arrow.structure import check_layout
+from giod.storage.validation import check_columns
 
 __all__ = ["read_rows"]
 
@@ -202,8 +204,6 @@ def read_rows(schema: pa.Schema, msg: Message, meta: pa.Buffer, start: int, mapp
         if strings:
             body.load(strings)
     batch = ipc.read_record_batch(ipc.read_message(body.message), schema)
-    from giod.storage.arrowfile import project  # one projection rule for whole and partial reads
-
     paths = [c if m is None else f"{c}.list.element.{x}" for c, m in columns.items() for x in (m or [None])]
     table = project(pa.Table.from_batches([batch]), [p for p in paths if p is not None]).take(pa.array(rows))
     check_columns(zip(table.column_names, table.columns, strict=True), where)  # the few rows, as they came out

@@ -1,0 +1,126 @@
+"""Files being written: invisible under their final name until they are durable and published.
+
+:class:`PendingFile` is what :meth:`giod.storage.kind.Site.create` hands out;
+:class:`LocalPending` is the one of a local disk (made durable, then renamed),
+which the direct writes of ``giod.storage.direct`` build on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import BinaryIO
+
+from giod.errors import StorageError
+from giod.storage.writeback import WritebackRange
+
+__all__ = ["TMP_MARK", "LocalPending", "PendingFile", "fsync_path", "is_temporary", "temporary_name"]
+
+TMP_MARK = ".tmp-"  # temporary files are named ".<name>.tmp-<uuid>"
+
+
+def is_temporary(path: str) -> bool:
+    return TMP_MARK in posixpath.basename(path)
+
+
+class PendingFile(ABC):
+    """A file being written; invisible under its final name until published."""
+
+    path: str
+
+    @abstractmethod
+    def write(self, data: bytes | memoryview) -> int: ...
+
+    @abstractmethod
+    def publish(self) -> None:
+        """Make the data durable and give the file its final name."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """Remove the temporary file (safe to call twice)."""
+
+    # file-like protocol, so that pyarrow can write into it
+    closed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def flush(self) -> None:  # noqa: B027 - data reach the disk in publish()
+        pass
+
+
+def temporary_name(final: Path) -> Path:
+    """Where a file is written before it is published as ``final`` (its folder is made)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return final.with_name(f".{final.name}{TMP_MARK}{uuid.uuid4().hex}")
+
+
+class LocalPending(PendingFile):
+    """A temporary file on a local disk: made durable, then renamed to its final name.
+
+    Subclasses say how bytes are written and made durable (:meth:`write`,
+    :meth:`_sync_and_close`, :meth:`_close`); publishing and discarding are the same.
+    """
+
+    def __init__(self, root: Path, path: str):
+        self.path = path
+        self._final = root / path
+        self._tmp = temporary_name(self._final)
+        self._fh: BinaryIO | None = open(self._tmp, "xb")  # noqa: SIM115 - closed in publish/discard
+        self._writeback = WritebackRange()
+
+    def write(self, data: bytes | memoryview) -> int:
+        fh = self._fh
+        assert fh is not None, "write after publish/discard"
+        n = fh.write(data)
+        self._writeback.add(n, fh.fileno(), fh.flush)
+        return n
+
+    def _open(self) -> bool:
+        return self._fh is not None
+
+    def _sync_and_close(self) -> None:
+        """Everything written on the disk, the file closed (OSError when the disk refuses)."""
+        fh = self._fh
+        assert fh is not None
+        fh.flush()
+        os.fsync(fh.fileno())
+        fh.close()
+        self._fh = None
+
+    def _close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def publish(self) -> None:
+        if not self._open():
+            raise StorageError(f"{self.path}: already published or discarded")
+        try:
+            self._sync_and_close()
+            os.replace(self._tmp, self._final)
+            fsync_path(self._final.parent)
+        except OSError as exc:
+            self.discard()
+            raise StorageError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+    def discard(self) -> None:
+        self._close()
+        with contextlib.suppress(FileNotFoundError):
+            self._tmp.unlink()
+
+
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flush a file or a folder (its entries) to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
