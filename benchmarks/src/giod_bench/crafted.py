@@ -215,7 +215,7 @@ def column_buffer(data: bytearray, schema: pa.Schema, batch: int, column: str, b
 class Page:
     """One page of a Parquet column chunk: its header (decoded) and where header and body lie."""
 
-    header: Any  # giod.storage.parquet.thrift.Struct
+    header: Any  # giod.storage.formats.parquet.thrift.Struct
     at: int  # where the header starts
     size: int  # the header's bytes
     body: int  # where the (compressed) page data start
@@ -230,7 +230,7 @@ def parquet_footer(data: bytes | bytearray) -> tuple[int, int]:
 
 def parquet_pages(data: bytes | bytearray) -> list[Page]:
     """Every page of every column chunk of a whole Parquet file, as the footer and the page headers say."""
-    from giod.storage.parquet.thrift import decode_struct
+    from giod.storage.formats.parquet.thrift import decode_struct
 
     start, n = parquet_footer(data)
     meta, _ = decode_struct(bytes(data[start:start + n]))
@@ -264,7 +264,7 @@ def _varint(n: int, size: int) -> bytes:
 def encode_sized(s: Any, size: int) -> bytes | None:
     """A page header encoded in exactly ``size`` bytes (its integers' varints padded), or None if it needs
     more: the bytes after it then stay where the footer says they are."""
-    from giod.storage.parquet import thrift
+    from giod.storage.formats.parquet import thrift
 
     plain = thrift.encode_struct(s)
     extra = size - len(plain)
@@ -295,7 +295,7 @@ def reseal_page(data: bytearray, page: Page, header: Any = None) -> bool:
     page's bytes as they are now; False when the header no longer fits in its place."""
     import zlib
 
-    from giod.storage.parquet import thrift
+    from giod.storage.formats.parquet import thrift
 
     header = page.header if header is None else header
     if header.get(4) is not None:

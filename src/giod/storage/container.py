@@ -225,9 +225,6 @@ class ContainerReader:
             raise NotFound(f"container {path} is missing on site {site.name}") from exc
         except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: names that are no UTF-8
             raise IntegrityError(f"container {path} on site {site.name} is unreadable: {exc}") from exc
-        if clusters is not None and found != tuple(clusters):
-            raise IntegrityError(f"container {path} on site {site.name}: row groups of {found} events, the "
-                                 f"catalog recorded {tuple(clusters)}")
 
     @classmethod
     def of(cls, site: Site, record: Any) -> ContainerReader:
