@@ -19,6 +19,7 @@ LAYER = {
     "catalog": 2,
     "replication": 3,
     "schema": 4, "expression": 4,
+    "store": 5.0,
     "columns": 5.0, "objects": 5.0, "clusters": 5.0, "tagindex": 5.0, "tagstats": 5.0, "writeoptions": 5.0,
     "reading": 5.1,
     "selection": 5.2, "passwriter": 5.2,

@@ -29,8 +29,8 @@ from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.parallel import map_reads
 
 if TYPE_CHECKING:
-    from giod.federation import Dataset
     from giod.storage.container import ContainerReader
+    from giod.store.snapshot import Snapshot
 
 __all__ = ["Projection", "assemble", "empty_table", "read_database", "read_entry", "resolve_columns",
            "stored_containers"]
@@ -113,7 +113,7 @@ def stored_containers(schema: Schema, databases: Sequence[DatabaseRecord]) -> se
 
 
 def read_database(
-    dataset: Dataset, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
+    dataset: Snapshot, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
 ) -> dict[str, pa.Table]:
     """Read the projected columns of one database, only the entries ``local`` if given (the containers
     side by side, ``giod.storage.parallel``)."""
@@ -122,9 +122,9 @@ def read_database(
     return dict(zip(proj.columns, tables, strict=True))
 
 
-def _read_container(dataset: Dataset, db: DatabaseRecord, container: str, paths: list[str],
+def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str],
                     local: np.ndarray | None) -> pa.Table:
-    fed = dataset.federation
+    fed = dataset.store
     rec = db.container(container)
     if rec is None:
         raise NotFound(f"database {db.id} has no container {container}")
@@ -214,12 +214,12 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
     return link(ak.Array(layout), schema)
 
 
-def read_entry(dataset: Dataset, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
+def read_entry(dataset: Snapshot, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
     """One event by entry number, reading only the clusters that hold it."""
     for db in dataset.databases():
         if db.first_entry <= entry < db.stop_entry:
             proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
             tables = read_database(dataset, db, proj, np.array([entry - db.first_entry]))
             return assemble(dataset.schema, proj, tables)[0]
-    n = int(dataset.federation.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
+    n = int(dataset.store.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
     raise NotFound(f"dataset {dataset.name} has no entry {entry} (entries 0..{n - 1})")

@@ -351,7 +351,7 @@ def test_commit_interrupted_after_upload_leaves_no_database(daq_fed: tuple[Path,
         assert len(local.dataset("qcd").read(["ht"])) == 300
         uploaded = {f.path for f in local.site("local").walk()} - files_before
         assert uploaded and all(p.startswith("qcd/") for p in uploaded)  # the upload did happen first
-        report = fsck(local, checksums=False)
+        report = fsck(local.store, checksums=False)
         assert not report.damaged
         # under the writer's lease, which the dead server could not be told to release: gc spares them
         # until the lease expires, then they are orphans

@@ -93,7 +93,7 @@ def _raw_chunks(ds: Any, db: Any) -> Iterator[ak.Array]:
     run = int(db.parameters.get("run", 0)) if isinstance(db.parameters, dict) else 0
     for start in range(0, db.n_events, CHUNK_EVENTS):
         local = np.arange(start, min(start + CHUNK_EVENTS, db.n_events))
-        raw = assemble(ds.schema, proj, read_database(ds, db, proj, local))
+        raw = assemble(ds.schema, proj, read_database(ds.snapshot, db, proj, local))
         raw = ak.with_field(raw, np.full(len(local), run, dtype=np.uint32), "run")
         yield ak.with_field(raw, (db.first_entry + local).astype(np.uint64), "event")
 
@@ -122,7 +122,7 @@ def _timed_pass(fed: Any, packaged: tuple[Any, Any]) -> Phases:
                     pieces.append(reconstruct(raw, detector, calibration=calibration))
             with phases("write"):
                 events = pieces[0] if len(pieces) == 1 else ak.concatenate(pieces)
-                passes.add(write_pass(ds, db, events, containers=containers, replace=True))
+                passes.add(write_pass(ds.snapshot, db, events, containers=containers, replace=True))
         with phases("catalog"):
             passes.commit()
     except BaseException:

@@ -395,7 +395,7 @@ def _measure(fed: Any, root: Path, events: int, analysis_events: int, repeat: in
     clocks[("recon", "serial")] = serial_recon
     clocks.update({("recon", n): recon(n) for n in runners})
     recon_ds = fed.dataset("recon").pinned()
-    memory_calls = [(Target.of(fed), "recon", int(recon_ds.version), tuple(recon_ds.databases()), i)
+    memory_calls = [(Target.of(fed.store), "recon", int(recon_ds.version), tuple(recon_ds.databases()), i)
                     for i in range(len(recon_ds.databases()))]
 
     def in_memory(name: str):

@@ -568,7 +568,7 @@ def fsck(quick: bool, federation: str) -> None:
     from giod.consistency import fsck as run
 
     fed = _open(federation)
-    report = run(fed, checksums=not quick)
+    report = run(fed.store, checksums=not quick)
     for p in report.problems:
         click.echo(f"{p.kind}: {p.site}:{p.path}: {p.detail}")
     click.echo(f"checked {report.files_checked} files ({_size(report.bytes_checked)} read): "
@@ -604,7 +604,8 @@ def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None
         away.append(site)
         click.echo(f"unreachable: {site}: {why}")
 
-    removed = run(fed, grace_seconds=grace, dry_run=dry_run, include_lost=include_lost, on_unreachable=unreachable)
+    removed = run(fed.store, grace_seconds=grace, dry_run=dry_run, include_lost=include_lost,
+                  on_unreachable=unreachable)
     for site, path in removed:
         click.echo(f"{'would remove' if dry_run else 'removed'} {site}:{path}")
     click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}"
@@ -626,7 +627,7 @@ def recover(dry_run: bool, federation: str) -> None:
     """
     from giod.consistency import recover as run
 
-    found = run(_open(federation), dry_run=dry_run)
+    found = run(_open(federation).store, dry_run=dry_run)
     for r in found:
         where = f"{r.site}:{r.folder}/ ({len(r.paths)} files, {r.n_events:,} events)"
         if r.reason:

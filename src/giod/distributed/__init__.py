@@ -167,7 +167,7 @@ def map(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str]
     try:
         task: Callable[..., Any] = map_task
         if executor.in_process:
-            task = functools.partial(map_task, here=sel.dataset.federation)
+            task = functools.partial(map_task, here=sel.dataset.store)
         folded = Ordered(reduce)
         stats: list[TaskStats | None] = [None] * len(parts)
         sites = None if locality == "off" else [p.sites for p in parts]

@@ -527,7 +527,7 @@ def _skim(src: Any, source_ds: Any, made: _Target, db: DatabaseRecord, plan: _Pl
     from giod.selection import parse_selection, select_local
 
     schema = source_ds.schema
-    local = select_local(source_ds, db, parse_selection(schema, plan.select))
+    local = select_local(source_ds.snapshot, db, parse_selection(schema, plan.select))
     n = db.n_events if local is None else len(local)
     if n == 0:
         report.empty += 1
@@ -541,7 +541,7 @@ def _skim(src: Any, source_ds: Any, made: _Target, db: DatabaseRecord, plan: _Pl
     proj = resolve_columns(schema, columns, available)
     rows = None if local is None else np.asarray(local, dtype=np.int64)
     # relations as stored (index columns), as a writer takes them
-    events = unlink(assemble(schema, proj, read_database(source_ds, db, proj, rows)), schema)
+    events = unlink(assemble(schema, proj, read_database(source_ds.snapshot, db, proj, rows)), schema)
     writer = made.ready().writer(site=site, database_events=n, database_bytes=1 << 62,
                                  idempotency_key=plan.key(db).removesuffix(":0"), program=PROGRAM,
                                  parameters={PROVENANCE: _provenance(plan, db, parameters.get(PROVENANCE))})

@@ -195,7 +195,7 @@ def databases(request: Request, name: Name, version: int | None = Version,
         raise DataError(f"at most {MAX_KEYS} idempotency keys per request, not {len(key)}")
     if since is not None or key is not None:
         return [wire.dump(d) for d in _catalog(request).databases(name, version, changed_since=since, keys=key)]
-    return [wire.dump(d) for d in state(request).federation.snapshot_databases(
+    return [wire.dump(d) for d in state(request).federation.store.snapshot_databases(
         name, version if version is not None else _catalog(request).version())]
 
 
@@ -207,7 +207,7 @@ def snapshot(request: Request, name: Name, version: int | None = Version) -> dic
     v = version if version is not None else cat.version()
     rec = cat.dataset(name, v)
     return {"version": v, "dataset": wire.dump(rec), "schema": wire.dump(cat.schema(rec.schema_id)),
-            "databases": [wire.dump(d) for d in state(request).federation.snapshot_databases(name, v)],
+            "databases": [wire.dump(d) for d in state(request).federation.store.snapshot_databases(name, v)],
             "sites": [_site(s, caller) for s in cat.sites()]}
 
 
