@@ -25,15 +25,15 @@ from giod.catalog.records import Bounds, DatabaseRecord, DatasetRecord, SiteReco
 from giod.catalog.remote import RemoteCatalog
 from giod.errors import ConfigError, DataError, NotFound
 from giod.names import check_name
-from giod.objects import OID
-from giod.passwriter import PassWriter
-from giod.reading import read_entry
+from giod.read.objects import OID
+from giod.read.projection import read_entry
+from giod.read.selection import Selection
 from giod.schema import Schema
 from giod.schema.parse import check_size
-from giod.selection import Selection
 from giod.storage.site import Site
 from giod.store.snapshot import Snapshot, Store
-from giod.writer import Writer
+from giod.write.passwriter import PassWriter
+from giod.write.writer import Writer
 
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
@@ -271,7 +271,7 @@ class Dataset:
     # -------------------------------------------------------------- writing
 
     def writer(self, **options: Any) -> Writer:
-        """A :class:`giod.writer.Writer` appending to this dataset.
+        """A :class:`giod.write.writer.Writer` appending to this dataset.
 
         Keywords: the write settings of ``docs/storage.md`` (``database_events``,
         ``compression``, ...) and the writer's own (``site``, ``program``, ...);
@@ -280,7 +280,7 @@ class Dataset:
         return Writer(self.snapshot, **_keywords(Writer, options, "ds.writer"))
 
     def extend(self, **options: Any) -> PassWriter:
-        """A :class:`giod.writer.PassWriter` adding containers to existing databases."""
+        """A :class:`giod.write.writer.PassWriter` adding containers to existing databases."""
         return PassWriter(self.snapshot, **_keywords(PassWriter, options, "ds.extend"))
 
     # -------------------------------------------------------------- reading

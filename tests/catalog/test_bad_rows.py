@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck
+from giod.store.consistency import fsck
 from giod.testing import synthetic
 
 

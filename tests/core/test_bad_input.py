@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import giod
-from giod.consistency import fsck
+from giod.store.consistency import fsck
 from giod.testing import synthetic
 
 

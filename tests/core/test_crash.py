@@ -19,7 +19,7 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.consistency import fsck, gc
+from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 KILLS = 100

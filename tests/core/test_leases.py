@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import fresh_postgres_schema
 
 import giod
-from giod.consistency import fsck, gc
+from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 WRITER = textwrap.dedent("""

@@ -15,9 +15,9 @@ from pathlib import Path
 import awkward as ak
 
 import giod
-from giod.consistency import fsck, gc
 from giod.federation import CATALOG_FILE
-from giod.tagindex import Directory
+from giod.read.tagindex import Directory
+from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tests.test_expression_properties import FIELDS, SETTINGS, SPECIAL_FLOATS, expressions, parsed
 
 import giod
-from giod import tagindex
 from giod.expression import parse
+from giod.read import tagindex
 from giod.storage.arrowfile import ArrowContainerReader
 
 _YAML = """schema_version: 1

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import giod
-from giod.consistency import fsck
 from giod.schema import DTYPES
+from giod.store.consistency import fsck
 
 TINY = """
 schema_version: 1

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck, recover
 from giod.exchange import copy_dataset
+from giod.store.consistency import fsck, recover
 from tests.exchange.conftest import commit, make_daq
 from tests.exchange.test_kill import CHILD
 
@@ -54,7 +54,7 @@ def test_recover_after_a_killed_copy_duplicates_nothing(tmp_path: Path) -> None:
 
 
 def test_gc_keeps_a_killed_copy_known_as_such_until_its_debris_is_gone(tmp_path: Path) -> None:
-    from giod.consistency import gc
+    from giod.store.consistency import gc
 
     daq = make_daq(tmp_path / "daq", databases=2)
     commit(daq, 2, seed=2)

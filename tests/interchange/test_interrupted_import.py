@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import giod
-from giod.consistency import fsck, gc
 from giod.interchange import import_root
+from giod.store.consistency import fsck, gc
 from tests.conftest import fresh_postgres_schema
 
 

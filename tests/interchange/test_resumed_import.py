@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck
 from giod.errors import ConflictError
 from giod.interchange import import_root
+from giod.store.consistency import fsck
 from tests.conftest import fresh_postgres_schema
 from tests.interchange.conftest import write_tree
 

@@ -21,7 +21,6 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
 from giod.storage.arrowfile import parse_footer
 from giod.storage.batchblocks import parse_message
@@ -29,6 +28,7 @@ from giod.storage.batchrows import layout
 from giod.storage.checksum import checksum_bytes
 from giod.storage.parquet import thrift
 from giod.storage.remote import site_token_env
+from giod.store.consistency import fsck, gc
 from giod.testing.netlab import Faults, LatencyProxy
 
 from .conftest import ServeProcess, all_paths, files_under, states_at

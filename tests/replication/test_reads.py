@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from giod.catalog.records import SiteRecord
-from giod.consistency import fsck, gc
 from giod.replication import ReadBalancer, replicate, verify
+from giod.store.consistency import fsck, gc
 
 from .conftest import all_paths, files_under, states_at
 

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck
 from giod.replication import file_checksum, replicate
 from giod.storage.checksum import checksum_bytes
+from giod.store.consistency import fsck
 
 from .conftest import all_paths, expected_events, files_under, make_home, states_at
 

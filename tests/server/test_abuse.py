@@ -31,10 +31,10 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.consistency import fsck
 from giod.server.bounds import MAX_BODY_BYTES
 from giod.storage.checksum import checksum_bytes
 from giod.storage.remote import Limits
+from giod.store.consistency import fsck
 from giod.testing import synthetic
 from tests.server.conftest import Served, serve
 

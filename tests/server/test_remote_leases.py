@@ -5,8 +5,8 @@ from __future__ import annotations
 import awkward as ak
 import pytest
 
-from giod.consistency import gc
 from giod.errors import DataError, Forbidden, NotFound
+from giod.store.consistency import gc
 from giod.testing import synthetic
 
 

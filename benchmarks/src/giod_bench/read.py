@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import giod
 from giod.columns import containers_in, to_tables
 from giod.errors import ConfigError
-from giod.reading import assemble, read_database, resolve_columns
+from giod.read.projection import assemble, read_database, resolve_columns
 from giod.schema import Schema
 from giod.testing import synthetic
 from giod_bench import daq

@@ -41,11 +41,11 @@ import numpy as np
 
 import giod
 from giod.errors import ConfigError
-from giod.passwriter import write_pass
 from giod.physics.chain import CHUNK_EVENTS, RECONSTRUCT_PROGRAM, reconstruct_dataset, simulate_into
 from giod.physics.reconstruct import CELL_FIELDS, HIT_FIELDS
-from giod.reading import assemble, read_database, resolve_columns
+from giod.read.projection import assemble, read_database, resolve_columns
 from giod.schema import TAG_CONTAINER
+from giod.write.passwriter import write_pass
 from giod_bench.report import Bars, Column, Outcome, Table, Timing, figure, grouped_bars, ratio, round_robin, save
 
 __all__ = ["DEFAULT_EVENTS", "IO_TARGET", "PHASES", "QUICK_EVENTS", "RECON_TARGET", "WORKERS", "plot", "run"]

@@ -228,7 +228,7 @@ def _projected_bytes(fed: Any, ds: Any, columns: Sequence[str] | None) -> dict[i
     """Compressed bytes each database's read touches: Parquet column chunks; Arrow record batches (whole)."""
     import pyarrow.parquet as pq
 
-    from giod.reading import resolve_columns
+    from giod.read.projection import resolve_columns
 
     out: dict[int, int] = {}
     for db in ds.databases():

@@ -22,11 +22,11 @@ import awkward as ak
 
 from giod.distributed import Job, Partition, plan, read_partition
 from giod.errors import MissingDependency
-from giod.objects import INDEX_SUFFIX, without_views
+from giod.read.objects import INDEX_SUFFIX, without_views
 from giod.schema import Schema
 
 if TYPE_CHECKING:
-    from giod.selection import Selection
+    from giod.read.selection import Selection
 
 __all__ = ["from_selection"]
 

@@ -22,16 +22,16 @@ import numpy as np
 from giod import config
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
-from giod.reading import assemble, read_database, resolve_columns, stored_containers
+from giod.read.projection import assemble, read_database, resolve_columns, stored_containers
+from giod.read.selection import parse_selection, select_local
 from giod.schema import TAG_CONTAINER
-from giod.selection import parse_selection, select_local
 
 if TYPE_CHECKING:
     from giod.expression import Expression
     from giod.federation import Dataset, Federation
-    from giod.reading import Projection
+    from giod.read.projection import Projection
+    from giod.read.selection import Selection
     from giod.schema import Schema
-    from giod.selection import Selection
     from giod.store.snapshot import Snapshot, Store
 
 

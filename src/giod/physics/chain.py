@@ -27,11 +27,11 @@ import numpy as np
 
 import giod
 from giod.errors import ConfigError, ConflictError, DataError, GiodError
-from giod.passwriter import PassOutput, write_pass
 from giod.physics.layout import model_text
 from giod.physics.reconstruct import CELL_FIELDS, HIT_FIELDS
-from giod.reading import assemble, read_database, resolve_columns
+from giod.read.projection import assemble, read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
+from giod.write.passwriter import PassOutput, write_pass
 
 if TYPE_CHECKING:
     from giod.catalog.records import DatabaseRecord

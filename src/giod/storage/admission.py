@@ -48,8 +48,8 @@ class FileToRegister(Protocol):
 def check_files(site: Site, files: Sequence[FileToRegister], relations: Sequence[Relation]) -> None:
     """Check whole container files on ``site`` before they are registered (IntegrityError if one is bad).
 
-    ``relations`` are the data model's (``giod.objects.stored_relations``); a relation whose target is
-    in none of ``files`` is checked when both are read (``giod.objects.link``).
+    ``relations`` are the data model's (``giod.read.objects.stored_relations``); a relation whose target is
+    in none of ``files`` is checked when both are read (``giod.read.objects.link``).
     """
     figures: dict[str, ContainerFigures] = {}
     for f in files:

@@ -18,7 +18,7 @@ from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.errors import CatalogError, DataError, Forbidden, NotFound
 from giod.names import check_container_path, check_name
-from giod.objects import stored_relations
+from giod.read.objects import stored_relations
 from giod.server.auth import Caller
 from giod.server.routes import files
 from giod.server.state import need, state

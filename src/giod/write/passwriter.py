@@ -12,17 +12,18 @@ import awkward as ak
 import numpy as np
 import pyarrow.compute as pc
 
-from giod import config, tagindex
+from giod import config
 from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import ContainerBuffer, commit_record, seen_version
 from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
-from giod.reading import read_database, resolve_columns
+from giod.read import tagindex
+from giod.read.projection import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
-from giod.tagstats import merge_stats
-from giod.writeoptions import DEFAULT_CLUSTER_BYTES, dataset_options, options_for, write_options
+from giod.store.tagstats import merge_stats
+from giod.write.clusters import ContainerBuffer, commit_record, seen_version
+from giod.write.writeoptions import DEFAULT_CLUSTER_BYTES, dataset_options, options_for, write_options
 
 if TYPE_CHECKING:
     from giod.store.snapshot import Snapshot

@@ -6,7 +6,7 @@ The one read path below selections, passes and parallel tasks: a
 :func:`read_database` reads them from one database (only some entries if
 asked, from whichever replica answers, adapting containers written under an
 older schema version); :func:`assemble` turns the container tables of the same
-events into one awkward Array with its relations linked. ``giod.selection``
+events into one awkward Array with its relations linked. ``giod.read.selection``
 decides *which* events; this module only reads them.
 """
 
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
 from giod.errors import NotFound
-from giod.objects import link
+from giod.read.objects import link
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.parallel import map_reads
 
@@ -124,11 +124,11 @@ def read_database(
 
 def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str],
                     local: np.ndarray | None) -> pa.Table:
-    fed = dataset.store
+    store = dataset.store
     rec = db.container(container)
     if rec is None:
         raise NotFound(f"database {db.id} has no container {container}")
-    old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
+    old = store.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
     read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
     rows = None if local is None or len(local) == _events_in(rec) else np.asarray(local, dtype=np.int64)
 
@@ -139,7 +139,7 @@ def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths
         return reader.read(read_paths) if rows is None else reader.read_rows(read_paths, rows)
 
     # another replica is read when this one fails, while opening or while reading
-    table = fed.read_container(rec, read)
+    table = store.read_container(rec, read)
     if old is not None:
         tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
         table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)

@@ -1,4 +1,4 @@
-"""Selections: tag queries over a snapshot, read through ``giod.reading``.
+"""Selections: tag queries over a snapshot, read through ``giod.read.projection``.
 
 Reading a selection goes, per database:
 
@@ -6,7 +6,7 @@ Reading a selection goes, per database:
    event can pass (``Expression.may_match``);
 2. find the candidates of an expression over tags through the database's tag
    index, reading only the blocks of each field's sorted values that may
-   match, and evaluate the expression on them (``giod.tagindex``); without a
+   match, and evaluate the expression on them (``giod.read.tagindex``); without a
    usable index, or when too much of it would match, read the tag columns
    whole and evaluate; an expression over objects (``count(Jet.pt > 30) >= 2``)
    is first narrowed by its tag-only terms, then evaluated on the events they
@@ -17,7 +17,7 @@ Reading a selection goes, per database:
    (whole clusters when the selection is dense; see docs/pages.md);
 4. adapt old schema versions, convert to awkward, link relations.
 
-Steps 1 and 2 are this module's; steps 3 and 4 are ``giod.reading``'s. Parallel
+Steps 1 and 2 are this module's; steps 3 and 4 are ``giod.read.projection``'s. Parallel
 processing of a selection is ``giod.distributed.map``, a layer above.
 """
 
@@ -31,11 +31,11 @@ import awkward as ak
 import numpy as np
 import pyarrow as pa
 
-from giod import tagindex
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import DataError, GiodError
 from giod.expression import Expression, match_all, parse
-from giod.reading import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
+from giod.read import tagindex
+from giod.read.projection import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
 from giod.schema import TAG_CONTAINER, Schema
 
 if TYPE_CHECKING:

@@ -56,13 +56,12 @@ from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit,
 from giod.errors import GiodError, IntegrityError, NotFound
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
-from giod.schema import TAG_CONTAINER
+from giod.schema import TAG_CONTAINER, TAG_INDEX
 from giod.storage.arrowfile import describe
 from giod.storage.container import COMMIT_KEY, SUFFIX
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.store.snapshot import Store
-from giod.tagindex import TAG_INDEX
-from giod.tagstats import merge_stats
+from giod.store.tagstats import merge_stats
 
 COPY_HOLDER = "giod copy"  # how a copy's leases name their holder (``giod.exchange``)
 

@@ -33,18 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from giod import config, tagindex
+from giod import config
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
-from giod.clusters import ContainerBuffer, commit_record, seen_version
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
-from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
+from giod.read import tagindex
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
 from giod.storage.site import Site
-from giod.tagstats import merge_stats
-from giod.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
+from giod.store.tagstats import merge_stats
+from giod.write.clusters import ContainerBuffer, commit_record, seen_version
+from giod.write.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
+from giod.write.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
     DEFAULT_CLUSTER_BYTES,
     TAG_PAGE_SIZE,
     dataset_options,
@@ -302,7 +303,7 @@ class Writer:
         }
 
     def _tag_index(self, db: _OpenDatabase, written: list[ContainerSpec]) -> ContainerSpec | None:
-        """Write the tag index of ``db`` beside its tag container (``giod.tagindex``)."""
+        """Write the tag index of ``db`` beside its tag container (``giod.read.tagindex``)."""
         tag = next((c for c in written if c.name == TAG_CONTAINER), None)
         tables, db.tags = db.tags, []
         if tag is None or not tables:
