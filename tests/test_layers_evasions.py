@@ -51,7 +51,7 @@ def test_an_upward_import_is_caught_however_written(tree, evasion):
     _append(tree / "storage" / "checksum.py", evasion)
     bad = _check(tree)  # first the upward import; the circles it closes follow
     assert bad and bad[0].startswith("giod.storage.checksum:"), bad
-    assert "(layer 1) imports giod.federation (layer 5)" in bad[0] or "(layer 1) imports giod (layer 5)" in bad[0]
+    assert "(layer 1) imports giod.federation (layer 7)" in bad[0] or "(layer 1) imports giod (layer 7)" in bad[0]
 
 
 @pytest.mark.parametrize("evasion", [
@@ -89,10 +89,10 @@ def test_a_new_circle_inside_a_layer_is_caught(tree, file, evasion):
 
 
 def test_a_known_circle_that_grows_or_goes_is_caught(tree):
-    # a file joins the store's circle: the listed circle is no longer there as listed, a bigger one is
-    _append(tree / "tagstats.py", "from giod import federation")
+    # a file joins the command line's circle: the listed circle is no longer there as listed, a bigger one is
+    _append(tree / "cli" / "output.py", "from giod.cli import main")
     bad = _check(tree)
-    assert len(bad) == 2 and "a circle of 6 files" in bad[0] and "no longer there" in bad[1], bad
+    assert len(bad) == 2 and "a circle of 7 files" in bad[0] and "no longer there" in bad[1], bad
     # a listed circle that was cut: the list must shrink with it
     stale = {**KNOWN_CIRCLES, frozenset({"giod.errors", "giod.config"}): "gone"}
     assert layering.check(SRC, CONCEPTS, stale, COMPUTED_IMPORTS) == [

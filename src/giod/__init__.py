@@ -22,9 +22,9 @@ from giod.errors import (
 
 if TYPE_CHECKING:
     from giod.federation import Dataset, Federation
-    from giod.objects import OID
+    from giod.read.objects import OID
+    from giod.read.selection import Selection
     from giod.schema import Schema
-    from giod.selection import Selection
 
 __version__ = "0.1.0"
 
@@ -57,11 +57,11 @@ def __getattr__(name: str) -> object:
 
         return Schema
     if name in ("Selection",):
-        from giod.selection import Selection
+        from giod.read.selection import Selection
 
         return Selection
     if name in ("OID",):
-        from giod.objects import OID
+        from giod.read.objects import OID
 
         return OID
     raise AttributeError(f"module 'giod' has no attribute {name!r}")

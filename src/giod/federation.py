@@ -12,52 +12,54 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
-from collections.abc import Callable, Iterator, Sequence
-from functools import cached_property
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import awkward as ak
 
 from giod.catalog import Catalog
 from giod.catalog.engine import NoCatalog
 from giod.catalog.protocol import CatalogAPI
-from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
+from giod.catalog.records import Bounds, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.catalog.remote import RemoteCatalog
 from giod.errors import ConfigError, DataError, NotFound
 from giod.names import check_name
-from giod.objects import OID
-from giod.passwriter import PassWriter
-from giod.reading import read_entry
-from giod.replication.reads import ReadBalancer, read_replica
-from giod.schema import TAG_CONTAINER, Schema
+from giod.read.objects import OID
+from giod.read.projection import read_entry
+from giod.read.selection import Selection
+from giod.schema import Schema
 from giod.schema.parse import check_size
-from giod.selection import Selection
-from giod.storage.container import ContainerReader
-from giod.storage.site import Site, check_site_url, open_site
-from giod.storage.validation import check_schema
-from giod.writer import Writer
+from giod.storage.site import Site
+from giod.store.snapshot import Snapshot, Store
+from giod.write.passwriter import PassWriter
+from giod.write.writer import Writer
 
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
 LOCAL_SITE_DIR = "data"
-SNAPSHOT_CACHE = 16  # dataset snapshots whose database lists are kept
 MAX_QUERY_LIMIT = 1_000_000_000  # the largest ``limit`` of a query, here and on a server
-
-T = TypeVar("T")
 
 
 class Federation:
-    """Everything one catalog knows: schemas, datasets, databases, sites, replicas."""
+    """Everything one catalog knows: schemas, datasets, databases, sites, replicas.
+
+    The public front over the store (``giod.store``): ``fed.store`` holds the
+    catalog, the sites and the choice of replica on every read.
+    """
 
     def __init__(self, catalog: CatalogAPI, root: Path | None = None):
-        self.catalog = catalog
-        self.root = root  # the directory of an embedded federation, if any
-        self._sites: dict[str, Site] = {}
-        self._schemas: dict[int, Schema] = {}
-        self._snapshots: dict[tuple[Any, ...], list[DatabaseRecord]] = {}
-        self._site_ids: dict[int, SiteRecord] | None = None
-        self.reads = ReadBalancer()  # reads in flight per site, sites found down
+        self.store = Store(catalog, root)
+
+    @property
+    def catalog(self) -> CatalogAPI:
+        """The catalog: the federation's metadata (``giod.catalog``)."""
+        return self.store.catalog
+
+    @property
+    def root(self) -> Path | None:
+        """The directory of an embedded federation, if any."""
+        return self.store.root
 
     # -------------------------------------------------------------- opening
 
@@ -91,6 +93,7 @@ class Federation:
         return fed
 
     def close(self) -> None:
+        """Close the catalog (its connections, or the session with a server)."""
         self.catalog.close()
 
     def __enter__(self) -> Federation:
@@ -108,12 +111,14 @@ class Federation:
     @property
     def version(self) -> int:
         """The federation's current version (commit counter)."""
-        return self.catalog.version()
+        return self.store.version
 
     def datasets(self, version: int | None = None) -> list[str]:
-        return [d.name for d in self.catalog.datasets(version)]
+        """The names of the datasets at ``version`` (the current one when None)."""
+        return self.store.datasets(version)
 
     def dataset(self, name: str, version: int | None = None) -> Dataset:
+        """Dataset ``name``, pinned at ``version`` if given; NotFound when there is none."""
         return Dataset(self, self.catalog.dataset(name, version), version)
 
     def __getitem__(self, name: str) -> Dataset:
@@ -134,7 +139,7 @@ class Federation:
             return ds
         check_name(name, "dataset")  # before the schema is registered for it
         schema_id = self._register(schema)
-        self._schemas[schema_id] = schema
+        self.store.remember_schema(schema_id, schema)
         if container_format is None:  # a catalog (or server) of an older level knows no formats
             return Dataset(self, self.catalog.create_dataset(name, schema_id), None)
         return Dataset(self, self.catalog.create_dataset(name, schema_id, container_format), None)
@@ -153,104 +158,26 @@ class Federation:
         return self.catalog.add_schema(schema.name, text, schema.fingerprint)
 
     def schema(self, schema_id: int) -> Schema:
-        if schema_id not in self._schemas:
-            rec = self.catalog.schema(schema_id)
-            self._schemas[schema_id] = Schema.from_text(rec.text, source=f"catalog schema {schema_id}")
-        return self._schemas[schema_id]
-
-    def snapshot_databases(self, dataset: str, version: int, overlapping: Bounds | None = None
-                           ) -> list[DatabaseRecord]:
-        """Databases of ``dataset`` at ``version``, listed once per snapshot (versions are immutable).
-
-        ``overlapping`` keeps only those whose tag statistics overlap the ranges (pruned in SQL).
-        """
-        key = (dataset, version, tuple(sorted((overlapping or {}).items())))
-        found = self._snapshots.get(key)
-        if found is None:
-            found = (self.catalog.databases(dataset, version, overlapping=overlapping) if overlapping
-                     else self.catalog.databases(dataset, version))
-            self._snapshots[key] = found
-            while len(self._snapshots) > SNAPSHOT_CACHE:
-                self._snapshots.pop(next(iter(self._snapshots)))
-        return list(found)
+        """The schema registered under ``schema_id``."""
+        return self.store.schema(schema_id)
 
     # ---------------------------------------------------------------- sites
 
     def sites(self) -> list[SiteRecord]:
-        return sorted(self.catalog.sites(), key=lambda s: (s.distance, s.name))
+        """The registered sites, nearest first."""
+        return self.store.sites()
 
     def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
         """Register a site; ConfigError when ``url`` does not have the form of a site URL."""
-        check_site_url(name, url)
-        self._site_ids = None
-        return self.catalog.add_site(name, url, distance)
+        return self.store.add_site(name, url, distance)
 
     def remove_site(self, name: str, *, force: bool = False) -> int:
         """Remove a site from the catalog (its files stay); see ``Catalog.remove_site``."""
-        version = self.catalog.remove_site(name, force=force)
-        self._sites.pop(name, None)
-        self._site_ids = None
-        return version
+        return self.store.remove_site(name, force=force)
 
     def site(self, name: str | None = None) -> Site:
         """The site ``name``, or the nearest one when no name is given."""
-        if name is None:
-            sites = self.sites()
-            if not sites:
-                raise ConfigError("this federation has no site to write to: giod site add NAME PATH")
-            name = sites[0].name
-        if name not in self._sites:
-            rec = self.catalog.site(name)
-            self._sites[name] = open_site(rec.name, self._resolve(rec.url))
-        return self._sites[name]
-
-    def _resolve(self, url: str) -> str:
-        if "://" in url or os.path.isabs(url):
-            return url
-        if self.root is None:
-            raise ConfigError(f"site URL {url!r} is relative but the catalog is not in a directory")
-        return str(self.root / url)
-
-    def _holders(self, container: ContainerRecord) -> list[SiteRecord]:
-        # sites are listed once per federation object, not once per file; a site
-        # registered meanwhile by another process triggers one fresh listing
-        if self._site_ids is None or not set(container.site_ids) <= set(self._site_ids):
-            self._site_ids = {s.id: s for s in self.sites()}
-        return [self._site_ids[i] for i in container.site_ids if i in self._site_ids]
-
-    def read_container(self, container: ContainerRecord, read: Callable[[ContainerReader], T]) -> T:
-        """``read(reader)`` on the best good replica (nearest healthy site, then least loaded).
-
-        Fails over to the next replica when a site is down or a file is
-        missing or corrupt, also when the damage shows only while reading; a
-        damaged replica is marked (see ``giod.replication.reads``). A file whose own schema is not its
-        container's in the data model it was written with is damaged too (``check_schema``).
-        """
-        schema = self.schema(container.schema_id)
-        if container.name not in schema.containers and container.name != TAG_CONTAINER:
-            return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
-        expected = schema.arrow_schema(container.name)
-
-        def checked(reader: ContainerReader) -> T:
-            check_schema(reader.arrow_schema, expected, f"container {container.path}")
-            return read(reader)
-
-        return read_replica(self.catalog, self.site, self._holders(container), container, checked, self.reads)
-
-    def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
-        """Announce container reads in reading order (``columns=None``: whole files).
-
-        Remote sites start fetching at once, many requests in flight; local
-        sites ignore it.
-        """
-        plans: dict[str, list[tuple[str, int, Sequence[str] | None]]] = {}
-        for container, columns in items:
-            held = self._holders(container)
-            if held:
-                nearest = self.reads.order(held)[0]  # where read_container will read it
-                plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
-        for name, plan in plans.items():
-            self.site(name).prefetch(plan)
+        return self.store.site(name)
 
     # -------------------------------------------------------------- objects
 
@@ -281,41 +208,56 @@ class Dataset:
     """A named, growing collection of events sharing one schema.
 
     ``version=None`` follows the federation as it grows; ``ds.at(v)`` is
-    pinned to the snapshot at version ``v``.
+    pinned to the snapshot at version ``v``. The public front over a
+    :class:`giod.store.snapshot.Snapshot`, which readers and writers get.
     """
 
     def __init__(self, federation: Federation, record: DatasetRecord, version: int | None):
         self.federation = federation
-        self.record = record
-        self.version = version
+        self.snapshot = Snapshot(federation.store, record, version)
+
+    @property
+    def record(self) -> DatasetRecord:
+        """The dataset's row in the catalog."""
+        return self.snapshot.record
+
+    @property
+    def version(self) -> int | None:
+        """The version this dataset is pinned at; None when it follows the federation."""
+        return self.snapshot.version
 
     @property
     def name(self) -> str:
-        return self.record.name
+        """The dataset's name."""
+        return self.snapshot.name
 
     @property
     def schema_id(self) -> int:
-        return self.record.schema_id
+        """The id of the dataset's current schema in the catalog."""
+        return self.snapshot.schema_id
 
-    @cached_property
+    @property
     def schema(self) -> Schema:
-        return self.federation.schema(self.schema_id)
+        """The dataset's (current) schema."""
+        return self.snapshot.schema
 
     def __repr__(self) -> str:
         at = f" at version {self.version}" if self.version is not None else ""
         return f"<giod.Dataset {self.name}{at}>"
 
     def __len__(self) -> int:
-        return int(self.federation.catalog.dataset_summary(self.name, self.version)["n_events"])
+        return len(self.snapshot)
 
     def summary(self) -> dict[str, Any]:
-        return dict(self.federation.catalog.dataset_summary(self.name, self.version))
+        """The catalog's summary at this version: ``n_events``, ``n_databases`` and the rest."""
+        return self.snapshot.summary()
 
     def at(self, version: int) -> Dataset:
         """This dataset as it was at federation version ``version``."""
         return Dataset(self.federation, self.federation.catalog.dataset(self.name, version), version)
 
     def pinned(self) -> Dataset:
+        """This dataset if it is pinned, else the dataset at the federation's current version."""
         return self if self.version is not None else self.at(self.federation.version)
 
     def databases(self, overlapping: Bounds | None = None) -> list[DatabaseRecord]:
@@ -324,26 +266,22 @@ class Dataset:
         ``overlapping`` (``{tag field: (lo, hi)}``) keeps only the databases whose
         tag statistics may hold a value in every range, selected in SQL.
         """
-        if self.version is None:
-            if overlapping:
-                return self.federation.catalog.databases(self.name, None, overlapping=overlapping)
-            return self.federation.catalog.databases(self.name, None)
-        return self.federation.snapshot_databases(self.name, self.version, overlapping)
+        return self.snapshot.databases(overlapping)
 
     # -------------------------------------------------------------- writing
 
     def writer(self, **options: Any) -> Writer:
-        """A :class:`giod.writer.Writer` appending to this dataset.
+        """A :class:`giod.write.writer.Writer` appending to this dataset.
 
         Keywords: the write settings of ``docs/storage.md`` (``database_events``,
         ``compression``, ...) and the writer's own (``site``, ``program``, ...);
         an unknown keyword is a ConfigError naming the valid ones.
         """
-        return Writer(self, **_keywords(Writer, options, "ds.writer"))
+        return Writer(self.snapshot, **_keywords(Writer, options, "ds.writer"))
 
     def extend(self, **options: Any) -> PassWriter:
-        """A :class:`giod.writer.PassWriter` adding containers to existing databases."""
-        return PassWriter(self, **_keywords(PassWriter, options, "ds.extend"))
+        """A :class:`giod.write.writer.PassWriter` adding containers to existing databases."""
+        return PassWriter(self.snapshot, **_keywords(PassWriter, options, "ds.extend"))
 
     # -------------------------------------------------------------- reading
 
@@ -366,17 +304,19 @@ class Dataset:
 
     def select(self, expression: str | None = None) -> Selection:
         """The events passing a tag expression (all events when ``None``)."""
-        return Selection(self.pinned(), expression)
+        return Selection(self.snapshot.pinned(), expression)
 
     def read(self, columns: Sequence[str] | None = None) -> ak.Array:
+        """Every event with the given collections, fields and tags (all by default)."""
         return self.select().read(columns)
 
     def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
+        """Every event in chunks of at most ``step_size`` events (never across databases)."""
         return self.select().iterate(columns, step_size=step_size)
 
     def event(self, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
         """One event by its entry number, relations navigable."""
-        return read_entry(self.pinned(), entry, columns)
+        return read_entry(self.snapshot.pinned(), entry, columns)
 
 
 def _query_limit(limit: Any) -> int | None:

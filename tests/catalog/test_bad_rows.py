@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck
+from giod.store.consistency import fsck
 from giod.testing import synthetic
 
 
@@ -65,7 +65,7 @@ def test_bad_rows_are_skipped_with_a_warning_and_reported_by_fsck(poisoned, capl
     with giod.open(url) as fed:
         assert [s.name for s in fed.sites()] == ["local"]
         assert len(fed.dataset("qcd").read()) == 20
-        report = fsck(fed)
+        report = fsck(fed.store)
     found = {p.path: p.detail for p in report.by_kind("catalog")}
     assert set(found) == {f"table {key}" for key in bad}, found
     for key, words in bad.items():
@@ -94,6 +94,6 @@ def test_site_rm_and_token_rm_remove_bad_rows(poisoned):
         assert r.exit_code == 0, r.output
     with giod.open(url) as fed:
         assert fed.catalog.bad_rows() == []
-        report = fsck(fed)
+        report = fsck(fed.store)
         assert not report.damaged, report.problems
         assert [t.note for t in fed.catalog.tokens()] == ["good"]

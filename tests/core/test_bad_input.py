@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import giod
-from giod.consistency import fsck
+from giod.store.consistency import fsck
 from giod.testing import synthetic
 
 
@@ -39,7 +39,7 @@ def test_bad_events_are_refused(ds, what, events):
             w.append(events)
     assert ds.federation.version == before
     assert len(ds) == 100
-    assert not fsck(ds.federation).damaged
+    assert not fsck(ds.federation.store).damaged
 
 
 def test_list_of_dicts_is_accepted(local_fed):
@@ -63,7 +63,7 @@ def test_bit_flip_is_detected(ds):
     data = bytearray(open(path, "rb").read())
     data[len(data) // 3] ^= 0x10
     open(path, "wb").write(bytes(data))
-    report = fsck(ds.federation)
+    report = fsck(ds.federation.store)
     assert [p.kind for p in report.problems] == ["checksum"]
     with pytest.raises(giod.IntegrityError):
         ds.read(["hits"])
@@ -77,7 +77,7 @@ def test_truncated_file_is_detected(ds):
     open(path, "wb").write(data[: len(data) // 2])
     with pytest.raises(giod.IntegrityError):
         ds.read(["cells"])
-    assert [p.kind for p in fsck(ds.federation).problems] == ["size"]
+    assert [p.kind for p in fsck(ds.federation.store).problems] == ["size"]
 
 
 def test_missing_file_is_reported(ds):
@@ -86,7 +86,7 @@ def test_missing_file_is_reported(ds):
     os.remove(_container_file(ds, "reco"))
     with pytest.raises(giod.NotFound):
         ds.read(["jets"])
-    assert [p.kind for p in fsck(ds.federation).problems] == ["missing"]
+    assert [p.kind for p in fsck(ds.federation.store).problems] == ["missing"]
     assert np.all(ak.to_numpy(ds.read(["ht"]).ht) >= 0)
 
 

@@ -19,7 +19,7 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.consistency import fsck, gc
+from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 KILLS = 100
@@ -74,7 +74,7 @@ def test_kill_minus_nine_during_writes(tmp_path, monkeypatch):
     ds = fed.dataset("crash")
     dbs = ds.databases()
     assert len(dbs) > 0
-    report = fsck(fed)
+    report = fsck(fed.store)
     assert not report.damaged, report.problems
     # entry ranges are contiguous and disjoint
     assert [d.first_entry for d in dbs] == [sum(x.n_events for x in dbs[:i]) for i in range(len(dbs))]
@@ -90,7 +90,7 @@ def test_kill_minus_nine_during_writes(tmp_path, monkeypatch):
     # a writer killed between publishing and registering, after the last commit, leaves complete files
     # that fsck cannot tell from a commit the catalog lost: gc removes them only when told to
     orphans = report.by_kind("orphan") + report.by_kind("lost")
-    removed = gc(fed, grace_seconds=0, include_lost=True)
+    removed = gc(fed.store, grace_seconds=0, include_lost=True)
     assert len(removed) == len({(p.site, p.path) for p in orphans})
-    assert fsck(fed).problems == []
+    assert fsck(fed.store).problems == []
     assert len(ds) == sum(d.n_events for d in dbs)

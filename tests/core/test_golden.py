@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import giod.distributed
-from giod.objects import unlink
+from giod.read.objects import unlink
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

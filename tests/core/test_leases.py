@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import fresh_postgres_schema
 
 import giod
-from giod.consistency import fsck, gc
+from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 WRITER = textwrap.dedent("""
@@ -115,7 +115,7 @@ def _reads_back(target: str) -> None:
         got = ds.read(["hits", "ht"])
         want = synthetic.events(40, seed=11)
         assert ak.to_list(got.hits) == ak.to_list(want.hits) and ak.to_list(got.ht) == ak.to_list(want.ht)
-        report = fsck(fed)
+        report = fsck(fed.store)
         assert report.problems == [] and report.files_checked == len(ds.databases()[0].containers)
     finally:
         fed.close()
@@ -153,13 +153,13 @@ def test_a_killed_writers_files_are_reclaimed_once_its_lease_expires(target: str
     fed = giod.open(target, create=False)
     try:
         (lease,) = fed.catalog.leases()
-        assert all(lease.covers(p.path) for p in fsck(fed).by_kind("writing"))
+        assert all(lease.covers(p.path) for p in fsck(fed.store).by_kind("writing"))
         # a lease ends one term after its last renewal: wait for the catalog to say so
         deadline = time.monotonic() + 60 * term
         while fed.catalog.leases() and time.monotonic() < deadline:
             time.sleep(term / 4)
         assert fed.catalog.leases() == [] and [x.id for x in fed.catalog.leases(expired=True)] == [lease.id]
-        assert {p.kind for p in fsck(fed).problems} == {"orphan"}
+        assert {p.kind for p in fsck(fed.store).problems} == {"orphan"}
     finally:
         fed.close()
     r = giod_cli("gc", "--grace", "0", "-f", target)
@@ -182,11 +182,11 @@ def test_gc_spares_a_pass_until_it_commits(target: str):
                 p.write(db, events[db.first_entry : db.stop_entry][["tracks", "jets"]])
             written = {s.path for out in p.outputs for s in out.containers}
             _age([Path(fed.site().local_path(x)) for x in written], 10 * 3600)
-            assert {x.path for x in fsck(fed).by_kind("writing")} == written
-            assert gc(fed, grace_seconds=0) == []
+            assert {x.path for x in fsck(fed.store).by_kind("writing")} == written
+            assert gc(fed.store, grace_seconds=0) == []
         assert fed.catalog.leases() == []
         got = ds.read(["jets"])
         assert ak.to_list(got.jets.pt) == ak.to_list(events.jets.pt)
-        assert fsck(fed).problems == []
+        assert fsck(fed.store).problems == []
     finally:
         fed.close()

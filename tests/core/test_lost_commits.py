@@ -15,9 +15,9 @@ from pathlib import Path
 import awkward as ak
 
 import giod
-from giod.consistency import fsck, gc
 from giod.federation import CATALOG_FILE
-from giod.tagindex import Directory
+from giod.read.tagindex import Directory
+from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
@@ -67,7 +67,7 @@ def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_aga
     assert len(fed.dataset("daq")) == 20  # the last commits are gone from the catalog
     assert [c.name for c in fed.dataset("daq").databases()[0].containers] == ["raw.calo", "raw.tracker", "tag",
                                                                              "tag-index"]
-    report = fsck(fed)
+    report = fsck(fed.store)
     lost = report.by_kind("lost")
     assert len(lost) == 4 + 2 and report.lost_commits and not report.by_kind("orphan")
     lost_files = [Path(fed.site(p.site).local_path(p.path)) for p in lost]
@@ -100,11 +100,11 @@ def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_aga
         # tag statistics come back too: selections prune with them
         assert len(ds.select("ht > -1")) == 50
         # and so does the tag index, which still names the tag container it indexes
-        index = fed.read_container(second.container("tag-index"), lambda r: Directory.of(r.arrow_schema))
+        index = fed.store.read_container(second.container("tag-index"), lambda r: Directory.of(r.arrow_schema))
         tag = second.container("tag")
         assert index is not None and (index.tag, index.checksum, index.events) == (tag.path, tag.checksum, 30)
-        assert fsck(fed).problems == []
-        assert gc(fed, grace_seconds=0) == []
+        assert fsck(fed.store).problems == []
+        assert gc(fed.store, grace_seconds=0) == []
     finally:
         fed.close()
 
@@ -134,7 +134,7 @@ def test_recover_says_why_it_cannot_register_a_dataset_the_catalog_lost_too(tmp_
     assert "cannot register local:late/" in r.stdout and "dataset late is not in the catalog" in r.stdout
     assert "Traceback" not in r.stderr
     with giod.open(target, create=False) as fed:
-        assert len(fsck(fed).by_kind("lost")) == 5  # still there, still reported
+        assert len(fsck(fed.store).by_kind("lost")) == 5  # still there, still reported
 
 
 TWO_LOST = textwrap.dedent("""
@@ -160,7 +160,7 @@ def test_recover_registers_the_lost_databases_all_or_none(tmp_path: Path):
     (target / f"{CATALOG_FILE}-wal").unlink()
     (target / f"{CATALOG_FILE}-shm").unlink(missing_ok=True)
     with giod.open(target, create=False) as fed:
-        lost = fsck(fed).by_kind("lost")
+        lost = fsck(fed.store).by_kind("lost")
         site = fed.site("local")
         folders = sorted({str(Path(p.path).parent) for p in lost})
         assert len(folders) == 2
@@ -179,4 +179,4 @@ def test_recover_registers_the_lost_databases_all_or_none(tmp_path: Path):
     r = giod_cli("recover", "-f", str(target))
     assert r.returncode == 0 and "2 databases registered again" in r.stdout, r.stdout + r.stderr
     with giod.open(target, create=False) as fed:
-        assert len(fed.dataset("daq")) == 20 and fsck(fed).problems == []
+        assert len(fed.dataset("daq")) == 20 and fsck(fed.store).problems == []

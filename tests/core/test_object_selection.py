@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import giod
-import giod.selection
+import giod.read.selection
 from giod.testing import synthetic
 
 EVENTS = 600
@@ -86,13 +86,13 @@ def test_tag_terms_prune_databases_and_events_first_and_only_named_columns_are_r
     ht = ak.to_numpy(events.ht)
     top = float(np.sort(ht)[-30])
     reads: list[tuple[dict[str, list[str]], int | None]] = []
-    real = giod.selection.read_database
+    real = giod.read.selection.read_database
 
     def recording(dataset, db, proj, local):
         reads.append(({c: list(p) for c, p in proj.columns.items()}, None if local is None else len(local)))
         return real(dataset, db, proj, local)
 
-    monkeypatch.setattr(giod.selection, "read_database", recording)
+    monkeypatch.setattr(giod.read.selection, "read_database", recording)
     sel = ds.select(f"ht >= {top} and count(jets.pt > 40) >= 2")
     assert len(sel.databases()) == 1  # the tag term prunes the other two databases
     expected = np.flatnonzero((ht >= top) & ak.to_numpy(ak.sum(events.jets.pt > 40, axis=1) >= 2))
@@ -107,13 +107,13 @@ def test_tag_terms_prune_databases_and_events_first_and_only_named_columns_are_r
 def test_a_counter_alone_reads_one_column_of_its_collection(written, monkeypatch):
     ds, events = written
     reads: list[dict[str, list[str]]] = []
-    real = giod.selection.read_database
+    real = giod.read.selection.read_database
 
     def recording(dataset, db, proj, local):
         reads.append({c: list(p) for c, p in proj.columns.items()})
         return real(dataset, db, proj, local)
 
-    monkeypatch.setattr(giod.selection, "read_database", recording)
+    monkeypatch.setattr(giod.read.selection, "read_database", recording)
     assert len(ds.select("ncells > 100")) == int(np.sum(ak.num(events.cells, axis=1) > 100))
     assert reads and all(r == {"raw.calo": ["cells.list.element.eta"]} for r in reads)
 

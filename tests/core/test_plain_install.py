@@ -40,7 +40,7 @@ def test_the_serial_path_needs_neither_dask_nor_cloudpickle(plain, selection):
     sel, n = selection
     assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == n
     assert giod.distributed.map(sel, lambda chunk: len(chunk), columns=["njets"], scheduler="sync") == n
-    assert giod.distributed.map(sel.dataset.select("false"), len, columns=["njets"], scheduler="sync") == 0
+    assert giod.distributed.map(giod.Selection(sel.dataset, "false"), len, columns=["njets"], scheduler="sync") == 0
 
 
 def test_worker_processes_take_what_plain_pickle_can_send(plain, selection):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tests.schema.strategies import events_for, schemas
 
 import giod
-from giod.objects import INDEX_SUFFIX
-from giod.tagindex import TAG_INDEX
+from giod.read.objects import INDEX_SUFFIX
+from giod.read.tagindex import TAG_INDEX
 
 
 def _stored_form(schema, events: list[dict]) -> list[dict]:
@@ -68,7 +68,7 @@ def test_any_schema_round_trips(data):
                        container_format=fmt) as w:
             w.append(events)
         assert len(ds) == len(events)
-        # the tag index is an Arrow file whatever the containers' format (giod.tagindex)
+        # the tag index is an Arrow file whatever the containers' format (giod.read.tagindex)
         assert {c.format for db in ds.databases() for c in db.containers if c.name != TAG_INDEX} == {fmt}
         assert {c.format for db in ds.databases() for c in db.containers if c.name == TAG_INDEX} <= {"arrow"}
         back = _indices_only(schema, ds.read())

@@ -21,14 +21,14 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.consistency import fsck, gc, recover
+from giod.store.consistency import fsck, gc, recover
 from giod.testing import synthetic
 from giod_bench import crafted
 
 KILLED = textwrap.dedent("""
     import os, sys, threading
     import giod
-    from giod import writer
+    from giod.write import writer
     from giod.storage.site import LocalPending
     from giod.testing import synthetic
 
@@ -92,26 +92,26 @@ def target(tmp_path: Path) -> Path:
 def test_a_database_killed_between_its_renames_is_debris_not_a_lost_commit(target: Path, stop_at: str):
     _killed_writer(target, stop_at)
     with giod.open(target, create=False) as fed:
-        report = fsck(fed)
+        report = fsck(fed.store)
         assert not report.lost_commits and not report.damaged, report.problems
         unfinished = [p for p in report.problems if "did not finish" in p.detail]
         assert unfinished and all(p.kind == "orphan" and stop_at in p.detail for p in unfinished), report.problems
-        assert recover(fed) == []
+        assert recover(fed.store) == []
         ds = fed.dataset("daq")
         assert len(ds.databases()) == 1 and len(ds) == 20
         assert len(ds.select("njets >= 0")) == 20
-        removed = gc(fed, grace_seconds=0)
+        removed = gc(fed.store, grace_seconds=0)
         assert {Path(p).name.split(".")[0] for _, p in removed} >= {Path(p.path).name.split(".")[0]
                                                                      for p in unfinished}
-        assert fsck(fed).problems == []
+        assert fsck(fed.store).problems == []
 
 
 def test_recover_registers_a_complete_database_of_the_same_writer(target: Path):
     # killed before the tag index, the last file it writes: every container of the database is in place
     _killed_writer(target, "tag-index")
     with giod.open(target, create=False) as fed:
-        assert len(fsck(fed).by_kind("lost")) == 4  # raw.calo, raw.tracker, reco, tag
-        (got,) = recover(fed)
+        assert len(fsck(fed.store).by_kind("lost")) == 4  # raw.calo, raw.tracker, reco, tag
+        (got,) = recover(fed.store)
         assert got.database_id is not None, got
         ds = fed.dataset("daq")
         assert len(ds) == 50 and len(ds.select("njets >= 0")) == 50
@@ -123,7 +123,7 @@ def test_recover_checks_the_files_whole_before_it_registers_them(target: Path):
     # a complete database by its footers, one of whose files a peer crafted (every checksum made to agree)
     _killed_writer(target, "tag-index", compression="none")
     with giod.open(target, create=False) as fed:
-        (reco,) = [p for p in fsck(fed).by_kind("lost") if Path(p.path).name.startswith("reco.")]
+        (reco,) = [p for p in fsck(fed.store).by_kind("lost") if Path(p.path).name.startswith("reco.")]
         path = Path(fed.site(reco.site).local_path(reco.path))
         schema = fed.dataset("daq").schema.arrow_schema("reco")
     data = bytearray(path.read_bytes())
@@ -131,7 +131,7 @@ def test_recover_checks_the_files_whole_before_it_registers_them(target: Path):
     crafted.reseal(data)
     path.write_bytes(data)
     with giod.open(target, create=False) as fed:
-        (got,) = recover(fed)
+        (got,) = recover(fed.store)
         assert got.database_id is None and reco.path in got.reason and "offset" in got.reason.lower(), got
         ds = fed.dataset("daq")
         assert len(ds) == 20 and len(ds.select("count(jets.pt > 0) >= 0")) == 20
@@ -141,7 +141,7 @@ def test_files_without_the_list_of_containers_keep_the_older_rule(target: Path):
     # a footer written before the list existed cannot tell a whole database from a part: recover trusts it
     _killed_writer(target, "tag", old=True)
     with giod.open(target, create=False) as fed:
-        assert fsck(fed).lost_commits
-        (got,) = recover(fed)
+        assert fsck(fed.store).lost_commits
+        (got,) = recover(fed.store)
         assert got.database_id is not None and "tag" not in {c.name for c in fed.dataset("daq").databases()[1]
                                                                .containers}

@@ -152,7 +152,7 @@ def test_second_pass_adds_containers(fed, model):
 
 
 def test_unlink_gives_the_stored_form(fed, model):
-    from giod.objects import unlink
+    from giod.read.objects import unlink
 
     ds = fed.create_dataset("qcd", model)
     events = synthetic.events(60, seed=9)

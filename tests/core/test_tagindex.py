@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tests.test_expression_properties import FIELDS, SETTINGS, SPECIAL_FLOATS, expressions, parsed
 
 import giod
-from giod import tagindex
 from giod.expression import parse
+from giod.read import tagindex
 from giod.storage.formats.arrow import ArrowContainerReader
 
 _YAML = """schema_version: 1
@@ -193,7 +193,7 @@ def test_a_pass_that_replaces_the_tags_replaces_their_index(local_fed, monkeypat
     db = ds.databases()[0]
     index, tag = db.container(tagindex.TAG_INDEX), db.container("tag")
     assert index.path != old_index.path
-    directory = local_fed.read_container(index, lambda r: tagindex.Directory.of(r.arrow_schema))
+    directory = local_fed.store.read_container(index, lambda r: tagindex.Directory.of(r.arrow_schema))
     assert (directory.tag, directory.checksum) == (tag.path, tag.checksum)
     values = np.concatenate([first["f32"], columns["f32"][10_000:]])
     cut = float(np.sort(values)[-21])

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import giod
-from giod.consistency import fsck
 from giod.schema import DTYPES
+from giod.store.consistency import fsck
 
 TINY = """
 schema_version: 1
@@ -114,7 +114,7 @@ def test_lossy_or_wrong_values_are_refused_alike(tiny, events, words):
     refused = _refusals(_append(tiny), events)
     assert len(set(refused.values())) == 1, refused
     assert all(w in refused["list of dicts"] for w in words), refused["list of dicts"]
-    assert len(tiny) == 0 and not fsck(tiny.federation).problems
+    assert len(tiny) == 0 and not fsck(tiny.federation.store).problems
 
 
 @pytest.mark.parametrize("events,words", [
@@ -165,7 +165,7 @@ def test_a_refused_append_leaves_the_writer_usable(tiny):
         w.append(good)
     assert tiny.read().hits.layer.to_list() == [[0], [1], [2]] * 2
     assert [d.n_events for d in tiny.databases()] == [4, 2]
-    assert not fsck(tiny.federation).problems
+    assert not fsck(tiny.federation.store).problems
 
 
 def test_a_later_pass_checks_every_form_alike(tiny):
@@ -187,7 +187,7 @@ def test_a_later_pass_checks_every_form_alike(tiny):
         assert len(set(refused.values())) == 1, refused
         assert all(w in refused["list of dicts"] for w in words), refused["list of dicts"]
     assert tiny.federation.version == version
-    assert not fsck(tiny.federation).problems
+    assert not fsck(tiny.federation.store).problems
     extend([{"clusters": [{"e": 2.5, "hits": [1]}]}])
     assert tiny.read(["clusters"]).clusters.to_list() == [[{"e": 2.5, "hits_index": [1]}]]
 

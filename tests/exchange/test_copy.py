@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 import giod
-from giod import tagindex
 from giod.cli import main
 from giod.errors import NotFound, SchemaError
 from giod.exchange import copy_dataset, provenance_chain
+from giod.read import tagindex
 from giod.schema import Schema
 from tests.exchange.conftest import PER_DATABASE, commit
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import giod
-from giod.consistency import fsck, gc
 from giod.interchange import import_root
+from giod.store.consistency import fsck, gc
 from tests.conftest import fresh_postgres_schema
 
 
@@ -41,10 +41,10 @@ def test_files_of_an_interrupted_import_are_reclaimed(target: str, zmumu: Path, 
     files = list(fed.site().walk())
     assert len(files) >= 2 and not any(f.path.startswith(".") for f in files)
 
-    report = fsck(fed)
+    report = fsck(fed.store)
     assert report.deleted_files == len(files) and report.deleted_bytes == sum(f.size for f in files)
     assert {p.kind for p in report.problems} == {"deleted"} and not report.damaged
-    assert gc(fed) == []  # the deletion is younger than the default grace
+    assert gc(fed.store) == []  # the deletion is younger than the default grace
     fed.close()
 
     r = subprocess.run([sys.executable, "-c", "from giod.cli import main; main()", "gc", "--grace", "0",
@@ -53,7 +53,7 @@ def test_files_of_an_interrupted_import_are_reclaimed(target: str, zmumu: Path, 
     fed = giod.open(target, create=False)
     try:
         assert list(fed.site().walk()) == []
-        report = fsck(fed)
+        report = fsck(fed.store)
         assert report.problems == [] and report.deleted_files == 0
         assert fed.catalog.container_paths() == set()  # the deleted rows were purged with their files
     finally:

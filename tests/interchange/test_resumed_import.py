@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck
 from giod.errors import ConflictError
 from giod.interchange import import_root
+from giod.store.consistency import fsck
 from tests.conftest import fresh_postgres_schema
 from tests.interchange.conftest import write_tree
 
@@ -97,7 +97,7 @@ def test_a_killed_import_is_finished_exactly_by_the_same_command(target: str, tr
     partial = _events(target)
     assert 0 < len(partial) < N_EVENTS and len(partial) % DATABASE_EVENTS == 0
     with giod.open(target) as fed:
-        incomplete = fsck(fed).by_kind("incomplete")
+        incomplete = fsck(fed.store).by_kind("incomplete")
     assert len(incomplete) == 1 and f"{len(partial):,} of its {N_EVENTS:,} events" in incomplete[0].detail
     assert "zjets.root" in incomplete[0].detail and "giod import" in incomplete[0].detail
 
@@ -113,7 +113,7 @@ def test_a_killed_import_is_finished_exactly_by_the_same_command(target: str, tr
     assert np.array_equal(_events(target), np.arange(N_EVENTS))  # every event once, in any order
     with giod.open(target) as fed:
         assert len(fed.dataset("zjets")) == N_EVENTS
-        assert fsck(fed).by_kind("incomplete") == []
+        assert fsck(fed.store).by_kind("incomplete") == []
         # the third time there is nothing left to import: refused as before
         with pytest.raises(ConflictError, match="already in dataset zjets: all of its events"):
             import_root(fed, tree_file, "zjets")
@@ -125,4 +125,4 @@ def test_an_append_is_not_taken_for_a_resume(tmp_path: Path, tree_file: Path) ->
         report = import_root(fed, tree_file, "zjets", step_size=5000, append=True)
         assert report.n_events == N_EVENTS and report.resumed == 0
         assert len(fed.dataset("zjets")) == 2 * N_EVENTS
-        assert fsck(fed).by_kind("incomplete") == []
+        assert fsck(fed.store).by_kind("incomplete") == []

@@ -21,13 +21,13 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck, gc
 from giod.replication import replicate, replicator_pass, verify
 from giod.storage.checksum import checksum_bytes
 from giod.storage.formats.arrow import parse_footer
 from giod.storage.formats.arrow.blocks import layout, parse_message
 from giod.storage.formats.parquet import thrift
 from giod.storage.remote import site_token_env
+from giod.store.consistency import fsck, gc
 from giod.testing.netlab import Faults, LatencyProxy
 
 from .conftest import ServeProcess, all_paths, files_under, states_at
@@ -257,10 +257,10 @@ def test_destination_server_killed_mid_replication_then_restarted(home, tmp_path
             assert {p: b for p, b in on_server.items() if ".tmp-" not in p} == origin  # no duplicate, no partial
             assert set(states_at(home, "dest").values()) == {"good"}
             # what the killed upload left on the server is an orphan: fsck names it, gc removes it
-            orphans = {p.path for p in fsck(home).by_kind("orphan")}
+            orphans = {p.path for p in fsck(home.store).by_kind("orphan")}
             assert orphans == {p for p in on_server if ".tmp-" in p}
-            gc(home, grace_seconds=0)
-            assert not fsck(home).problems
+            gc(home.store, grace_seconds=0)
+            assert not fsck(home.store).problems
     finally:
         server.stop()
 
@@ -286,7 +286,7 @@ def test_a_site_that_disappears_while_a_reader_iterates(home, remote_site, tmp_p
                 proxy.stop()  # the nearest site goes away in the middle of the iteration
     got = ak.concatenate(chunks)
     assert ak.array_equal(got.hits.x, baseline.hits.x) and ak.array_equal(got.jets.pt, baseline.jets.pt)
-    assert home.reads.is_down("near")
+    assert home.store.reads.is_down("near")
     assert set(states_at(home, "near").values()) == {"good"}  # an outage is not damage
 
     # now the local site vanishes (an unmounted disk) while reading from it
@@ -303,6 +303,6 @@ def test_a_site_that_disappears_while_a_reader_iterates(home, remote_site, tmp_p
             data.rename(data.with_name("data-unmounted"))
     got = ak.concatenate(chunks)
     assert ak.array_equal(got.hits.x, baseline.hits.x) and ak.array_equal(got.ht, baseline.ht)
-    assert fresh.reads.is_down("local")
+    assert fresh.store.reads.is_down("local")
     assert set(states_at(fresh, "local").values()) == {"good"}
     fresh.close()

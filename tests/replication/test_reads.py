@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from giod.catalog.records import SiteRecord
-from giod.consistency import fsck, gc
 from giod.replication import ReadBalancer, replicate, verify
+from giod.store.consistency import fsck, gc
 
 from .conftest import all_paths, files_under, states_at
 
@@ -36,13 +36,13 @@ def test_reads_go_to_the_nearest_then_the_least_loaded_site(home, tmp_path: Path
     for site in ("twin", "far"):
         assert replicate(home.catalog, home.site, "qcd", site).ok
     rec = home.catalog.databases("qcd")[0].container("tag")
-    where = home.read_container(rec, lambda reader: reader.site.name)
+    where = home.store.read_container(rec, lambda reader: reader.site.name)
     assert where == "local"  # distance 0, idle, first by name
-    home.reads.begin("local")  # a read in flight there: the twin at the same distance takes the next
-    assert home.read_container(rec, lambda reader: reader.site.name) == "twin"
-    home.reads.end("local")
-    inside = home.read_container(rec, lambda reader: dict(home.reads.in_flight))
-    assert inside == {"local": 1} and home.reads.in_flight == {}  # counted while reading, not after
+    home.store.reads.begin("local")  # a read in flight there: the twin at the same distance takes the next
+    assert home.store.read_container(rec, lambda reader: reader.site.name) == "twin"
+    home.store.reads.end("local")
+    inside = home.store.read_container(rec, lambda reader: dict(home.store.reads.in_flight))
+    assert inside == {"local": 1} and home.store.reads.in_flight == {}  # counted while reading, not after
 
 
 def test_fsck_reports_dark_copies_and_gone_files_gc_keeps_dark_copies(home, tmp_path: Path):
@@ -62,7 +62,7 @@ def test_fsck_reports_dark_copies_and_gone_files_gc_keeps_dark_copies(home, tmp_
     home.catalog.mark_damaged(ids[tags[1]], "backup")  # marked bad, and its file goes too
     (backup / tags[1]).unlink()
 
-    report = fsck(home)
+    report = fsck(home.store)
     kinds = sorted((p.kind, p.site, p.path) for p in report.problems)
     assert kinds == sorted([
         ("dark", "backup", reco[0]),
@@ -73,7 +73,7 @@ def test_fsck_reports_dark_copies_and_gone_files_gc_keeps_dark_copies(home, tmp_
     ])
     assert "replica marked bad" in next(p.detail for p in report.problems if p.path == tags[1])
     assert report.damaged
-    removed = gc(home, grace_seconds=0)
+    removed = gc(home.store, grace_seconds=0)
     assert sorted(p for _, p in removed) == ["qcd/.x.parquet.tmp-0123", "qcd/stranger.parquet"]
     assert (backup / reco[0]).exists()  # a dark copy may be the last intact one: gc leaves it
     # fsck only reports; verify records the gone file, then replicate adopts the dark copy and puts the
@@ -85,4 +85,4 @@ def test_fsck_reports_dark_copies_and_gone_files_gc_keeps_dark_copies(home, tmp_
     r = replicate(home.catalog, home.site, "qcd", "backup", containers=["tag", "reco"])
     assert r.ok and r.adopted == 1 and r.copied == len(reco) - 1 + 2
     assert set(states_at(home, "backup").values()) == {"good"}
-    assert not fsck(home).problems
+    assert not fsck(home.store).problems

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
-from giod.consistency import fsck
 from giod.replication import file_checksum, replicate
 from giod.storage.checksum import checksum_bytes
+from giod.store.consistency import fsck
 
 from .conftest import all_paths, expected_events, files_under, make_home, states_at
 
@@ -45,7 +45,7 @@ def test_local_copy_of_chosen_containers_then_the_rest(home, tmp_path: Path):
     _checked(home, "backup", everything)
     again = replicate(home.catalog, home.site, "qcd", "backup")
     assert (again.copied, again.adopted, again.already) == (0, 0, len(everything))
-    assert not fsck(home).problems
+    assert not fsck(home.store).problems
 
 
 def test_copies_go_on_while_a_registration_is_written(home, tmp_path: Path, monkeypatch):
@@ -127,7 +127,7 @@ def test_resume_adopts_right_files_replaces_wrong_ones_and_never_duplicates(home
     (tmp_path / "backup" / wrong).write_bytes(bytes(len(origin[wrong])))
     ids = {c.path: c.id for db in dbs for c in db.containers}
     home.catalog.set_replica_states([(ids[copying], "backup", "copying")])
-    assert [p.kind for p in fsck(home, checksums=False).problems].count("dark") == 3
+    assert [p.kind for p in fsck(home.store, checksums=False).problems].count("dark") == 3
 
     r = replicate(home.catalog, home.site, "qcd", "backup", streams=4)
     assert (r.adopted, r.copied, r.ok) == (2, len(paths) - 2, True)

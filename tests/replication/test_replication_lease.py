@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from giod.consistency import gc
 from giod.replication import replicate
 from giod.storage.site import is_temporary
+from giod.store.consistency import gc
 
 
 def test_gc_with_no_grace_spares_copies_in_flight(home, tmp_path: Path):
@@ -28,7 +28,7 @@ def test_gc_with_no_grace_spares_copies_in_flight(home, tmp_path: Path):
         def publish(self):
             if once.acquire(blocking=False):
                 temporaries = [i.path for i in backup.walk() if is_temporary(i.path)]
-                seen.append((temporaries, gc(home, grace_seconds=0)))
+                seen.append((temporaries, gc(home.store, grace_seconds=0)))
             return self.pending.publish()
 
     create = backup.create

@@ -31,10 +31,10 @@ import awkward as ak
 import pytest
 
 import giod
-from giod.consistency import fsck
 from giod.server.bounds import MAX_BODY_BYTES
 from giod.storage.checksum import checksum_bytes
 from giod.storage.remote import Limits
+from giod.store.consistency import fsck
 from giod.testing import synthetic
 from tests.server.conftest import Served, serve
 
@@ -351,7 +351,7 @@ def test_commit_interrupted_after_upload_leaves_no_database(daq_fed: tuple[Path,
         assert len(local.dataset("qcd").read(["ht"])) == 300
         uploaded = {f.path for f in local.site("local").walk()} - files_before
         assert uploaded and all(p.startswith("qcd/") for p in uploaded)  # the upload did happen first
-        report = fsck(local, checksums=False)
+        report = fsck(local.store, checksums=False)
         assert not report.damaged
         # under the writer's lease, which the dead server could not be told to release: gc spares them
         # until the lease expires, then they are orphans

@@ -5,8 +5,8 @@ from __future__ import annotations
 import awkward as ak
 import pytest
 
-from giod.consistency import gc
 from giod.errors import DataError, Forbidden, NotFound
+from giod.store.consistency import gc
 from giod.testing import synthetic
 
 
@@ -21,7 +21,7 @@ def test_gc_on_the_server_spares_a_remote_writers_published_files(served):
         seen["files"] = sorted(i.path for i in served.local.site().walk())
         (lease,) = served.local.catalog.leases()
         seen["covered"] = all(lease.covers(p) for p in seen["files"])
-        seen["removed"] = gc(served.local, grace_seconds=0)
+        seen["removed"] = gc(served.local.store, grace_seconds=0)
         seen["containers"] = len(commit.containers)
         return real(commit)
 

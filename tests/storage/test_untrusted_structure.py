@@ -163,8 +163,8 @@ def test_a_copy_refuses_a_crafted_source(tmp_path: Path) -> None:
 
 
 def test_the_full_check_sees_a_relation_into_another_container(tmp_path: Path) -> None:
-    from giod.objects import stored_relations
     from giod.storage.admission import check_files
+    from giod.store.expected import stored_relations
 
     root = _federation(tmp_path / "fed")
     _craft(root, "reco", _offset("tracks.hits[]", 5, 10_000))

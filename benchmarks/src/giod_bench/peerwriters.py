@@ -21,7 +21,7 @@ from giod.errors import StorageError
 from giod.schema import Schema
 from giod.storage.container import WriteOptions
 from giod.storage.site import fsync_path
-from giod.writeoptions import DEFAULT_CLUSTER_BYTES
+from giod.write.writeoptions import DEFAULT_CLUSTER_BYTES
 
 ZSTD_LEVEL = 1
 

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import giod
 from giod.columns import containers_in, to_tables
 from giod.errors import ConfigError
-from giod.reading import assemble, read_database, resolve_columns
+from giod.read.projection import assemble, read_database, resolve_columns
 from giod.schema import Schema
 from giod.testing import synthetic
 from giod_bench import daq
@@ -74,7 +74,7 @@ def _giod_split(ds: Any, columns: list[str] | None) -> tuple[Callable[[], Any], 
     proj = resolve_columns(ds.schema, columns, avail)
 
     def decode() -> dict[str, pa.Table]:
-        parts = [read_database(ds, db, proj, None) for db in dbs]
+        parts = [read_database(ds.snapshot, db, proj, None) for db in dbs]
         return {c: pa.concat_tables([p[c] for p in parts]) for c in proj.columns}
 
     def convert(tables: dict[str, pa.Table]) -> ak.Array:

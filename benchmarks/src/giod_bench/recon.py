@@ -41,11 +41,11 @@ import numpy as np
 
 import giod
 from giod.errors import ConfigError
-from giod.passwriter import write_pass
 from giod.physics.chain import CHUNK_EVENTS, RECONSTRUCT_PROGRAM, reconstruct_dataset, simulate_into
 from giod.physics.reconstruct import CELL_FIELDS, HIT_FIELDS
-from giod.reading import assemble, read_database, resolve_columns
+from giod.read.projection import assemble, read_database, resolve_columns
 from giod.schema import TAG_CONTAINER
+from giod.write.passwriter import write_pass
 from giod_bench.report import Bars, Column, Outcome, Table, Timing, figure, grouped_bars, ratio, round_robin, save
 
 __all__ = ["DEFAULT_EVENTS", "IO_TARGET", "PHASES", "QUICK_EVENTS", "RECON_TARGET", "WORKERS", "plot", "run"]
@@ -93,7 +93,7 @@ def _raw_chunks(ds: Any, db: Any) -> Iterator[ak.Array]:
     run = int(db.parameters.get("run", 0)) if isinstance(db.parameters, dict) else 0
     for start in range(0, db.n_events, CHUNK_EVENTS):
         local = np.arange(start, min(start + CHUNK_EVENTS, db.n_events))
-        raw = assemble(ds.schema, proj, read_database(ds, db, proj, local))
+        raw = assemble(ds.schema, proj, read_database(ds.snapshot, db, proj, local))
         raw = ak.with_field(raw, np.full(len(local), run, dtype=np.uint32), "run")
         yield ak.with_field(raw, (db.first_entry + local).astype(np.uint64), "event")
 
@@ -122,7 +122,7 @@ def _timed_pass(fed: Any, packaged: tuple[Any, Any]) -> Phases:
                     pieces.append(reconstruct(raw, detector, calibration=calibration))
             with phases("write"):
                 events = pieces[0] if len(pieces) == 1 else ak.concatenate(pieces)
-                passes.add(write_pass(ds, db, events, containers=containers, replace=True))
+                passes.add(write_pass(ds.snapshot, db, events, containers=containers, replace=True))
         with phases("catalog"):
             passes.commit()
     except BaseException:

@@ -228,7 +228,7 @@ def _projected_bytes(fed: Any, ds: Any, columns: Sequence[str] | None) -> dict[i
     """Compressed bytes each database's read touches: Parquet column chunks; Arrow record batches (whole)."""
     import pyarrow.parquet as pq
 
-    from giod.reading import resolve_columns
+    from giod.read.projection import resolve_columns
 
     out: dict[int, int] = {}
     for db in ds.databases():
@@ -395,7 +395,7 @@ def _measure(fed: Any, root: Path, events: int, analysis_events: int, repeat: in
     clocks[("recon", "serial")] = serial_recon
     clocks.update({("recon", n): recon(n) for n in runners})
     recon_ds = fed.dataset("recon").pinned()
-    memory_calls = [(Target.of(fed), "recon", int(recon_ds.version), tuple(recon_ds.databases()), i)
+    memory_calls = [(Target.of(fed.store), "recon", int(recon_ds.version), tuple(recon_ds.databases()), i)
                     for i in range(len(recon_ds.databases()))]
 
     def in_memory(name: str):

@@ -340,7 +340,7 @@ def object_(oid: str, federation: str) -> None:
 
     Example: giod object db3/jets/1234#0
     """
-    from giod.objects import INDEX_SUFFIX, OID
+    from giod.read.objects import INDEX_SUFFIX, OID
 
     fed = _open(federation)
     o = OID.parse(oid)
@@ -535,7 +535,7 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
     if count:
         return
     if output:
-        from giod.objects import unlink
+        from giod.read.objects import unlink
 
         with writing(output):
             _write_parquet(output, (unlink(c, sel.dataset.schema) for c in sel.iterate(cols)),
@@ -565,10 +565,10 @@ def fsck(quick: bool, federation: str) -> None:
     Exits 1 when committed data is missing, corrupt or lost, or a site does
     not answer.
     """
-    from giod.consistency import fsck as run
+    from giod.store.consistency import fsck as run
 
     fed = _open(federation)
-    report = run(fed, checksums=not quick)
+    report = run(fed.store, checksums=not quick)
     for p in report.problems:
         where = f"{p.site}:{p.path}" if p.site and p.path else p.site or p.path  # a catalog row has no site
         click.echo(f"{p.kind}: {where}: {p.detail}")
@@ -596,7 +596,7 @@ def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None
     A site that does not answer is named and skipped; the others are cleaned,
     and the command exits 1.
     """
-    from giod.consistency import gc as run
+    from giod.store.consistency import gc as run
 
     fed = _open(federation)
     away: list[str] = []
@@ -605,7 +605,8 @@ def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None
         away.append(site)
         click.echo(f"unreachable: {site}: {why}")
 
-    removed = run(fed, grace_seconds=grace, dry_run=dry_run, include_lost=include_lost, on_unreachable=unreachable)
+    removed = run(fed.store, grace_seconds=grace, dry_run=dry_run, include_lost=include_lost,
+                  on_unreachable=unreachable)
     for site, path in removed:
         click.echo(f"{'would remove' if dry_run else 'removed'} {site}:{path}")
     click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}"
@@ -625,9 +626,9 @@ def recover(dry_run: bool, federation: str) -> None:
 
     Those are the files fsck reports as lost; their footers say what to register.
     """
-    from giod.consistency import recover as run
+    from giod.store.consistency import recover as run
 
-    found = run(_open(federation), dry_run=dry_run)
+    found = run(_open(federation).store, dry_run=dry_run)
     for r in found:
         where = f"{r.site}:{r.folder}/ ({len(r.paths)} files, {r.n_events:,} events)"
         if r.reason:

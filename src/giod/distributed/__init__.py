@@ -74,10 +74,10 @@ from giod.distributed.tasks import (
     worker_federation,
 )
 from giod.errors import ConfigError
-from giod.reading import assemble, read_database, resolve_columns
+from giod.read.projection import assemble, read_database, resolve_columns
 
 if TYPE_CHECKING:
-    from giod.selection import Selection
+    from giod.read.selection import Selection
 
 __all__ = [
     "DEFAULT_PARTITION_BYTES", "SITE_ENV", "SITE_RESOURCE", "DaskExecutor", "Executor", "Job", "MapReport",
@@ -146,7 +146,7 @@ def map(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str]
 
     ``giod.distributed.map(ds.select("njets >= 2"), fn, columns=[...])``: the
     parallel processing of a selection lives here, above the store, so that
-    ``giod.selection`` imports nothing from this layer.
+    ``giod.read.selection`` imports nothing from this layer.
 
     ``fn`` gets an awkward Array of the selected events of one partition
     with ``columns``. Results are reduced in partition order: histograms
@@ -167,7 +167,7 @@ def map(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str]
     try:
         task: Callable[..., Any] = map_task
         if executor.in_process:
-            task = functools.partial(map_task, here=sel.dataset.federation)
+            task = functools.partial(map_task, here=sel.dataset.store)
         folded = Ordered(reduce)
         stats: list[TaskStats | None] = [None] * len(parts)
         sites = None if locality == "off" else [p.sites for p in parts]

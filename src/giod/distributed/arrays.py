@@ -22,11 +22,11 @@ import awkward as ak
 
 from giod.distributed import Job, Partition, plan, read_partition
 from giod.errors import MissingDependency
-from giod.objects import INDEX_SUFFIX, without_views
+from giod.read.objects import INDEX_SUFFIX, without_views
 from giod.schema import Schema
 
 if TYPE_CHECKING:
-    from giod.selection import Selection
+    from giod.read.selection import Selection
 
 __all__ = ["from_selection"]
 
@@ -106,7 +106,7 @@ def from_selection(sel: Selection, columns: Sequence[str] | None = None, *,
             raise MissingDependency("the dataset has no database to take the form of the array from")
         first = Partition(0, dbs[0], 0, 0, 0, ())
     empty = Partition(0, first.database, first.start, first.start, 0, first.sites)
-    chunk, _ = read_partition(job, empty, sel.dataset.federation)
+    chunk, _ = read_partition(job, empty, sel.dataset.store)
     form = without_views(chunk, schema).layout.form
     source = GiodSource(job, schema.to_yaml(), form)
     if not parts:

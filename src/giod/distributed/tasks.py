@@ -22,16 +22,17 @@ import numpy as np
 from giod import config
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
-from giod.reading import assemble, read_database, resolve_columns, stored_containers
+from giod.read.projection import assemble, read_database, resolve_columns, stored_containers
+from giod.read.selection import parse_selection, select_local
 from giod.schema import TAG_CONTAINER
-from giod.selection import parse_selection, select_local
 
 if TYPE_CHECKING:
     from giod.expression import Expression
     from giod.federation import Dataset, Federation
-    from giod.reading import Projection
+    from giod.read.projection import Projection
+    from giod.read.selection import Selection
     from giod.schema import Schema
-    from giod.selection import Selection
+    from giod.store.snapshot import Snapshot, Store
 
 
 #: Dask worker resources named ``site-<name>`` declare the site too.
@@ -54,11 +55,12 @@ class Target:
     verify: bool | str = True
 
     @classmethod
-    def of(cls, fed: Federation) -> Target:
-        if fed.root is not None:
-            return cls(str(fed.root))
-        token, verify = fed.catalog.credentials()  # a giod server's token and TLS setting
-        return cls(fed.catalog.url, token, verify)
+    def of(cls, store: Store) -> Target:
+        """How to reach the federation whose store is ``store``."""
+        if store.root is not None:
+            return cls(str(store.root))
+        token, verify = store.catalog.credentials()  # a giod server's token and TLS setting
+        return cls(store.catalog.url, token, verify)
 
     def __repr__(self) -> str:  # never print the token
         return f"Target({self.url!r})"
@@ -110,7 +112,7 @@ def plan(sel: Selection, columns: Sequence[str] | None, *, partition_events: int
     if partition_events is not None and partition_events <= 0:
         raise ConfigError(f"partition_events must be positive, got {partition_events}")
     ds = sel.dataset
-    fed = ds.federation
+    store = ds.store
     databases = sel.databases()
     available = stored_containers(ds.schema, databases or ds.databases()[:1])
     proj = resolve_columns(ds.schema, columns, available)
@@ -118,9 +120,9 @@ def plan(sel: Selection, columns: Sequence[str] | None, *, partition_events: int
         columns = list(proj.names)
     elif isinstance(columns, str):
         columns = [columns]
-    job = Job(Target.of(fed), ds.name, int(sel.version), sel.expression.text, tuple(columns))
+    job = Job(Target.of(store), ds.name, int(sel.version), sel.expression.text, tuple(columns))
     names = _containers_read(proj, sel.expression, ds.schema)
-    site_names = {s.id: s.name for s in fed.sites()}
+    site_names = {s.id: s.name for s in store.sites()}
     parts: list[Partition] = []
     for db in databases:
         recs = [db.container(c) for c in names]
@@ -172,9 +174,10 @@ class TaskStats:
 
 EMPTY = object()  # a partition with no selected event: it adds nothing
 _cache = threading.local()
-# per open federation, forgotten with it
+# per open federation (or its store), forgotten with it
 _DATASETS: weakref.WeakKeyDictionary[Federation, dict[tuple[str, int], Dataset]] = weakref.WeakKeyDictionary()
-_NEAREST: weakref.WeakKeyDictionary[Federation, str | None] = weakref.WeakKeyDictionary()
+_SNAPSHOTS: weakref.WeakKeyDictionary[Store, dict[tuple[str, int], Snapshot]] = weakref.WeakKeyDictionary()
+_NEAREST: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
 
 
 def worker_federation(target: Target) -> Federation:
@@ -186,7 +189,7 @@ def worker_federation(target: Target) -> Federation:
     fed = opened.get(target)
     if fed is None:
         fed = giod.open(target.url, create=False, token=target.token, verify=target.verify)
-        fed.reads.here = _declared()[1]
+        fed.store.reads.here = _declared()[1]
         opened[target] = fed
     return fed
 
@@ -199,6 +202,16 @@ def worker_dataset(fed: Federation, name: str, version: int) -> Dataset:
         ds = found[(name, version)] = fed.dataset(name, version)
         ds.schema  # noqa: B018 - parsed once here, counted as catalog time
     return ds
+
+
+def worker_snapshot(store: Store, name: str, version: int) -> Snapshot:
+    """Dataset ``name`` at ``version`` of a worker's store, as the read path takes it; kept per store."""
+    found = _SNAPSHOTS.setdefault(store, {})
+    snap = found.get((name, version))
+    if snap is None:
+        snap = found[(name, version)] = store.dataset(name, version)
+        snap.schema  # noqa: B018 - parsed once here, counted as catalog time
+    return snap
 
 
 def _declared() -> tuple[str, str | None]:
@@ -218,24 +231,27 @@ def _declared() -> tuple[str, str | None]:
     return name, site or config.worker_site()
 
 
-def _where_am_i(fed: Federation) -> tuple[str, str | None, bool]:
+def _where_am_i(store: Store) -> tuple[str, str | None, bool]:
     """(worker name, site, whether the site was declared)."""
     name, site = _declared()
-    fed.reads.here = site  # sent to its data, a task reads the replica beside it
+    store.reads.here = site  # sent to its data, a task reads the replica beside it
     if site is not None:
         return name, site, True
-    if fed not in _NEAREST:  # asked once per open federation, not once per task
-        sites = fed.sites()
-        _NEAREST[fed] = sites[0].name if sites else None
-    return name, _NEAREST[fed], False
+    if store not in _NEAREST:  # asked once per open federation, not once per task
+        sites = store.sites()
+        _NEAREST[store] = sites[0].name if sites else None
+    return name, _NEAREST[store], False
 
 
-def read_partition(job: Job, part: Partition, fed: Federation | None = None,
+def read_partition(job: Job, part: Partition, store: Store | None = None,
                    columns: Sequence[str] | None = None) -> tuple[ak.Array, dict[str, Any]]:
-    """The selected events of one partition with the job's columns (or ``columns``), and timings."""
+    """The selected events of one partition with the job's columns (or ``columns``), and timings.
+
+    ``store`` is the client's own in process; a worker opens the job's federation once.
+    """
     t0 = time.perf_counter()
-    fed = fed if fed is not None else worker_federation(job.target)
-    ds = worker_dataset(fed, job.dataset, job.version)
+    store = store if store is not None else worker_federation(job.target).store
+    ds = worker_snapshot(store, job.dataset, job.version)
     t1 = time.perf_counter()
     db = part.database
     local: np.ndarray | None = None if (part.start == 0 and part.stop == db.n_events) else \
@@ -245,20 +261,20 @@ def read_partition(job: Job, part: Partition, fed: Federation | None = None,
                            {c.name for c in db.containers})
     chunk = assemble(ds.schema, proj, read_database(ds, db, proj, local))
     t2 = time.perf_counter()
-    return chunk, {"catalog_s": t1 - t0, "read_s": t2 - t1, "fed": fed}
+    return chunk, {"catalog_s": t1 - t0, "read_s": t2 - t1, "store": store}
 
 
 def map_task(job: Job, part: Partition, fn: Callable[[ak.Array], Any],
-              here: Federation | None = None) -> tuple[Any, TaskStats]:
+              here: Store | None = None) -> tuple[Any, TaskStats]:
     """A worker's task: read one partition, apply ``fn``; the value and what it cost."""
     start, cpu = time.time(), time.process_time()
     t0 = time.perf_counter()
-    fed = here if here is not None else worker_federation(job.target)
+    store = here if here is not None else worker_federation(job.target).store
     opened = time.perf_counter() - t0
-    worker, site, declared = _where_am_i(fed)
-    served = fed.reads.served.copy()
-    chunk, t = read_partition(job, part, fed)
-    read_sites = tuple(sorted(fed.reads.served - served))
+    worker, site, declared = _where_am_i(store)
+    served = store.reads.served.copy()
+    chunk, t = read_partition(job, part, store)
+    read_sites = tuple(sorted(store.reads.served - served))
     u0 = time.perf_counter()
     value = fn(chunk) if len(chunk) else EMPTY
     user_s = time.perf_counter() - u0

@@ -45,20 +45,21 @@ from typing import Any
 
 import numpy as np
 
-from giod import config, tagindex
+from giod import config
 from giod.catalog.leases import hold_lease, writer_host
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, DatabaseRecord
-from giod.consistency import COPY_HOLDER
 from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, SchemaError, StorageError
 from giod.exchange.provenance import PROVENANCE
 from giod.exchange.source import destination_path, folders, read_records, registered, skim_containers, vet
 from giod.names import check_name
-from giod.objects import stored_relations, stored_schemas
+from giod.read import tagindex
 from giod.replication.transfer import file_checksum, file_state, place
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.admission import check_files
 from giod.storage.checksum import Checksum
 from giod.storage.site import Site
+from giod.store.consistency import COPY_HOLDER
+from giod.store.expected import stored_relations, stored_schemas
 
 __all__ = ["PROGRAM", "ExchangeReport", "copy_dataset", "federation_name"]
 
@@ -222,7 +223,7 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
 
 def _selection_reads(schema: Schema, select: str) -> set[str]:
     """The containers a selection reads (each source database must have them to be skimmed)."""
-    from giod.selection import parse_selection
+    from giod.read.selection import parse_selection
 
     tags, objects = parse_selection(schema, select).split()
     reads = {TAG_CONTAINER} if tags.fields else set()
@@ -524,12 +525,12 @@ def _place_as(src: Site, dst: Site, c: ContainerRecord, path: str, advance: Call
 def _skim(src: Any, source_ds: Any, made: _Target, db: DatabaseRecord, plan: _Plan, site: str,
           report: ExchangeReport, parameters: dict[str, Any]) -> None:
     """Write the events of ``db`` that pass the selection as a new database of the target."""
-    from giod.objects import unlink
-    from giod.reading import assemble, read_database, resolve_columns
-    from giod.selection import parse_selection, select_local
+    from giod.read.objects import unlink
+    from giod.read.projection import assemble, read_database, resolve_columns
+    from giod.read.selection import parse_selection, select_local
 
     schema = source_ds.schema
-    local = select_local(source_ds, db, parse_selection(schema, plan.select))
+    local = select_local(source_ds.snapshot, db, parse_selection(schema, plan.select))
     n = db.n_events if local is None else len(local)
     if n == 0:
         report.empty += 1
@@ -543,7 +544,7 @@ def _skim(src: Any, source_ds: Any, made: _Target, db: DatabaseRecord, plan: _Pl
     proj = resolve_columns(schema, columns, available)
     rows = None if local is None else np.asarray(local, dtype=np.int64)
     # relations as stored (index columns), as a writer takes them
-    events = unlink(assemble(schema, proj, read_database(source_ds, db, proj, rows)), schema)
+    events = unlink(assemble(schema, proj, read_database(source_ds.snapshot, db, proj, rows)), schema)
     writer = made.ready().writer(site=site, database_events=n, database_bytes=1 << 62,
                                  idempotency_key=plan.key(db).removesuffix(":0"), program=PROGRAM,
                                  parameters={PROVENANCE: _provenance(plan, db, parameters.get(PROVENANCE))})

@@ -22,12 +22,12 @@ import posixpath
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from giod import tagindex
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.catalog.remote import Unavailable
 from giod.errors import CatalogError, ConfigError, DataError, NotFound
 from giod.exchange.provenance import check_parameters
 from giod.names import check_container_path
+from giod.read import tagindex
 from giod.schema import TAG_CONTAINER, Schema
 
 __all__ = ["destination_path", "folders", "read_records", "registered", "skim_containers", "vet"]

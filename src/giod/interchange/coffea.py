@@ -37,11 +37,11 @@ from giod.distributed import Job, Partition, plan, read_partition
 from giod.errors import DataError, MissingDependency
 from giod.interchange.encoding import Encoding, RootNames, encode
 from giod.interchange.export import root_names
-from giod.objects import INDEX_SUFFIX, without_views
+from giod.read.objects import INDEX_SUFFIX, without_views
 from giod.schema import STRING, Schema
 
 if TYPE_CHECKING:
-    from giod.selection import Selection
+    from giod.read.selection import Selection
 
 __all__ = ["apply_to_selections", "dask_nanoevents", "nanoevents", "run", "to_fileset"]
 

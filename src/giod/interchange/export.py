@@ -34,7 +34,7 @@ from giod.interchange.encoding import (  # noqa: F401 - the encoding's names sta
     numpy_dtype,
     relation_from_index,
 )
-from giod.objects import INDEX_SUFFIX
+from giod.read.objects import INDEX_SUFFIX
 from giod.schema import STRING, Schema
 
 if TYPE_CHECKING:

@@ -27,11 +27,11 @@ import numpy as np
 
 import giod
 from giod.errors import ConfigError, ConflictError, DataError, GiodError
-from giod.passwriter import PassOutput, write_pass
 from giod.physics.layout import model_text
 from giod.physics.reconstruct import CELL_FIELDS, HIT_FIELDS
-from giod.reading import assemble, read_database, resolve_columns
+from giod.read.projection import assemble, read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
+from giod.write.passwriter import PassOutput, write_pass
 
 if TYPE_CHECKING:
     from giod.catalog.records import DatabaseRecord
@@ -219,7 +219,7 @@ def raw_events(ds: Dataset, db: DatabaseRecord) -> Iterator[ak.Array]:
     run = int(db.parameters.get("run", 0)) if isinstance(db.parameters, dict) else 0
     for start in range(0, db.n_events, CHUNK_EVENTS):
         local = np.arange(start, min(start + CHUNK_EVENTS, db.n_events))
-        raw = assemble(schema, proj, read_database(ds, db, proj, local))
+        raw = assemble(schema, proj, read_database(ds.snapshot, db, proj, local))
         raw = ak.with_field(raw, np.full(len(local), run, dtype=np.uint32), "run")
         yield ak.with_field(raw, (db.first_entry + local).astype(np.uint64), "event")
 
@@ -236,7 +236,7 @@ def reconstruct_database(
         if progress is not None:
             progress(len(raw))
     events = pieces[0] if len(pieces) == 1 else ak.concatenate(pieces)
-    return write_pass(ds, db, events, containers=[ds.schema.container_of("tracks"), TAG_CONTAINER],
+    return write_pass(ds.snapshot, db, events, containers=[ds.schema.container_of("tracks"), TAG_CONTAINER],
                       replace=replace)
 
 
@@ -259,7 +259,7 @@ def _on_scheduler(passes: Any, ds: Dataset, todo: list[DatabaseRecord], force: b
 
     warm_up()  # compile once here; workers on this machine load the compiled code from numba's cache
     sites = [[s.name for s in ds.federation.sites() if all(s.id in c.site_ids for c in db.containers)] for db in todo]
-    calls = [(Target.of(ds.federation), ds.name, int(ds.version), db, force) for db in todo]  # type: ignore[arg-type]
+    calls = [(Target.of(ds.federation.store), ds.name, int(ds.version), db, force) for db in todo]  # type: ignore[arg-type]
     for i, output in run_tasks(scheduler, _reconstruct_task, calls, sites=sites):
         passes.add(output)
         if progress is not None:
@@ -272,7 +272,7 @@ def _in_workers(passes: Any, ds: Dataset, todo: list[DatabaseRecord], workers: i
     from giod.physics.reconstruct import warm_up
 
     version = int(ds.version)  # type: ignore[arg-type]  # pinned by the caller
-    target = Target.of(ds.federation)
+    target = Target.of(ds.federation.store)
     warm_up()  # compile once here; the workers load the compiled code from numba's cache
     # spawn, not fork: the parent holds catalog connections and library thread pools
     context = multiprocessing.get_context("spawn")

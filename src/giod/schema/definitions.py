@@ -18,6 +18,7 @@ __all__ = [
     "DTYPES",
     "STRING",
     "TAG_CONTAINER",
+    "TAG_INDEX",
     "CollectionDef",
     "FieldDef",
     "RelationDef",
@@ -32,6 +33,9 @@ __all__ = [
 
 #: The reserved container that holds the per-event tag columns.
 TAG_CONTAINER = "tag"
+#: The container of a database's tag index (``giod.read.tagindex``); no schema can name a container
+#: so (schema names have no '-').
+TAG_INDEX = "tag-index"
 
 #: The element types a field may have, in the order error messages list them.
 DTYPES: tuple[str, ...] = (

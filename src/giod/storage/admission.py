@@ -57,9 +57,9 @@ def check_files(site: Site, files: Sequence[FileToRegister], relations: Sequence
                 schemas: Mapping[str, pa.Schema] | None = None) -> None:
     """Check whole container files on ``site`` before they are registered (IntegrityError if one is bad).
 
-    ``relations`` are the data model's (``giod.objects.stored_relations``); a relation whose target is
-    in none of ``files`` is checked when both are read (``giod.objects.link``). ``schemas`` holds, by
-    path, the Arrow schema a file must have (``giod.objects.stored_schemas``): its container's in the
+    ``relations`` are the data model's (``giod.store.expected.stored_relations``); a relation whose target is
+    in none of ``files`` is checked when both are read (``giod.read.objects.link``). ``schemas`` holds, by
+    path, the Arrow schema a file must have (``giod.store.expected.stored_schemas``): its container's in the
     model it was written with.
     """
     figures: dict[str, ContainerFigures] = {}

@@ -119,7 +119,7 @@ class _ObjectCounts:
     """Objects per event of the collections of container files read in this process.
 
     A later pass checks its relation indices against the number of objects of
-    the target collections in each event (``giod.writer``). When those
+    the target collections in each event (``giod.write.writer``). When those
     collections live in containers that the pass has just read — the raw hits
     of a reconstruction — their list lengths are taken from that read instead
     of reading the containers again. Files never change once published, so a

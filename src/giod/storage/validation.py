@@ -20,7 +20,7 @@ Both are done once per batch and column and remembered (:data:`SEEN`): a
 batch's catalog CRC-32C covers its metadata, which holds the checksum of
 every buffer, and every read checks the buffers it uses against those, so
 bytes once validated stay valid. Relation indices are checked where the
-schema is known (``giod.objects``), and a whole file, relations included, by
+schema is known (``giod.read.objects``), and a whole file, relations included, by
 :func:`check_container` before a commit, an upload or a copy registers it.
 """
 

@@ -18,11 +18,11 @@ from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.records import ContainerSpec, DatabaseCommit
 from giod.errors import CatalogError, DataError, Forbidden, NotFound
 from giod.names import check_container_path, check_name
-from giod.objects import stored_relations, stored_schemas
 from giod.server.auth import Caller
 from giod.server.routes import files
 from giod.server.state import need, state
 from giod.storage.admission import check_files
+from giod.store.expected import stored_relations, stored_schemas
 
 router = APIRouter(prefix="/api/v1", tags=["catalog"])
 
@@ -195,7 +195,7 @@ def databases(request: Request, name: Name, version: int | None = Version,
         raise DataError(f"at most {MAX_KEYS} idempotency keys per request, not {len(key)}")
     if since is not None or key is not None:
         return [wire.dump(d) for d in _catalog(request).databases(name, version, changed_since=since, keys=key)]
-    return [wire.dump(d) for d in state(request).federation.snapshot_databases(
+    return [wire.dump(d) for d in state(request).federation.store.snapshot_databases(
         name, version if version is not None else _catalog(request).version())]
 
 
@@ -207,7 +207,7 @@ def snapshot(request: Request, name: Name, version: int | None = Version) -> dic
     v = version if version is not None else cat.version()
     rec = cat.dataset(name, v)
     return {"version": v, "dataset": wire.dump(rec), "schema": wire.dump(cat.schema(rec.schema_id)),
-            "databases": [wire.dump(d) for d in state(request).federation.snapshot_databases(name, v)],
+            "databases": [wire.dump(d) for d in state(request).federation.store.snapshot_databases(name, v)],
             "sites": [_site(s, caller) for s in cat.sites()]}
 
 

@@ -11,17 +11,13 @@ stored indices. ``events.jets.tracks.pt`` then navigates like an attribute.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 import awkward as ak
 import numpy as np
-import pyarrow as pa
 
 from giod.errors import DataError, IntegrityError
-from giod.schema import TAG_CONTAINER, Schema
-from giod.storage.validation import Relation
+from giod.schema import Schema
 
 INDEX_SUFFIX = "_index"
 
@@ -103,37 +99,6 @@ def _view(
     _check_indices(local, event_of_object, counts, -1, where)
     global_index = np.where(local >= 0, local + base, -1)
     return ak.contents.IndexedOptionArray(ak.index.Index64(global_index), target.content)
-
-
-class StoredFile(Protocol):
-    """What a commit says of a container file (a catalog's ``ContainerSpec``)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def schema_id(self) -> int: ...
-
-
-def stored_schemas(files: Iterable[StoredFile], schema_of: Callable[[int], Schema]) -> dict[str, pa.Schema]:
-    """The Arrow schema each file of ``files`` must have, by path: its container's in the model it was
-    written with (``schema_of(schema_id)``); files of no container of the model (the tag index) are left
-    out."""
-    out: dict[str, pa.Schema] = {}
-    for f in files:
-        model = schema_of(f.schema_id)
-        if f.name in model.containers or f.name == TAG_CONTAINER:
-            out[f.path] = model.arrow_schema(f.name)
-    return out
-
-
-def stored_relations(schema: Schema) -> list[Relation]:
-    """Every relation of ``schema`` as stored: source collection, member, target collection, many."""
-    return [Relation(name, rname, rdef.target, rdef.many) for name in sorted(schema.collections)
-            for rname, rdef in schema.collection_type(name).relations.items()]
 
 
 def link(events: ak.Array, schema: Schema) -> ak.Array:

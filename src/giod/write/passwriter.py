@@ -12,20 +12,21 @@ import awkward as ak
 import numpy as np
 import pyarrow.compute as pc
 
-from giod import config, tagindex
+from giod import config
 from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
-from giod.clusters import ContainerBuffer, commit_record, recordable, seen_version
 from giod.columns import as_events, containers_in, field_width, to_tables
 from giod.errors import ConflictError, DataError
-from giod.reading import read_database, resolve_columns
+from giod.read import tagindex
+from giod.read.projection import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
-from giod.tagstats import merge_stats
-from giod.writeoptions import DEFAULT_CLUSTER_BYTES, dataset_options, options_for, write_options
+from giod.store.tagstats import merge_stats
+from giod.write.clusters import ContainerBuffer, commit_record, recordable, seen_version
+from giod.write.writeoptions import DEFAULT_CLUSTER_BYTES, dataset_options, options_for, write_options
 
 if TYPE_CHECKING:
-    from giod.federation import Dataset
+    from giod.store.snapshot import Snapshot
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class PassOutput:
 
 
 def write_pass(
-    dataset: Dataset,
+    dataset: Snapshot,
     database: DatabaseRecord,
     events: Any,
     *,
@@ -82,15 +83,15 @@ def write_pass(
     tables = to_tables(arr, schema, wanted, _stored_counts(dataset, database, arr, wanted))
     first = database.containers[0].path if database.containers else f"{dataset.name}/{uuid.uuid4().hex}/x"
     directory = first.rsplit("/", 1)[0]
-    target = dataset.federation.site(site)
+    target = dataset.store.site(site)
     if options is None:
-        options = dataset_options(dataset.record, write_options(config.load(dataset.federation.root)))
+        options = dataset_options(dataset.record, write_options(config.load(dataset.store.root)))
     specs: list[ContainerSpec] = []
     stats: dict[str, tuple[float, float]] = {}
     # what a catalog that lost the pass's commit needs to add its containers again (giod recover)
     record = {"pass": True, "dataset": dataset.name, "schema": schema.fingerprint, "replace": replace,
               "program": program, "program_version": program_version, "parameters": dict(parameters or {}),
-              "seen_version": seen_version(dataset.federation.catalog), "containers": sorted(tables)}
+              "seen_version": seen_version(dataset.store.catalog), "containers": sorted(tables)}
     for c, table in tables.items():
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}{SUFFIX[options.container_format]}",
                             schema.arrow_schema(c), options_for(c, options), commit_record(record, c))
@@ -126,7 +127,7 @@ def write_pass(
     return PassOutput(database.id, tuple(specs), stats)
 
 
-def _stored_counts(dataset: Dataset, database: DatabaseRecord, events: ak.Array,
+def _stored_counts(dataset: Snapshot, database: DatabaseRecord, events: ak.Array,
                    containers: Sequence[str]) -> dict[str, np.ndarray]:
     """Objects per event of relation targets that the pass does not carry itself."""
     schema = dataset.schema
@@ -175,7 +176,7 @@ class PassWriter:
     pass (or its workers) wrote and has not registered yet.
     """
 
-    def __init__(self, dataset: Dataset, *, replace: bool = False, site: str | None = None,
+    def __init__(self, dataset: Snapshot, *, replace: bool = False, site: str | None = None,
                  options: WriteOptions | None = None, program: str = "", program_version: str = "",
                  parameters: Mapping[str, Any] | None = None):
         self.dataset = dataset
@@ -183,14 +184,14 @@ class PassWriter:
         self.program_version = program_version
         self.parameters = dict(parameters or {})
         self.replace = replace
-        self.site = dataset.federation.site(site)
+        self.site = dataset.store.site(site)
         self.options = options
         self.outputs: list[PassOutput] = []
         self.version: int | None = None
-        cfg = config.load(dataset.federation.root)
+        cfg = config.load(dataset.store.root)
         if not cfg["lease_seconds"] > 0:
             raise DataError("lease_seconds must be positive")
-        self._lease: Lease | None = hold_lease(dataset.federation.catalog, self.site.name, f"{dataset.name}/",
+        self._lease: Lease | None = hold_lease(dataset.store.catalog, self.site.name, f"{dataset.name}/",
                                                writer_host(), float(cfg["lease_seconds"]))
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
@@ -212,7 +213,7 @@ class PassWriter:
         try:
             if self._lease is not None:
                 self._lease.confirm()  # the files are safe from gc for a whole term from here
-            self.version = self.dataset.federation.catalog.add_containers_bulk(
+            self.version = self.dataset.store.catalog.add_containers_bulk(
                 items, self.site.name, replace=self.replace
             )
         finally:

@@ -54,17 +54,16 @@ import pyarrow.parquet as pq
 
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord, keyed_ranges
 from giod.errors import GiodError, IntegrityError, NotFound
-from giod.federation import Federation
-from giod.objects import stored_relations, stored_schemas
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
-from giod.schema import TAG_CONTAINER
+from giod.schema import TAG_CONTAINER, TAG_INDEX
 from giod.storage.admission import check_files
 from giod.storage.container import COMMIT_KEY, SUFFIX, ContainerReader
 from giod.storage.formats.arrow import describe
 from giod.storage.site import FileInfo, Site, is_temporary
-from giod.tagindex import TAG_INDEX
-from giod.tagstats import merge_stats
+from giod.store.expected import stored_relations, stored_schemas
+from giod.store.snapshot import Store
+from giod.store.tagstats import merge_stats
 
 COPY_HOLDER = "giod copy"  # how a copy's leases name their holder (``giod.exchange``)
 
@@ -107,7 +106,7 @@ class FsckReport:
         return any(p.kind == "lost" for p in self.problems)
 
 
-def fsck(fed: Federation, *, checksums: bool = True,
+def fsck(fed: Store, *, checksums: bool = True,
          progress: Callable[[int], None] | None = None) -> FsckReport:
     """Check every replica of every live container, and say what every other file at a site is: orphan,
     dark copy, being written, deleted, or evidence of a lost commit."""
@@ -189,7 +188,7 @@ def _incomplete_imports(dataset: str, dbs: list[Any]) -> list[Problem]:
     return out
 
 
-def _survey(fed: Federation, site_name: str, site: Site, files: list[FileInfo]
+def _survey(fed: Store, site_name: str, site: Site, files: list[FileInfo]
             ) -> Iterator[tuple[str, FileInfo, str]]:
     """``(kind, file, detail)`` of every file at the site that is not a live replica.
 
@@ -259,7 +258,7 @@ def unfinished(metas: list[dict[str, Any]]) -> list[str]:
     return sorted(set(named) - {m.get("container") for m in metas})
 
 
-def _expired_copy_leases(fed: Federation, site_name: str) -> list[Any]:
+def _expired_copy_leases(fed: Store, site_name: str) -> list[Any]:
     return [x for x in fed.catalog.leases(site_name, expired=True) if x.holder.startswith(COPY_HOLDER + " ")]
 
 
@@ -267,7 +266,7 @@ class _History:
     """Whether an unregistered complete file is evidence of commits the catalog lost (a deleted SQLite WAL,
     a catalog restored from an older copy), from what its writer recorded in its footer."""
 
-    def __init__(self, fed: Federation):
+    def __init__(self, fed: Store):
         self.catalog = fed.catalog
         self._last: float | None = None
         self.records: dict[str, dict[str, Any]] = {}  # the commit record of each file judged
@@ -310,14 +309,14 @@ def commit_metadata(site: Site, path: str) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) and isinstance(meta.get("dataset"), str) else None
 
 
-def _replica_sites(fed: Federation, dataset: str, sites: dict[int, SiteRecord]
+def _replica_sites(fed: Store, dataset: str, sites: dict[int, SiteRecord]
                    ) -> Callable[[ContainerRecord], list[tuple[str, str]]]:
     """``(site, state)`` of every replica of a container: all states where the catalog can list them."""
     found = fed.catalog.replica_states(dataset)  # through a server: the good replicas its listing carries
     return lambda c: [(r.site, r.state) for r in found.get(c.id, [])]
 
 
-def _check_file(fed: Federation, site: str, path: str, size: int, checksum: str,
+def _check_file(fed: Store, site: str, path: str, size: int, checksum: str,
                 verify: bool, report: FsckReport, state: str = "good") -> None:
     s = fed.site(site)
     marked = "" if state == "good" else f" (replica marked {state})"
@@ -355,7 +354,7 @@ class Removed(list[tuple[str, str]]):
         self.lost: list[tuple[str, str]] = []
 
 
-def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False, include_lost: bool = False,
+def gc(fed: Store, *, grace_seconds: float = 3600.0, dry_run: bool = False, include_lost: bool = False,
        on_unreachable: Callable[[str, str], None] | None = None) -> Removed:
     """Remove what nothing will read again; returns the (site, path) removed.
 
@@ -408,7 +407,7 @@ def gc(fed: Federation, *, grace_seconds: float = 3600.0, dry_run: bool = False,
     return removed
 
 
-def recover(fed: Federation, *, dry_run: bool = False) -> list[Recovered]:
+def recover(fed: Store, *, dry_run: bool = False) -> list[Recovered]:
     """Register again what the files fsck reports as ``lost`` hold: the databases first, oldest first, then
     the containers later passes added to them."""
     groups: dict[tuple[str, str, bool, str], list[tuple[FileInfo, dict[str, Any]]]] = {}
@@ -441,7 +440,7 @@ def recover(fed: Federation, *, dry_run: bool = False) -> list[Recovered]:
     return out
 
 
-def _commit_all(fed: Federation, out: list[Recovered], commits: list[tuple[int, DatabaseCommit]]) -> None:
+def _commit_all(fed: Store, out: list[Recovered], commits: list[tuple[int, DatabaseCommit]]) -> None:
     """Register the lost databases in one transaction: all of them or, if the catalog refuses one, none."""
     if not commits:
         return
@@ -474,7 +473,7 @@ class Recovered:
     kind: str = "database"
 
 
-def _recover_one(fed: Federation, site_name: str, folder: str, found: list[tuple[FileInfo, dict[str, Any]]],
+def _recover_one(fed: Store, site_name: str, folder: str, found: list[tuple[FileInfo, dict[str, Any]]],
                  dry_run: bool, planned: set[tuple[str, str]]) -> Recovered | DatabaseCommit:
     """What became of one folder's lost files; a database's commit is returned, to be registered with the
     others (``_commit_all``)."""

@@ -38,12 +38,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod.expression import Expression
+from giod.schema import TAG_INDEX as TAG_INDEX  # the index's container name, where the store can see it
 from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
 from giod.storage.formats.arrow import CODECS
 from giod.storage.site import Site
 
-#: the container name of the index; no schema can name a container so (schema names have no '-')
-TAG_INDEX = "tag-index"
 #: positions of a field's sorted order per record batch (and per directory entry)
 BLOCK = 4096
 #: schema metadata key of the directory

@@ -33,18 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from giod import config, tagindex
+from giod import config
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
-from giod.clusters import ContainerBuffer, commit_record, recordable, seen_version
 from giod.columns import as_events, containers_in, to_tables
 from giod.errors import ConfigError, DataError
-from giod.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
+from giod.read import tagindex
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
 from giod.storage.site import Site
-from giod.tagstats import merge_stats
-from giod.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
+from giod.store.tagstats import merge_stats
+from giod.write.clusters import ContainerBuffer, commit_record, recordable, seen_version
+from giod.write.passwriter import PassOutput, PassWriter, write_pass  # noqa: F401 - re-exported
+from giod.write.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
     DEFAULT_CLUSTER_BYTES,
     TAG_PAGE_SIZE,
     dataset_options,
@@ -53,7 +54,7 @@ from giod.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_
 )
 
 if TYPE_CHECKING:
-    from giod.federation import Dataset
+    from giod.store.snapshot import Snapshot
 
 
 def writer_identity() -> str:
@@ -111,7 +112,7 @@ class Writer:
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: Snapshot,
         *,
         site: str | None = None,
         database_events: int | None = None,
@@ -137,7 +138,7 @@ class Writer:
         if options is not None and any(v is not None for v in encoding.values()):
             given = ", ".join(k for k, v in encoding.items() if v is not None)
             raise ConfigError(f"give either options=WriteOptions(...) or {given}, not both")
-        cfg = config.load(dataset.federation.root, database_events=database_events,
+        cfg = config.load(dataset.store.root, database_events=database_events,
                           database_bytes=database_bytes, cluster_bytes=cluster_bytes,
                           container_format=container_format, **encoding)
         database_events, database_bytes = cfg["database_events"], cfg["database_bytes"]
@@ -150,7 +151,7 @@ class Writer:
             raise DataError("cluster_events must be positive")
         self.dataset = dataset
         self.schema: Schema = dataset.schema
-        self.site: Site = dataset.federation.site(site)
+        self.site: Site = dataset.store.site(site)
         self.database_events = database_events
         self.database_bytes = database_bytes
         self.cluster_events = cluster_events
@@ -241,7 +242,7 @@ class Writer:
             parents=self.parents,
             idempotency_key=db.key,
         )
-        result = self.dataset.federation.catalog.commit_database(commit)
+        result = self.dataset.store.catalog.commit_database(commit)
         self._events_committed += db.n_events
         if result.duplicate:
             # the same commit landed before (a retried DAQ write): drop our copy
@@ -301,11 +302,11 @@ class Writer:
             "containers": sorted(containers),
             "program": self.program, "program_version": self.program_version, "parameters": self.parameters,
             "parents": list(self.parents), "idempotency_key": key,
-            "seen_version": seen_version(self.dataset.federation.catalog),
+            "seen_version": seen_version(self.dataset.store.catalog),
         }
 
     def _tag_index(self, db: _OpenDatabase, written: list[ContainerSpec]) -> ContainerSpec | None:
-        """Write the tag index of ``db`` beside its tag container (``giod.tagindex``)."""
+        """Write the tag index of ``db`` beside its tag container (``giod.read.tagindex``)."""
         tag = next((c for c in written if c.name == TAG_CONTAINER), None)
         tables, db.tags = db.tags, []
         if tag is None or not tables:
@@ -328,7 +329,7 @@ class Writer:
                 )
             return db
         if self._lease is None:
-            self._lease = hold_lease(self.dataset.federation.catalog, self.site.name, self._prefix, self.name,
+            self._lease = hold_lease(self.dataset.store.catalog, self.site.name, self._prefix, self.name,
                                      self.lease_seconds)
         directory = f"{self._prefix}{self._databases:06x}"
         self._databases += 1

@@ -6,7 +6,7 @@ The one read path below selections, passes and parallel tasks: a
 :func:`read_database` reads them from one database (only some entries if
 asked, from whichever replica answers, adapting containers written under an
 older schema version); :func:`assemble` turns the container tables of the same
-events into one awkward Array with its relations linked. ``giod.selection``
+events into one awkward Array with its relations linked. ``giod.read.selection``
 decides *which* events; this module only reads them.
 """
 
@@ -24,13 +24,13 @@ import pyarrow.compute as pc
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
 from giod.errors import NotFound
-from giod.objects import link
+from giod.read.objects import link
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.parallel import map_reads
 
 if TYPE_CHECKING:
-    from giod.federation import Dataset
     from giod.storage.container import ContainerReader
+    from giod.store.snapshot import Snapshot
 
 __all__ = ["Projection", "assemble", "empty_table", "read_database", "read_entry", "resolve_columns",
            "stored_containers"]
@@ -113,7 +113,7 @@ def stored_containers(schema: Schema, databases: Sequence[DatabaseRecord]) -> se
 
 
 def read_database(
-    dataset: Dataset, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
+    dataset: Snapshot, db: DatabaseRecord, proj: Projection, local: np.ndarray | None
 ) -> dict[str, pa.Table]:
     """Read the projected columns of one database, only the entries ``local`` if given (the containers
     side by side, ``giod.storage.parallel``)."""
@@ -122,13 +122,13 @@ def read_database(
     return dict(zip(proj.columns, tables, strict=True))
 
 
-def _read_container(dataset: Dataset, db: DatabaseRecord, container: str, paths: list[str],
+def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str],
                     local: np.ndarray | None) -> pa.Table:
-    fed = dataset.federation
+    store = dataset.store
     rec = db.container(container)
     if rec is None:
         raise NotFound(f"database {db.id} has no container {container}")
-    old = fed.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
+    old = store.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
     read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
     rows = None if local is None or len(local) == _events_in(rec) else np.asarray(local, dtype=np.int64)
 
@@ -139,7 +139,7 @@ def _read_container(dataset: Dataset, db: DatabaseRecord, container: str, paths:
         return reader.read(read_paths) if rows is None else reader.read_rows(read_paths, rows)
 
     # another replica is read when this one fails, while opening or while reading
-    table = fed.read_container(rec, read)
+    table = store.read_container(rec, read)
     if old is not None:
         tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
         table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)
@@ -214,12 +214,12 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
     return link(ak.Array(layout), schema)
 
 
-def read_entry(dataset: Dataset, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
+def read_entry(dataset: Snapshot, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
     """One event by entry number, reading only the clusters that hold it."""
     for db in dataset.databases():
         if db.first_entry <= entry < db.stop_entry:
             proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
             tables = read_database(dataset, db, proj, np.array([entry - db.first_entry]))
             return assemble(dataset.schema, proj, tables)[0]
-    n = int(dataset.federation.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
+    n = int(dataset.store.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
     raise NotFound(f"dataset {dataset.name} has no entry {entry} (entries 0..{n - 1})")

@@ -1,4 +1,4 @@
-"""Selections: tag queries over a snapshot, read through ``giod.reading``.
+"""Selections: tag queries over a snapshot, read through ``giod.read.projection``.
 
 Reading a selection goes, per database:
 
@@ -6,7 +6,7 @@ Reading a selection goes, per database:
    event can pass (``Expression.may_match``);
 2. find the candidates of an expression over tags through the database's tag
    index, reading only the blocks of each field's sorted values that may
-   match, and evaluate the expression on them (``giod.tagindex``); without a
+   match, and evaluate the expression on them (``giod.read.tagindex``); without a
    usable index, or when too much of it would match, read the tag columns
    whole and evaluate; an expression over objects (``count(Jet.pt > 30) >= 2``)
    is first narrowed by its tag-only terms, then evaluated on the events they
@@ -17,7 +17,7 @@ Reading a selection goes, per database:
    (whole clusters when the selection is dense; see docs/pages.md);
 4. adapt old schema versions, convert to awkward, link relations.
 
-Steps 1 and 2 are this module's; steps 3 and 4 are ``giod.reading``'s. Parallel
+Steps 1 and 2 are this module's; steps 3 and 4 are ``giod.read.projection``'s. Parallel
 processing of a selection is ``giod.distributed.map``, a layer above.
 """
 
@@ -31,16 +31,16 @@ import awkward as ak
 import numpy as np
 import pyarrow as pa
 
-from giod import tagindex
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import DataError, GiodError
 from giod.expression import Expression, match_all, parse
-from giod.reading import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
+from giod.read import tagindex
+from giod.read.projection import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
 from giod.schema import TAG_CONTAINER, Schema
 
 if TYPE_CHECKING:
-    from giod.federation import Dataset
     from giod.storage.container import ContainerReader
+    from giod.store.snapshot import Snapshot
 
 
 def parse_selection(schema: Schema, text: str | None) -> Expression:
@@ -56,7 +56,7 @@ def parse_selection(schema: Schema, text: str | None) -> Expression:
     return parse(text, fields, collections)
 
 
-def select_local(dataset: Dataset, db: DatabaseRecord, expression: Expression,
+def select_local(dataset: Snapshot, db: DatabaseRecord, expression: Expression,
                  local: np.ndarray | None = None) -> np.ndarray | None:
     """The local entries of ``db`` (of ``local``; of all when None) that pass ``expression``;
     None when that is all of ``db``'s entries."""
@@ -73,7 +73,7 @@ def select_local(dataset: Dataset, db: DatabaseRecord, expression: Expression,
     return None if local is None or len(local) == db.n_events else local
 
 
-def _select_objects(dataset: Dataset, db: DatabaseRecord, expression: Expression,
+def _select_objects(dataset: Snapshot, db: DatabaseRecord, expression: Expression,
                     local: np.ndarray | None) -> np.ndarray:
     """The entries of ``local`` that pass an expression over objects, reading only what it names."""
     schema = dataset.schema
@@ -98,7 +98,7 @@ def _select_objects(dataset: Dataset, db: DatabaseRecord, expression: Expression
 class Selection:
     """Events of a dataset snapshot that pass a selection over tags and objects."""
 
-    def __init__(self, dataset: Dataset, expression: str | None = None):
+    def __init__(self, dataset: Snapshot, expression: str | None = None):
         if dataset.version is None:
             dataset = dataset.pinned()
         self.dataset = dataset
@@ -154,7 +154,7 @@ class Selection:
                                    lambda blocks, columns: reader.read(columns, [int(b) for b in blocks]))
 
         try:
-            return self.dataset.federation.read_container(rec, read)
+            return self.dataset.store.read_container(rec, read)
         except GiodError:
             return None  # no reachable, sound copy of the index: the tag container is the truth
 
@@ -165,7 +165,7 @@ class Selection:
         if self.expression.fields:  # the tags of every candidate, fetched ahead from remote sites
             names = sorted(self.expression.fields)
             # (an index reads only its footer and the blocks that match: nothing to fetch ahead)
-            self.dataset.federation.prefetch(
+            self.dataset.store.prefetch(
                 [(c, names) for db in candidates
                  if (c := db.container(TAG_CONTAINER)) is not None and db.container(tagindex.TAG_INDEX) is None])
         for db in candidates:
@@ -200,7 +200,7 @@ class Selection:
                     # every column of a file: no need to read its footer first to plan the fetch
                     every = whole[container] and rec.schema_id == self.dataset.schema_id
                     items.append((rec, None if every else list(paths) or None))
-        self.dataset.federation.prefetch(items)
+        self.dataset.store.prefetch(items)
 
     def projection(self, columns: Sequence[str] | None = None) -> Projection:
         """Check ``columns`` against the schema and the stored containers."""

@@ -1,7 +1,7 @@
 """Container files as writers cut them: tables buffered into clusters, and the commit record in each footer.
 
-The encoding of the files is ``giod.writeoptions``; the tag statistics of a
-database are ``giod.tagstats``.
+The encoding of the files is ``giod.write.writeoptions``; the tag statistics of a
+database are ``giod.store.tagstats``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,232 @@
+"""The store: one catalog, its sites and the replica router; and a dataset's snapshot in it.
+
+:class:`Store` is what the readers (``giod.read``), the writers
+(``giod.write``) and the checks (``giod.store.consistency``) work with: the
+catalog, the sites opened once each, the schemas parsed once each, and the
+choice of replica on every read. :class:`Snapshot` is one dataset of a store
+at one version. Neither knows the public ``giod.Federation`` and ``Dataset``,
+which are a thin front over them: nothing here calls back up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TypeVar
+
+from giod.catalog.protocol import CatalogAPI
+from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
+from giod.errors import ConfigError
+from giod.replication.reads import ReadBalancer, read_replica
+from giod.schema import TAG_CONTAINER, Schema
+from giod.storage.container import ContainerReader
+from giod.storage.site import Site, check_site_url, open_site
+from giod.storage.validation import check_schema
+
+__all__ = ["SNAPSHOT_CACHE", "Snapshot", "Store"]
+
+SNAPSHOT_CACHE = 16  # dataset snapshots whose database lists are kept
+
+T = TypeVar("T")
+
+
+class Store:
+    """A catalog with its sites: sites and schemas opened once, reads routed to the best replica.
+
+    ``root`` is the directory of an embedded federation, against which
+    relative site URLs resolve; None for a catalog database or a server.
+    """
+
+    def __init__(self, catalog: CatalogAPI, root: Path | None = None):
+        self.catalog = catalog
+        self.root = root
+        self.reads = ReadBalancer()  # reads in flight per site, sites found down
+        self._sites: dict[str, Site] = {}
+        self._schemas: dict[int, Schema] = {}
+        self._snapshots: dict[tuple[Any, ...], list[DatabaseRecord]] = {}
+        self._site_ids: dict[int, SiteRecord] | None = None
+
+    @property
+    def version(self) -> int:
+        """The catalog's current version (commit counter)."""
+        return self.catalog.version()
+
+    # ------------------------------------------------------------- datasets
+
+    def datasets(self, version: int | None = None) -> list[str]:
+        """The names of the datasets at ``version`` (the current one when None)."""
+        return [d.name for d in self.catalog.datasets(version)]
+
+    def dataset(self, name: str, version: int | None = None) -> Snapshot:
+        """Dataset ``name`` at ``version`` (None: as it grows); NotFound when there is none."""
+        return Snapshot(self, self.catalog.dataset(name, version), version)
+
+    def schema(self, schema_id: int) -> Schema:
+        """The schema registered under ``schema_id``, parsed once."""
+        if schema_id not in self._schemas:
+            rec = self.catalog.schema(schema_id)
+            self._schemas[schema_id] = Schema.from_text(rec.text, source=f"catalog schema {schema_id}")
+        return self._schemas[schema_id]
+
+    def remember_schema(self, schema_id: int, schema: Schema) -> None:
+        """Keep ``schema``, just registered as ``schema_id``, instead of parsing it back."""
+        self._schemas[schema_id] = schema
+
+    def snapshot_databases(self, dataset: str, version: int, overlapping: Bounds | None = None
+                           ) -> list[DatabaseRecord]:
+        """Databases of ``dataset`` at ``version``, listed once per snapshot (versions are immutable).
+
+        ``overlapping`` keeps only those whose tag statistics overlap the ranges (pruned in SQL).
+        """
+        key = (dataset, version, tuple(sorted((overlapping or {}).items())))
+        found = self._snapshots.get(key)
+        if found is None:
+            found = (self.catalog.databases(dataset, version, overlapping=overlapping) if overlapping
+                     else self.catalog.databases(dataset, version))
+            self._snapshots[key] = found
+            while len(self._snapshots) > SNAPSHOT_CACHE:
+                self._snapshots.pop(next(iter(self._snapshots)))
+        return list(found)
+
+    # ---------------------------------------------------------------- sites
+
+    def sites(self) -> list[SiteRecord]:
+        """The registered sites, nearest first."""
+        return sorted(self.catalog.sites(), key=lambda s: (s.distance, s.name))
+
+    def add_site(self, name: str, url: str, distance: int = 0) -> SiteRecord:
+        """Register a site; ConfigError when ``url`` does not have the form of a site URL."""
+        check_site_url(name, url)
+        self._site_ids = None
+        return self.catalog.add_site(name, url, distance)
+
+    def remove_site(self, name: str, *, force: bool = False) -> int:
+        """Remove a site from the catalog (its files stay); see ``Catalog.remove_site``."""
+        version = self.catalog.remove_site(name, force=force)
+        self._sites.pop(name, None)
+        self._site_ids = None
+        return version
+
+    def site(self, name: str | None = None) -> Site:
+        """The site ``name``, or the nearest one when no name is given."""
+        if name is None:
+            sites = self.sites()
+            if not sites:
+                raise ConfigError("this federation has no site to write to: giod site add NAME PATH")
+            name = sites[0].name
+        if name not in self._sites:
+            rec = self.catalog.site(name)
+            self._sites[name] = open_site(rec.name, self._resolve(rec.url))
+        return self._sites[name]
+
+    def _resolve(self, url: str) -> str:
+        if "://" in url or os.path.isabs(url):
+            return url
+        if self.root is None:
+            raise ConfigError(f"site URL {url!r} is relative but the catalog is not in a directory")
+        return str(self.root / url)
+
+    # ---------------------------------------------------------- the router
+
+    def _holders(self, container: ContainerRecord) -> list[SiteRecord]:
+        # sites are listed once per store, not once per file; a site
+        # registered meanwhile by another process triggers one fresh listing
+        if self._site_ids is None or not set(container.site_ids) <= set(self._site_ids):
+            self._site_ids = {s.id: s for s in self.sites()}
+        return [self._site_ids[i] for i in container.site_ids if i in self._site_ids]
+
+    def read_container(self, container: ContainerRecord, read: Callable[[ContainerReader], T]) -> T:
+        """``read(reader)`` on the best good replica (nearest healthy site, then least loaded).
+
+        Fails over to the next replica when a site is down or a file is
+        missing or corrupt, also when the damage shows only while reading; a
+        damaged replica is marked (see ``giod.replication.reads``). A file whose own schema is not its
+        container's in the data model it was written with is damaged too (``check_schema``).
+        """
+        schema = self.schema(container.schema_id)
+        if container.name not in schema.containers and container.name != TAG_CONTAINER:
+            return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
+        expected = schema.arrow_schema(container.name)
+
+        def checked(reader: ContainerReader) -> T:
+            check_schema(reader.arrow_schema, expected, f"container {container.path}")
+            return read(reader)
+
+        return read_replica(self.catalog, self.site, self._holders(container), container, checked, self.reads)
+
+    def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
+        """Announce container reads in reading order (``columns=None``: whole files).
+
+        Remote sites start fetching at once, many requests in flight; local
+        sites ignore it.
+        """
+        plans: dict[str, list[tuple[str, int, Sequence[str] | None]]] = {}
+        for container, columns in items:
+            held = self._holders(container)
+            if held:
+                nearest = self.reads.order(held)[0]  # where read_container will read it
+                plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
+        for name, plan in plans.items():
+            self.site(name).prefetch(plan)
+
+
+class Snapshot:
+    """One dataset of a store at one version; ``version=None`` follows it as it grows.
+
+    Readers get a pinned snapshot (:meth:`pinned`): what they read never
+    changes while writers commit. Writers get the growing one.
+    """
+
+    def __init__(self, store: Store, record: DatasetRecord, version: int | None):
+        self.store = store
+        self.record = record
+        self.version = version
+
+    @property
+    def name(self) -> str:
+        """The dataset's name."""
+        return self.record.name
+
+    @property
+    def schema_id(self) -> int:
+        """The id of the dataset's current schema in the catalog."""
+        return self.record.schema_id
+
+    @cached_property
+    def schema(self) -> Schema:
+        """The dataset's (current) schema."""
+        return self.store.schema(self.schema_id)
+
+    def __repr__(self) -> str:
+        at = f" at version {self.version}" if self.version is not None else ""
+        return f"<giod.store.Snapshot {self.name}{at}>"
+
+    def __len__(self) -> int:
+        return int(self.summary()["n_events"])
+
+    def summary(self) -> dict[str, Any]:
+        """The catalog's summary of the dataset at this version (``n_events``, ``n_databases``, ...)."""
+        return dict(self.store.catalog.dataset_summary(self.name, self.version))
+
+    def at(self, version: int) -> Snapshot:
+        """This dataset as it was at version ``version``."""
+        return Snapshot(self.store, self.store.catalog.dataset(self.name, version), version)
+
+    def pinned(self) -> Snapshot:
+        """This snapshot if it is pinned, else the dataset at the store's current version."""
+        return self if self.version is not None else self.at(self.store.version)
+
+    def databases(self, overlapping: Bounds | None = None) -> list[DatabaseRecord]:
+        """The databases of this dataset; a pinned snapshot never changes, so it is cached.
+
+        ``overlapping`` (``{tag field: (lo, hi)}``) keeps only the databases whose
+        tag statistics may hold a value in every range, selected in SQL.
+        """
+        if self.version is None:
+            if overlapping:
+                return self.store.catalog.databases(self.name, None, overlapping=overlapping)
+            return self.store.catalog.databases(self.name, None)
+        return self.store.snapshot_databases(self.name, self.version, overlapping)
+
