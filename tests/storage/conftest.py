@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,24 +21,24 @@ def reco() -> pa.Table:
 
 
 @pytest.fixture(scope="session")
-def giod_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A giod server on loopback: its URL and the directory of its site ``local``; its admin token is in
-    the environment for that site."""
+def _served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, str]]:
+    """A giod server on loopback for the session: its URL, the directory of its site ``local``, an admin token."""
     from giod.server.app import ServerThread, create_app
-    from giod.storage.http import site_token_env
 
     root = tmp_path_factory.mktemp("served")
     fed = giod.open(root, create=True)
     token = fed.catalog.create_token("admin", note="conformance")[1]
     fed.close()
-    variable = site_token_env("local")
-    before = os.environ.get(variable)
-    os.environ[variable] = token
-    try:
-        with ServerThread(create_app(str(root))) as url:
-            yield url, root / "data"
-    finally:
-        if before is None:
-            os.environ.pop(variable, None)
-        else:
-            os.environ[variable] = before
+    with ServerThread(create_app(str(root))) as url:
+        yield url, root / "data", token
+
+
+@pytest.fixture
+def giod_server(_served: tuple[str, Path, str], monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """The session's giod server: its URL and the directory of its site ``local``; its admin token is in the
+    environment for that site during the test only (a later test's site ``local`` is another server's)."""
+    from giod.storage.http import site_token_env
+
+    url, directory, token = _served
+    monkeypatch.setenv(site_token_env("local"), token)
+    return url, directory

@@ -288,6 +288,12 @@ class _SchemaMap:
     def __init__(self, src: Any, dst: Any):
         self.src, self.dst = src, dst
         self.ids: dict[int, int] = {}
+        self.models: dict[int, Schema] = {}  # by destination id: what the copied files must hold
+
+    def model(self, dst_id: int) -> Schema:
+        """The model registered as the destination's schema ``dst_id`` by this copy (parsed from the source's
+        text, so a destination that does not show its schemas to this copy's token is not asked)."""
+        return self.models[dst_id] if dst_id in self.models else self.dst.schema(dst_id)
 
     def __call__(self, schema_id: int) -> int:
         if schema_id not in self.ids:
@@ -299,6 +305,7 @@ class _SchemaMap:
             if parsed.fingerprint != rec.fingerprint:  # the fingerprint names the model: it must be the text's
                 raise DataError(f"the source's schema {schema_id} refused: its fingerprint is not its text's")
             self.ids[schema_id] = int(self.dst.catalog.add_schema(rec.name, rec.text, rec.fingerprint))
+            self.models[self.ids[schema_id]] = parsed
         return self.ids[schema_id]
 
 
@@ -349,7 +356,7 @@ def _copy(src: Any, dst: Any, db: DatabaseRecord, plan: _Plan, dst_site: Site, s
     with _placing(dst, dst_site, plan, db, wanted) as (placed, confirm):
         specs = _place_all(src, dst, wanted, plan, dst_site, schema_ids, report, placed)
         # checksums prove transport, no more
-        check_files(dst_site, specs, stored_relations(made.schema), stored_schemas(specs, dst.schema))
+        check_files(dst_site, specs, stored_relations(made.schema), stored_schemas(specs, schema_ids.model))
         commit = DatabaseCommit(plan.target, db.n_events, dst_site.name, tuple(specs),
                                 tag_stats=dict(db.tag_stats), writer=db.writer, program=db.program,
                                 program_version=db.program_version, parameters=params,
@@ -432,7 +439,7 @@ def _extend(src: Any, dst: Any, db: DatabaseRecord, added: list[ContainerRecord]
     with _placing(dst, dst_site, plan, db, added) as (placed, confirm):
         specs = _place_all(src, dst, added, plan, dst_site, schema_ids, report, placed)
         # checksums prove transport, no more
-        check_files(dst_site, specs, stored_relations(made.schema), stored_schemas(specs, dst.schema))
+        check_files(dst_site, specs, stored_relations(made.schema), stored_schemas(specs, schema_ids.model))
         stats = dict(db.tag_stats) if any(c.name == TAG_CONTAINER for c in added) else None
         key = f"{plan.key(db)}+{_digest(sorted(c.id for c in added))}"
         made.ready()

@@ -66,9 +66,11 @@ class _Reader(FormatReader):
     def __init__(self, site: Site, path: str, size: int | None, clusters: Sequence[int] | None):
         self._site = site
         self._path = path
-        # the batches' identity among those validated: only a size the catalog vouches for
-        self._key = (path, size) if size is not None else None
         local = site.local_path(path)
+        # the batches' identity among those validated: only a size the catalog vouches for, and the file
+        # itself (two sites, or two federations in one process, hold different files under one path)
+        self._key = (site.name, str(local) if local is not None else getattr(site, "url", ""), path,
+                     size) if size is not None else None
         self._source: Any = local if local is not None else site.open(path)
         try:
             self._file = pq.ParquetFile(self._source, page_checksum_verification=True, pre_buffer=True)

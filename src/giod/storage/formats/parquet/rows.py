@@ -39,23 +39,36 @@ _DENSE = 0.5  # when the pages to read hold this share of their row groups' byte
 _CACHED_FILES = 32
 
 
-# A layout takes milliseconds to decode: cache it per file version and per pyarrow metadata object.
+# A layout takes milliseconds to decode: cache it per file version and per pyarrow metadata object. By the
+# object, not by its value: pyarrow's metadata compare equal by content, and two files with equal footers
+# (a file and a crafted twin whose page index differs) must not share what was read of either.
 _by_file: OrderedDict[tuple[Any, ...], Layout] = OrderedDict()
-_by_metadata: weakref.WeakKeyDictionary[pq.FileMetaData, Layout] = weakref.WeakKeyDictionary()
-_cache_lock = threading.Lock()
+_by_metadata: dict[int, tuple[weakref.ref[pq.FileMetaData], Layout]] = {}
+_cache_lock = threading.RLock()  # a metadata object may die, and be forgotten, while it is held
+
+
+def _forget(key: int) -> None:
+    with _cache_lock:
+        _by_metadata.pop(key, None)
 
 
 def _layout(src: Source, metadata: pq.FileMetaData | None) -> Layout:
     if metadata is not None:
         with _cache_lock:
-            hit = _by_metadata.get(metadata)
-        if hit is None:
-            sink = pa.BufferOutputStream()
-            metadata.write_metadata_file(sink)  # the footer's own Thrift bytes, framed as a file
-            hit = parse_layout(sink.getvalue().to_pybytes()[4:-8])
-            with _cache_lock:
-                _by_metadata[metadata] = hit
-        return hit
+            entry = _by_metadata.get(id(metadata))
+        if entry is not None and entry[0]() is metadata:
+            return entry[1]
+        sink = pa.BufferOutputStream()
+        metadata.write_metadata_file(sink)  # the footer's own Thrift bytes, framed as a file
+        parsed = parse_layout(sink.getvalue().to_pybytes()[4:-8])
+        key_id = id(metadata)
+
+        def gone(_ref: weakref.ref[pq.FileMetaData]) -> None:
+            _forget(key_id)
+
+        with _cache_lock:
+            _by_metadata[key_id] = (weakref.ref(metadata, gone), parsed)
+        return parsed
     key = src.identity()
     if key is not None:
         with _cache_lock:
