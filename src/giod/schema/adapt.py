@@ -76,7 +76,7 @@ def adapt_table(
             continue
         else:
             raise DataError(f"column '{name}' is read from '{source}', which the table lacks")
-        fields.append(pa.field(name, column.type, nullable=False))
+        fields.append(field.with_type(column.type))  # the target's field: its doc (metadata) too
         arrays.append(column)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=target.metadata))
 
