@@ -49,6 +49,7 @@ from giod.schema import Schema
 SCHEMA_KEY = "giod_schema"
 NAMES_KEY = "giod_root_names"
 ROOT_NAMES = "root_names"  # provenance key of imported databases: RootNames.to_dict()
+TREES_KEY = "trees"  # provenance key of imported databases: {tree: the linked dataset holding it (ttbar.Runs)}
 DEFAULT_COUNTER_TYPE = "int32"  # what uproot writes unless told otherwise
 _COUNTER_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")

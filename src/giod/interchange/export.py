@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 import awkward as ak
 import numpy as np
 
-from giod.errors import DataError, GiodError, SchemaError, StorageError
+from giod.errors import DataError, GiodError, NotFound, SchemaError, StorageError
 from giod.interchange.encoding import (  # noqa: F401 - the encoding's names stay importable from here
     NAMES_KEY,
     ROOT_NAMES,
     SCHEMA_KEY,
+    TREES_KEY,
     Encoding,
     RootNames,
     encode,
@@ -313,6 +314,28 @@ def root_names(source: Any) -> RootNames | None:
     return RootNames.from_dict(json.loads(found.pop()))
 
 
+def linked_trees(source: Any) -> dict[str, Any]:
+    """The trees imported beside the events of ``source`` (a Selection), as selections of their
+    linked datasets at the same version: ``{"Runs": <Selection of ttbar.Runs>}``.
+
+    A linked tree is written whole whatever the events' selection: ``Runs``
+    sums every generated event, before any cut.
+    """
+    found: dict[str, str] = {}
+    for db in source.databases():
+        trees = db.parameters.get(TREES_KEY)
+        if isinstance(trees, dict):
+            found.update({str(k): str(v) for k, v in trees.items()})
+    fed = source.dataset.federation
+    out: dict[str, Any] = {}
+    for tree, name in sorted(found.items()):
+        try:
+            out[tree] = fed.dataset(name, version=source.version).select(None)
+        except NotFound:  # the linked dataset was deleted since: the events are still written
+            continue
+    return out
+
+
 def _write_tree(file: Any, tree_name: str, arrays: Iterable[ak.Array] | ak.Array, model: Schema,
                 names: RootNames) -> None:
     enc = encode(model, names)
@@ -335,16 +358,19 @@ def write_root(
     tree: str | None = None,
     embed_schema: bool = True,
     names: RootNames | None = None,
+    trees: Mapping[str, Any] | None = None,
 ) -> None:
     """Write events as a flat NanoAOD-style TTree, one chunk at a time.
 
     ``schema`` is a Schema (or its dict form); ``arrays`` yields chunks of
     events. ``names`` (recorded when a dataset was imported, see
     :func:`root_names`) spells the tree, counters and branches as the source
-    file did; ``tree`` overrides the tree name (default ``Events``). The file
-    appears under ``path`` only once it is complete. With ``embed_schema`` the
-    giod schema (and the names) travel in the file so that an import restores
-    them exactly. Documentation (``doc``) becomes branch titles.
+    file did; ``tree`` overrides the tree name (default ``Events``). Each
+    ``trees`` entry (a Selection, see :func:`linked_trees`) is written as one
+    more tree of that name (NanoAOD's ``Runs``). The file appears under
+    ``path`` only once it is complete. With ``embed_schema`` the giod schema
+    (and the names) of the events travel in the file so that an import
+    restores them exactly. Documentation (``doc``) becomes branch titles.
     """
     import uproot
 
@@ -359,6 +385,8 @@ def write_root(
                 if names != RootNames():
                     file[NAMES_KEY] = names.to_json()
             _write_tree(file, tree or names.tree, arrays, model, names)
+            for name, linked in (trees or {}).items():
+                _write_tree(file, name, linked.iterate(), linked.dataset.schema, root_names(linked) or RootNames())
     except GiodError:
         raise
     except OSError as exc:
