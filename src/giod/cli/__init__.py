@@ -712,3 +712,6 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
 
 from giod.cli import chain, exchange, replication, serving  # noqa: E402, F401 - their commands register on main
+from giod.cli.sql import sql_command  # noqa: E402 - made from the options above, importing nothing of this module
+
+main.add_command(sql_command(federation_option, _open))
