@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import giod
 from giod.cli import main
+from giod.interchange import linked_trees
 
 pytestmark = pytest.mark.rootdata
 
@@ -81,3 +82,6 @@ def test_export_writes_the_runs_tree_back(nano: Path, tmp_path: Path) -> None:
             a, b = fa["Runs"][key].array(), fb["Runs"][key].array()
             assert str(a.type) == str(b.type) and ak.array_equal(a, b), key
         assert fb["Events"].num_entries == 200
+    with giod.open(fed_path) as fed:  # what the export followed: the link in the events' provenance
+        linked = linked_trees(fed.dataset("ttbar").select("run > 0"))
+        assert list(linked) == ["Runs"] and linked["Runs"].dataset.name == "ttbar.Runs"
