@@ -82,6 +82,11 @@ def test_export_writes_the_runs_tree_back(nano: Path, tmp_path: Path) -> None:
             a, b = fa["Runs"][key].array(), fb["Runs"][key].array()
             assert str(a.type) == str(b.type) and ak.array_equal(a, b), key
         assert fb["Events"].num_entries == 200
+    # a skim that keeps no event still carries the sums of every generated one
+    none = tmp_path / "none.root"
+    _cli("export", "ttbar", "--format", "root", "-o", str(none), "--where", "run > 4000000000", "-f", fed_path)
+    with uproot.open(none) as fn:
+        assert fn["Events"].num_entries == 0 and fn["Runs"].num_entries == 1
     with giod.open(fed_path) as fed:  # what the export followed: the link in the events' provenance
         linked = linked_trees(fed.dataset("ttbar").select("run > 0"))
         assert list(linked) == ["Runs"] and linked["Runs"].dataset.name == "ttbar.Runs"

@@ -322,7 +322,7 @@ def linked_trees(source: Any) -> dict[str, Any]:
     sums every generated event, before any cut.
     """
     found: dict[str, str] = {}
-    for db in source.databases():
+    for db in source.dataset.databases():  # every file of the dataset, whichever events are selected
         trees = db.parameters.get(TREES_KEY)
         if isinstance(trees, dict):
             found.update({str(k): str(v) for k, v in trees.items()})

@@ -451,7 +451,8 @@ def _names_from_draft(draft: _Draft, plans: dict[str, CollectionPlan], tree_name
             source = _source_branch(m.keys[0])
             if m.target is None and source is not None and source != f"{coll}_{member}":
                 branches[f"{coll}.{member}"] = source
-    titles = {b: t for b, t in draft.titles.items() if b in _read_keys(draft, plans)}
+    read = _read_keys(draft, plans)
+    titles = {b: t for b, t in draft.titles.items() if b in read}
     return RootNames(tree_name, counters, types, branches, titles)
 
 
