@@ -23,6 +23,7 @@ FILE_COMMANDS = {
     "export": ["export", "qcd", "-o", "OUT"],
     "export-event": ["export-event", "qcd", "0", "-o", "OUT"],
     "select": ["select", "qcd", "njets >= 0", "-o", "OUT"],
+    "sql": ["sql", "qcd", "SELECT count(*) AS n FROM jets", "-o", "OUT"],
     "analyze": ["analyze", "dijet", "qcd", "-o", "OUT"],
 }
 #: Each command that writes a directory of files.

@@ -21,17 +21,19 @@ import giod
 from giod.testing import synthetic
 
 SRC = Path(giod.__file__).resolve().parents[1]
-#: What the extras bring (giod[server], giod[postgres], giod[plots], giod[display]), by top-level name.
+#: What the extras bring (giod[server], giod[postgres], giod[plots], giod[display], giod[sql]), by top-level name.
 EXTRAS = {
     "server": ("fastapi", "starlette", "uvicorn"),
     "postgres": ("psycopg", "psycopg_binary", "psycopg_c"),
     "plots": ("matplotlib", "mplhep", "hist", "vector"),
     "display": ("plotly",),
+    "sql": ("duckdb",),
 }
 HIDDEN = sorted(name for names in EXTRAS.values() for name in names)
 #: The distributions each extra declares (those of the display beside the server's).
 DECLARED = {"server": {"fastapi", "uvicorn"}, "postgres": {"psycopg"},
-            "plots": {"matplotlib", "mplhep", "hist", "vector"}, "display": {"plotly", "fastapi", "uvicorn"}}
+            "plots": {"matplotlib", "mplhep", "hist", "vector"}, "display": {"plotly", "fastapi", "uvicorn"},
+            "sql": {"duckdb"}}
 
 HOOK = f"""
 import importlib.abc, sys
@@ -122,6 +124,7 @@ def federation(tmp_path: Path) -> Path:
     ("server", ["serve", "--port", "0"]),
     ("plots", ["analyze", "dijet", "qcd", "-o", "dijet.png"]),
     ("postgres", ["ls", "-f", "postgresql://postgres@127.0.0.1:5432/giod_never_made"]),
+    ("sql", ["sql", "qcd", "SELECT count(*) FROM jets"]),
 ])
 def test_a_part_that_needs_an_extra_names_it(federation, extra, args):
     if "-f" not in args:
@@ -171,4 +174,4 @@ def test_pyproject_declares_the_core_and_the_extras():
     for extra, names in DECLARED.items():
         assert names <= _names(extras[extra]), extra
         assert not names & core, f"{extra}: {sorted(names & core)} also in the core"
-    assert extras["all"] == ["giod[server,postgres,plots,display]"]
+    assert extras["all"] == ["giod[server,postgres,plots,display,sql]"]

@@ -49,12 +49,22 @@ def _bits(values: Any) -> tuple[str, bytes]:
     return str(arr.dtype), arr.tobytes()
 
 
+def _undocumented(value: Any) -> Any:
+    """A schema dict without its docs (and collections' counters): what the structure alone says."""
+    if isinstance(value, dict):
+        if "type" in value and set(value) <= {"type", "doc", "counter"}:
+            return value["type"]
+        return {k: _undocumented(v) for k, v in value.items()}
+    return value
+
+
 @pytest.mark.rootdata
 def test_same_collections_fields_and_relations_as_the_ttree(
     imported: tuple[str, TreeLayout, Any], ttbar_layout: TreeLayout
 ) -> None:
     name, layout, _ = imported
-    tree, got = ttbar_layout.schema_dict, layout.schema_dict
+    # the TTree's branch titles are its documentation; the RNTuple fixtures carry no field descriptions
+    tree, got = _undocumented(ttbar_layout.schema_dict), layout.schema_dict
     assert list(got["collections"]) == list(tree["collections"])
     assert "Jet" in got["collections"] and "Muon" in got["collections"]
     assert got["types"] == tree["types"]  # fields with their dtypes, relations with their targets

@@ -111,7 +111,7 @@ def test_arrow_types_follow_the_mapping(schema: Schema) -> None:
             pa.field("layer", pa.uint8(), nullable=False),
             pa.field("cov", pa.list_(item(pa.float32()), 6), nullable=False),
             pa.field("rot", pa.list_(item(pa.list_(item(pa.float32()), 3)), 3), nullable=False),
-            pa.field("e", pa.float32(), nullable=False),
+            pa.field("e", pa.float32(), nullable=False, metadata={"doc": "deposited energy, GeV"}),
         ]
     )
     track = pa.struct(
@@ -127,11 +127,13 @@ def test_arrow_types_follow_the_mapping(schema: Schema) -> None:
         assert schema.arrow_type(name).equals(expected, check_metadata=True)
     reco = schema.arrow_schema("reco")
     assert reco.names == ["tracks"] and not reco.field("tracks").nullable
+    assert reco.field("tracks").metadata == {b"doc": b"reconstructed tracks"}  # a collection's doc
     tags = schema.arrow_schema(TAG_CONTAINER)
     assert [(f.name, f.type, f.nullable) for f in tags] == [
         ("njets", pa.int32(), False),
         ("ht", pa.float32(), False),
     ]
+    assert tags.field("ht").metadata == {b"doc": b"scalar sum of jet pt"}
 
 
 def test_arrow_metadata_describes_the_model(schema: Schema) -> None:

@@ -429,6 +429,8 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
                    f"already in dataset {report.dataset}, from an import of it that did not finish")
     for branch, why in sorted(report.skipped.items()):
         click.echo(f"  skipped {branch}: {why}")
+    for name, what in report.trees.items():
+        click.echo(f"tree {name}: {what}")
 
 
 @main.command()
@@ -445,7 +447,7 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
 
     Example: giod export qcd --format root -o qcd.root --where "njets >= 2"
     """
-    from giod.interchange.export import root_names, write_parquet, write_root
+    from giod.interchange.export import linked_trees, root_names, write_parquet, write_root
 
     fed = _open(federation)
     ds = fed.dataset(dataset)
@@ -453,10 +455,14 @@ def export(dataset: str, fmt: str, output: str, expression: str | None, federati
     chunks = sel.iterate()
     with writing(output):
         if fmt == "root":  # spelled as the file the dataset was imported from, if it was
-            write_root(output, chunks, ds.schema, names=root_names(sel))
+            trees = linked_trees(sel)
+            write_root(output, chunks, ds.schema, names=root_names(sel), trees=trees)
         else:
             write_parquet(output, chunks, ds.schema)
     click.echo(f"wrote {len(sel):,} events to {output}")
+    if fmt == "root":
+        for name, tree in trees.items():
+            click.echo(f"wrote tree {name} from dataset {tree.dataset.name}, whole ({len(tree):,} entries)")
 
 
 
@@ -708,3 +714,6 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
 
 from giod.cli import chain, exchange, replication, serving  # noqa: E402, F401 - their commands register on main
+from giod.cli.sql import sql_command  # noqa: E402 - made from the options above, importing nothing of this module
+
+main.add_command(sql_command(federation_option, _open))

@@ -1,8 +1,9 @@
 """One event in the HSF Phoenix event-data format, so that it opens in Phoenix as it is.
 
 The answer is ``{"<event key>": event}`` where the event holds ``event
-number``, ``run number`` and one entry per Phoenix object type, each a dict
-of collections named as in giod:
+number`` and ``run number`` (each only when the event has one: none is
+invented for a file without them), the dataset and entry, and one entry per
+Phoenix object type, each a dict of collections named as in giod:
 
 * ``Tracks``: ``pos`` (points along the helix), ``dparams`` (d0, z0, phi,
   theta, q/p), ``pT``, ``eta``, ``phi``, ``d0``, ``z0``, ``charge``, ``chi2``,
@@ -72,9 +73,13 @@ def _records(columns: dict[str, list[Any]]) -> list[dict[str, Any]]:
 def phoenix_of(content: EventContent, detector: Detector | None = None) -> dict[str, Any]:
     """The Phoenix event-data dict of an event already read."""
     det = detector or default_detector()
-    event: dict[str, Any] = {
-        "event number": content.event if content.event is not None else content.entry,
-        "run number": content.run if content.run is not None else 0,
+    event: dict[str, Any] = {}
+    # only numbers the event has: Phoenix shows "Run / Event" from these keys and leaves out what is absent
+    if content.event is not None:
+        event["event number"] = content.event
+    if content.run is not None:
+        event["run number"] = content.run
+    event |= {
         "dataset": content.dataset,
         "entry": content.entry,
         "giod version": content.version,

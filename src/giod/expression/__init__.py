@@ -141,19 +141,21 @@ class Expression:
 
 
 def parse(
-    text: str, fields: Mapping[str, str], collections: Mapping[str, Mapping[str, str]] | None = None
+    text: str, fields: Mapping[str, str], collections: Mapping[str, Mapping[str, str]] | None = None,
+    counters: Mapping[str, str] | None = None,
 ) -> Expression:
     """Parse and type-check a selection over tag fields and the objects of collections.
 
     ``fields`` maps each tag field to its dtype (``"int32"``, ``"float32"``,
     ``"bool"``, … in numpy or Arrow spelling); ``collections`` maps each
-    collection to the fields of its objects and their dtypes. Raises
+    collection to the fields of its objects and their dtypes; ``counters``
+    maps other names of a collection's ``n<Collection>`` to it. Raises
     ``ExpressionError`` with the position of the problem (and suggestions for
     a misspelt name) for bad syntax, unknown fields, collections or functions,
     type errors, a result that is not a condition, empty text, or text longer
     than ``MAX_LENGTH`` characters or nested deeper than ``MAX_DEPTH``.
     """
-    tree, kinds = parse_tree(text, fields, collections)
+    tree, kinds = parse_tree(text, fields, collections, counters)
     return Expression(text, tree, kinds)
 
 

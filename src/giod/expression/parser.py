@@ -7,7 +7,8 @@ associative, as in Python) < the index ``x[0]``. Work is bounded: the text by
 ``MAX_DEPTH``.
 
 Names are tag fields first: a stored tag ``njets`` wins over the counter of a
-collection ``jets``. Then ``n<Collection>`` counts a collection's objects and
+collection ``jets``. Then ``n<Collection>`` (or another name the schema gives
+that counter, such as a file's ``NJet``) counts a collection's objects and
 ``Collection.field`` reads a field of its objects; such a per-object value
 may meet per-event values and values of the same collection, never those of
 another collection, and must be reduced (``count``, ``any``, ``all``, ``sum``,
@@ -82,18 +83,20 @@ def field_kind(dtype: Any) -> Kind | None:
 
 
 def parse_tree(
-    text: str, fields: Mapping[str, Any], collections: Mapping[str, Mapping[str, Any]] | None = None
+    text: str, fields: Mapping[str, Any], collections: Mapping[str, Mapping[str, Any]] | None = None,
+    counters: Mapping[str, str] | None = None,
 ) -> tuple[Node, dict[str, Kind]]:
     """Parse and type-check ``text``; return its tree and the kinds of the tag fields it reads.
 
-    ``collections`` maps each collection to its objects' fields and their dtypes.
+    ``collections`` maps each collection to its objects' fields and their dtypes;
+    ``counters`` maps other names of ``n<Collection>`` (a file's ``NJet``) to the collection.
     """
     if not isinstance(text, str):
         raise ExpressionError(f"a selection must be text, not {type(text).__name__}")
     tokens = tokenize(text)
     if tokens[0].kind == "end":
         raise ExpressionError("empty expression", expression=text, position=0)
-    parser = _Parser(text, tokens, fields, collections or {})
+    parser = _Parser(text, tokens, fields, collections or {}, counters or {})
     node = parser.expression(0)
     leftover = parser.peek()
     if leftover.text == ")":
@@ -127,12 +130,14 @@ def _describe(token: Token) -> str:
 
 class _Parser:
     def __init__(
-        self, text: str, tokens: list[Token], fields: Mapping[str, Any], collections: Mapping[str, Mapping[str, Any]]
+        self, text: str, tokens: list[Token], fields: Mapping[str, Any], collections: Mapping[str, Mapping[str, Any]],
+        counters: Mapping[str, str],
     ) -> None:
         self.text = text
         self.tokens = tokens
         self.fields = fields
         self.collections = collections
+        self.counters = {n: c for n, c in counters.items() if c in collections and n not in fields}
         self.index = 0
         self.nesting = 0
         self.kinds: dict[str, Kind] = {}
@@ -323,6 +328,8 @@ class _Parser:
         if "." in name:
             return self.object_field(token)
         if name not in self.fields:
+            if name in self.counters:
+                return Counter("int", token.start, token.end, 1, self.counters[name], name)
             if name.startswith("n") and name[1:] in self.collections:
                 return Counter("int", token.start, token.end, 1, name[1:], name)
             if name in self.collections:
@@ -362,7 +369,7 @@ class _Parser:
     def unknown_field_message(self, name: str) -> str:
         if self.collections:
             counters = [f"n{c}" for c in self.collections if f"n{c}" not in self.fields]
-            names = [*self.fields, *counters]
+            names = [*self.fields, *self.counters, *counters]
             return _unknown("name", name, names, [*names, *self.collections])
         available = sorted(self.fields)
         if not available:

@@ -69,6 +69,7 @@ class Branch:
     collection: str = ""
     member: str = ""  # a field, or a relation read as its indices
     relation: bool = False
+    doc: str = ""  # the branch's title: coffea's __doc__
 
     @property
     def column(self) -> str:
@@ -91,20 +92,31 @@ def branches(schema: Schema, names: RootNames | None = None) -> dict[str, Branch
     One-to-many relations and fixed-size fields have no NanoAOD branch and are left out.
     """
     enc: Encoding = encode(schema, names)
-    out: dict[str, Branch] = {t: Branch(b, "tag", schema.tags[t].dtype) for t, b in enc.tags.items()}
+    out: dict[str, Branch] = {t: Branch(b, "tag", schema.tags[t].dtype, doc=schema.tags[t].doc)
+                              for t, b in enc.tags.items()}
     for coll in schema.collections:
         tdef = schema.collection_type(coll)
         first = next(iter(tdef.fields), None) or next(iter(tdef.relations))
         counter = enc.counters[coll]
         out[counter] = Branch(counter, "counter", enc.counter_types.get(counter, "int32"), coll, first,
-                              first in tdef.relations)
+                              first in tdef.relations, schema.collections[coll].doc)
         for name, keys in enc.sources[coll].items():
             rdef = tdef.relations.get(name)
             if (coll, name) in enc.from_field or len(keys) != 1 or (rdef is not None and rdef.many):
                 continue
+            member = rdef if rdef is not None else tdef.fields[name]
             dtype = "int32" if rdef is not None else tdef.fields[name].dtype
-            out[keys[0]] = Branch(keys[0], "member", dtype, coll, name, rdef is not None)
+            out[keys[0]] = Branch(keys[0], "member", dtype, coll, name, rdef is not None, member.doc)
     return out
+
+
+def _documented(form: dict[str, Any], doc: str) -> dict[str, Any]:
+    """A branch's lazy form with its title as ``__doc__`` at every level, as coffea's ROOT mapping gives it."""
+    if doc:
+        form.setdefault("parameters", {})["__doc__"] = doc
+        if "content" in form:
+            _documented(form["content"], doc)
+    return form
 
 
 def _branch_values(events: ak.Array, branch: Branch) -> ak.Array:
@@ -183,6 +195,9 @@ def _events(source: _Source, metadata: dict[str, Any] | None, schemaclass: Any) 
     mapping.preload_column_source(key, "Events", source)
     partition = (key, "Events", f"0-{n}")
     base = PreloadedSourceMapping._extract_base_form(source)
+    # coffea's preloaded mapping drops the branches' documentation: put the titles back
+    base["contents"] = [_documented(form, source.columns[name].branch.doc)
+                        for name, form in zip(base["fields"], base["contents"], strict=True)]
     # coffea's from_preloaded is eager: the same factory in virtual mode reads only what is touched
     factory = coffea.NanoEventsFactory._from_mapping(mapping, partition, base, schemaclass, metadata,
                                                      mode="virtual")

@@ -3,7 +3,8 @@
 :mod:`giod.interchange.export` writes it, and :mod:`giod.interchange.nanoaod`
 expects it when it reads such a file back:
 
-- collection ``X``: counter ``nX`` and one branch ``X_f`` per field; a
+- collection ``X``: counter ``nX`` (or the collection's ``counter`` in the
+  schema, HZZ's ``NJet``) and one branch ``X_f`` per field; a
   fixed-size field ``f`` of shape ``(3,)`` is split into ``X_f_0 .. X_f_2``
   (row-major for more dimensions), because uproot cannot read jagged
   fixed-size branches back reliably;
@@ -48,6 +49,7 @@ from giod.schema import Schema
 SCHEMA_KEY = "giod_schema"
 NAMES_KEY = "giod_root_names"
 ROOT_NAMES = "root_names"  # provenance key of imported databases: RootNames.to_dict()
+TREES_KEY = "trees"  # provenance key of imported databases: {tree: the linked dataset holding it (ttbar.Runs)}
 DEFAULT_COUNTER_TYPE = "int32"  # what uproot writes unless told otherwise
 _COUNTER_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -90,7 +92,9 @@ class RootNames:
     """How a ROOT file spelled what giod stores, where it differs from the default encoding.
 
     ``counters`` and ``counter_types`` are keyed by collection; ``branches``
-    by ``"collection.member"`` or tag name. Recorded at import, used by the
+    by ``"collection.member"`` or tag name; ``titles`` by branch: the titles
+    that are neither documentation (the schema's ``doc``) nor uproot's leaf
+    list, such as NanoAOD's empty ones. Recorded at import, used by the
     export; unknown keys are ignored so that a schema can evolve.
     """
 
@@ -98,11 +102,12 @@ class RootNames:
     counters: dict[str, str] = field(default_factory=dict)
     counter_types: dict[str, str] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)  # branch -> title that is not the schema's doc
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (only what differs from the defaults)."""
         out: dict[str, Any] = {"tree": self.tree}
-        for key in ("counters", "counter_types", "branches"):
+        for key in ("counters", "counter_types", "branches", "titles"):
             if getattr(self, key):
                 out[key] = dict(getattr(self, key))
         return out
@@ -113,7 +118,7 @@ class RootNames:
         try:
             tree = str(data.get("tree", DEFAULT_TREE))
             maps = [{str(k): str(v) for k, v in dict(data.get(key) or {}).items()}
-                    for key in ("counters", "counter_types", "branches")]
+                    for key in ("counters", "counter_types", "branches", "titles")]
         except (AttributeError, TypeError, ValueError) as exc:
             raise SchemaError(f"malformed ROOT names: {exc}") from exc
         bad = sorted(set(maps[1].values()) - set(_COUNTER_TYPES))
@@ -209,7 +214,8 @@ def encode(schema: Schema, names: RootNames | None = None) -> Encoding:
     counters: dict[str, str] = {}
     counter_types: dict[str, str] = {}
     for name in counted:
-        counter = names.counters.get(name) or f"n{name}"
+        cdef = schema.collections.get(name)  # None for the index list of a one-to-many relation
+        counter = names.counters.get(name) or (cdef.counter if cdef is not None else "") or f"n{name}"
         while counter in owners:
             counter += "_"
         counters[name] = claim(counter, f"the size of {name}")

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 import awkward as ak
 import numpy as np
 
-from giod.errors import DataError, GiodError, SchemaError, StorageError
+from giod.errors import DataError, GiodError, NotFound, SchemaError, StorageError
 from giod.interchange.encoding import (  # noqa: F401 - the encoding's names stay importable from here
     NAMES_KEY,
     ROOT_NAMES,
     SCHEMA_KEY,
+    TREES_KEY,
     Encoding,
     RootNames,
     encode,
@@ -232,19 +233,37 @@ def _branch_type(value: Any) -> Any:
     return value.dtype
 
 
-def _mktree(file: Any, name: str, branches: dict[str, Any], counter_of: dict[str, str], enc: Encoding) -> Any:
+def _mktree(file: Any, name: str, branches: dict[str, Any], counter_of: dict[str, str], enc: Encoding,
+            titles: dict[str, str]) -> Any:
     types = {k: _branch_type(v) for k, v in branches.items()}
     tree = file.mktree(name, types, counter_name=counter_of.__getitem__)
-    if enc.counter_types:
-        _set_counter_types(file, tree, enc.counter_types)
+    if enc.counter_types or titles:
+        _set_branch_metadata(file, tree, enc.counter_types, titles)
     return tree
 
 
-def _set_counter_types(file: Any, tree: Any, types: dict[str, str]) -> None:
-    """Give counters the integer type the source file had (uproot writes every counter as int32).
+def _titles(schema: Schema, enc: Encoding, names: RootNames) -> dict[str, str]:
+    """Branch titles: the schema's documentation (NanoAOD's titles), else what the source file had."""
+    out = dict(names.titles)
+    for coll, cdef in schema.collections.items():
+        if cdef.doc:
+            out[enc.counters[coll]] = cdef.doc
+        tdef = schema.collection_type(coll)
+        documented = {n: f.doc for n, f in tdef.fields.items() if f.doc}
+        documented |= {n: r.doc for n, r in tdef.relations.items() if r.doc and (coll, n) not in enc.from_field}
+        for member, doc in documented.items():
+            out.update(dict.fromkeys(enc.sources[coll][member], doc))
+    out.update({enc.tags[t]: f.doc for t, f in schema.tags.items() if f.doc})
+    return out
 
-    uproot has no option for it: the counters' descriptions are changed in
-    place and the tree's metadata written again, before any entry.
+
+def _set_branch_metadata(file: Any, tree: Any, types: dict[str, str], titles: dict[str, str]) -> None:
+    """Give counters the integer type the source file had (uproot writes every counter as int32), and
+    branches their titles (uproot writes the leaf list).
+
+    uproot has no option for either: the branches' descriptions are changed in
+    place and the tree's metadata written again, before any entry. The leaves
+    keep uproot's leaf list, which is what readers take the type from.
     """
     from uproot.writing._cascadetree import _dtype_to_char
 
@@ -255,6 +274,8 @@ def _set_counter_types(file: Any, tree: Any, types: dict[str, str]) -> None:
             dtype = np.dtype(wanted).newbyteorder(">")
             datum["dtype"] = dtype
             datum["fTitle"] = f"{datum['fName']}/{_dtype_to_char[dtype]}"
+        if datum["fName"] in titles:
+            datum["fTitle"] = titles[datum["fName"]]
     cascade.write_anew(file._file.sink)
 
 
@@ -293,6 +314,44 @@ def root_names(source: Any) -> RootNames | None:
     return RootNames.from_dict(json.loads(found.pop()))
 
 
+def linked_trees(source: Any) -> dict[str, Any]:
+    """The trees imported beside the events of ``source`` (a Selection), as selections of their
+    linked datasets at the same version: ``{"Runs": <Selection of ttbar.Runs>}``.
+
+    A linked tree is written whole whatever the events' selection: ``Runs``
+    sums every generated event, before any cut.
+    """
+    found: dict[str, str] = {}
+    for db in source.dataset.databases():  # every file of the dataset, whichever events are selected
+        trees = db.parameters.get(TREES_KEY)
+        if isinstance(trees, dict):
+            found.update({str(k): str(v) for k, v in trees.items()})
+    from giod.read.selection import Selection
+
+    store = source.dataset.store
+    out: dict[str, Any] = {}
+    for tree, name in sorted(found.items()):
+        try:
+            out[tree] = Selection(store.dataset(name, version=source.version), None)
+        except NotFound:  # the linked dataset was deleted since: the events are still written
+            continue
+    return out
+
+
+def _write_tree(file: Any, tree_name: str, arrays: Iterable[ak.Array] | ak.Array, model: Schema,
+                names: RootNames) -> None:
+    enc = encode(model, names)
+    out: Any = None
+    titles = _titles(model, enc, names)
+    for flat in _chunks(arrays, model):
+        branches, counter_of = _root_arrays(flat, model, enc)
+        if out is None:
+            out = _mktree(file, tree_name, branches, counter_of, enc, titles)
+        out.extend(branches)
+    if out is None:
+        _mktree(file, tree_name, *_root_arrays(_empty(model), model, enc), enc, titles)
+
+
 def write_root(
     path: str | os.PathLike[str],
     arrays: Iterable[ak.Array] | ak.Array,
@@ -301,23 +360,25 @@ def write_root(
     tree: str | None = None,
     embed_schema: bool = True,
     names: RootNames | None = None,
+    trees: Mapping[str, Any] | None = None,
 ) -> None:
     """Write events as a flat NanoAOD-style TTree, one chunk at a time.
 
     ``schema`` is a Schema (or its dict form); ``arrays`` yields chunks of
     events. ``names`` (recorded when a dataset was imported, see
     :func:`root_names`) spells the tree, counters and branches as the source
-    file did; ``tree`` overrides the tree name (default ``Events``). The file
-    appears under ``path`` only once it is complete. With ``embed_schema`` the
-    giod schema (and the names) travel in the file so that an import restores
-    them exactly.
+    file did; ``tree`` overrides the tree name (default ``Events``). Each
+    ``trees`` entry (a Selection, see :func:`linked_trees`) is written as one
+    more tree of that name (NanoAOD's ``Runs``). The file appears under
+    ``path`` only once it is complete. With ``embed_schema`` the giod schema
+    (and the names) of the events travel in the file so that an import
+    restores them exactly. Documentation (``doc``) becomes branch titles.
     """
     import uproot
 
     model = _as_schema(schema)
     names = names or RootNames()
-    enc = encode(model, names)
-    tree_name = tree or names.tree
+    encode(model, names)  # a schema that cannot be written is refused before any file is made
     target = os.fspath(path)
     try:
         with _Replacing(target) as temp, uproot.recreate(temp) as file:
@@ -325,14 +386,9 @@ def write_root(
                 file[SCHEMA_KEY] = model.to_yaml()
                 if names != RootNames():
                     file[NAMES_KEY] = names.to_json()
-            out: Any = None
-            for flat in _chunks(arrays, model):
-                branches, counter_of = _root_arrays(flat, model, enc)
-                if out is None:
-                    out = _mktree(file, tree_name, branches, counter_of, enc)
-                out.extend(branches)
-            if out is None:
-                _mktree(file, tree_name, *_root_arrays(_empty(model), model, enc), enc)
+            _write_tree(file, tree or names.tree, arrays, model, names)
+            for name, linked in (trees or {}).items():
+                _write_tree(file, name, linked.iterate(), linked.dataset.schema, root_names(linked) or RootNames())
     except GiodError:
         raise
     except OSError as exc:

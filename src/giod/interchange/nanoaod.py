@@ -18,7 +18,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import awkward as ak
@@ -26,8 +26,8 @@ import numpy as np
 
 from giod.catalog.records import keyed_ranges
 from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
-from giod.interchange.encoding import ROOT_NAMES, numpy_dtype
-from giod.interchange.rootfile import DEFAULT_TREE, open_root, root_errors  # noqa: F401 - DEFAULT_TREE: re-exported
+from giod.interchange.encoding import ROOT_NAMES, TREES_KEY, numpy_dtype
+from giod.interchange.rootfile import DEFAULT_TREE, open_root, root_errors, tree_names
 from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
     CollectionPlan,
     Mapped,
@@ -53,9 +53,18 @@ class ImportReport:
     skipped: dict[str, str]
     checksum: str | None = None  # "sha256:<hex>" of the file; None for a URL
     resumed: int = 0  # events of the file the dataset held from an interrupted import of it, not written again
+    trees: dict[str, str] = field(default_factory=dict)  # every other tree of the file -> what became of it
 
 
 IMPORT_PROGRAM = "giod import"  # the program recorded in the provenance of imported databases
+#: Trees imported beside a file's ``Events``, each into the linked dataset ``<dataset>.<tree>``:
+#: NanoAOD's ``Runs`` holds ``genEventSumw`` and ``genEventCount``, which normalise MC.
+LINKED_TREES = ("Runs",)
+
+
+def linked_dataset(dataset: str, tree: str) -> str:
+    """The dataset that holds tree ``tree`` of the files imported into ``dataset``: ``ttbar.Runs``."""
+    return f"{dataset}.{tree}"
 
 
 def import_key(checksum: str) -> str:
@@ -286,7 +295,12 @@ def import_root(
     todo = [(0, layout.n_entries)]
     if checksum is not None and not created and not append:
         todo = _to_import(ds, checksum, path, layout.n_entries)
+    with open_root(path) as file, root_errors(path):
+        others = [t for t in tree_names(file) if t != layout.tree_name]
+    linked = [t for t in others if t in LINKED_TREES and layout.tree_name == DEFAULT_TREE]
     provenance: dict[str, Any] = {"source": os.path.basename(os.fspath(path)), "tree": layout.tree_name}
+    if linked:
+        provenance[TREES_KEY] = {t: linked_dataset(dataset_name, t) for t in linked}
     provenance[ROOT_NAMES] = layout.names.to_dict()  # how the export spells the file again
     key = None
     if checksum is not None:
@@ -296,7 +310,13 @@ def import_root(
         key = import_key(checksum) + (f"/{uuid.uuid4().hex[:12]}" if append else "")
     resumed = layout.n_entries - sum(hi - lo for lo, hi in todo)
     done = chunks = 0
+    trees = {t: f"not imported: giod imports one event tree; import it with --tree {t} --dataset NAME"
+             for t in others}
+    made: list[str] = []  # linked datasets this import created
     try:
+        for t in linked:  # first: a file whose Runs cannot be imported leaves nothing behind
+            trees[t] = _import_linked(ds.federation, path, linked_dataset(dataset_name, t), t, append=append,
+                                      container_format=container_format, made=made)
         for start, stop in todo:
             with ds.writer(program=IMPORT_PROGRAM, parameters=provenance, idempotency_key=key,
                            key_from=None if key is None else start) as writer:
@@ -310,6 +330,8 @@ def import_root(
     except BaseException:
         if created:  # an import that created its dataset lands whole or not at all
             ds.federation.catalog.delete_dataset(dataset_name)
+        for name in made:
+            ds.federation.catalog.delete_dataset(name)
         raise
     return ImportReport(
         dataset=dataset_name,
@@ -323,4 +345,20 @@ def import_root(
         skipped=dict(layout.skipped),
         checksum=checksum,
         resumed=resumed,
+        trees=trees,
     )
+
+
+def _import_linked(fed: Any, path: str | os.PathLike[str], name: str, tree: str, *, append: bool,
+                   container_format: str | None, made: list[str]) -> str:
+    """Import ``tree`` of the file into the linked dataset ``name``; what became of it, in words."""
+    try:
+        report = import_root(fed, path, name, tree=tree, append=append, container_format=container_format)
+    except ConflictError:  # an interrupted import finished now, or the same file again: it is there
+        return f"already in dataset {name}"
+    except DataError as exc:  # a tree with nothing giod can read
+        return f"not imported: {exc}"
+    if report.created:
+        made.append(name)
+    n = report.n_events
+    return f"{n:,} entr{'y' if n == 1 else 'ies'} into dataset {name}"

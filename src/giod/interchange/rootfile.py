@@ -54,6 +54,11 @@ def open_root(path: str | os.PathLike[str]) -> Any:
         return uproot.open({name: None})
 
 
+def tree_names(file: Any) -> list[str]:
+    """The names of the TTrees and RNTuples at the top of an open file, in the file's order."""
+    return list(dict.fromkeys(k.rsplit(";", 1)[0] for k, v in file.classnames().items() if v in _TREE_KINDS))
+
+
 def find_tree(file: Any, path: str | os.PathLike[str], tree: str | None) -> tuple[str, Any]:
     """``(name, object)`` of the event tree (TTree or RNTuple): ``tree``, else ``Events``, else the only one."""
     with root_errors(path):

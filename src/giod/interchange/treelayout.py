@@ -27,6 +27,7 @@ from giod.schema import STRING, Schema
 
 _IDX = re.compile(r"^([A-Za-z][A-Za-z0-9]*?)Idx(.*)$")
 _UNTAGGED = re.compile(r"^_collection[0-9]+$")  # ROOT's RNTupleImporter: one per counter group
+_LEAF_LIST = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[A-Za-z0-9_]*\])*/[A-Za-z]$")  # "run/i", "Jet_pt[nJet]/F"
 
 Mapped = tuple[str, str] | str  # (collection, field or relation) or a tag name
 
@@ -133,6 +134,15 @@ class _Draft:
     fields: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)  # -> (key, dtype)
     tags: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (key, dtype)
     skipped: dict[str, str] = field(default_factory=dict)
+    docs: dict[str, str] = field(default_factory=dict)  # branch -> its title, when that documents it
+    titles: dict[str, str] = field(default_factory=dict)  # branch -> a title that is neither doc nor leaf list
+
+    def add_title(self, branch: str, title: str) -> None:
+        """NanoAOD documents each branch in its title; a leaf list (``run/i``) is no documentation."""
+        if title.strip() and not _LEAF_LIST.match(title):
+            self.docs[branch] = title
+        elif not _LEAF_LIST.match(title):  # "" (NanoAOD's nLHEPdfWeight): kept for an exact export
+            self.titles[branch] = title
 
     def add_field(self, coll: str, member: str, key: str, dtype: str) -> None:
         if dtype == STRING:
@@ -168,6 +178,7 @@ def _draft_ttree(tree: Any) -> _Draft:
     jagged: dict[str, list[tuple[str, str]]] = {}  # counter -> (branch, dtype)
     scalars: list[tuple[str, str, tuple[int, ...]]] = []
     for b in tree.branches:
+        draft.add_title(b.name, b.title)
         if b.branches:
             draft.skipped[b.name] = f"object branch {b.typename} with sub-branches is not supported"
             continue
@@ -356,6 +367,22 @@ def _target(written: str, collections: list[str]) -> str | None:
     return loose[0] if len(loose) == 1 else None
 
 
+def _typed(type_name: str, doc: str) -> str | dict[str, str]:
+    """A field, tag or collection in the schema's YAML form, with its documentation if it has one."""
+    return {"type": type_name, "doc": doc} if doc else type_name
+
+
+def _collection(coll: str, counter: str | None, docs: dict[str, str]) -> str | dict[str, str]:
+    """A collection in the schema's YAML form: documented by its counter's title; a counter not called
+    ``n<coll>`` (HZZ's ``NJet``) is kept as the name selections may count it by."""
+    out: dict[str, str] = {"type": coll}
+    if counter is not None and counter != f"n{coll}" and is_name(counter):
+        out["counter"] = counter
+    if docs.get(counter or ""):
+        out["doc"] = docs[counter or ""]
+    return out if len(out) > 1 else coll
+
+
 def _layout_from_draft(draft: _Draft, tree_name: str, n: int, kind: str) -> TreeLayout:
     names = sorted(draft.fields)  # the order giod's schema gives collections
     plans: dict[str, CollectionPlan] = {}
@@ -375,17 +402,17 @@ def _layout_from_draft(draft: _Draft, tree_name: str, n: int, kind: str) -> Tree
             fields[name] = Member((key,), dtype)
             mapping[key] = (coll, name)
         plans[coll] = CollectionPlan(coll, draft.counters[coll], {**fields, **relations})
-        types[coll] = {"fields": {f: m.dtype for f, m in fields.items()}}
+        types[coll] = {"fields": {f: _typed(m.dtype, draft.docs.get(m.keys[0], "")) for f, m in fields.items()}}
         if relations:
             types[coll]["relations"] = {r: {"to": m.target} for r, m in relations.items()}
     schema_dict: dict[str, Any] = {
         "schema_version": 1,
         "name": identifier(tree_name.lower()),
         "types": types,
-        "collections": {c: c for c in names},
+        "collections": {c: _collection(c, draft.counters[c], draft.docs) for c in names},
     }
     if draft.tags:
-        schema_dict["tags"] = {t: dtype for t, (_, dtype) in draft.tags.items()}
+        schema_dict["tags"] = {t: _typed(dtype, draft.docs.get(key, "")) for t, (key, dtype) in draft.tags.items()}
     mapping.update({key: t for t, (key, _) in draft.tags.items()})
     return TreeLayout(
         tree_name=tree_name,
@@ -408,6 +435,12 @@ def _source_branch(key: str) -> str | None:
     return sub if _UNTAGGED.match(top) else None
 
 
+def _read_keys(draft: _Draft, plans: dict[str, CollectionPlan]) -> set[str]:
+    """The branches an import reads (counters included)."""
+    keys = {c for c in draft.counters.values() if c is not None} | {k for k, _ in draft.tags.values()}
+    return keys | {k for plan in plans.values() for m in plan.members.values() for k in m.keys}
+
+
 def _names_from_draft(draft: _Draft, plans: dict[str, CollectionPlan], tree_name: str) -> RootNames:
     """What an export needs to spell the file as it was: only what differs from the default encoding."""
     counters = {c: k for c, k in draft.counters.items() if k is not None and k != f"n{c}"}
@@ -418,7 +451,9 @@ def _names_from_draft(draft: _Draft, plans: dict[str, CollectionPlan], tree_name
             source = _source_branch(m.keys[0])
             if m.target is None and source is not None and source != f"{coll}_{member}":
                 branches[f"{coll}.{member}"] = source
-    return RootNames(tree_name, counters, types, branches)
+    read = _read_keys(draft, plans)
+    titles = {b: t for b, t in draft.titles.items() if b in read}
+    return RootNames(tree_name, counters, types, branches, titles)
 
 
 def _layout_from_embedded(tree: Any, tree_name: str, text: str, names_text: str | None) -> TreeLayout | None:
@@ -426,7 +461,7 @@ def _layout_from_embedded(tree: Any, tree_name: str, text: str, names_text: str 
     try:
         schema = Schema.from_text(text, source=SCHEMA_KEY)
         names = RootNames.from_json(names_text) if names_text is not None else RootNames(tree_name)
-        names = RootNames(tree_name, names.counters, names.counter_types, names.branches)
+        names = RootNames(tree_name, names.counters, names.counter_types, names.branches, names.titles)
         enc = encode(schema, names)
     except GiodError:
         return None

@@ -61,8 +61,14 @@ def resolve_columns(schema: Schema, columns: Sequence[str] | None, available: se
     out: dict[str, list[str]] = {}
     top: list[str] = []
     counters: dict[str, str] = {}
+    named = {c.counter: name for name, c in schema.collections.items() if c.counter}  # a file's NJet
     for col in columns:
         head, _, field = col.partition(".")
+        if not field and head not in schema.tags and head in named:
+            counters[head] = named[head]
+            if head not in top:
+                top.append(head)
+            continue
         if not field and head not in schema.tags and head not in schema.collections and \
                 head[:1] == "n" and head[1:] in schema.collections:
             counters[head] = head[1:]

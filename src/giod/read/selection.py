@@ -53,7 +53,8 @@ def parse_selection(schema: Schema, text: str | None) -> Expression:
     fields = {name: f.dtype for name, f in schema.tags.items()}
     collections = {name: {f: d.type_string for f, d in schema.collection_type(name).fields.items()}
                    for name in schema.collections}
-    return parse(text, fields, collections)
+    counters = {c.counter: name for name, c in schema.collections.items() if c.counter}
+    return parse(text, fields, collections, counters)
 
 
 def select_local(dataset: Snapshot, db: DatabaseRecord, expression: Expression,

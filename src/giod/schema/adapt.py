@@ -9,6 +9,7 @@ column is rebuilt from the same offsets.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,7 +77,7 @@ def adapt_table(
             continue
         else:
             raise DataError(f"column '{name}' is read from '{source}', which the table lacks")
-        fields.append(pa.field(name, column.type, nullable=False))
+        fields.append(field.with_type(column.type))  # the target's field: its doc (metadata) too
         arrays.append(column)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=target.metadata))
 
@@ -112,8 +113,9 @@ def _adapt_column(
             return column
         return pa.chunked_array([_cast(c, field.type) for c in column.chunks], type=field.type)
     old_type, new_type = old.collection_type(source), new.collection_type(field.name)
-    if old_type == new_type and column.type == field.type:
-        # Equal but for list item names (Parquet calls them "element"): a cheap cast renames them.
+    if _undocumented(old_type) == _undocumented(new_type) and column.type == field.type:
+        # Equal but for list item names (Parquet calls them "element") or docs (field metadata):
+        # a cheap cast relabels them.
         return column if _same(column.type, field.type) else column.cast(field.type)
     if not pa.types.is_list(column.type) or not pa.types.is_struct(column.type.value_type):
         raise DataError(f"column '{source}' has type {column.type}, expected a list of structs")
@@ -126,6 +128,12 @@ def _adapt_column(
     )
     chunks = [_adapt_objects(c, old_type, members, target) for c in column.chunks]
     return pa.chunked_array(chunks, type=target)
+
+
+def _undocumented(type_def: TypeDef) -> TypeDef:
+    """``type_def`` without its docs: a doc changes no value, so old data needs no conversion for it."""
+    return TypeDef(type_def.name, {n: replace(f, doc="") for n, f in type_def.fields.items()},
+                   {n: replace(r, doc="") for n, r in type_def.relations.items()})
 
 
 def _members(type_def: TypeDef) -> list[FieldDef | RelationDef]:

@@ -174,7 +174,7 @@ class RelationRemoved(Change):
 @dataclass(frozen=True)
 class DocChanged(Change):
     element: str  # "the model", "type Track", "field Track.pt", ...
-    what: str  # "description", "doc" or "default"
+    what: str  # "description", "doc", "default" or "counter"
 
     def describe(self) -> str:
         return f"changed the {self.what} of {self.element}"

@@ -261,8 +261,14 @@ class CollectionDef:
     type: str
     container: str
     doc: str = ""
+    counter: str = ""  # another name for n<name> in selections: the file's counter (NJet)
 
     def to_dict(self) -> str | dict[str, Any]:
-        if not self.doc:
+        if not self.doc and not self.counter:
             return self.type
-        return {"type": self.type, "doc": self.doc}
+        out: dict[str, Any] = {"type": self.type}
+        if self.counter:
+            out["counter"] = self.counter
+        if self.doc:
+            out["doc"] = self.doc
+        return out

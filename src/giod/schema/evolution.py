@@ -8,7 +8,7 @@ Allowed: adding a type, collection, container, relation, or a field/tag with
 a default; removing a field, tag, relation, collection or type (old data
 keeps the column, readers drop it); renaming a field or tag with ``aliases:
 [old_name]``; widening a dtype (see :func:`giod.schema.definitions.widens`);
-any change of description, doc or default. Refused: narrowing or otherwise
+any change of description, doc, default or a collection's counter. Refused: narrowing or otherwise
 changing a dtype, changing a fixed-array shape, adding a field or tag
 without a default, changing a relation's target or multiplicity, moving a
 collection to another container, renaming the model.
@@ -167,6 +167,8 @@ def diff(old: ModelView, new: ModelView) -> list[Change]:
                 changes.append(CollectionRetyped(name, before.type, after.type))
             if before.doc != after.doc:
                 changes.append(DocChanged(f"collection {name}", "doc"))
+            if before.counter != after.counter:  # a name for selections: nothing stored changes
+                changes.append(DocChanged(f"collection {name}", "counter"))
 
     old_containers, new_containers = old.containers.keys(), new.containers.keys()
     changes.extend(ContainerAdded(c) for c in sorted(new_containers - old_containers))

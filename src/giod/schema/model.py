@@ -128,8 +128,15 @@ class Schema:
 
     def to_yaml(self) -> str:
         """The model as YAML text; ``Schema.from_yaml(s.to_yaml()) == s``."""
-        text: str = yaml.safe_dump(
-            self.to_dict(), sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
+        return self._yaml
+
+    @cached_property
+    def _yaml(self) -> str:
+        # made once: every container's metadata and every commit carries it, and a NanoAOD model
+        # with its documentation is some 80 kB; libyaml's emitter, when present, writes the same text faster
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        text: str = yaml.dump(
+            self.to_dict(), Dumper=dumper, sort_keys=False, default_flow_style=None, allow_unicode=True, width=100
         )
         return text
 

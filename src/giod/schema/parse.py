@@ -88,7 +88,7 @@ _TOP_KEYS = ("schema_version", "name", "description", "types", "collections", "c
 _TYPE_KEYS = ("description", "fields", "relations")
 _FIELD_KEYS = ("type", "default", "aliases", "doc", "precision")
 _RELATION_KEYS = ("to", "many", "doc")
-_COLLECTION_KEYS = ("type", "doc")
+_COLLECTION_KEYS = ("type", "doc", "counter")
 
 _DTYPE_HELP = (f"expected one of {', '.join(DTYPES)}, optionally with [N] for a fixed-size array, "
                f"or {STRING}")
@@ -230,7 +230,7 @@ class _Parser:
             description=description,
             types=types,
             collections={
-                c: CollectionDef(c, d.type, containers[c], d.doc) for c, d in collections.items()
+                c: CollectionDef(c, d.type, containers[c], d.doc, d.counter) for c, d in collections.items()
             },
             tags=tags,
         )
@@ -386,6 +386,7 @@ class _Parser:
         for key, spec in value.items():
             cpath = (*path, key)
             name = self.name(key, cpath, _NAME, "collection")
+            counter = ""
             if isinstance(spec, str):
                 type_name, doc, type_path = spec, "", cpath
             else:
@@ -396,13 +397,22 @@ class _Parser:
                     raise self.error(cpath, "required key 'type' is missing")
                 type_name, type_path = body["type"], (*cpath, "type")
                 doc = self.text(body.get("doc", ""), (*cpath, "doc"))
+                if "counter" in body:
+                    counter = self.name(body["counter"], (*cpath, "counter"), _NAME, "counter")
             if type_name not in types:
                 raise self.error(
                     type_path,
                     f"type '{type_name}' is not defined (defined types: {_listing(types)})",
                     label=dotted(cpath),
                 )
-            out[name] = CollectionDef(name, type_name, "", doc)
+            out[name] = CollectionDef(name, type_name, "", doc, counter)
+        counted: dict[str, str] = {}  # a counter names one collection's size, and nothing else
+        for name, cdef in out.items():
+            if cdef.counter and (cdef.counter in out or cdef.counter in counted):
+                other = f"collection '{counted[cdef.counter]}'s counter" if cdef.counter in counted else "a collection"
+                raise self.error((*path, name, "counter"), f"counter '{cdef.counter}' is already the name of {other}")
+            if cdef.counter:
+                counted[cdef.counter] = name
         return out
 
     def containers(self, value: Any, collections: dict[str, CollectionDef]) -> dict[str, str]:
@@ -456,6 +466,9 @@ class _Parser:
             name = self.member_name(key, tpath, "tag")
             if name in collections:
                 raise self.error(tpath, f"tag '{name}' has the same name as a collection")
+            counts = [c for c, d in collections.items() if d.counter == name]
+            if counts:
+                raise self.error(tpath, f"tag '{name}' has the same name as the counter of collection '{counts[0]}'")
             out[name] = self.field(name, spec, tpath, scalar_only=True)
         self.check_aliases(out, {}, path)
         return out

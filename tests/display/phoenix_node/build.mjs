@@ -103,7 +103,8 @@ for (const [key, event] of Object.entries(data)) {
       types[typeGroup.name][coll.name] = coll.children.map(describe);
     }
   }
-  answer[key] = { collections: loader.getCollections(), cuts: { ...cuts }, types };
+  const metadata = loader.getEventMetadata();  // what Phoenix shows as "Run / Event"
+  answer[key] = { collections: loader.getCollections(), cuts: { ...cuts }, types, metadata };
   scene.clear();
 }
 process.stdout.write(JSON.stringify(answer));
