@@ -92,7 +92,9 @@ def test_a_known_circle_that_grows_or_goes_is_caught(tree):
     # a file joins the command line's circle: the listed circle is no longer there as listed, a bigger one is
     _append(tree / "cli" / "output.py", "from giod.cli import main")
     bad = _check(tree)
-    assert len(bad) == 2 and "a circle of 7 files" in bad[0] and "no longer there" in bad[1], bad
+    assert len(bad) == 2 and "no longer there" in bad[1], bad
+    size = int(bad[0].removeprefix("a circle of ").split(" ")[0])
+    assert size > len(next(c for c in KNOWN_CIRCLES if "giod.cli" in c)), bad
     # a listed circle that was cut: the list must shrink with it
     stale = {**KNOWN_CIRCLES, frozenset({"giod.errors", "giod.config"}): "gone"}
     assert layering.check(SRC, CONCEPTS, stale, COMPUTED_IMPORTS) == [
