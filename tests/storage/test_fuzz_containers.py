@@ -149,6 +149,18 @@ def test_a_buffer_before_its_batch_is_refused_by_the_reads_of_a_few_events(bases
     assert not fuzz.bad(outcome), outcome
 
 
+@pytest.mark.parametrize(("container", "batch", "which", "at"), [("reco", 5, 45708, 148435),
+                                                                  ("raw.tracker", 6, 46984, 391671)])
+def test_a_buffer_far_before_its_batch_is_refused_by_whole_reads(bases: dict[bool, Path], child: fuzz.Child,
+                                                                  tmp_path: Path, container: str, batch: int,
+                                                                  which: int, at: int) -> None:
+    # found by giod bench fuzz --cases 500 --seed 2026: a compressed buffer at offset -2**31 passed the check of
+    # the buffers' ends, and the length prefixes of a whole batch were read at it: IndexError
+    fuzz.apply(bases[True], tmp_path / "fed", fuzz.Mutation("span", container, batch, which, at, -(1 << 31)))
+    outcome = child.run(tmp_path / "fed")
+    assert not fuzz.bad(outcome), outcome
+
+
 def test_the_server_answers_a_crafted_dataset_with_a_4xx(bases: dict[bool, Path], child: fuzz.Child,
                                                          tmp_path: Path) -> None:
     # the issue's case: offsets past the objects, uploaded, then every query on the dataset killed the server

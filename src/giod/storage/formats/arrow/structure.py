@@ -113,7 +113,8 @@ def buffer_sizes(msg: Message, body: pa.Buffer | None, where: str) -> np.ndarray
     if msg.codec is None:
         return np.asarray(spans[:, 1], dtype=np.int64)
     assert body is not None
-    if len(spans) and int((spans[:, 0] + spans[:, 1]).max()) > min(msg.body_length, len(body)):
+    end = min(msg.body_length, len(body))
+    if len(spans) and (int(spans.min()) < 0 or int((spans[:, 0] + spans[:, 1]).max()) > end):
         raise IntegrityError(f"{where}: buffers lie outside the record batch")
     data = np.frombuffer(body, dtype=np.uint8)
     sizes = np.zeros(len(spans), dtype=np.int64)
