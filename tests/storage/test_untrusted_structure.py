@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import giod
-from giod.errors import IntegrityError
+from giod.errors import GiodError, IntegrityError
 from giod.storage import validation
 from giod.storage.container import WriteOptions
 from giod.testing import synthetic
@@ -176,3 +176,27 @@ def test_the_full_check_sees_a_relation_into_another_container(tmp_path: Path) -
         check_files(site, db.containers, stored_relations(ds.schema))
     fed.close()
     shutil.rmtree(root)
+
+
+def test_a_container_holding_fewer_events_than_its_database_is_refused(tmp_path: Path) -> None:
+    # found by giod bench fuzz: a Parquet file of 41 of its database's 60 events, its catalog figures made to
+    # agree with it, was joined side by side with the other containers, and awkward refused the record
+    import google_crc32c
+    import pyarrow.parquet as pq
+
+    root = _federation(tmp_path / "fed", n=60, cluster=60, container_format="parquet")
+    fed = giod.open(root)
+    rec = fed.dataset("qcd").databases()[0].container("raw.tracker")
+    path = crafted.local_file(fed, rec)
+    fed.close()
+    short = pq.read_table(path).slice(0, 41)
+    pq.write_table(short, path)
+    data = Path(path).read_bytes()
+    crafted.recatalog(f"sqlite:///{root / 'catalog.sqlite'}", rec.path, crafted.Sealed(
+        f"crc32c:{google_crc32c.value(data):08x}", len(data), (41,), ()))
+    ds = giod.open(root).dataset("qcd")
+    with pytest.raises(IntegrityError, match="gave 41 events, not 60"):
+        ds.read(["hits", "jets"])
+    assert ds.event(5).hits is not None  # an event the file does hold is read as written
+    with pytest.raises(GiodError):  # one it does not: refused, never a ValueError from awkward
+        ds.event(50)

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
-from giod.errors import NotFound
+from giod.errors import IntegrityError, NotFound
 from giod.read.objects import link
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.parallel import map_reads
@@ -146,6 +146,10 @@ def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths
 
     # another replica is read when this one fails, while opening or while reading
     table = store.read_container(rec, read)
+    expected = db.n_events if local is None else len(local)
+    if table.num_rows != expected:  # the containers of a database hold its events, side by side
+        raise IntegrityError(f"container {rec.path} of database {db.id} gave {table.num_rows} events, "
+                             f"not {expected}: its clusters disagree with the database")
     if old is not None:
         tops = list(dict.fromkeys(p.split(".", 1)[0] for p in paths))
         table = _members(dataset.schema.adapt_table(table, container, old, columns=tops), paths)
