@@ -101,6 +101,12 @@ def read(events: int | None, repeat: int | None, quick: bool, output: str, workd
     show_default=True,
     help="Comma-separated cluster sizes in events ('default': giod's 16 MB clusters).",
 )
+@click.option(
+    "--databases",
+    default="10,100",
+    show_default=True,
+    help="Comma-separated numbers of databases the events are spread over (one dataset each).",
+)
 def select(
     events: int | None,
     repeat: int | None,
@@ -108,10 +114,11 @@ def select(
     output: str,
     workdir: str | None,
     clusters: str,
+    databases: str,
 ) -> None:
     """Tag selections of 0.1 %, 1 %, 10 % then one collection, beside a full scan.
 
-    Example: giod bench select --events 10000000 --clusters 1000,default
+    Example: giod bench select --events 10000000 --clusters default --databases 100
     """
     from giod_bench import select as module
 
@@ -124,8 +131,13 @@ def select(
             sizes.append(int(part))
         else:
             raise ConfigError(f"--clusters wants positive integers or 'default', got {part!r}")
+    try:
+        spread = tuple(int(d) for d in databases.split(",") if d.strip())
+    except ValueError:
+        raise ConfigError(f"--databases wants comma-separated integers, got {databases!r}") from None
     with Bars() as bars:
-        outcome = module.run(events=n, clusters=sizes, repeat=r, workdir=_workdir_path(workdir), bars=bars)
+        outcome = module.run(events=n, clusters=sizes, repeat=r, databases=spread, workdir=_workdir_path(workdir),
+                             bars=bars)
     _publish(outcome, output, module.plot)
 
 

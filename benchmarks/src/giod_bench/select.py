@@ -10,12 +10,19 @@ ratio of the medians. Because ``ht`` is independent of the entry number,
 selected events are spread evenly: a cluster is read when it holds at least
 one of them, so the fraction of clusters read, ``1 - (1 - f)^cluster``, not
 the fraction of events, sets what a selection can save.
+
+Each cluster size is written once per number of databases (``databases``:
+the writer cuts a database every ``events / databases`` events), so that the
+table shows what a selection costs as the events spread over more databases;
+beside it, ``len`` of the selection alone (the count) and ``ds.event(i)``
+(one event, every container; median over random entries, warm).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +47,7 @@ from giod_bench.report import (
     stopwatch,
 )
 
-__all__ = ["CLUSTERS", "COLLECTION", "DEFAULT_EVENTS", "FRACTIONS", "QUICK_EVENTS", "plot", "run"]
+__all__ = ["CLUSTERS", "COLLECTION", "DATABASES", "DEFAULT_EVENTS", "FRACTIONS", "QUICK_EVENTS", "plot", "run"]
 
 DEFAULT_EVENTS = 2_000_000
 QUICK_EVENTS = 20_000
@@ -50,10 +57,13 @@ CLUSTERS: tuple[int | None, ...] = (
     10_000,
     None,
 )  # events per cluster; None: giod's default (16 MB)
+DATABASES = (10, 100)  # databases per dataset
+EVENT_LOOKUPS = 20  # random entries per ds.event(i) measurement
 COLLECTION = "hits"
 HITS_PER_EVENT = 10
 TAG = "ht"
 _CHUNK = 250_000  # events generated and appended at a time
+FIRST_COUNT: dict[int, float] = {}  # dataset -> seconds of its first count
 _FIELDS = [COLLECTION, "run", "event", "njets", "ntracks", "ht", "lead_pt"]
 
 
@@ -61,15 +71,17 @@ def _cluster_label(cluster: int | None) -> str:
     return "16 MB (default)" if cluster is None else f"{cluster:,} events"
 
 
-def _write(fed: Any, events: int, clusters: Sequence[int | None], advance: Any) -> tuple[list[Any], np.ndarray, int]:
-    """One dataset per cluster size, the same events in each.
+def _write(fed: Any, events: int, layouts: Sequence[tuple[int | None, int]], advance: Any
+           ) -> tuple[list[Any], np.ndarray, int]:
+    """One dataset per (cluster size, number of databases), the same events in each.
 
     Returns the datasets, every event's tag value and the payload bytes a
     full scan decodes (hits and the tag).
     """
     schema = synthetic.schema()
-    datasets = [fed.create_dataset(f"select_{k}", schema) for k in range(len(clusters))]
-    writers = [ds.writer(cluster_events=c) for ds, c in zip(datasets, clusters, strict=True)]
+    datasets = [fed.create_dataset(f"select_{k}", schema) for k in range(len(layouts))]
+    writers = [ds.writer(cluster_events=c, database_events=-(-events // d), database_bytes=1 << 62)
+               for ds, (c, d) in zip(datasets, layouts, strict=True)]
     tags = []
     payload = 0
     try:
@@ -116,6 +128,7 @@ def run(
     fractions: Sequence[float] = FRACTIONS,
     clusters: Sequence[int | None] = CLUSTERS,
     repeat: int = 3,
+    databases: Sequence[int] = DATABASES,
     workdir: str | os.PathLike[str] | None = None,
     bars: Bars | None = None,
 ) -> Outcome:
@@ -126,12 +139,15 @@ def run(
         raise ConfigError("selected fractions must lie strictly between 0 and 1")
     if any(c is not None and c < 1 for c in clusters):
         raise ConfigError("cluster sizes must be positive")
+    if not databases or any(d < 1 or d > events for d in databases):
+        raise ConfigError("numbers of databases must be given, positive and at most the number of events")
+    layouts = [(c, d) for c in clusters for d in databases]
     bars = bars or Bars(enabled=False)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="giod-bench-select-", dir=workdir) as tmp:
         fed = giod.open(Path(tmp) / "fed", create=True)
-        with bars.task(f"writing {events:,} events × {len(clusters)} cluster sizes", events) as advance:
-            datasets, tag, payload = _write(fed, events, clusters, advance)
+        with bars.task(f"writing {events:,} events × {len(layouts)} layouts", events) as advance:
+            datasets, tag, payload = _write(fed, events, layouts, advance)
         ordered = np.sort(tag)
         cuts = []
         for f in fractions:
@@ -144,8 +160,8 @@ def run(
             clocks.update(_clocks(ds, k, cuts, expected))
         with bars.task("selecting and scanning (in turn)", repeat * len(clocks)) as advance:
             timings = round_robin(clocks, repeat, advance=advance)
-        for k, (ds, cluster) in enumerate(zip(datasets, clusters, strict=True)):
-            rows += _rows(ds, k, cluster, cuts, expected, timings)
+        for k, (ds, layout) in enumerate(zip(datasets, layouts, strict=True)):
+            rows += _rows(ds, k, layout, cuts, expected, timings)
         fed.close()
     notes = [
         f"{events:,} events, {HITS_PER_EVENT} hits per event on average; the full scan reads "
@@ -153,7 +169,8 @@ def run(
         "rounds, every measurement once per round",
         "selection time = tag query (through the tag index, or reading ht of every event past a tenth "
         "of the index: docs/selection.md) + reading the clusters of hits that hold a selected event; "
-        "'clusters read' is that share",
+        "'clusters read' is that share; 'count s' is len(ds.select(expr)) alone, its speed-up the full "
+        f"scan over it; 'event ms' is ds.event(i) (every container) at {EVENT_LOOKUPS} random entries",
     ]
     return Outcome(
         name="select",
@@ -162,6 +179,7 @@ def run(
             "fractions": list(fractions),
             "repeat": repeat,
             "clusters": list(clusters),
+            "databases": list(databases),
             "hits_per_event": HITS_PER_EVENT,
             "tag": TAG,
             "scan_payload_mb": payload / MB,
@@ -189,10 +207,21 @@ def _clocks(
         if len(passed) != expected[0]:
             raise StorageError(f"the full scan found {len(passed)} events, {expected[0]} pass")
 
+    lookups = np.random.default_rng(k).integers(0, len(ds), EVENT_LOOKUPS)
+
+    def event(i: int) -> Any:
+        return ds.event(int(lookups[i % len(lookups)]))
+
     out: dict[tuple[int, str, int], Callable[[int], float]] = {(k, "scan", 0): stopwatch(scan)}
+    for i in range(EVENT_LOOKUPS):  # one clock per entry: each measured once per round, in turn with the rest
+        out[(k, "event", i)] = stopwatch(lambda _, i=i: event(i))
     for j, ((_, cut), want) in enumerate(zip(cuts, expected, strict=True)):
         expr = f"{TAG} > {cut!r}"
-        if len(ds.select(expr)) != want:
+        start = time.perf_counter()
+        found = len(ds.select(expr))
+        if j == 0:  # the first count after the dataset was written: it builds what later ones reuse
+            FIRST_COUNT[k] = time.perf_counter() - start
+        if found != want:
             raise StorageError(f"selection {expr!r} does not find the {want} events that pass")
 
         def query(_: int, expr: str = expr) -> int:
@@ -209,12 +238,14 @@ def _clocks(
 def _rows(
     ds: Any,
     k: int,
-    cluster: int | None,
+    layout: tuple[int | None, int],
     cuts: list[tuple[float, float]],
     expected: list[int],
     timings: dict[tuple[int, str, int], Timing],
 ) -> list[dict[str, Any]]:
+    cluster, databases = layout
     scan = timings[(k, "scan", 0)]
+    event = Timing(tuple(t for i in range(EVENT_LOOKUPS) for t in timings[(k, "event", i)].seconds))
     stored = float(ds.summary()["bytes"]) / MB
     rows = []
     for j, ((fraction, cut), want) in enumerate(zip(cuts, expected, strict=True)):
@@ -224,6 +255,7 @@ def _rows(
             {
                 "cluster": _cluster_label(cluster),
                 "cluster_events": cluster,
+                "databases": databases,
                 "fraction": fraction,
                 "selected": want,
                 "clusters_read": touched / total if total else None,
@@ -231,20 +263,26 @@ def _rows(
                 "select_s": read.median,
                 "scan_s": scan.median,
                 "speedup": ratio(scan.median, read.median),
+                "count_speedup": ratio(scan.median, query.median),
+                "first_count_s": FIRST_COUNT.get(k),
+                "event_ms": event.median * 1e3,
                 "tag_rate_hz": len(ds) / query.median,
                 "stored_mb": stored,
-                "timing": {"query": query.as_dict(), "select": read.as_dict(), "scan": scan.as_dict()},
+                "timing": {"query": query.as_dict(), "select": read.as_dict(), "scan": scan.as_dict(),
+                           "event": event.as_dict()},
             }
         )
     return rows
 
 
 COLUMNS = [
-    Column("cluster", "cluster"), Column("fraction", "selected", "{:.1%}"),
+    Column("cluster", "cluster"), Column("databases", "databases", "{:,}"),
+    Column("fraction", "selected", "{:.1%}"),
     Column("selected", "events", "{:,}"), Column("clusters_read", "clusters read", "{:.1%}"),
-    Column("query_s", "tag query s", "{:.3f}"), Column("tag_rate_hz", "tag Hz", "{:,.0f}"),
-    Column("select_s", "select+read s", "{:.3f}"), Column("scan_s", "full scan s", "{:.3f}"),
-    Column("speedup", "speed-up", "{:.1f}×"),
+    Column("query_s", "count s", "{:.4f}"), Column("count_speedup", "count speed-up", "{:.1f}×"),
+    Column("first_count_s", "1st count s", "{:.3f}"),
+    Column("select_s", "select+read s", "{:.4f}"), Column("scan_s", "full scan s", "{:.3f}"),
+    Column("speedup", "speed-up", "{:.1f}×"), Column("event_ms", "event ms", "{:.2f}"),
 ]  # fmt: skip
 
 
@@ -252,9 +290,10 @@ def plot(outcome: Outcome, path: Path) -> None:
     """Speed-up over the full scan against the selected fraction, per cluster size."""
     rows = outcome.table("results").rows
     fig, (ax,) = figure("giod tag selection: speed-up over a full scan")
-    for label in dict.fromkeys(r["cluster"] for r in rows):
-        pts = [(r["fraction"], r["speedup"]) for r in rows if r["cluster"] == label]
-        ax.plot(*zip(*pts, strict=True), marker="o", label=f"cluster {label}")
+    for label in dict.fromkeys((r["cluster"], r.get("databases")) for r in rows):
+        pts = [(r["fraction"], r["speedup"]) for r in rows if (r["cluster"], r.get("databases")) == label]
+        where = f", {label[1]:,} databases" if label[1] is not None else ""
+        ax.plot(*zip(*pts, strict=True), marker="o", label=f"cluster {label[0]}{where}")
     ax.axhline(100, linestyle="--", color="grey", label="target at 0.1 %: 100×")
     ax.axhline(1, linestyle=":", color="black")
     ax.set_xscale("log")
