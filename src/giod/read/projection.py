@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
 from giod.errors import IntegrityError, NotFound
+from giod.read.locate import locate
 from giod.read.objects import link
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.parallel import map_reads
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Projection", "assemble", "empty_table", "read_database", "read_entry", "resolve_columns",
            "stored_containers"]
+
+
+#: rows of a database up to which its containers are read one after the other, not side by side
+FEW_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -123,8 +128,10 @@ def read_database(
 ) -> dict[str, pa.Table]:
     """Read the projected columns of one database, only the entries ``local`` if given (the containers
     side by side, ``giod.storage.parallel``)."""
+    # a few rows cost less to read than a thread pool costs to start
+    threads = 1 if local is not None and len(local) <= FEW_ROWS else None
     tables = map_reads(lambda item: _read_container(dataset, db, item[0], item[1], local),
-                       list(proj.columns.items()))
+                       list(proj.columns.items()), threads)
     return dict(zip(proj.columns, tables, strict=True))
 
 
@@ -226,10 +233,11 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
 
 def read_entry(dataset: Snapshot, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
     """One event by entry number, reading only the clusters that hold it."""
-    for db in dataset.databases():
-        if db.first_entry <= entry < db.stop_entry:
-            proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
-            tables = read_database(dataset, db, proj, np.array([entry - db.first_entry]))
-            return assemble(dataset.schema, proj, tables)[0]
+    dbs, at = locate(dataset.pinned(), np.array([entry], dtype=np.int64))
+    if at[0] >= 0:
+        db = dbs[int(at[0])]
+        proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
+        tables = read_database(dataset, db, proj, np.array([entry - db.first_entry]))
+        return assemble(dataset.schema, proj, tables)[0]
     n = int(dataset.store.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
     raise NotFound(f"dataset {dataset.name} has no entry {entry} (entries 0..{n - 1})")

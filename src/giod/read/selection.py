@@ -32,9 +32,10 @@ import numpy as np
 import pyarrow as pa
 
 from giod.catalog.records import ContainerRecord, DatabaseRecord
-from giod.errors import DataError, GiodError
+from giod.errors import DataError, GiodError, IntegrityError
 from giod.expression import Expression, match_all, parse
-from giod.read import tagindex
+from giod.read import datasetindex, tagindex
+from giod.read.locate import locate
 from giod.read.projection import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
 from giod.schema import TAG_CONTAINER, Schema
 
@@ -94,6 +95,10 @@ def _select_objects(dataset: Snapshot, db: DatabaseRecord, expression: Expressio
     everything = np.arange(db.n_events, dtype=np.int64) if local is None else local
     mask = expression.evaluate(tag_columns, objects={name: events[name] for name in names}, size=len(everything))
     return np.asarray(everything[mask])
+
+
+#: candidate databases from which a selection over tags goes through the dataset's merged tag index
+MERGE_FROM = 8
 
 
 class Selection:
@@ -159,8 +164,37 @@ class Selection:
         except GiodError:
             return None  # no reachable, sound copy of the index: the tag container is the truth
 
+    def _merged(self) -> list[tuple[DatabaseRecord, np.ndarray | None]] | None:
+        """The plan through the dataset's merged tag index (``giod.read.datasetindex``); None when it does
+        not serve: an expression over objects, too few candidates to be worth merging every database's
+        index the first time, too large a share of the index matching, or a database it cannot index."""
+        names = sorted(self.expression.fields)
+        if not names or self.expression.objects:
+            return None
+        if not datasetindex.cached(self.dataset, names) and len(self.databases()) < MERGE_FROM:
+            return None  # a few databases answer faster alone than every database's index merged
+        try:
+            found = datasetindex.select(self.dataset, self.expression)
+        except GiodError:
+            return None  # the per-database path answers, or raises its own error
+        if found is None:
+            return None
+        dbs, at = locate(self.dataset, found)
+        if len(at) and int(at.min()) < 0:
+            raise IntegrityError(f"the tag index of {self.dataset.name} names entries no database holds")
+        plan: list[tuple[DatabaseRecord, np.ndarray | None]] = []
+        cuts = np.flatnonzero(np.diff(at)) + 1  # entries come sorted: one run per database
+        for part in np.split(np.arange(len(at)), cuts) if len(at) else []:
+            db = dbs[int(at[part[0]])]
+            local = found[part] - db.first_entry
+            plan.append((db, None if len(local) == db.n_events else local))
+        return plan
+
     @cached_property
     def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
+        merged = self._merged()
+        if merged is not None:
+            return merged
         plan = []
         candidates = self.databases()
         if self.expression.fields:  # the tags of every candidate, fetched ahead from remote sites

@@ -47,6 +47,7 @@ class Store:
         self._sites: dict[str, Site] = {}
         self._schemas: dict[int, Schema] = {}
         self._snapshots: dict[tuple[Any, ...], list[DatabaseRecord]] = {}
+        self._records: dict[tuple[str, int], DatasetRecord] = {}
         self._site_ids: dict[int, SiteRecord] | None = None
 
     @property
@@ -74,6 +75,16 @@ class Store:
     def remember_schema(self, schema_id: int, schema: Schema) -> None:
         """Keep ``schema``, just registered as ``schema_id``, instead of parsing it back."""
         self._schemas[schema_id] = schema
+
+    def dataset_record(self, name: str, version: int) -> DatasetRecord:
+        """The record of dataset ``name`` at ``version``, asked once per version (versions are immutable)."""
+        key = (name, version)
+        found = self._records.get(key)
+        if found is None:
+            found = self._records[key] = self.catalog.dataset(name, version)
+            while len(self._records) > SNAPSHOT_CACHE:
+                self._records.pop(next(iter(self._records)))
+        return found
 
     def snapshot_databases(self, dataset: str, version: int, overlapping: Bounds | None = None
                            ) -> list[DatabaseRecord]:
@@ -221,7 +232,7 @@ class Snapshot:
 
     def at(self, version: int) -> Snapshot:
         """This dataset as it was at version ``version``."""
-        return Snapshot(self.store, self.store.catalog.dataset(self.name, version), version)
+        return Snapshot(self.store, self.store.dataset_record(self.name, version), version)
 
     def pinned(self) -> Snapshot:
         """This snapshot if it is pinned, else the dataset at the store's current version."""

@@ -1,0 +1,269 @@
+"""The dataset's tag index: every database's sorted tag field merged into one, per pinned version.
+
+A selection over tags used to ask each database's tag index in turn: a few
+milliseconds of opening, footer parsing and array building per database,
+however few events it selected. Here the sorted values and entry numbers of
+one tag field of *all* the databases of a snapshot are merged into one sorted
+array (numbers, then nan, then nulls: the order of ``giod.read.tagindex``),
+and the same zone-map search (``tagindex.select``) runs once over it, with
+blocks of ``tagindex.BLOCK`` positions of the merged order and entry numbers
+of the dataset. A count then costs a bisection of the block bounds plus the
+blocks that match, whatever the number of databases.
+
+The merged index of a field is built the first time a selection at a version
+needs it and kept in the process, per store, keyed by the version (a pinned
+version's databases never change). A later version whose databases include
+every database an index already covers (a writer committed more) merges only
+the new databases' sorted runs into it, as an LSM tree merges a run, instead
+of reading every database again. Each database contributes the sorted field
+from its tag-index container, or, when it has none that describes its tag
+container (written before indexes, replaced by a later pass, under an older
+schema), its tag column read through ``giod.read.projection`` and sorted here.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from giod.catalog.records import DatabaseRecord
+from giod.errors import DataError, GiodError, IntegrityError
+from giod.expression import Expression
+from giod.read import tagindex
+from giod.read.projection import Projection, read_database
+from giod.schema import TAG_CONTAINER
+
+if TYPE_CHECKING:
+    from giod.storage.container import ContainerReader
+    from giod.store.snapshot import Snapshot, Store
+
+__all__ = ["CACHE_BYTES", "FieldIndex", "cached", "field_index", "select"]
+
+#: bytes of merged field indexes kept per store (least recently used dropped first)
+CACHE_BYTES = 1 << 30
+_ENTRY = "#entry"  # the entry column of a field in a tag-index container (tagindex's suffix)
+
+Part = tuple[int, int, str, str]  # (database id, first entry, tag container path, its checksum)
+
+
+@dataclass(frozen=True)
+class FieldIndex:
+    """One tag field of a set of databases in sorted order: numbers, then nan, then nulls."""
+
+    values: np.ndarray  # sorted; positions from ``valid`` on hold nulls (their values are meaningless)
+    entries: np.ndarray  # the dataset entry of each position (int64)
+    numeric: int  # positions holding numbers
+    valid: int  # positions holding numbers or nan
+    parts: frozenset[Part]  # the databases merged in
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes + self.entries.nbytes)
+
+    def directory(self, name: str) -> dict[str, object]:
+        """The directory entry ``tagindex.Directory`` describes a field with."""
+        starts = np.arange(0, self.numeric, tagindex.BLOCK)
+        ends = np.minimum(starts + tagindex.BLOCK, self.numeric) - 1
+        head = self.values[: self.numeric]
+        return {"valid": self.valid, "numeric": self.numeric, "lo": head[starts].tolist(),
+                "hi": head[ends].tolist()}
+
+
+@dataclass
+class _Run:
+    """One database's sorted field: numbers and nan (``valid`` of them) then nulls, with dataset entries."""
+
+    values: np.ndarray
+    entries: np.ndarray
+    valid: int
+
+
+class _Cache:
+    """The merged field indexes of one store, by (dataset, version, field), least recently used first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_version: OrderedDict[tuple[str, int, str], FieldIndex] = OrderedDict()
+
+    def get(self, key: tuple[str, int, str]) -> FieldIndex | None:
+        with self.lock:
+            found = self.by_version.get(key)
+            if found is not None:
+                self.by_version.move_to_end(key)
+            return found
+
+    def newest(self, dataset: str, name: str) -> FieldIndex | None:
+        """The most recently used index of ``name`` in ``dataset`` (the base of an incremental merge)."""
+        with self.lock:
+            for (ds, _, field), index in reversed(self.by_version.items()):
+                if ds == dataset and field == name:
+                    return index
+        return None
+
+    def put(self, key: tuple[str, int, str], index: FieldIndex) -> None:
+        with self.lock:
+            self.by_version[key] = index
+            self.by_version.move_to_end(key)
+            while len(self.by_version) > 1:
+                unique = {id(i): i for i in self.by_version.values()}
+                if sum(i.nbytes for i in unique.values()) <= CACHE_BYTES:
+                    break
+                self.by_version.popitem(last=False)
+
+
+_CACHES: weakref.WeakKeyDictionary[Store, _Cache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def _cache(store: Store) -> _Cache:
+    with _CACHES_LOCK:
+        found = _CACHES.get(store)
+        if found is None:
+            found = _CACHES[store] = _Cache()
+        return found
+
+
+def _part(db: DatabaseRecord) -> Part | None:
+    tag = db.container(TAG_CONTAINER)
+    return None if tag is None else (db.id, db.first_entry, tag.path, tag.checksum)
+
+
+def _run_from_index(snapshot: Snapshot, db: DatabaseRecord, name: str) -> _Run | None:
+    """``name`` of ``db`` sorted, from its tag-index container; None when it has none that serves."""
+    tag = db.container(TAG_CONTAINER)
+    rec = db.container(tagindex.TAG_INDEX)
+    if tag is None or rec is None or tag.schema_id != snapshot.schema_id:
+        return None
+
+    def read(reader: ContainerReader) -> _Run | None:
+        directory = tagindex.Directory.of(reader.arrow_schema)
+        if (directory is None or not tagindex.same_file(directory.tag, tag.path)
+                or directory.checksum != tag.checksum or directory.events != db.n_events
+                or name not in directory.fields):
+            return None  # a later pass replaced the tags: this index describes other values
+        table = reader.read([name, name + _ENTRY])
+        if table.num_rows != db.n_events:
+            return None
+        return _run(table.column(name), table.column(name + _ENTRY), int(directory.fields[name]["valid"]), db)
+
+    try:
+        return snapshot.store.read_container(rec, read)
+    except GiodError:
+        return None  # no reachable, sound copy of the index: the tag container is the truth
+
+
+def _numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if array.null_count:  # nulls sit after ``valid``, where no selection looks at their values
+        array = array.fill_null(False if pa.types.is_boolean(array.type) else 0)
+    return np.asarray(array.to_numpy(zero_copy_only=False))
+
+
+def _run(values: pa.ChunkedArray | pa.Array, entries: pa.ChunkedArray | pa.Array, valid: int,
+         db: DatabaseRecord) -> _Run:
+    local = _numpy(entries).astype(np.int64, copy=False)
+    if len(local) and (int(local.min()) < 0 or int(local.max()) >= db.n_events):
+        raise IntegrityError(f"the tag index of database {db.id} names entries outside the database")
+    return _Run(_numpy(values), local + db.first_entry, valid)
+
+
+def _run_from_tags(snapshot: Snapshot, db: DatabaseRecord, name: str) -> _Run:
+    """``name`` of ``db`` read from its tag container (adapted when written under an older schema), sorted."""
+    table = read_database(snapshot, db, Projection({TAG_CONTAINER: [name]}, (name,)), None)[TAG_CONTAINER]
+    built = tagindex.build(table.select([name]), "", "")
+    if built is None:
+        raise DataError(f"tag {name} is not a number or a boolean: it cannot be indexed")
+    index, meta = built
+    valid = int(json.loads(meta[tagindex.DIRECTORY_KEY])["fields"][name]["valid"])
+    return _run(index.column(name), index.column(name + _ENTRY), valid, db)
+
+
+def _merge(base: FieldIndex | None, runs: Sequence[_Run], parts: frozenset[Part]) -> FieldIndex:
+    """``runs`` merged into ``base`` (or alone): numbers and nan sorted stably (nan last), then nulls."""
+    heads = [] if base is None else [(base.values[: base.valid], base.entries[: base.valid])]
+    tails = [] if base is None else [(base.values[base.valid:], base.entries[base.valid:])]
+    for r in runs:
+        heads.append((r.values[: r.valid], r.entries[: r.valid]))
+        tails.append((r.values[r.valid:], r.entries[r.valid:]))
+    values = np.concatenate([v for v, _ in heads]) if heads else np.zeros(0)
+    entries = np.concatenate([e for _, e in heads]) if heads else np.zeros(0, np.int64)
+    # runs already sorted: a stable sort of their concatenation is a merge (timsort finds the runs)
+    order = np.argsort(values, kind="stable")
+    values, entries = values[order], entries[order]
+    valid = len(values)
+    numeric = valid - (int(np.count_nonzero(np.isnan(values))) if values.dtype.kind == "f" else 0)
+    null_values = [v for v, _ in tails]
+    null_entries = [e for _, e in tails]
+    return FieldIndex(np.concatenate([values, *null_values]).astype(values.dtype, copy=False),
+                      np.concatenate([entries, *null_entries]).astype(np.int64, copy=False),
+                      numeric, valid, parts)
+
+
+def field_index(snapshot: Snapshot, name: str) -> FieldIndex:
+    """Tag ``name`` of every database of the pinned ``snapshot``, merged and sorted (cached per version)."""
+    assert snapshot.version is not None
+    cache = _cache(snapshot.store)
+    key = (snapshot.name, snapshot.version, name)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    dbs = snapshot.databases()
+    parts = {p: db for db in dbs if (p := _part(db)) is not None}
+    if len(parts) != len(dbs):
+        missing = next(db for db in dbs if _part(db) is None)
+        raise DataError(f"database {missing.id} has no tag container: cannot index tag {name}")
+    wanted = frozenset(parts)
+    base = cache.newest(snapshot.name, name)
+    if base is not None and not base.parts <= wanted:
+        base = None  # a database went away or changed its tags: merge everything again
+    if base is not None and base.parts == wanted:
+        cache.put(key, base)
+        return base
+    new = [db for p, db in parts.items() if base is None or p not in base.parts]
+    new.sort(key=lambda db: db.first_entry)
+    runs = []
+    for db in new:
+        run = _run_from_index(snapshot, db, name)
+        runs.append(run if run is not None else _run_from_tags(snapshot, db, name))
+    index = _merge(base, runs, wanted)
+    cache.put(key, index)
+    return index
+
+
+def cached(snapshot: Snapshot, names: Sequence[str]) -> bool:
+    """Whether the merged indexes of ``names`` at the pinned ``snapshot``'s version are in memory."""
+    cache = _cache(snapshot.store)
+    return all(cache.get((snapshot.name, snapshot.version or 0, n)) is not None for n in names)
+
+
+def select(snapshot: Snapshot, expression: Expression) -> np.ndarray | None:
+    """Dataset entries of the pinned ``snapshot`` that pass ``expression`` (tags only), through the merged
+    indexes; None when they do not serve (no tag named, or too much of the index would match)."""
+    names = sorted(expression.fields)
+    if not names or expression.objects:
+        return None
+    indexes = {n: field_index(snapshot, n) for n in names}
+    events = len(next(iter(indexes.values())).values)
+    if any(len(i.values) != events for i in indexes.values()):
+        return None
+    directory = tagindex.Directory(tagindex.BLOCK, events, "", "", {n: i.directory(n) for n, i in indexes.items()})
+
+    def read(blocks: np.ndarray, columns: list[str]) -> pa.Table:
+        sizes = np.minimum(tagindex.BLOCK, events - blocks * tagindex.BLOCK)
+        ends = np.cumsum(sizes)
+        positions = np.repeat(blocks * tagindex.BLOCK - (ends - sizes), sizes) + np.arange(int(ends[-1]))
+        out = {}
+        for n in names:
+            out[n] = pa.array(indexes[n].values[positions])
+            out[n + _ENTRY] = pa.array(indexes[n].entries[positions])
+        return pa.table({c: out[c] for c in columns})
+
+    return tagindex.select(expression, directory, read)

@@ -1,0 +1,139 @@
+"""The dataset's merged tag index and entry map: the full scan's answer at every pinned version."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import awkward as ak
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.core.test_tagindex import _YAML, tag_columns
+from tests.test_expression_properties import SETTINGS, expressions, parsed
+
+import giod
+from giod.errors import NotFound
+from giod.read import datasetindex, selection, tagindex
+
+
+@settings(SETTINGS, max_examples=15)
+@given(st.lists(expressions(), min_size=1, max_size=4), tag_columns(nulls=False), st.integers(3, 40))
+def test_merged_selections_equal_the_full_scan(generated, columns, per_database):
+    """Tags with nan and infinities over many small databases: the merged index gives the scan's entries."""
+    schema = giod.Schema.from_text(_YAML)
+    events = ak.Array({name: ak.from_arrow(col) for name, col in columns.items()})
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tagindex, "BLOCK", 8)
+        mp.setattr(tagindex, "MAX_SHARE", 1.0)  # the merged index always answers
+        mp.setattr(selection, "MERGE_FROM", 1)
+        fed = giod.open(Path(tmp) / "fed", create=True)
+        try:
+            ds = fed.create_dataset("d", schema)
+            with ds.writer(database_events=per_database) as w:
+                w.append(events)
+            for one in generated:
+                expression = parsed(one)
+                if expression is None or not expression.fields:
+                    continue
+                want = np.flatnonzero(expression.evaluate(columns))
+                sel = ds.select(expression.text)
+                np.testing.assert_array_equal(sel.entries(), want, err_msg=one[1])
+                assert len(sel) == len(want)
+                if sel.databases():  # (none left by the catalog's statistics: nothing to merge)
+                    assert datasetindex.cached(sel.dataset, sorted(expression.fields))  # merged, not per database
+        finally:
+            fed.close()
+
+
+def _write(ds, values: np.ndarray, per_database: int) -> None:
+    with ds.writer(database_events=per_database) as w:
+        w.append(ak.Array({"f32": values.astype(np.float32), "i32": np.arange(len(values), dtype=np.int32)}))
+
+
+_SCHEMA = """schema_version: 1
+name: few
+types:
+  Hit:
+    fields: {x: float32}
+collections:
+  hits: Hit
+tags:
+  f32: float32
+  i32: int32
+"""
+
+
+def test_a_pinned_selection_sees_its_version_and_later_ones_merge_only_what_is_new(local_fed, monkeypatch):
+    """Commits after a pin do not show through the cached index; the next version merges only the new
+    databases (the tag indexes of the old ones are not read again)."""
+    monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)  # two blocks of 4,096: let the index answer
+    rng = np.random.default_rng(3)
+    ds = local_fed.create_dataset("grow", giod.Schema.from_text(_SCHEMA))
+    first = rng.random(5_000)
+    _write(ds, first, 500)  # ten databases
+    pinned = ds.at(local_fed.version)
+    before = pinned.select("f32 > 0.99")
+    want_before = np.flatnonzero(first.astype(np.float32) > np.float32(0.99))
+    np.testing.assert_array_equal(before.entries(), want_before)
+    assert datasetindex.cached(before.dataset, ["f32"])
+
+    second = rng.random(3_000) + 0.5  # more events above the cut
+    _write(ds, second, 500)
+    every = np.concatenate([first, second]).astype(np.float32)
+    opened: list[str] = []
+    real = local_fed.store.read_container
+
+    def counted(container, read):
+        opened.append(container.path)
+        return real(container, read)
+
+    monkeypatch.setattr(local_fed.store, "read_container", counted)
+    after = ds.select("f32 > 0.99")
+    np.testing.assert_array_equal(after.entries(), np.flatnonzero(every > np.float32(0.99)))
+    index_reads = [p for p in opened if p.endswith(f"{tagindex.TAG_INDEX}.arrow")]
+    assert len(index_reads) == 6, opened  # only the six new databases' indexes were merged in
+    # the pinned selection and a new one at the old version still see the first ten databases only
+    np.testing.assert_array_equal(pinned.select("f32 > 0.99").entries(), want_before)
+    assert len(before) == len(want_before)
+    assert len(pinned.select("f32 > 0.99")) == len(want_before)
+
+
+def test_a_pass_that_replaces_tags_is_merged_again_and_old_versions_keep_old_values(local_fed):
+    ds = local_fed.create_dataset("retag", giod.Schema.from_text(_SCHEMA))
+    values = np.linspace(0.0, 1.0, 4_000)
+    _write(ds, values, 400)
+    old = ds.at(local_fed.version)
+    before = np.flatnonzero(values.astype(np.float32) > 0.995)
+    np.testing.assert_array_equal(old.select("f32 > 0.995").entries(), before)
+    db = ds.databases()[0]
+    with ds.extend(program="retag", replace=True) as p:  # the first database's tags, made all large
+        p.write(db, ak.Array({"f32": np.ones(400, np.float32), "i32": np.arange(400, dtype=np.int32)}),
+                containers=["tag"])
+    new = np.concatenate([np.ones(400), values[400:]]).astype(np.float32)
+    np.testing.assert_array_equal(ds.select("f32 > 0.995").entries(), np.flatnonzero(new > 0.995))
+    np.testing.assert_array_equal(old.select("f32 > 0.995").entries(), before)
+
+
+def test_selected_events_read_across_databases_equal_the_scan(local_fed):
+    ds = local_fed.create_dataset("read", giod.Schema.from_text(_SCHEMA))
+    rng = np.random.default_rng(8)
+    values = rng.random(3_000).astype(np.float32)
+    hits = ak.Array([[{"x": float(v)}] * (i % 3) for i, v in enumerate(values)])
+    with ds.writer(database_events=250) as w:
+        w.append(ak.Array({"f32": values, "i32": np.arange(3_000, dtype=np.int32), "hits": hits}))
+    got = ds.select("f32 > 0.98").read(["hits", "i32"])
+    keep = values > np.float32(0.98)
+    np.testing.assert_array_equal(ak.to_numpy(got["i32"]), np.flatnonzero(keep))
+    assert ak.to_list(got["hits"]) == ak.to_list(hits[keep])
+
+
+def test_event_by_entry_finds_its_database(local_fed):
+    ds = local_fed.create_dataset("events", giod.Schema.from_text(_SCHEMA))
+    _write(ds, np.linspace(0.0, 1.0, 1_000), 90)  # databases of 90 events and one of 10
+    for entry in [0, 89, 90, 91, 539, 989, 990, 999]:
+        assert ds.event(entry)["i32"] == entry
+    for entry in [-1, 1_000]:
+        with pytest.raises(NotFound, match="no entry"):
+            ds.event(entry)
