@@ -36,7 +36,15 @@ from giod.errors import DataError, GiodError, IntegrityError
 from giod.expression import Expression, match_all, parse
 from giod.read import datasetindex, tagindex
 from giod.read.locate import locate
-from giod.read.projection import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
+from giod.read.projection import (
+    Projection,
+    assemble,
+    empty_table,
+    read_database,
+    read_databases,
+    resolve_columns,
+    stored_containers,
+)
 from giod.schema import TAG_CONTAINER, Schema
 
 if TYPE_CHECKING:
@@ -245,10 +253,7 @@ class Selection:
         """The selected events with the given collections/fields/tags (all by default)."""
         proj = self.projection(columns)
         self._prefetch(proj)
-        tables: dict[str, list[pa.Table]] = {c: [] for c in proj.columns}
-        for db, sel in self._plan:
-            for container, table in read_database(self.dataset, db, proj, sel).items():
-                tables[container].append(table)
+        tables = read_databases(self.dataset, self._plan, proj)
         schema = self.dataset.schema
         # nothing selected (or nothing written yet): no events, but every field asked for
         return assemble(schema, proj, {c: _concat(t) if t else empty_table(schema, c, proj.columns[c])

@@ -11,6 +11,8 @@ which are a thin front over them: nothing here calls back up.
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 
 from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
-from giod.errors import ConfigError
+from giod.errors import ConfigError, GiodError, IntegrityError, StorageError
 from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage import validation
@@ -29,6 +31,8 @@ from giod.storage.validation import check_schema
 __all__ = ["SNAPSHOT_CACHE", "Snapshot", "Store"]
 
 SNAPSHOT_CACHE = 16  # dataset snapshots whose database lists are kept
+#: readers of local container files kept open (their footers parsed, their memory maps made) per store
+OPEN_READERS = 1024
 
 T = TypeVar("T")
 
@@ -49,6 +53,8 @@ class Store:
         self._snapshots: dict[tuple[Any, ...], list[DatabaseRecord]] = {}
         self._records: dict[tuple[str, int], DatasetRecord] = {}
         self._site_ids: dict[int, SiteRecord] | None = None
+        self._readers: OrderedDict[tuple[str, int, str], ContainerReader] = OrderedDict()
+        self._readers_lock = threading.Lock()
 
     @property
     def version(self) -> int:
@@ -159,7 +165,7 @@ class Store:
         """
         schema = self.schema(container.schema_id)
         if container.name not in schema.containers and container.name != TAG_CONTAINER:
-            return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads)
+            return self._read_kept(container, read)
         expected = schema.arrow_schema(container.name)
         # an Arrow footer is checked against the catalog's CRC-32C on every opening: a file whose schema passed
         # once stays passed (a comparison per opening was ~45 µs a container, paid on every database read)
@@ -174,7 +180,49 @@ class Store:
                     validation.SEEN.add(key)
             return read(reader)
 
-        return read_replica(self.catalog, self.site, self._holders(container), container, checked, self.reads)
+        return self._read_kept(container, checked)
+
+    def _read_kept(self, container: ContainerRecord, read: Callable[[ContainerReader], T]) -> T:
+        """``read`` on the reader of ``container`` kept open from an earlier read, else through the router.
+
+        Opening a container (its size, footer, checksums, memory map) cost about a millisecond, paid
+        again by every read of every database. A local file is immutable under its path and checksum, so
+        its reader is kept (least recently used dropped first) while its site stays up and holds a copy;
+        a failure through it forgets it and goes to the router, which fails over and marks damage as
+        before. Remote files are not kept: their sites cache what they fetched.
+        """
+        key = (container.path, container.size, container.checksum)
+        with self._readers_lock:
+            kept = self._readers.get(key)
+            if kept is not None:
+                self._readers.move_to_end(key)
+        if kept is not None:
+            name = kept.site.name
+            if not self.reads.is_down(name) and any(s.name == name for s in self._holders(container)):
+                try:
+                    return read(kept)
+                except (IntegrityError, StorageError):
+                    pass  # the router reads it again, elsewhere if need be, and marks what is damaged
+            with self._readers_lock:
+                self._readers.pop(key, None)
+        used: list[ContainerReader] = []
+
+        def noted(reader: ContainerReader) -> T:
+            used.append(reader)
+            return read(reader)
+
+        result = read_replica(self.catalog, self.site, self._holders(container), container, noted, self.reads)
+        site = used[-1].site
+        if site.local_path(container.path) is not None:
+            try:  # the router closes its reader: this one stays (closing would unmap under another thread)
+                reader = ContainerReader.of(site, container)
+            except GiodError:
+                return result
+            with self._readers_lock:
+                self._readers[key] = reader
+                while len(self._readers) > OPEN_READERS:
+                    self._readers.popitem(last=False)
+        return result
 
     def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
         """Announce container reads in reading order (``columns=None``: whole files).
