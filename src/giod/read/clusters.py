@@ -5,20 +5,22 @@ database, the blocks holding its few events: parse the batch's metadata, check
 its layout, fetch and check each block, build the arrays, take the rows —
 about a millisecond of Python per database and container, repeated on every
 read however few events it wanted. Here a cluster (an Arrow record batch) of a
-local, memory-mapped container is decoded and checked whole once, through the
-container reader like any read, and kept; later reads only gather their rows
-from it, the rows of all the databases of a read at once (``gather``: one
-numpy indexing per buffer and cluster, one Arrow array per buffer in all). An
-uncompressed batch decodes without a copy (its arrays are views of the memory
-map), so keeping it costs address space, not memory; what decoding did
-allocate (decompressed buffers) is counted against :data:`CACHE_BYTES`, least
+local container is read and checked whole once, through the container reader
+like any read, and its buffers kept as numpy copies (a view of the memory map
+would show whatever the file holds later, unchecked); later reads only gather
+their rows from it, the rows of all the databases of a read at once
+(``gather``: one numpy indexing per buffer and cluster, one Arrow array per
+buffer in all). Kept clusters are bounded by :data:`CACHE_BYTES`, least
 recently used dropped first.
 
 The price is the first read of a cluster: it checks and maps the whole
 cluster, not only the blocks that hold its rows. Files are immutable under
 their path and checksum, which key the cache with the batch and the columns
-read. Remote and Parquet containers, and reads in chunks (``iterate``), are
-read block by block as before (``ContainerReader.read_rows``).
+read. Damage done to a file after its cluster was kept is found by the next
+read that goes to the file (another process, ``iterate``, a whole read,
+``giod verify``), not by reads served from the kept copy. Remote and Parquet
+containers, columns with nulls or strings, and reads in chunks (``iterate``)
+are read block by block as before (``ContainerReader.read_rows``).
 """
 
 from __future__ import annotations
@@ -40,12 +42,12 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.storage.site import Site
 
-__all__ = ["CACHE_BYTES", "Piece", "gather", "pieces", "serves"]
+__all__ = ["CACHE_BYTES", "Piece", "forget", "gather", "kept", "pieces", "serves"]
 
-#: bytes decoding allocated (decompressed buffers) that kept clusters may hold per process
-CACHE_BYTES = 1 << 30
+#: bytes of kept clusters per process (least recently used dropped first)
+CACHE_BYTES = 2 << 30
 
-_Key = tuple[str, str, str, int, tuple[str, ...]]
+_Key = tuple[str, str, int, tuple[str, ...]]  # (path, checksum, batch, columns): the same bytes on any site
 _LOCAL: weakref.WeakKeyDictionary[Site, bool] = weakref.WeakKeyDictionary()  # whether a site's files are local
 _KEPT: OrderedDict[_Key, tuple[_Cluster, int]] = OrderedDict()
 _HELD = [0]  # allocated bytes of the kept clusters
@@ -86,13 +88,14 @@ class _Flat:
             return None
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             child = cls.of(array.values)
-            return None if child is None else cls(t, offsets=array.offsets.to_numpy().astype(np.int64),
+            return None if child is None else cls(t, offsets=array.offsets.to_numpy().astype(np.int64, copy=True),
                                                   children=(child,))
         if pa.types.is_struct(t):
             children = [cls.of(c) for c in array.flatten()]
             return None if any(c is None for c in children) else cls(t, children=tuple(children))  # type: ignore[arg-type]
         if pa.types.is_integer(t) or pa.types.is_floating(t):
-            return cls(t, values=array.to_numpy(zero_copy_only=True))
+            # a copy: a view of the memory map would show whatever the file holds later, unchecked
+            return cls(t, values=array.to_numpy(zero_copy_only=True).copy())
         return None
 
     def gather(self, parts: Sequence[tuple[_Flat, np.ndarray]]) -> pa.Array:
@@ -121,13 +124,27 @@ class _Flat:
 
 @dataclass(frozen=True)
 class _Cluster:
-    table: pa.Table
-    flats: tuple[_Flat | None, ...]
+    """A cluster's columns as numpy copies (``_Flat``), checked when they were read."""
+
+    schema: pa.Schema
+    flats: tuple[_Flat, ...]
 
     @classmethod
-    def of(cls, table: pa.Table) -> _Cluster:
+    def of(cls, table: pa.Table) -> _Cluster | None:
+        """``table``'s columns taken apart; None when one is not flat (nulls, strings, …)."""
         table = table.combine_chunks()
-        return cls(table, tuple(_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns))
+        flats = [_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns]
+        if any(f is None for f in flats):
+            return None
+        return cls(table.schema, tuple(flats))  # type: ignore[arg-type]
+
+    @property
+    def nbytes(self) -> int:
+        def size(f: _Flat) -> int:
+            own = (0 if f.values is None else f.values.nbytes) + (0 if f.offsets is None else f.offsets.nbytes)
+            return own + sum(size(c) for c in f.children)
+
+        return sum(size(f) for f in self.flats)
 
 
 Piece = tuple[_Cluster, np.ndarray]  # a kept cluster and the rows of it a read wants
@@ -135,34 +152,28 @@ Piece = tuple[_Cluster, np.ndarray]  # a kept cluster and the rows of it a read 
 
 def gather(pieces: Sequence[Piece]) -> pa.Table:
     """The rows of every piece (clusters of the same columns), in order, as one table: each column gathered
-    across all of them at once where its buffers are flat, through Arrow's take otherwise."""
-    first = pieces[0][0].table
-    columns = []
-    for i, column in enumerate(first.columns):
-        flat = pieces[0][0].flats[i]
-        if flat is not None and all(c.flats[i] is not None and c.table.schema.field(i).type == column.type
-                                    for c, _ in pieces):
-            columns.append(flat.gather([(c.flats[i], r) for c, r in pieces]))  # type: ignore[misc]
-        else:
-            parts = [c.table.column(i).take(pa.array(r)) for c, r in pieces]
-            columns.append(pa.chunked_array([x for p in parts for x in p.chunks], type=column.type))
-    return pa.Table.from_arrays(columns, schema=first.schema)
+    across all of them at once (numpy indexing per piece, one Arrow array per buffer)."""
+    schema = pieces[0][0].schema
+    columns = [flat.gather([(c.flats[i], r) for c, r in pieces]) for i, flat in enumerate(pieces[0][0].flats)]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int) -> _Cluster:
-    key = (reader.site.name, container.path, container.checksum, batch, tuple(paths))
+def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int
+             ) -> _Cluster | None:
+    key = (container.path, container.checksum, batch, tuple(paths))
     with _LOCK:
         found = _KEPT.get(key)
         if found is not None:
             _KEPT.move_to_end(key)
             return found[0]
-    before = pa.total_allocated_bytes()
     table = reader.read(list(paths), [batch])
     if table.num_rows != container.cluster_entries[batch]:
         raise IntegrityError(f"container {container.path}: cluster {batch} holds {table.num_rows} events, "
                              f"the catalog recorded {container.cluster_entries[batch]}")
     kept = _Cluster.of(table)
-    cost = max(0, pa.total_allocated_bytes() - before)  # zero for a batch that maps the file
+    if kept is None:
+        return None
+    cost = kept.nbytes
     if cost <= CACHE_BYTES:
         with _LOCK:
             if key not in _KEPT:
@@ -171,22 +182,57 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
             while _HELD[0] > CACHE_BYTES and _KEPT:
                 _, (_, dropped) = _KEPT.popitem(last=False)
                 _HELD[0] -= dropped
-            while len(_KEPT) > 1 << 16:  # mapped batches cost nothing, but their keys do
-                _, (_, dropped) = _KEPT.popitem(last=False)
-                _HELD[0] -= dropped
     return kept
 
 
-def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray
-           ) -> list[Piece]:
-    """The kept clusters of ``container`` (columns ``paths``) holding ``rows`` (sorted local entries), each with
-    its rows; read and kept first if need be."""
+def forget() -> None:
+    """Drop every kept cluster (as a new process starts with none)."""
+    with _LOCK:
+        _KEPT.clear()
+        _HELD[0] = 0
+
+
+def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``rows`` (sorted local entries) by the cluster holding them: (cluster, its rows in it)."""
     starts = np.concatenate([[0], np.cumsum(np.asarray(container.cluster_entries, dtype=np.int64))])
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) and (rows[0] < 0 or rows[-1] >= starts[-1]):
         raise IntegrityError(f"container {container.path} holds {starts[-1]} events, not entry {rows[-1]}")
+    if len(starts) == 2:  # one cluster: nothing to split
+        return [(0, rows)] if len(rows) else []
     batch = np.searchsorted(starts, rows, side="right") - 1
     which = np.unique(batch)
     bounds = np.searchsorted(batch, which, side="left"), np.searchsorted(batch, which, side="right")
-    return [(_cluster(reader, container, paths, int(b)), rows[lo:hi] - starts[b])
-            for b, lo, hi in zip(which, *bounds, strict=True)]
+    return [(int(b), rows[lo:hi] - starts[b]) for b, lo, hi in zip(which, *bounds, strict=True)]
+
+
+def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> list[Piece] | None:
+    """The pieces of ``rows`` when every cluster holding them is kept already (no reader, no router: the
+    bytes were checked when they were kept); None otherwise."""
+    if container.format != "arrow" or not container.cluster_entries:
+        return None
+    out = []
+    columns = tuple(paths)
+    with _LOCK:
+        for b, local in _split(container, rows):
+            key = (container.path, container.checksum, b, columns)
+            found = _KEPT.get(key)
+            if found is None:
+                return None
+            _KEPT.move_to_end(key)
+            out.append((found[0], local))
+    return out
+
+
+def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray
+           ) -> list[Piece] | None:
+    """The kept clusters of ``container`` (columns ``paths``) holding ``rows`` (sorted local entries), each with
+    its rows; read and kept first if need be. None when a column is not flat (nulls, strings, …): such
+    reads go block by block."""
+    out = []
+    for b, local in _split(container, rows):
+        cluster = _cluster(reader, container, paths, b)
+        if cluster is None:
+            return None
+        out.append((cluster, local))
+    return out

@@ -164,7 +164,9 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
                          local: np.ndarray = local) -> list[clusters.Piece] | None:
                     return clusters.pieces(reader, rec, paths, local) if clusters.serves(reader, rec) else None
 
-                found = dataset.store.read_container(rec, note)
+                found = clusters.kept(rec, paths, local)
+                if found is None:
+                    found = dataset.store.read_container(rec, note)
             if found is not None and sum(len(rows) for _, rows in found) == len(local):  # type: ignore[arg-type]
                 pending[container].extend(found)
                 continue

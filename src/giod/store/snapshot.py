@@ -187,9 +187,10 @@ class Store:
 
         Opening a container (its size, footer, checksums, memory map) cost about a millisecond, paid
         again by every read of every database. A local file is immutable under its path and checksum, so
-        its reader is kept (least recently used dropped first) while its site stays up and holds a copy;
-        a failure through it forgets it and goes to the router, which fails over and marks damage as
-        before. Remote files are not kept: their sites cache what they fetched.
+        its reader is kept (least recently used dropped first) and used while its site is the one the
+        router would choose (nearest, up, least loaded); a failure through it forgets it and goes to
+        the router, which fails over and marks damage as before. Remote files are not kept: their
+        sites cache what they fetched.
         """
         key = (container.path, container.size, container.checksum)
         with self._readers_lock:
@@ -198,13 +199,17 @@ class Store:
                 self._readers.move_to_end(key)
         if kept is not None:
             name = kept.site.name
-            if not self.reads.is_down(name) and any(s.name == name for s in self._holders(container)):
+            chosen = self.reads.order(self._holders(container))
+            if chosen and chosen[0].name == name:  # where the router would read it: nearest, least loaded
+                self.reads.begin(name)
                 try:
                     return read(kept)
                 except (IntegrityError, StorageError):
-                    pass  # the router reads it again, elsewhere if need be, and marks what is damaged
-            with self._readers_lock:
-                self._readers.pop(key, None)
+                    with self._readers_lock:
+                        self._readers.pop(key, None)
+                    # the router reads it again, elsewhere if need be, and marks what is damaged
+                finally:
+                    self.reads.end(name)
         used: list[ContainerReader] = []
 
         def noted(reader: ContainerReader) -> T:
