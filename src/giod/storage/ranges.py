@@ -227,7 +227,8 @@ class ReadScheduler:
                 self._start(p)
         return needed
 
-    def _collect(self, needed: list[tuple[Piece, int]], stop: int) -> bytes:
+    def _collect(self, needed: list[tuple[Piece, int]], stop: int) -> bytes | memoryview:
+        # one piece: a view of its bytes, never a copy (the reader wraps it as it is)
         parts = []
         for p, begin in needed:
             try:
@@ -237,14 +238,20 @@ class ReadScheduler:
                     self._forget(p)  # the reader has the failure; a new schedule fetches the range again
                 raise
             parts.append(memoryview(data)[begin - p.start:min(stop, p.stop) - p.start])
-        return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
+        if len(parts) == 1:
+            p, begin = needed[0]
+            data = p.future.result()
+            return data if begin == p.start and stop >= p.stop and isinstance(data, bytes) else parts[0]
+        return b"".join(parts)
 
     def read(self, path: str, start: int, stop: int) -> bytes | None:
         """Bytes ``[start, stop)`` of ``path`` from scheduled pieces, or None if not all scheduled."""
-        return self.read_many(path, [(start, stop)])[0]
+        got = self.read_many(path, [(start, stop)])[0]
+        return got if got is None or isinstance(got, bytes) else got.tobytes()
 
-    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | None]:
-        """:meth:`read` of several ranges: every piece they need is started before any is waited for."""
+    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview | None]:
+        """:meth:`read` of several ranges, as bytes or views of what arrived: every piece they need is started
+        before any is waited for."""
         with self._lock:
             claims = [self._claim(path, a, b) if b > a else [] for a, b in ranges]
         return [None if c is None else b"" if b <= a else self._collect(c, b)

@@ -107,7 +107,7 @@ class RemoteSite(Site):
         got = self.scheduler.read(path, start, stop)
         return got if got is not None else self._fetch(path, start, stop)
 
-    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         """Several ranges of one file, fetched in parallel.
 
         Ranges fetched ahead (:meth:`prefetch`) come from the scheduler. Of
@@ -449,7 +449,7 @@ class RemoteFile(io.RawIOBase):
         memoryview(b).cast("B")[: len(data)] = data
         return len(data)
 
-    def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         return self.site.read_many(self.path, ranges)
 
     def close(self) -> None:
