@@ -19,7 +19,7 @@ import json
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
@@ -222,8 +222,8 @@ class RemoteSite(Site):
                     ranges = projected(footer, metas, columns)  # type: ignore[arg-type]
                     self.scheduler.schedule(path, [(0, self._sizes[path])] if ranges is None else ranges,
                                             only_if_open=True, gap=BUFFER_GAP)
-                except GiodError:
-                    pass
+                except (GiodError, CancelledError):
+                    pass  # a failed fetch, or the file released meanwhile: the reader fetches on demand
                 finally:
                     self._planned(path)
         finally:
