@@ -72,11 +72,14 @@ class RemoteCatalog:
     def open(cls, url: str, *, token: str | None = None, verify: bool | str = True) -> RemoteCatalog:
         """Connect to the server at ``url``; AuthError if the token is refused."""
         cat = cls(connect(url, token, verify=verify))
+        # connections for the data open while the catalog is asked; opened before the first request, not
+        # after it, so that no warming borrows its connection from the next catalog call (far away, a
+        # fresh connection costs a round trip more)
+        cat.endpoint.warm()
         doc = cat.endpoint.json("GET", f"{API}/federation", what=f"opening {cat.url}")
         if isinstance(doc, dict) and isinstance(doc.get("sites"), list):
             cat._keep_sites(doc["sites"])
             cat._saw(int(doc.get("version", 0)))
-        cat.endpoint.warm()  # connections for the data open while the catalog is asked
         bounds = doc.get("limits") if isinstance(doc, dict) else None
         if isinstance(bounds, dict):
             cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})

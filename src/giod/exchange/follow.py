@@ -111,8 +111,9 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
     """Replicator passes, one as soon as the federation commits, until ``stop`` is set.
 
     A full pass (``replicator_pass``: sites probed, damaged replicas
-    repaired) runs first and every ``interval`` seconds. Each commit in
-    between starts, at once, the copies the rules now miss (``start_copies``),
+    repaired) runs first and every ``interval`` seconds, in a thread of its
+    own, so that a commit never waits for it. Each commit starts, at once,
+    the copies the rules now miss (``start_copies``),
     beside those still under way: a database committed while another is on
     its way does not queue behind it. Nothing is probed on that path, so a
     site away shows as failed copies, and the next pass is a full one,
@@ -137,24 +138,31 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
         if on_pass is not None:
             on_pass(result)
 
+    busy: set[tuple[int, str]] = set()  # copies under way in this process, full pass or commit's
+    full: threading.Thread | None = None
+
+    def full_pass() -> None:
+        try:
+            report(replicator_pass(fed.catalog, fed.site, streams=streams, lock=planning, busy=busy))
+        except GiodError as exc:
+            log.error("replicator pass failed: %s", exc)
+            failed.set()
+
     try:
         while not stop.is_set():
             seen = int(fed.catalog.version())  # read before planning: a commit meanwhile wakes the next round
-            if failed.is_set() or time.monotonic() - last_full >= interval:
-                for t in running:
-                    t.join()
-                running.clear()
+            if (full is None or not full.is_alive()) and (failed.is_set()
+                                                          or time.monotonic() - last_full >= interval):
+                # beside the commits' copies, never in front of them: a pass that probes far sites and
+                # lists every replica takes seconds, and a commit meanwhile must not wait for it
                 failed.clear()
-                try:
-                    report(replicator_pass(fed.catalog, fed.site, streams=streams))
-                except GiodError as exc:
-                    log.error("replicator pass failed: %s", exc)
-                    failed.set()
+                full = threading.Thread(target=full_pass, name="giod-full-pass", daemon=True)
+                full.start()
                 last_full = time.monotonic()
-            else:
+            else:  # the full pass plans everything up to now; what is committed later is the next round's
                 try:
-                    started = start_copies(fed.catalog, fed.site, streams=streams, on_done=report, lock=planning,
-                                           since=planned)
+                    started = start_copies(fed.catalog, fed.site, streams=streams, on_done=report,
+                                           lock=planning, since=planned, busy=busy)
                 except GiodError as exc:
                     log.error("planning copies failed: %s", exc)
                     failed.set()
@@ -171,13 +179,16 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
     finally:
         for t in running:
             t.join()
+        if full is not None:
+            full.join()
         if own:
             feed.close()
 
 
 def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int = 4,
                  on_done: Callable[[Any], None] | None = None,
-                 lock: threading.Lock | None = None, since: int | None = None) -> threading.Thread | None:
+                 lock: threading.Lock | None = None, since: int | None = None,
+                 busy: set[tuple[int, str]] | None = None) -> threading.Thread | None:
     """Start, in a thread, the copies every rule misses and no other copy is making; None if there are none.
 
     Planning and marking the copies ``copying`` happen under ``lock``, so
@@ -185,13 +196,16 @@ def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int 
     crashed run is the full pass's to redo. ``on_done`` gets a
     ``PassReport`` of the copies when they are over. ``since``: plan only
     for what was committed after that version (what earlier rounds planned
-    is under way, or failed and left to the full pass).
+    is under way, or failed and left to the full pass). ``busy``: the copies other threads of this
+    process are making (a full pass), left to them; these copies are added while they run.
     """
     from giod.replication import PassReport, rule_state, run_transfers
 
-    with lock or threading.Lock():
+    lock = lock or threading.Lock()
+    busy = busy if busy is not None else set()
+    with lock:
         sites = catalog.sites()
-        planned: set[tuple[int, str]] = set()
+        planned: set[tuple[int, str]] = set(busy)
         transfers = []
         for rule in catalog.rules():
             for t in rule_state(catalog, rule, sites, changed_since=since).transfers:
@@ -201,6 +215,8 @@ def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int 
         if not transfers:
             return None
         catalog.set_replica_states([(t.container.id, t.site, "copying") for t in transfers])
+        mine = {(t.container.id, t.site) for t in transfers}
+        busy |= mine
 
     def run() -> None:
         try:
@@ -209,6 +225,9 @@ def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int 
             log.error("copies failed: %s", exc)
             result = PassReport()
             result.transfers.failed.append(("", "", str(exc)))
+        finally:
+            with lock:
+                busy.difference_update(mine)
         if on_done is not None:
             on_done(result)
 

@@ -21,6 +21,7 @@ fewer copies, leaves the replicas that exist.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -170,8 +171,14 @@ def _repairs(catalog: Any, away: set[str], report: PassReport) -> list[Transfer]
 
 
 def replicator_pass(catalog: Any, open_site: SiteOpener, *, streams: int = 4,
-                    progress: Progress | None = None) -> PassReport:
-    """One pass: repair damaged replicas, then make every rule's missing copies (see the module docstring)."""
+                    progress: Progress | None = None, lock: Any = None,
+                    busy: set[tuple[int, str]] | None = None) -> PassReport:
+    """One pass: repair damaged replicas, then make every rule's missing copies (see the module docstring).
+
+    ``busy``: the copies (container id, site) other threads of this process are making, left to them;
+    the pass adds its own while they run. It plans under ``lock``, as they do, so that no copy is
+    planned twice.
+    """
     report = PassReport()
     sites = catalog.sites()
     for s in sites:
@@ -183,15 +190,23 @@ def replicator_pass(catalog: Any, open_site: SiteOpener, *, streams: int = 4,
         if not health.reachable:
             report.away[s.name] = health.detail
     away = set(report.away)
-    transfers = _repairs(catalog, away, report)
-    report.repairs = len(transfers)
-    planned = {(t.container.id, t.site) for t in transfers}
-    for rule in catalog.rules():
-        for t in rule_state(catalog, rule, sites, away).transfers:
-            if (t.container.id, t.site) not in planned:  # two rules may want the same copy
-                planned.add((t.container.id, t.site))
-                transfers.append(t)
-    report.transfers = run_transfers(catalog, open_site, transfers, streams=streams, progress=progress)
+    busy = busy if busy is not None else set()
+    with lock if lock is not None else contextlib.nullcontext():
+        transfers = [t for t in _repairs(catalog, away, report) if (t.container.id, t.site) not in busy]
+        report.repairs = len(transfers)
+        planned = {(t.container.id, t.site) for t in transfers} | busy
+        for rule in catalog.rules():
+            for t in rule_state(catalog, rule, sites, away).transfers:
+                if (t.container.id, t.site) not in planned:  # two rules may want the same copy
+                    planned.add((t.container.id, t.site))
+                    transfers.append(t)
+        mine = {(t.container.id, t.site) for t in transfers}
+        busy |= mine
+    try:
+        report.transfers = run_transfers(catalog, open_site, transfers, streams=streams, progress=progress)
+    finally:
+        with lock if lock is not None else contextlib.nullcontext():
+            busy -= mine
     report.rules = [rule_state(catalog, r, sites) for r in catalog.rules()]
     return report
 

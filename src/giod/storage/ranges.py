@@ -11,7 +11,12 @@ more than ``window`` bytes that nobody has read yet. A read that needs a
 piece not yet started starts it at once, so the reader never waits behind
 prefetching it does not need yet.
 
-The scheduler does not know HTTP: it calls ``fetch(path, start, stop)``.
+Small pieces (the metadata of record batches, the buffers of one column) are
+grouped into one request of several ranges when a ``fetch_many`` is given,
+so that a plan of many small ranges costs few requests, not one each.
+
+The scheduler does not know HTTP: it calls ``fetch(path, start, stop)`` (and
+``fetch_many(path, ranges)``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 __all__ = ["Piece", "ReadScheduler", "coalesce", "split"]
 
 Fetch = Callable[[str, int, int], bytes]
+FetchMany = Callable[[str, list[tuple[int, int]]], list[bytes]]
 
 
 def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
@@ -46,6 +52,25 @@ def split(ranges: Iterable[tuple[int, int]], size: int) -> list[tuple[int, int]]
     return [(a, min(a + size, stop)) for start, stop in ranges for a in range(start, stop, size)]
 
 
+def _uncovered(spans: Sequence[tuple[int, int]], start: int, stop: int) -> list[tuple[int, int]]:
+    """The parts of ``[start, stop)`` outside the sorted ``spans``."""
+    out = []
+    at = start
+    for a, b in spans:
+        if b <= at:
+            continue
+        if a >= stop:
+            break
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+        if at >= stop:
+            break
+    if at < stop:
+        out.append((at, stop))
+    return out
+
+
 @dataclass(eq=False)
 class Piece:
     path: str
@@ -54,6 +79,7 @@ class Piece:
     order: tuple[int, int]  # (position of the file in reading order, start)
     future: Future[bytes] = field(default_factory=Future)
     started: bool = False
+    group: list[Piece] | None = None  # the pieces fetched with it in one request of several ranges
 
     @property
     def size(self) -> int:
@@ -69,8 +95,10 @@ class ReadScheduler:
     """
 
     def __init__(self, fetch: Fetch, *, streams: int = 16, window: int = 256 << 20, piece: int = 4 << 20,
-                 gap: int = 1 << 20):
+                 gap: int = 1 << 20, fetch_many: FetchMany | None = None, max_ranges: int = 1):
         self._fetch = fetch
+        self._fetch_many = fetch_many
+        self.max_ranges = max_ranges if fetch_many is not None else 1
         self.streams, self.window, self.piece, self.gap = streams, window, piece, gap
         self._pool = ThreadPoolExecutor(max_workers=streams, thread_name_prefix="giod-read")
         self._lock = threading.Condition()
@@ -90,22 +118,35 @@ class ReadScheduler:
                 self._order[path] = next(self._files)
             return self._order[path]
 
-    def schedule(self, path: str, ranges: Sequence[tuple[int, int]], *, only_if_open: bool = False) -> None:
+    def schedule(self, path: str, ranges: Sequence[tuple[int, int]], *, only_if_open: bool = False,
+                 gap: int | None = None) -> None:
         """Fetch these ranges of ``path`` ahead of reading (overlaps with scheduled ranges are skipped).
 
         ``only_if_open``: only if ``path`` still has pieces (its reader has not released it yet).
+        ``gap``: ranges closer than this are fetched as one (the scheduler's own by default); pieces
+        smaller than a piece travel several to a request.
         """
         rank = self.order_of(path)
         with self._lock:
             if only_if_open and path not in self._pieces:
                 return
             have = self._pieces.setdefault(path, [])
-            todo = split(coalesce(ranges, self.gap), self.piece)
-            for start, stop in todo:
-                if any(p.start <= start and stop <= p.stop for p in have):
-                    continue
+            spans = sorted((p.start, p.stop) for p in have)
+            # only what no piece holds yet: a range that overlaps scheduled ones costs its new bytes alone
+            fresh = [part for a, b in coalesce(ranges, self.gap if gap is None else gap)
+                     for part in _uncovered(spans, a, b)]
+            group: list[Piece] = []
+            for start, stop in split(fresh, self.piece):
                 p = Piece(path, start, stop, (rank, start))
                 have.append(p)
+                if group and (len(group) >= self.max_ranges or sum(q.size for q in group) + p.size > self.piece):
+                    group = []
+                if group:  # started with its group's first piece, never queued on its own
+                    p.group = group
+                    group.append(p)
+                    continue
+                group = [p]
+                p.group = group
                 heapq.heappush(self._queue, (p.order, next(self._tie), p))
             self._pump()
 
@@ -116,34 +157,47 @@ class ReadScheduler:
             if p.started:
                 heapq.heappop(self._queue)
                 continue
-            if self._held and self._held + p.size > self.window:
+            if self._held and self._held + sum(q.size for q in self._members(p)) > self.window:
                 break
             heapq.heappop(self._queue)
             self._start(p)
 
-    def _start(self, p: Piece) -> None:
-        p.started = True
-        self._held += p.size
-        self._running += 1
-        self._pool.submit(self._run, p)
+    @staticmethod
+    def _members(p: Piece) -> list[Piece]:
+        # the pieces of p's request not yet started (a released one is marked started and skipped)
+        return [q for q in (p.group or [p]) if not q.started]
 
-    def _run(self, p: Piece) -> None:
+    def _start(self, p: Piece) -> None:
+        members = self._members(p)
+        for q in members:
+            q.started = True
+            self._held += q.size
+        self._running += 1
+        self._pool.submit(self._run, members)
+
+    def _run(self, members: list[Piece]) -> None:
         try:
-            data = self._fetch(p.path, p.start, p.stop)
+            if len(members) == 1:
+                got = [self._fetch(members[0].path, members[0].start, members[0].stop)]
+            else:
+                assert self._fetch_many is not None
+                got = self._fetch_many(members[0].path, [(q.start, q.stop) for q in members])
         except BaseException as exc:  # noqa: BLE001 - handed to the reader through the future
             # the piece stays until a reader takes the failure (read) or gives the path up (release):
             # forgotten here, a read that came a moment later would find nothing and not see the error
-            p.future.set_exception(exc)
+            for q in members:
+                q.future.set_exception(exc)
             with self._lock:
                 self._running -= 1
                 self._pump()
             return
         with self._lock:
             self._running -= 1
-            self.stats["pieces"] += 1
-            self.stats["bytes"] += len(data)
+            self.stats["pieces"] += len(members)
+            self.stats["bytes"] += sum(len(d) for d in got)
             self._pump()
-        p.future.set_result(data)
+        for q, data in zip(members, got, strict=True):
+            q.future.set_result(data)
 
     def _forget(self, p: Piece) -> None:
         have = self._pieces.get(p.path)
@@ -152,27 +206,29 @@ class ReadScheduler:
             if p.started:
                 self._held -= p.size
 
-    def read(self, path: str, start: int, stop: int) -> bytes | None:
-        """Bytes ``[start, stop)`` of ``path`` from scheduled pieces, or None if not all scheduled."""
-        if stop <= start:
-            return b""
-        with self._lock:
-            have = sorted(self._pieces.get(path, ()), key=lambda p: p.start)
-            needed: list[tuple[Piece, int]] = []  # each piece with where its new bytes begin
-            at = start
-            for p in have:
-                if p.stop <= at or p.start > at:
-                    continue
-                needed.append((p, at))
-                at = p.stop
-                if at >= stop:
-                    break
-            if at < stop:
-                return None
-            for p, _ in needed:
-                if not p.started:  # the reader is here: no more waiting behind prefetches
-                    self.stats["urgent"] += 1
-                    self._start(p)
+    def _claim(self, path: str, start: int, stop: int) -> list[tuple[Piece, int]] | None:
+        # with the lock held: the pieces that cover [start, stop), each with where its new bytes begin, the
+        # ones not started yet started now (the reader is here: no more waiting behind prefetches)
+        have = sorted(self._pieces.get(path, ()), key=lambda p: p.start)
+        needed: list[tuple[Piece, int]] = []
+        at = start
+        for p in have:
+            if p.stop <= at or p.start > at:
+                continue
+            needed.append((p, at))
+            at = p.stop
+            if at >= stop:
+                break
+        if at < stop:
+            return None
+        for p, _ in needed:
+            if not p.started:
+                self.stats["urgent"] += 1
+                self._start(p)
+        return needed
+
+    def _collect(self, needed: list[tuple[Piece, int]], stop: int) -> bytes | memoryview:
+        # one piece: a view of its bytes, never a copy (the reader wraps it as it is)
         parts = []
         for p, begin in needed:
             try:
@@ -182,7 +238,24 @@ class ReadScheduler:
                     self._forget(p)  # the reader has the failure; a new schedule fetches the range again
                 raise
             parts.append(memoryview(data)[begin - p.start:min(stop, p.stop) - p.start])
-        return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
+        if len(parts) == 1:
+            p, begin = needed[0]
+            data = p.future.result()
+            return data if begin == p.start and stop >= p.stop and isinstance(data, bytes) else parts[0]
+        return b"".join(parts)
+
+    def read(self, path: str, start: int, stop: int) -> bytes | None:
+        """Bytes ``[start, stop)`` of ``path`` from scheduled pieces, or None if not all scheduled."""
+        got = self.read_many(path, [(start, stop)])[0]
+        return got if got is None or isinstance(got, bytes) else got.tobytes()
+
+    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview | None]:
+        """:meth:`read` of several ranges, as bytes or views of what arrived: every piece they need is started
+        before any is waited for."""
+        with self._lock:
+            claims = [self._claim(path, a, b) if b > a else [] for a, b in ranges]
+        return [None if c is None else b"" if b <= a else self._collect(c, b)
+                for c, (a, b) in zip(claims, ranges, strict=True)]
 
     def release(self, path: str) -> None:
         """Forget ``path``'s pieces (read, or no longer wanted); queued ones are not fetched."""

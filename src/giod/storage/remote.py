@@ -19,13 +19,17 @@ import json
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
+
+import pyarrow as pa
 
 from giod import config
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.checksum import Checksum
+from giod.storage.formats.arrow.frame import MAGIC
+from giod.storage.formats.arrow.plan import Footer, footer_of, projected
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
 from giod.storage.kind import FileInfo, Site, SiteHealth, check_relpath
 from giod.storage.pending import PendingFile
@@ -38,6 +42,9 @@ __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "conne
 TAIL = 64 << 10  # bytes read from the end of a file to find its footer
 PLAN_WAIT = 120.0  # seconds a read waits for its file's column plan (its footer's round trip)
 SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range requests
+#: buffers of an Arrow batch this close travel as one range: the padding between one column's buffers (< 64
+#: bytes), never a whole buffer of a column not read
+BUFFER_GAP = 64
 
 
 class RemoteSite(Site):
@@ -59,8 +66,10 @@ class RemoteSite(Site):
         self.prefix = prefix
         self.remote_name = unquote(prefix.rsplit("/", 1)[1])  # the site's name on its server
         # pieces stay within what the server answers in one request
+        lim = self.endpoint.limits
         self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams,
-                                       piece=max(64 << 10, min(4 << 20, self.endpoint.limits.max_request_bytes)))
+                                       piece=max(64 << 10, min(4 << 20, lim.max_request_bytes)),
+                                       fetch_many=self._fetch_ranges, max_ranges=lim.max_ranges)
         self._sizes: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._planning: dict[str, threading.Event] = {}  # files whose column chunks are being planned
@@ -98,13 +107,25 @@ class RemoteSite(Site):
         got = self.scheduler.read(path, start, stop)
         return got if got is not None else self._fetch(path, start, stop)
 
-    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         """Several ranges of one file, fetched in parallel.
 
-        Many small ranges (the pages of a sparse selection) travel as
-        multi-range requests within the server's bounds, all in flight at
+        Ranges fetched ahead (:meth:`prefetch`) come from the scheduler. Of
+        the others, many small ones (the pages of a sparse selection) travel
+        as multi-range requests within the server's bounds, all in flight at
         once; large ones go through the scheduler.
         """
+        planning = self._planning.get(path)
+        if planning is not None:  # the plan schedules these ranges: fetch them once, not twice
+            planning.wait(PLAN_WAIT)
+        got = self.scheduler.read_many(path, ranges)
+        missing = [r for r, d in zip(ranges, got, strict=True) if d is None]
+        if not missing:
+            return [d for d in got if d is not None]
+        fetched = iter(self._read_unplanned(path, missing))
+        return [d if d is not None else next(fetched) for d in got]
+
+    def _read_unplanned(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         small = [r for r in ranges if r[1] - r[0] <= SMALL_RANGE]
         if len(small) < 4:
             self.scheduler.schedule(path, ranges)
@@ -122,6 +143,20 @@ class RemoteSite(Site):
             self._pool = ThreadPoolExecutor(max_workers=self.endpoint.streams, thread_name_prefix="giod-ranges")
         parts = self._pool.map(lambda batch: self._fetch_multi(path, batch), batches)
         return [data for part in parts for data in part]
+
+    def _fetch_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Ranges of one file in as few requests as the server's bounds allow, one after the other."""
+        lim = self.endpoint.limits
+        out: list[bytes] = []
+        batch: list[tuple[int, int]] = []
+        held = 0
+        for a, b in [*ranges, (-1, -1)]:
+            if batch and (a < 0 or len(batch) >= lim.max_ranges or held + (b - a) > lim.max_request_bytes):
+                out += self._fetch_multi(path, batch)
+                batch, held = [], 0
+            batch.append((a, b))
+            held += b - a
+        return out
 
     def _fetch_multi(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
         if len(ranges) == 1:
@@ -162,15 +197,43 @@ class RemoteSite(Site):
                              name="giod-footers").start()
 
     def _plan_columns(self, tails: list[tuple[str, int, Sequence[str]]]) -> None:
-        for path, size, columns in tails:
-            try:
-                self.scheduler.schedule(path, _column_ranges(self, path, size, columns), only_if_open=True)
-            except GiodError:
-                pass  # the reader fetches on demand and reports the problem itself
-            finally:
-                done = self._planning.pop(path, None)
-                if done is not None:
-                    done.set()
+        # step by step over all files at once, so that each step costs one round trip, not one per file:
+        # footers (already in flight), then Arrow batches' metadata, then the buffers they point to
+        arrow: list[tuple[str, Footer, Sequence[str]]] = []
+        try:
+            for path, size, columns in tails:
+                footer = None
+                try:
+                    footer = _footer(self, path, size)
+                    if footer is None:
+                        self.scheduler.schedule(path, _column_ranges(self, path, size, columns), only_if_open=True)
+                    else:
+                        self.scheduler.schedule(path, footer.meta_ranges(), only_if_open=True, gap=0)
+                        arrow.append((path, footer, columns))
+                except GiodError:
+                    footer = None  # the reader fetches on demand and reports the problem itself
+                if footer is None:
+                    self._planned(path)
+            for path, footer, columns in arrow:
+                try:
+                    metas = self.scheduler.read_many(path, footer.meta_ranges())
+                    if any(m is None for m in metas):
+                        continue  # released meanwhile: its reader is gone
+                    ranges = projected(footer, metas, columns)  # type: ignore[arg-type]
+                    self.scheduler.schedule(path, [(0, self._sizes[path])] if ranges is None else ranges,
+                                            only_if_open=True, gap=BUFFER_GAP)
+                except (GiodError, CancelledError):
+                    pass  # a failed fetch, or the file released meanwhile: the reader fetches on demand
+                finally:
+                    self._planned(path)
+        finally:
+            for path, _, _ in tails:
+                self._planned(path)
+
+    def _planned(self, path: str) -> None:
+        done = self._planning.pop(path, None)
+        if done is not None:
+            done.set()
 
     def release(self, path: str) -> None:
         self.scheduler.release(path)
@@ -302,14 +365,26 @@ def _parse_multipart(body: bytes, boundary: str) -> dict[int, bytes]:
         at = start + b - a
 
 
+def _footer(site: RemoteSite, path: str, size: int) -> Footer | None:
+    """The footer of an Arrow container (None: another format), from the tail fetched ahead."""
+    tail = site.read_range(path, max(0, size - TAIL), size, wait_plan=False)
+    if not tail.endswith(MAGIC):
+        return None
+    try:
+        got = footer_of(tail, size)
+        if isinstance(got, int):
+            got = footer_of(site.read_range(path, got, size, wait_plan=False), size)
+    except (ValueError, pa.ArrowException) as exc:
+        raise IntegrityError(f"{path}: unreadable footer: {exc}") from exc
+    if isinstance(got, int):
+        raise IntegrityError(f"{path}: unreadable footer")
+    return got
+
+
 def _column_ranges(site: RemoteSite, path: str, size: int, columns: Sequence[str]) -> list[tuple[int, int]]:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     tail = site.read_range(path, max(0, size - TAIL), size, wait_plan=False)
-    if tail.endswith(b"ARROW1"):
-        # an Arrow IPC container: its record batches are read whole, every column with them
-        return [(0, size)]
     n = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else 0
     if n + 8 > len(tail):
         tail = site.read_range(path, max(0, size - n - 8), size, wait_plan=False)
@@ -374,7 +449,7 @@ class RemoteFile(io.RawIOBase):
         memoryview(b).cast("B")[: len(data)] = data
         return len(data)
 
-    def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def read_many(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         return self.site.read_many(self.path, ranges)
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, NotFound
 from giod.storage.formats.arrow.blocks import BLOCK, SCHEMA_KEY, check_batch, has_block_layout, parse_message
-from giod.storage.formats.arrow.columns import read_columns
+from giod.storage.formats.arrow.columns import body_ranges, decode_columns, plan_columns, read_columns
 from giod.storage.formats.arrow.frame import MAGIC, crc32c, parse_footer, schema_of
 from giod.storage.formats.arrow.projection import project, top_columns
 from giod.storage.formats.arrow.rows import read_rows as read_batch_rows
@@ -217,10 +217,10 @@ class ArrowContainerReader:
             missing = [n for n in names if n not in self.schema.names]
             if missing:
                 raise NotFound(f"no column {missing[0]!r} in the container (it has {', '.join(self.schema.names)})")
-            # from a memory map only: a remote file's batches are fetched whole, in one request each, and
-            # its reads planned so (fetching buffer by buffer would cost a round trip per buffer)
-            if len(names) < len(self.schema.names) and self._map is not None:
-                return project(self._some_columns(names, which), columns)
+            if len(names) < len(self.schema.names):
+                if self._map is not None:
+                    return project(self._some_columns(names, which), columns)
+                return project(self._fetch_columns(names, which), columns)
         table = pa.Table.from_batches(self._batches(which, top_columns(columns)), schema=self.schema)
         return project(table, columns)
 
@@ -242,6 +242,29 @@ class ArrowContainerReader:
             parts[i] = read_columns(self.schema, msg, int(self.blocks[i, 0] + self.meta[i]), mapped,
                                                  self._ranges, names, self._where(i), self._key(i))
         tables = [parts[i] for i in which.tolist()]
+        return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+    def _fetch_columns(self, names: list[str], which: np.ndarray) -> pa.Table:
+        """Columns ``names`` of batches ``which`` of a remote file: every batch's metadata in one call, then
+        only those columns' buffers (``.plan``: the ranges a site fetched ahead are these), in one call."""
+        metas = self._ranges([(int(a), int(a + self.meta[i])) for i, a in zip(which.tolist(), self.blocks[which, 0],
+                                                                                 strict=True)])
+        msgs = [self._message(i, meta) for i, meta in zip(which.tolist(), metas, strict=True)]
+        plans, ranges = [], []
+        for i, msg in zip(which.tolist(), msgs, strict=True):
+            if self.clusters is not None and msg.length != self.clusters[i]:
+                raise IntegrityError(f"{self._where(i)} has {msg.length} events, the catalog recorded "
+                                     f"{self.clusters[i]}")
+            plan = plan_columns(msg, self.schema, names, self._where(i))
+            start = int(self.blocks[i, 0] + self.meta[i])
+            plans.append(plan)
+            ranges.append([(start + a, start + b) for a, b in body_ranges(plan, msg)])
+        got = self._ranges([r for rs in ranges for r in rs])
+        tables, at = [], 0
+        for i, msg, plan, rs in zip(which.tolist(), msgs, plans, ranges, strict=True):
+            parts = got[at:at + len(rs)]
+            at += len(rs)
+            tables.append(decode_columns(plan, msg, self.schema, parts, self._where(i), self._key(i)))
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
     def batch_rows(self) -> np.ndarray:
