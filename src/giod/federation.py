@@ -271,16 +271,22 @@ class Dataset:
     # -------------------------------------------------------------- writing
 
     def writer(self, **options: Any) -> Writer:
-        """A :class:`giod.write.writer.Writer` appending to this dataset.
+        """A :class:`giod.write.writer.Writer` appending events to this dataset as new databases.
 
         Keywords: the write settings of ``docs/storage.md`` (``database_events``,
         ``compression``, ...) and the writer's own (``site``, ``program``, ...);
-        an unknown keyword is a ConfigError naming the valid ones.
+        an unknown keyword is a ConfigError naming the valid ones. ``w.commit()``
+        commits, ``w.abort()`` discards; as a context manager it commits on leaving
+        the block, and aborts when the block raises.
         """
         return Writer(self.snapshot, **_keywords(Writer, options, "ds.writer"))
 
     def extend(self, **options: Any) -> PassWriter:
-        """A :class:`giod.write.writer.PassWriter` adding containers to existing databases."""
+        """A :class:`giod.write.passwriter.PassWriter` adding containers to existing databases.
+
+        Keywords: the encoding settings a writer takes (``compression``, ``cluster_bytes``, ...)
+        and the pass's own (``replace``, ``site``, ``program``, ...).
+        """
         return PassWriter(self.snapshot, **_keywords(PassWriter, options, "ds.extend"))
 
     # -------------------------------------------------------------- reading

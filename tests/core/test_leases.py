@@ -46,7 +46,7 @@ WRITER = textwrap.dedent("""
     print("appended", flush=True)
     if stop == "appended":
         sys.stdin.readline()
-    w.close()
+    w.commit()
     print("committed", flush=True)
 """)
 

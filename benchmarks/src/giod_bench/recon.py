@@ -126,7 +126,7 @@ def _timed_pass(fed: Any, packaged: tuple[Any, Any]) -> Phases:
         with phases("catalog"):
             passes.commit()
     except BaseException:
-        passes.discard()
+        passes.abort()
         raise
     return phases
 

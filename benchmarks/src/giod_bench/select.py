@@ -94,7 +94,7 @@ def _write(fed: Any, events: int, clusters: Sequence[int | None], advance: Any) 
             w.abort()
         raise
     for w in writers:
-        w.close()
+        w.commit()
     return datasets, np.concatenate(tags), payload
 
 

@@ -176,7 +176,7 @@ def reconstruct_dataset(
                 ) from exc
         version = passes.commit()
     except BaseException:
-        passes.discard()
+        passes.abort()
         raise
     assert version is not None  # there was at least one database to do
     return version
