@@ -23,7 +23,7 @@ from giod.catalog.engine import NoCatalog
 from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.catalog.remote import RemoteCatalog
-from giod.errors import ConfigError, DataError, NotFound
+from giod.errors import ConfigError, DataError, NotFound, deprecated
 from giod.names import check_name
 from giod.read.objects import OID
 from giod.read.projection import read_entry
@@ -281,13 +281,20 @@ class Dataset:
         """
         return Writer(self.snapshot, **_keywords(Writer, options, "ds.writer"))
 
-    def extend(self, **options: Any) -> PassWriter:
-        """A :class:`giod.write.passwriter.PassWriter` adding containers to existing databases.
+    def add_containers(self, **options: Any) -> PassWriter:
+        """A :class:`giod.write.passwriter.PassWriter` adding containers to events already committed.
 
-        Keywords: the encoding settings a writer takes (``compression``, ``cluster_bytes``, ...)
-        and the pass's own (``replace``, ``site``, ``program``, ...).
+        A later pass (reconstruction, new tags) writes new containers for existing databases,
+        entries aligned with theirs, without rewriting the others; new events go through
+        :meth:`writer`. Keywords: the encoding settings a writer takes (``compression``,
+        ``cluster_bytes``, ...) and the pass's own (``replace``, ``site``, ``program``, ...).
         """
-        return PassWriter(self.snapshot, **_keywords(PassWriter, options, "ds.extend"))
+        return PassWriter(self.snapshot, **_keywords(PassWriter, options, "ds.add_containers"))
+
+    def extend(self, **options: Any) -> PassWriter:
+        """Deprecated name of :meth:`add_containers` (it adds containers; it never appends events)."""
+        deprecated("Dataset.extend()", "Dataset.add_containers()")
+        return self.add_containers(**options)
 
     # -------------------------------------------------------------- reading
 

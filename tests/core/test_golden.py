@@ -79,7 +79,7 @@ def test_a_later_pass_adds_arrow_containers_to_old_databases(golden):
     ds = golden.dataset("golden")
     old = ds.read()
     stored = unlink(old, ds.schema)
-    with ds.extend(program="reco", program_version="2", replace=True) as p:
+    with ds.add_containers(program="reco", program_version="2", replace=True) as p:
         for db in ds.databases():
             p.write(db, stored[db.first_entry:db.stop_entry][["tracks", "jets"]])
     for db in ds.databases():

@@ -53,7 +53,7 @@ def test_pass_writer_abort_removes_its_files_and_discard_is_deprecated(local_fed
     ds, events = _raw(local_fed, "p")
     site = local_fed.site()
     for how in ("abort", "discard"):
-        p = ds.extend(program="reco")
+        p = ds.add_containers(program="reco")
         out = p.write(ds.databases()[0], events[:30][["tracks", "jets"]])
         paths = [s.path for s in out.containers]
         assert all(os.path.exists(site.local_path(path)) for path in paths)
@@ -69,11 +69,11 @@ def test_pass_writer_abort_removes_its_files_and_discard_is_deprecated(local_fed
 
 
 def test_a_pass_takes_the_writers_encoding_keywords(local_fed):
-    """``compression=`` means the same to ``ds.extend`` as to ``ds.writer``: smaller files than none."""
+    """``compression=`` means the same to ``ds.add_containers`` as to ``ds.writer``: smaller files than none."""
     sizes = {}
     for compression in ("none", "zstd"):
         ds, events = _raw(local_fed, f"c{compression}")
-        with ds.extend(compression=compression, cluster_events=10) as p:
+        with ds.add_containers(compression=compression, cluster_events=10) as p:
             for db in ds.databases():
                 p.write(db, events[db.first_entry:db.stop_entry][["tracks", "jets"]])
         assert p.options.compression == compression
@@ -87,8 +87,18 @@ def test_a_pass_takes_the_writers_encoding_keywords(local_fed):
 def test_a_pass_refuses_what_a_writer_refuses(local_fed):
     ds, _ = _raw(local_fed, "r")
     with pytest.raises(giod.ConfigError, match="nosuch"):
-        ds.extend(compression="nosuch")
+        ds.add_containers(compression="nosuch")
     with pytest.raises(giod.ConfigError, match="not both"):
-        ds.extend(compression="lz4", options="x")
+        ds.add_containers(compression="lz4", options="x")
     with pytest.raises(giod.ConfigError, match="did you mean 'compression'"):
-        ds.extend(compresion="lz4")
+        ds.add_containers(compresion="lz4")
+
+
+def test_extend_is_a_deprecated_add_containers(local_fed):
+    ds, events = _raw(local_fed, "x")
+    with pytest.warns(DeprecationWarning, match=r"Dataset\.extend\(\).*Dataset\.add_containers\(\)"):
+        p = ds.extend(program="reco")
+    with p:
+        for db in ds.databases():
+            p.write(db, events[db.first_entry:db.stop_entry][["tracks", "jets"]])
+    assert ds.read(["tracks.pt"]).tracks.pt.to_list() == events.tracks.pt.to_list()
