@@ -71,7 +71,7 @@ def _hits_x(events: ak.Array) -> float:
 def test_golden_in_dask_tasks(golden):
     expected = json.loads((DATA / "golden_parquet.json").read_text())
     sel = golden.dataset("golden").select()
-    got = giod.distributed.map(sel, _hits_x, columns=["hits"], scheduler="processes:2", partition_events=100)
+    got = giod.distributed.map_selection(sel, _hits_x, columns=["hits"], scheduler="processes:2", partition_events=100)
     assert got == pytest.approx(expected["hits.x"], rel=1e-9)
 
 

@@ -18,7 +18,7 @@ Reading a selection goes, per database:
 4. adapt old schema versions, convert to awkward, link relations.
 
 Steps 1 and 2 are this module's; steps 3 and 4 are ``giod.read.projection``'s. Parallel
-processing of a selection is ``giod.distributed.map``, a layer above.
+processing of a selection is ``giod.distributed.map_selection``, a layer above.
 """
 
 from __future__ import annotations
