@@ -103,13 +103,16 @@ class MapReport:
 
     @property
     def local(self) -> int:
+        """The number of tasks that ran at a site holding their data."""
         return sum(1 for t in self.tasks if t.local)
 
     @property
     def remote(self) -> int:
+        """The number of tasks that read their data from another site."""
         return sum(1 for t in self.tasks if not t.local)
 
     def by_site(self) -> dict[str, dict[str, int]]:
+        """Local and remote tasks per site the tasks ran at."""
         out: dict[str, dict[str, int]] = {}
         for t in self.tasks:
             entry = out.setdefault(t.site or "?", {"local": 0, "remote": 0})
@@ -118,6 +121,7 @@ class MapReport:
 
     @property
     def events(self) -> int:
+        """The number of selected events the tasks handed to the function."""
         return sum(t.events for t in self.tasks)
 
     def shares(self) -> dict[str, float]:
@@ -131,6 +135,7 @@ class MapReport:
         return {"user": user, "read": read, "catalog": catalog, "other": max(0.0, 1 - user - read - catalog)}
 
     def summary(self) -> str:
+        """One line: tasks, where they ran, events, time and its shares."""
         s = self.shares()
         return (f"{self.partitions} tasks on {self.scheduler} ({self.workers} workers): {self.local} local, "
                 f"{self.remote} remote; {self.events:,} events in {self.wall_s:.2f} s; worker time: "
