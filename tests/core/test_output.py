@@ -91,3 +91,20 @@ def test_four_momenta_add_on_every_read_and_travel_to_workers(written):
 
     got = giod.distributed.map_selection(ds.select(), leading_mass, columns=["jets"], scheduler="processes:1")
     np.testing.assert_allclose(ak.to_numpy(got), ak.to_numpy(mass), rtol=1e-6)
+
+
+def test_records_with_other_coordinates_too_stay_plain(local_fed):
+    """A vertex with x, y, z beside pt, eta, phi, mass (NanoAOD's SV) is no single four-vector to vector."""
+    pytest.importorskip("vector")
+    model = giod.Schema.from_yaml(
+        "schema_version: 1\nname: sv\ntypes:\n"
+        "  SV: {fields: {pt: float32, eta: float32, phi: float32, mass: float32, x: float32, y: float32}}\n"
+        "  Mu: {fields: {pt: float32, eta: float32, phi: float32, mass: float32}}\n"
+        "collections: {SV: SV, Muon: Mu}\n")
+    ds = local_fed.create_dataset("sv", model)
+    one = {"pt": 10.0, "eta": 0.5, "phi": 1.0, "mass": 0.1, "x": 0.2, "y": 0.3}
+    with ds.writer() as w:
+        w.append([{"SV": [one, one], "Muon": [{k: one[k] for k in ("pt", "eta", "phi", "mass")}] * 2}])
+    ev = ds.read()
+    assert type(ev.SV) is ak.Array and repr(ev.SV) and ev.SV.x.to_list() == [[pytest.approx(0.2)] * 2]
+    assert (ev.Muon[:, 0] + ev.Muon[:, 1]).mass.to_list() == [pytest.approx(0.2, rel=1e-3)]

@@ -13,7 +13,8 @@ GiB, TiB of 1024), turned into events from the in-memory size of a sample of
 the selected events.
 
 Records of a collection whose type has ``pt``, ``eta``, ``phi`` and ``mass``
-get vector's ``Momentum4D`` behaviour under their own name (``Muon``), when
+(and no other of vector's coordinates: NanoAOD's ``SV`` also has ``x``, ``y``,
+``z``) get vector's ``Momentum4D`` behaviour under their own name (``Muon``), when
 vector is installed (``giod[plots]``): ``ev.Muon[:, 0] + ev.Muon[:, 1]``,
 ``.px``, ``.deltaR`` work on every awkward read, relation views included.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import awkward as ak
@@ -44,6 +45,9 @@ __all__ = ["LIBRARIES", "MOMENTUM_FIELDS", "Behaviour", "behaviour", "check_libr
 LIBRARIES = {"ak": "ak", "awkward": "ak", "pa": "pa", "pyarrow": "pa", "arrow": "pa", "np": "np", "numpy": "np"}
 #: the fields that make a record a four-momentum (vector's ``Momentum4D``)
 MOMENTUM_FIELDS = frozenset({"pt", "eta", "phi", "mass"})
+#: vector's other coordinate names: a record with one of them too (NanoAOD's SV has x, y, z) is ambiguous
+OTHER_COORDINATES = frozenset({"x", "y", "rho", "px", "py", "z", "theta", "pz", "t", "tau", "E", "e", "energy",
+                               "M", "m"})
 SAMPLE_EVENTS = 1000  # events read to learn the bytes per event of a step given in bytes
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([kKMGTP]i?B|B)?\s*$")
@@ -154,10 +158,10 @@ def momentum_types(schema: Schema, events: Any = None) -> tuple[str, ...]:
     read with ``pt`` alone is no four-vector, and vector would refuse even to print it.
     """
     names = {schema.collections[c].type for c in schema.collections}
-    found = {n for n in names if MOMENTUM_FIELDS <= set(schema.types[n].fields)}
+    found = {n for n in names if _momentum(schema.types[n].fields)}
     if events is not None:
         for field in ak.fields(events):
-            if field in schema.collections and not MOMENTUM_FIELDS <= set(ak.fields(events[field])):
+            if field in schema.collections and not _momentum(ak.fields(events[field])):
                 found.discard(schema.collections[field].type)
     return tuple(sorted(found))
 
@@ -175,6 +179,12 @@ class Behaviour(dict[Any, Any]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (behaviour, (self.names,))
+
+
+def _momentum(fields: Iterable[str]) -> bool:
+    """Whether records of these fields are one four-momentum to vector: pt, eta, phi, mass and no other coordinate."""
+    names = set(fields)
+    return MOMENTUM_FIELDS <= names and not names & OTHER_COORDINATES
 
 
 @functools.cache
