@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from giod import config
 from giod.errors import (
     AuthError,
     CatalogError,
@@ -29,9 +30,13 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def open(target: str | os.PathLike[str] = "giod-data", *, create: bool = False,  # noqa: A001
+def open(target: str | os.PathLike[str] | None = None, *, create: bool = False,  # noqa: A001
          token: str | None = None, verify: bool | str = True) -> Federation:
     """Open the federation at a directory, a catalog URL or a giod server.
+
+    Without ``target``, the one the ``giod`` command opens when none is named: the
+    ``GIOD_FEDERATION`` environment variable, else ``giod-data`` in the current
+    directory; a missing one is a NotFound that says which was tried and why.
 
     A missing federation is a NotFound naming ``giod init``; ``create=True``
     creates it (a directory with a SQLite catalog and a local site, or the
@@ -43,7 +48,13 @@ def open(target: str | os.PathLike[str] = "giod-data", *, create: bool = False, 
     """
     from giod.federation import Federation
 
-    return Federation.open(target, create=create, token=token, verify=verify)
+    if target is not None:
+        return Federation.open(target, create=create, token=token, verify=verify)
+    chosen, why = config.default_federation()
+    try:
+        return Federation.open(chosen, create=create, token=token, verify=verify)
+    except NotFound as exc:
+        raise NotFound(f"{exc}; giod.open() was given no path ({why})") from exc
 
 
 def __getattr__(name: str) -> object:

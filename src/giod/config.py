@@ -105,6 +105,7 @@ def load(root: Path | None = None, environ: Mapping[str, str] | None = None, **o
 # ---------------------------------------------------------------- the process's own variables
 
 FEDERATION_ENV = "GIOD_FEDERATION"  # the federation a command opens when none is named
+DEFAULT_FEDERATION = "giod-data"  # ... and when that variable is unset too, in the current directory
 TOKEN_ENV = "GIOD_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 SITE_ENV = "GIOD_SITE"  # the site a worker declares it runs at
 
@@ -117,6 +118,14 @@ def _variable(name: str, environ: Mapping[str, str] | None) -> str | None:
 def federation(environ: Mapping[str, str] | None = None) -> str | None:
     """``GIOD_FEDERATION``: the federation a command opens when it is not told which."""
     return _variable(FEDERATION_ENV, environ)
+
+
+def default_federation(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The federation opened when none is named, and why: ``GIOD_FEDERATION``, else ``./giod-data``."""
+    named = federation(environ)
+    if named is not None:
+        return named, f"{FEDERATION_ENV}={named}"
+    return DEFAULT_FEDERATION, f"{FEDERATION_ENV} is unset, so ./{DEFAULT_FEDERATION}"
 
 
 def site_token_env(site: str) -> str:

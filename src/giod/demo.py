@@ -126,7 +126,7 @@ def run_demo(output: Path, n_events: int, batch: int = 10_000, *, force: bool = 
         reco = ak.concatenate(full)
         dbs = ds.databases()
         task = progress.add_task("add reco + tags (2nd pass)", total=len(dbs))
-        with ds.extend(program="giod demo reconstruction", program_version=giod.__version__) as p:
+        with ds.add_containers(program="giod demo reconstruction", program_version=giod.__version__) as p:
             for db in dbs:
                 p.write(db, reco[db.first_entry:db.stop_entry])
                 progress.advance(task)

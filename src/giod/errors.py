@@ -23,6 +23,8 @@ pyarrow, sqlite3, psycopg, SQLAlchemy or the file system are wrapped with
 
 from __future__ import annotations
 
+import warnings
+
 __all__ = [
     "AuthError",
     "CatalogError",
@@ -39,6 +41,7 @@ __all__ = [
     "SchemaError",
     "StorageError",
     "TooLarge",
+    "deprecated",
     "needs_extra",
 ]
 
@@ -139,3 +142,8 @@ def needs_extra(extra: str, what: str, exc: ImportError) -> MissingDependency:
     """
     package = exc.name or "a package"
     return MissingDependency(f"{what} needs {package}, which is not installed: pip install 'giod[{extra}]'")
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn (DeprecationWarning, pointing at the caller's caller) that ``old`` is now spelt ``new``."""
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)

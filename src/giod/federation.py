@@ -23,9 +23,10 @@ from giod.catalog.engine import NoCatalog
 from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.catalog.remote import RemoteCatalog
-from giod.errors import ConfigError, DataError, NotFound
+from giod.errors import ConfigError, DataError, NotFound, deprecated
 from giod.names import check_name
 from giod.read.objects import OID
+from giod.read.output import with_behaviour
 from giod.read.projection import read_entry
 from giod.read.selection import Selection
 from giod.schema import Schema
@@ -271,17 +272,30 @@ class Dataset:
     # -------------------------------------------------------------- writing
 
     def writer(self, **options: Any) -> Writer:
-        """A :class:`giod.write.writer.Writer` appending to this dataset.
+        """A :class:`giod.write.writer.Writer` appending events to this dataset as new databases.
 
         Keywords: the write settings of ``docs/storage.md`` (``database_events``,
         ``compression``, ...) and the writer's own (``site``, ``program``, ...);
-        an unknown keyword is a ConfigError naming the valid ones.
+        an unknown keyword is a ConfigError naming the valid ones. ``w.commit()``
+        commits, ``w.abort()`` discards; as a context manager it commits on leaving
+        the block, and aborts when the block raises.
         """
         return Writer(self.snapshot, **_keywords(Writer, options, "ds.writer"))
 
+    def add_containers(self, **options: Any) -> PassWriter:
+        """A :class:`giod.write.passwriter.PassWriter` adding containers to events already committed.
+
+        A later pass (reconstruction, new tags) writes new containers for existing databases,
+        entries aligned with theirs, without rewriting the others; new events go through
+        :meth:`writer`. Keywords: the encoding settings a writer takes (``compression``,
+        ``cluster_bytes``, ...) and the pass's own (``replace``, ``site``, ``program``, ...).
+        """
+        return PassWriter(self.snapshot, **_keywords(PassWriter, options, "ds.add_containers"))
+
     def extend(self, **options: Any) -> PassWriter:
-        """A :class:`giod.write.writer.PassWriter` adding containers to existing databases."""
-        return PassWriter(self.snapshot, **_keywords(PassWriter, options, "ds.extend"))
+        """Deprecated name of :meth:`add_containers` (it adds containers; it never appends events)."""
+        deprecated("Dataset.extend()", "Dataset.add_containers()")
+        return self.add_containers(**options)
 
     # -------------------------------------------------------------- reading
 
@@ -298,7 +312,7 @@ class Dataset:
         limit = _query_limit(limit)
         table = self.federation.catalog.query(self.name, expression, columns, limit, self.version)
         if table is not None:  # a server's catalog selected where the data are
-            return ak.from_arrow(table)
+            return with_behaviour(ak.from_arrow(table), self.schema)
         arr = self.select(expression).read(columns)
         return arr if limit is None else arr[:limit]
 
@@ -306,17 +320,26 @@ class Dataset:
         """The events passing a tag expression (all events when ``None``)."""
         return Selection(self.snapshot.pinned(), expression)
 
-    def read(self, columns: Sequence[str] | None = None) -> ak.Array:
-        """Every event with the given collections, fields and tags (all by default)."""
-        return self.select().read(columns)
+    def read(self, columns: Sequence[str] | None = None, *, library: str = "ak") -> Any:
+        """Every event with the given collections, fields and tags (all by default).
 
-    def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
-        """Every event in chunks of at most ``step_size`` events (never across databases)."""
-        return self.select().iterate(columns, step_size=step_size)
+        ``library``: ``"ak"`` (an awkward Array, four-momenta with vector's behaviour),
+        ``"pa"`` (a pyarrow Table) or ``"np"`` (a dict of numpy arrays), as in uproot.
+        """
+        return self.select().read(columns, library=library)
+
+    def iterate(self, columns: Sequence[str] | None = None, step_size: int | str = 100_000, *,
+                library: str = "ak") -> Iterator[Any]:
+        """Every event in chunks of at most ``step_size`` (never across databases).
+
+        ``step_size`` is a number of events or a memory size (``"100 MB"``) as in uproot;
+        ``library`` as for :meth:`read`.
+        """
+        return self.select().iterate(columns, step_size=step_size, library=library)
 
     def event(self, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
         """One event by its entry number, relations navigable."""
-        return read_entry(self.snapshot.pinned(), entry, columns)
+        return with_behaviour(read_entry(self.snapshot.pinned(), entry, columns), self.schema)
 
 
 def _query_limit(limit: Any) -> int | None:

@@ -163,3 +163,14 @@ def test_a_missing_federation_is_exit_2(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["token", "list", "-f", str(tmp_path / "nothing")])
     assert r.exit_code == 2 and "no giod federation" in r.output
     assert not (tmp_path / "nothing").exists()
+
+
+def test_ls_is_the_listing_of_sites_rules_and_tokens_and_list_a_hidden_alias(fed_dir: str) -> None:
+    run("rule", "add", "qcd", "--copies", "1", "-f", fed_dir)
+    _create(fed_dir, "--scope", "read", "--note", "alias")
+    for group, word in (("site", "local"), ("rule", "qcd"), ("token", "alias")):
+        canonical, alias = run(group, "ls", "-f", fed_dir), run(group, "list", "-f", fed_dir)
+        assert canonical.exit_code == alias.exit_code == 0, canonical.output + alias.output
+        assert word in canonical.stdout and canonical.stdout == alias.stdout
+        shown = run(group, "--help").stdout
+        assert " ls " in shown and " list " not in shown

@@ -100,6 +100,6 @@ def test_parameters_a_commit_cannot_record_are_refused(ds):
     with pytest.raises(giod.DataError, match="parameters cannot be recorded"):
         ds.writer(parameters=deep)
     with pytest.raises(giod.DataError, match="parameters cannot be recorded"):
-        with ds.extend(program="reco", parameters=deep) as p:
+        with ds.add_containers(program="reco", parameters=deep) as p:
             p.write(ds.databases()[0], synthetic.events(100, seed=21)[["tracks", "jets"]])
     assert ds.federation.version == before and len(ds.databases()) == 1

@@ -65,4 +65,4 @@ def test_writer_refuses_unknown_settings_by_name(tmp_path, kwargs, words):
         ds.writer(**kwargs)
     assert all(w in str(info.value) for w in words)
     with pytest.raises(giod.ConfigError, match="nosuch"):
-        ds.extend(nosuch=1)
+        ds.add_containers(nosuch=1)

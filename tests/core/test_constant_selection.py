@@ -56,7 +56,7 @@ def test_a_false_selection_selects_nothing(stored, text):
     empty = sel.read(["ht", "njets", "jets.pt"])
     assert len(empty) == 0 and empty.fields == ["ht", "njets", "jets"]
     assert len(ds.query(text, ["ht"])) == 0
-    assert giod.distributed.map(sel, len, columns=["ht"], scheduler="sync") == 0
+    assert giod.distributed.map_selection(sel, len, columns=["ht"], scheduler="sync") == 0
 
 
 @pytest.mark.parametrize("text", EVERYTHING)

@@ -20,7 +20,7 @@ def test_every_writer_of_a_dataset_uses_its_format(fed) -> None:
         w.append(events[RAW])
     with lake.writer(options=WriteOptions(compression="lz4")) as w:
         w.append(events[RAW])
-    with lake.extend(program="reco") as p:  # a later pass adds parquet containers too
+    with lake.add_containers(program="reco") as p:  # a later pass adds parquet containers too
         for db in lake.databases():
             p.write(db, events[["tracks", "jets"]])
     formats = {(c.name, c.format) for db in fed.dataset("lake").databases() for c in db.containers}

@@ -21,7 +21,7 @@ def test_an_empty_dataset_reads_as_no_events_with_the_fields_asked_for(tmp_path:
         assert ds.select("ht > 1").read(["jets.pt"]).jets.fields == ["pt"]
         assert len(ds.read()) == 0 and set(ds.read().fields) >= {"hits", "jets", "ht"}
         assert len(ds.query("ht > 1", ["ht"])) == 0
-        assert giod.distributed.map(ds.select(), len, columns=["ht"], scheduler="sync") == 0
+        assert giod.distributed.map_selection(ds.select(), len, columns=["ht"], scheduler="sync") == 0
         with pytest.raises(giod.NotFound, match="nosuch"):
             ds.read(["nosuch"])
         # the empty answer has the types a written dataset gives

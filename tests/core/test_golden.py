@@ -71,7 +71,7 @@ def _hits_x(events: ak.Array) -> float:
 def test_golden_in_dask_tasks(golden):
     expected = json.loads((DATA / "golden_parquet.json").read_text())
     sel = golden.dataset("golden").select()
-    got = giod.distributed.map(sel, _hits_x, columns=["hits"], scheduler="processes:2", partition_events=100)
+    got = giod.distributed.map_selection(sel, _hits_x, columns=["hits"], scheduler="processes:2", partition_events=100)
     assert got == pytest.approx(expected["hits.x"], rel=1e-9)
 
 
@@ -79,7 +79,7 @@ def test_a_later_pass_adds_arrow_containers_to_old_databases(golden):
     ds = golden.dataset("golden")
     old = ds.read()
     stored = unlink(old, ds.schema)
-    with ds.extend(program="reco", program_version="2", replace=True) as p:
+    with ds.add_containers(program="reco", program_version="2", replace=True) as p:
         for db in ds.databases():
             p.write(db, stored[db.first_entry:db.stop_entry][["tracks", "jets"]])
     for db in ds.databases():

@@ -46,7 +46,7 @@ WRITER = textwrap.dedent("""
     print("appended", flush=True)
     if stop == "appended":
         sys.stdin.readline()
-    w.close()
+    w.commit()
     print("committed", flush=True)
 """)
 
@@ -177,7 +177,7 @@ def test_gc_spares_a_pass_until_it_commits(target: str):
         raw = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
         with ds.writer(database_events=30) as w:
             w.append(events[raw])
-        with ds.extend(program="reco") as p:
+        with ds.add_containers(program="reco") as p:
             for db in ds.databases():
                 p.write(db, events[db.first_entry : db.stop_entry][["tracks", "jets"]])
             written = {s.path for out in p.outputs for s in out.containers}

@@ -33,7 +33,7 @@ LAST_COMMITS = textwrap.dedent("""
     with ds.writer(program="daq", parameters={"run": 2}, idempotency_key="run2") as w:
         w.append(synthetic.events(30, seed=2)[RAW])
     events = synthetic.events(30, seed=2)
-    with ds.extend(program="reco", parameters={"pass": 1}) as p:  # a pass over both databases
+    with ds.add_containers(program="reco", parameters={"pass": 1}) as p:  # a pass over both databases
         first, second = ds.databases()
         p.write(first, synthetic.events(20, seed=1)[["tracks", "jets"]])
         p.write(second, events[["tracks", "jets"]])

@@ -41,3 +41,21 @@ def test_an_empty_postgresql_catalog_is_not_found_until_created(request):
         assert fed.datasets() == []
     with giod.open(url) as again:
         assert again.version == fed.version
+
+
+def test_open_without_a_path_opens_what_the_command_opens_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GIOD_FEDERATION", raising=False)
+    with pytest.raises(giod.NotFound, match=r"giod\.open\(\) was given no path \(GIOD_FEDERATION is unset, "
+                                            r"so \./giod-data\)"):
+        giod.open()
+    assert not (tmp_path / "giod-data").exists()
+    with giod.open(create=True) as fed:
+        assert fed.root == tmp_path / "giod-data"
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setenv("GIOD_FEDERATION", str(elsewhere))
+    with pytest.raises(giod.NotFound, match=f"GIOD_FEDERATION={elsewhere}"):
+        giod.open()
+    giod.open(elsewhere, create=True).close()
+    with giod.open() as fed:
+        assert fed.root == elsewhere

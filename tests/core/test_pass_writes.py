@@ -42,11 +42,11 @@ def test_counts_of_a_read_container_serve_the_pass(local_fed, model):
     too_far = ak.to_list(bad.tracks)
     too_far[event][0]["hits"] = [int(counts[event])]
     with pytest.raises(giod.DataError, match=rf"tracks.hits: index {counts[event]} out of range"):
-        with ds.extend() as p:
+        with ds.add_containers() as p:
             p.write(db, ak.Array({"tracks": too_far, "jets": ak.to_list(reco.jets)}))
     # the right pass lands, its files carry the checksums the catalog records
     outputs = []
-    with ds.extend() as p:
+    with ds.add_containers() as p:
         for d in ds.databases():
             outputs.append(p.write(d, events[d.first_entry : d.stop_entry][["tracks", "jets"]]))
     site = local_fed.site()

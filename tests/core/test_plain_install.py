@@ -13,6 +13,7 @@ import pytest
 
 import giod
 import giod.distributed
+from giod.distributed import map_selection
 from giod.testing import synthetic
 
 OPTIONAL = ("cloudpickle", "dask", "distributed", "dask_awkward")
@@ -38,19 +39,19 @@ def selection(tmp_path: Path):
 
 def test_the_serial_path_needs_neither_dask_nor_cloudpickle(plain, selection):
     sel, n = selection
-    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == n
-    assert giod.distributed.map(sel, lambda chunk: len(chunk), columns=["njets"], scheduler="sync") == n
-    assert giod.distributed.map(giod.Selection(sel.dataset, "false"), len, columns=["njets"], scheduler="sync") == 0
+    assert map_selection(sel, len, columns=["njets"], scheduler="sync") == n
+    assert map_selection(sel, lambda chunk: len(chunk), columns=["njets"], scheduler="sync") == n
+    assert map_selection(giod.Selection(sel.dataset, "false"), len, columns=["njets"], scheduler="sync") == 0
 
 
 def test_worker_processes_take_what_plain_pickle_can_send(plain, selection):
     sel, n = selection
-    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="processes:1") == n
+    assert map_selection(sel, len, columns=["njets"], scheduler="processes:1") == n
 
 
 def test_a_lambda_for_worker_processes_names_the_extra(plain, selection):
     sel, _ = selection
     with pytest.raises(giod.MissingDependency, match=r"pip install 'giod\[dask\]'"):
-        giod.distributed.map(sel, lambda chunk: len(chunk), columns=["njets"], scheduler="processes:1")
+        map_selection(sel, lambda chunk: len(chunk), columns=["njets"], scheduler="processes:1")
     with pytest.raises(giod.MissingDependency, match=r"pip install 'giod\[dask\]'"):
-        giod.distributed.map(sel, len, columns=["njets"], scheduler="localcluster:1")
+        map_selection(sel, len, columns=["njets"], scheduler="localcluster:1")

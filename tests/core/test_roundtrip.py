@@ -132,7 +132,7 @@ def test_second_pass_adds_containers(fed, model):
     v_raw = fed.version
     with pytest.raises(giod.NotFound):
         ds.read(["jets"])
-    with ds.extend(program="reco", program_version="2.1", parameters={"cone": 0.4}) as p:
+    with ds.add_containers(program="reco", program_version="2.1", parameters={"cone": 0.4}) as p:
         for db in ds.databases():
             part = events[db.first_entry:db.stop_entry][["tracks", "jets"]]
             p.write(db, part)
@@ -146,7 +146,7 @@ def test_second_pass_adds_containers(fed, model):
     # a second pass without replace is refused, nothing changes
     db0 = ds.databases()[0]
     with pytest.raises(giod.ConflictError):
-        with ds.extend() as p:
+        with ds.add_containers() as p:
             p.write(db0, events[: db0.n_events][["tracks", "jets"]])
     assert len(ds.read(["jets"])) == 120
 

@@ -188,7 +188,7 @@ def test_a_pass_that_replaces_the_tags_replaces_their_index(local_fed, monkeypat
     old_index = db.container(tagindex.TAG_INDEX)
     new = {name: np.asarray(col)[::-1].copy() for name, col in columns.items()}  # the tags reversed
     first = {name: col[:10_000] for name, col in new.items()}
-    with ds.extend(program="retag", replace=True) as p:
+    with ds.add_containers(program="retag", replace=True) as p:
         p.write(db, ak.Array(first), containers=["tag"])
     db = ds.databases()[0]
     index, tag = db.container(tagindex.TAG_INDEX), db.container("tag")

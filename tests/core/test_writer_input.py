@@ -2,7 +2,7 @@
 
 The forms: a list of dicts, an awkward Array, a dict of arrays, a dict of lists,
 a pyarrow Table and RecordBatch; through ``ds.writer()`` and through a later
-pass (``ds.extend()``).
+pass (``ds.add_containers()``).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def test_a_later_pass_checks_every_form_alike(tiny):
     version = tiny.federation.version
 
     def extend(form):
-        with tiny.extend() as p:
+        with tiny.add_containers() as p:
             p.write(db, form)
 
     for cluster, words in [({"e": 1.0, "hits": [0, 1], "bogus": 1}, ["clusters", "'bogus'"]),

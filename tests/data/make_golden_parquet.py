@@ -58,7 +58,7 @@ def main() -> None:
     ds = fed.create_dataset("golden", synthetic.schema())
     with ds.writer(database_events=180, cluster_events=50) as w:
         w.append(events[RAW])
-    with ds.extend(program="reco", program_version="1") as p:
+    with ds.add_containers(program="reco", program_version="1") as p:
         for db in ds.databases():
             p.write(db, events[db.first_entry:db.stop_entry][["tracks", "jets"]])
     fed.close()

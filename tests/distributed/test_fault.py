@@ -10,7 +10,7 @@ import numpy as np
 
 import giod.distributed
 from giod.analysis import dijet
-from giod.distributed import connect
+from giod.distributed import connect, map_selection
 
 from .conftest import DATASET
 
@@ -47,10 +47,10 @@ def test_a_killed_dask_worker_does_not_change_the_result(fed: giod.Federation, c
     import functools
 
     sel = fed.dataset(DATASET).select("njets >= 2")
-    reference = giod.distributed.map(sel, _clean, columns=COLUMNS, scheduler="sync", partition_events=100)
+    reference = map_selection(sel, _clean, columns=COLUMNS, scheduler="sync", partition_events=100)
     marker = tmp_path / "killed"
     before = set(client.scheduler_info()["workers"])
-    got, report = giod.distributed.map(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS,
+    got, report = map_selection(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS,
                                        scheduler=client, partition_events=100, report=True)
     assert marker.exists()  # a worker did die, by its own hand, in a task
     assert _same(got, reference)
@@ -63,10 +63,10 @@ def test_a_killed_pool_worker_does_not_change_the_result(fed: giod.Federation, t
     import functools
 
     sel = fed.dataset(DATASET).select("njets >= 2")
-    reference = giod.distributed.map(sel, _clean, columns=COLUMNS, scheduler="sync", partition_events=100)
+    reference = map_selection(sel, _clean, columns=COLUMNS, scheduler="sync", partition_events=100)
     marker = tmp_path / "killed"
     executor = connect("processes:2")
-    got = giod.distributed.map(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS, scheduler=executor,
+    got = map_selection(sel, functools.partial(dies_once, str(marker)), columns=COLUMNS, scheduler=executor,
                                partition_events=100)
     assert marker.exists() and executor.restarts == 1
     assert _same(got, reference)

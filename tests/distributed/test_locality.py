@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import giod.distributed
+from giod.distributed import map_selection
 
 from .conftest import DATABASES, DATASET, SITES
 
@@ -14,7 +15,7 @@ def _site_of_each_task(fed: giod.Federation, report) -> list[str]:
 
 def test_strict_locality_runs_every_task_where_its_replica_is(fed: giod.Federation, client) -> None:
     sel = fed.dataset(DATASET).select()
-    n, report = giod.distributed.map(sel, len, columns=["njets", "jets.pt"], scheduler=client, report=True,
+    n, report = map_selection(sel, len, columns=["njets", "jets.pt"], scheduler=client, report=True,
                                      locality="strict")
     assert n == len(sel)
     held = _site_of_each_task(fed, report)
@@ -34,7 +35,7 @@ def test_strict_locality_runs_every_task_where_its_replica_is(fed: giod.Federati
 
 def test_preferred_locality_counts_what_really_happened(fed: giod.Federation, client) -> None:
     sel = fed.dataset(DATASET).select()
-    _, report = giod.distributed.map(sel, len, columns=["njets"], scheduler=client, report=True, partition_events=50)
+    _, report = map_selection(sel, len, columns=["njets"], scheduler=client, report=True, partition_events=50)
     held = _site_of_each_task(fed, report)
     for task, site in zip(report.tasks, held, strict=True):
         assert task.local == (task.site == site)  # idle workers elsewhere may steal a task: then it is remote
@@ -45,11 +46,11 @@ def test_preferred_locality_counts_what_really_happened(fed: giod.Federation, cl
 def test_a_worker_declares_its_site_with_an_environment_variable(fed: giod.Federation, monkeypatch) -> None:
     sel = fed.dataset(DATASET).select()
     monkeypatch.setenv("GIOD_SITE", "caltech")
-    _, report = giod.distributed.map(sel, len, columns=["njets"], scheduler="sync", report=True)
+    _, report = map_selection(sel, len, columns=["njets"], scheduler="sync", report=True)
     assert [t.local for t in report.tasks] == [s == "caltech" for s, _ in DATABASES]
     assert all(t.declared and t.site == "caltech" for t in report.tasks)
     monkeypatch.delenv("GIOD_SITE")
-    _, report = giod.distributed.map(sel, len, columns=["njets"], scheduler="sync", report=True)
+    _, report = map_selection(sel, len, columns=["njets"], scheduler="sync", report=True)
     assert all(not t.declared and t.site == "local" and not t.local for t in report.tasks)  # assumed nearest
 
 
@@ -65,9 +66,9 @@ def test_a_worker_reads_the_replica_at_its_own_site(tmp_path, monkeypatch) -> No
             w.append(synthetic.events(120, seed=3))
         replicate(fed.catalog, fed.site, "syn", "far", streams=1)
         sel = fed.dataset("syn").select()
-        _, report = giod.distributed.map(sel, len, columns=["njets", "jets.pt"], scheduler="sync", report=True)
+        _, report = map_selection(sel, len, columns=["njets", "jets.pt"], scheduler="sync", report=True)
         assert [t.read_sites for t in report.tasks] == [("near",)]  # nobody declared a site: the nearest
         monkeypatch.setenv("GIOD_SITE", "far")
-        n, report = giod.distributed.map(sel, len, columns=["njets", "jets.pt"], scheduler="sync", report=True)
+        n, report = map_selection(sel, len, columns=["njets", "jets.pt"], scheduler="sync", report=True)
         assert n == 120
         assert [(t.site, t.local, t.read_sites) for t in report.tasks] == [("far", True, ("far",))]

@@ -12,7 +12,7 @@ import pytest
 
 import giod.distributed
 from giod.analysis import dijet
-from giod.distributed import MapReport
+from giod.distributed import MapReport, map_selection
 from giod.errors import ConfigError, DataError
 from giod.testing import synthetic
 
@@ -46,7 +46,7 @@ def scheduler(request: pytest.FixtureRequest):
 def test_map_equals_serial(fed: giod.Federation, scheduler) -> None:
     sel = fed.dataset(DATASET).select(EXPRESSION)
     columns = [*JETS, "ht", "event"]
-    got, report = giod.distributed.map(sel, summary, columns=columns, scheduler=scheduler, partition_events=120,
+    got, report = map_selection(sel, summary, columns=columns, scheduler=scheduler, partition_events=120,
                                        report=True)
 
     serial = sel.read(columns)
@@ -67,7 +67,7 @@ def test_map_equals_serial(fed: giod.Federation, scheduler) -> None:
 def test_results_are_bit_identical_across_schedulers(fed: giod.Federation, client) -> None:
     sel = fed.dataset(DATASET).select(EXPRESSION)
     columns = [*JETS, "ht", "event"]
-    runs = [giod.distributed.map(sel, summary, columns=columns, scheduler=s, partition_events=90)
+    runs = [map_selection(sel, summary, columns=columns, scheduler=s, partition_events=90)
             for s in ("sync", "processes:2", client)]
     for other in runs[1:]:
         assert other["ht_sum"] == runs[0]["ht_sum"]  # the same additions in the same order
@@ -88,7 +88,7 @@ def test_dijet_analysis_is_identical_serially_on_a_pool_and_on_a_cluster(fed: gi
 
 def test_custom_reduce_and_lambdas(fed: giod.Federation) -> None:
     sel = fed.dataset(DATASET).select()
-    biggest = giod.distributed.map(sel, lambda c: float(ak.max(c.ht)), columns=["ht"], reduce=max,
+    biggest = map_selection(sel, lambda c: float(ak.max(c.ht)), columns=["ht"], reduce=max,
                                    scheduler="processes:2")
     assert biggest == float(ak.max(sel.read(["ht"]).ht))
 
@@ -102,22 +102,22 @@ def test_a_job_sees_its_snapshot_while_a_writer_commits(fed: giod.Federation) ->
     grow = fed.dataset("growing").select()
     with fed.dataset("growing").writer() as w:
         w.append(synthetic.events(7, seed=6))
-    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == before
+    assert map_selection(sel, len, columns=["njets"], scheduler="sync") == before
     # pinned before the second commit
-    assert giod.distributed.map(grow, len, columns=["njets"], scheduler="processes:2") == 10
-    assert giod.distributed.map(fed.dataset("growing").select(), len, columns=["njets"], scheduler="sync") == 17
+    assert map_selection(grow, len, columns=["njets"], scheduler="processes:2") == 10
+    assert map_selection(fed.dataset("growing").select(), len, columns=["njets"], scheduler="sync") == 17
 
 
 def test_no_selected_event_gives_the_function_of_an_empty_chunk(fed: giod.Federation) -> None:
     sel = fed.dataset(DATASET).select("njets > 1000")
-    assert giod.distributed.map(sel, len, columns=["njets"], scheduler="sync") == 0
+    assert map_selection(sel, len, columns=["njets"], scheduler="sync") == 0
     h = dijet.run(fed.dataset(DATASET), "njets > 1000")
     assert h.sum() == 0
 
 
 def test_progress_is_reported_in_the_client(fed: giod.Federation) -> None:
     seen: list[tuple[int, int]] = []
-    giod.distributed.map(fed.dataset(DATASET).select(), len, columns=["njets"], scheduler="sync", partition_events=100,
+    map_selection(fed.dataset(DATASET).select(), len, columns=["njets"], scheduler="sync", partition_events=100,
                          progress=lambda done, total: seen.append((done, total)))
     total = seen[-1][1]
     assert seen[0] == (0, total) and seen[-1] == (total, total) and total >= len(DATABASES)
@@ -127,15 +127,15 @@ def test_progress_is_reported_in_the_client(fed: giod.Federation) -> None:
 def test_bad_input_is_refused(fed: giod.Federation) -> None:
     sel = fed.dataset(DATASET).select()
     with pytest.raises(ConfigError, match="unknown scheduler"):
-        giod.distributed.map(sel, len, columns=["njets"], scheduler="threads")
+        map_selection(sel, len, columns=["njets"], scheduler="threads")
     with pytest.raises(ConfigError, match="positive"):
-        giod.distributed.map(sel, len, columns=["njets"], scheduler="processes:0")
+        map_selection(sel, len, columns=["njets"], scheduler="processes:0")
     with pytest.raises(ConfigError, match="partition_events"):
-        giod.distributed.map(sel, len, columns=["njets"], scheduler="sync", partition_events=0)
+        map_selection(sel, len, columns=["njets"], scheduler="sync", partition_events=0)
     with pytest.raises(DataError, match="cannot reduce"):
-        giod.distributed.map(sel, lambda c: "text", columns=["njets"], scheduler="sync")
+        map_selection(sel, lambda c: "text", columns=["njets"], scheduler="sync")
     with pytest.raises(ZeroDivisionError):  # the function's own error comes back as it is
-        giod.distributed.map(sel, lambda c: 1 / 0, columns=["njets"], scheduler="processes:2")
+        map_selection(sel, lambda c: 1 / 0, columns=["njets"], scheduler="processes:2")
 
 
 def test_giods_local_cluster_is_quiet_and_keeps_the_users_settings(client) -> None:
@@ -190,3 +190,15 @@ def test_a_quiet_cluster_started_first_thing_leaves_dasks_configuration_whole() 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["15s", "20ms"]  # Dask's own defaults, loaded and kept
+
+
+def test_columns_are_optional_and_map_is_a_deprecated_name(fed):
+    sel = fed.dataset(DATASET).select("njets >= 2")
+    every = sel.read()
+    got = map_selection(sel, lambda chunk: sorted(chunk.fields), scheduler="sync",
+                                         reduce=lambda a, b: a if a == b else ["differ"])
+    assert got == sorted(every.fields)  # every collection and tag, as Selection.read() gives
+    with pytest.warns(DeprecationWarning, match=r"giod\.distributed\.map\(\).*map_selection\(\)"):
+        n = giod.distributed.map(sel, len, columns=["njets"], scheduler="sync")
+    assert n == len(every)
+    assert "map" not in giod.distributed.__all__

@@ -1,4 +1,4 @@
-"""Selections over objects in giod.distributed.map and giod.distributed.arrays, on every scheduler."""
+"""Selections over objects in giod.distributed.map_selection and giod.distributed.arrays, on every scheduler."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_map_selects_on_objects(fed: giod.Federation, scheduler) -> None:
     expected = _expected(fed)
     assert 0 < len(expected) < len(fed.dataset(DATASET))
     sel = fed.dataset(DATASET).select(WHERE)
-    got = giod.distributed.map(sel, _events, columns=["event"], scheduler=scheduler, partition_events=120,
+    got = giod.distributed.map_selection(sel, _events, columns=["event"], scheduler=scheduler, partition_events=120,
                                reduce=lambda a, b: np.concatenate([a, b]))
     np.testing.assert_array_equal(got, expected)
 

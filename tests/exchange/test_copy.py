@@ -195,7 +195,7 @@ def test_containers_a_later_pass_adds_follow_the_copies(tmp_path: Path) -> None:
         w.append(events[["hits", "cells"]])  # the DAQ writes raw data only
     reco = giod.open(tmp_path / "reco", create=True)
     assert copy_dataset(daq, reco, "raw").copied == 2
-    with ds.extend() as p:  # reconstruction adds its container to each database, later
+    with ds.add_containers() as p:  # reconstruction adds its container to each database, later
         for db in ds.databases():
             p.write(db, events[db.first_entry:db.stop_entry][["tracks", "jets"]])
     report = copy_dataset(daq, reco, "raw")

@@ -100,7 +100,7 @@ def test_a_skim_waits_for_each_database_to_be_reconstructed(tmp_path: Path) -> N
                                               on_copy=lambda r: tries.append(r.source_version)))
     try:
         first = daq.version
-        with ds.extend() as p:  # reconstruction: tags and reco for each database, one commit each
+        with ds.add_containers() as p:  # reconstruction: tags and reco for each database, one commit each
             for db in ds.databases():
                 p.write(db, events[db.first_entry:db.stop_entry][["tracks", "jets", *ds.schema.tags]])
         expected = len(daq.dataset("raw").select("njets >= 2"))

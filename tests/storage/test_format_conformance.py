@@ -172,3 +172,21 @@ def test_a_writer_option_names_a_format_nobody_registered(tmp_path: Path) -> Non
 def _no_leftover_registration() -> Iterator[None]:
     yield
     assert "tiny" not in registry._LOADED  # each test's registration went with it
+
+
+def test_files_found_on_a_site_are_read_in_the_format_their_suffix_names(tmp_path: Path, tiny: TinyFormat) -> None:
+    """fsck and recover ask the registry, so the footer of a registered format's file is found, as Arrow's is."""
+    from giod.store.consistency import commit_metadata, fsck
+
+    assert registry.format_of_path("qcd/x/reco.tiny") is tiny
+    assert registry.format_of_path("qcd/x/reco.parquet") is find_format("parquet")
+    assert registry.format_of_path("qcd/x/reco.txt") is None
+    fed = giod.open(tmp_path / "fed", create=True)
+    ds = fed.create_dataset("qcd", synthetic.schema(), container_format="tiny")
+    with ds.writer() as w:
+        w.append(synthetic.events(20, seed=4))
+    for c in ds.databases()[0].containers:
+        record = commit_metadata(fed.site(), c.path)
+        assert record is not None and record["dataset"] == "qcd", c.path
+    assert not fsck(fed.store).problems
+    fed.close()

@@ -107,7 +107,7 @@ def _timed_pass(fed: Any, packaged: tuple[Any, Any]) -> Phases:
     with phases("catalog"):
         ds = fed.dataset(DATASET).pinned()
         databases = ds.databases()
-        passes = ds.extend(replace=True, program=RECONSTRUCT_PROGRAM, program_version=giod.__version__)
+        passes = ds.add_containers(replace=True, program=RECONSTRUCT_PROGRAM, program_version=giod.__version__)
     containers = [ds.schema.container_of("tracks"), TAG_CONTAINER]
     try:
         for db in databases:
@@ -126,7 +126,7 @@ def _timed_pass(fed: Any, packaged: tuple[Any, Any]) -> Phases:
         with phases("catalog"):
             passes.commit()
     except BaseException:
-        passes.discard()
+        passes.abort()
         raise
     return phases
 

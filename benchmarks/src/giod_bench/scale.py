@@ -372,7 +372,7 @@ def _measure(fed: Any, root: Path, events: int, analysis_events: int, repeat: in
     def mapped(workload: str, name: str, fn: Callable[[ak.Array], Any], columns: Sequence[str] | None):
         def clock(i: int) -> float:
             start = time.perf_counter()
-            answer, report = giod.distributed.map(fed.dataset("syn").select(), fn, columns=columns,
+            answer, report = giod.distributed.map_selection(fed.dataset("syn").select(), fn, columns=columns,
                                                   scheduler=runners[name], report=True)
             return keep((workload, name), time.perf_counter() - start, report, answer) if i >= 0 else 0.0
 

@@ -106,7 +106,7 @@ def _write(fed: Any, events: int, layouts: Sequence[tuple[int | None, int]], adv
             w.abort()
         raise
     for w in writers:
-        w.close()
+        w.commit()
     return datasets, np.concatenate(tags), payload
 
 

@@ -107,7 +107,7 @@ def _timed_chain(fed: Any, n_events: int, generator: str, phases: Phases) -> Non
             with phases("store"):
                 writer.append(events[list(RAW_COLLECTIONS)])
         with phases("store"):
-            writer.close()
+            writer.commit()
 
 
 def run(

@@ -131,7 +131,7 @@ def run(dataset: Any, expression: str | None = None, *, cuts: DijetCuts = DijetC
     """Fill the di-jet mass histogram over a dataset (optionally pre-selected by tags).
 
     ``scheduler`` is where the partitions (at most ``step_size`` entries
-    each) run, as for ``giod.distributed.map``: ``"sync"`` here, ``None`` a local
+    each) run, as for ``giod.distributed.map_selection``: ``"sync"`` here, ``None`` a local
     pool, a Dask address or client a cluster; the histogram is the same.
     """
     return run_with_cutflow(dataset, expression, cuts=cuts, collection=collection, step_size=step_size,
@@ -146,8 +146,9 @@ def run_with_cutflow(dataset: Any, expression: str | None = None, *, cuts: Dijet
     coll = collection or find_jets(dataset.schema)
     h = histogram or mass_histogram()
     columns: Sequence[str] = [f"{coll}.{f}" for f in JET_FIELDS]
-    part = distributed.map(dataset.select(expression), functools.partial(_fill_empty, h.copy().reset(), coll, cuts),
-                           columns=columns, scheduler=scheduler, partition_events=step_size, progress=progress)
+    fill = functools.partial(_fill_empty, h.copy().reset(), coll, cuts)
+    part = distributed.map_selection(dataset.select(expression), fill, columns=columns, scheduler=scheduler,
+                                     partition_events=step_size, progress=progress)
     counts: tuple[int, ...] = (0, 0, 0, 0)
     if part is not None:
         filled, counts = part

@@ -10,6 +10,7 @@ one line and exit with code 2; there are no tracebacks.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import sys
@@ -23,7 +24,7 @@ from giod import config
 from giod.cli.output import OutputPath, writing
 from giod.errors import ConfigError, GiodError, MissingDependency, NotFound
 
-DEFAULT_FEDERATION = "giod-data"
+DEFAULT_FEDERATION = config.DEFAULT_FEDERATION
 EXIT_BAD_INPUT = 2
 
 
@@ -185,6 +186,13 @@ def _open(target: str, create: bool = False) -> Any:
     import giod
 
     return giod.open(target, create=create, token=_chosen_token())
+
+
+def hidden_alias(group: click.Group, name: str, command: click.Command) -> None:
+    """Accept ``command`` under ``name`` too, left out of the help: one spelling is canonical (``ls``)."""
+    alias = copy.copy(command)
+    alias.hidden = True
+    group.add_command(alias, name)
 
 
 def _number_id(text: str, what: str, listing: str) -> int:

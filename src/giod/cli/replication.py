@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from giod.cli import _number_id, _open, _size, _table, federation_option, main
+from giod.cli import _number_id, _open, _size, _table, federation_option, hidden_alias, main
 from giod.errors import ConfigError, GiodError
 
 
@@ -93,6 +93,9 @@ def site_ls(federation: str) -> None:
                      "remark"], rows)
     for line in away:  # whole, where a narrow table cuts the remark short
         click.echo(line)
+
+
+hidden_alias(site, "list", site_ls)
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -228,6 +231,9 @@ def rule_ls(federation: str) -> None:
     rows = [[s.rule.id, s.rule.dataset, s.rule.copies, ",".join(s.rule.sites or ("any",)),
              ",".join(s.rule.containers or ("all",)), s.containers, s.describe()] for s in rule_states(fed.catalog)]
     _table("rules", ["id", "dataset", "copies", "sites", "containers", "covers", "state"], rows)
+
+
+hidden_alias(rule, "list", rule_ls)
 
 
 @rule.command("rm")

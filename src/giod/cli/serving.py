@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from giod.cli import _number_id, _open, _table, federation_option, main
+from giod.cli import _number_id, _open, _table, federation_option, hidden_alias, main
 from giod.errors import ConfigError
 
 
@@ -98,13 +98,16 @@ def token_create(scope: str | None, dataset: str | None, expires_in: str | None,
     click.echo(secret)
 
 
-@token.command("list")
+@token.command("ls")
 @federation_option
-def token_list(federation: str) -> None:
+def token_ls(federation: str) -> None:
     """List tokens (never their secrets)."""
     rows = [[t.id, t.scope, t.dataset or "all", t.state(), _when(t.created), _when(t.expires), t.note]
             for t in _open(federation).catalog.tokens()]
     _table("tokens", ["id", "scope", "dataset", "state", "created (UTC)", "expires (UTC)", "note"], rows)
+
+
+hidden_alias(token, "list", token_ls)
 
 
 @token.command("revoke")
@@ -115,7 +118,7 @@ def token_revoke(token_id: str, federation: str) -> None:
 
     Example: giod token revoke 3
     """
-    number = _number_id(token_id, "token", "giod token list")
+    number = _number_id(token_id, "token", "giod token ls")
     _open(federation).catalog.revoke_token(number)
     click.echo(f"token {number} revoked")
 
@@ -128,6 +131,6 @@ def token_rm(token_id: str, federation: str) -> None:
 
     Example: giod token rm 3
     """
-    number = _number_id(token_id, "token", "giod token list")
+    number = _number_id(token_id, "token", "giod token ls")
     _open(federation).catalog.remove_token(number)
     click.echo(f"token {number} removed")

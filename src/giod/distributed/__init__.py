@@ -73,7 +73,7 @@ from giod.distributed.tasks import (
     worker_dataset,
     worker_federation,
 )
-from giod.errors import ConfigError
+from giod.errors import ConfigError, deprecated
 from giod.read.projection import assemble, read_database, resolve_columns
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PARTITION_BYTES", "SITE_ENV", "SITE_RESOURCE", "DaskExecutor", "Executor", "Job", "MapReport",
     "Partition", "PoolExecutor", "SyncExecutor", "Target", "TaskStats", "TaskTiming",
-    "add", "connect", "local_cluster", "map", "map_selection", "plan", "read_partition", "run_tasks",
+    "add", "connect", "local_cluster", "map_selection", "plan", "read_partition", "run_tasks",
     "worker_dataset", "worker_federation",
 ]  # fmt: skip
 
@@ -103,13 +103,16 @@ class MapReport:
 
     @property
     def local(self) -> int:
+        """The number of tasks that ran at a site holding their data."""
         return sum(1 for t in self.tasks if t.local)
 
     @property
     def remote(self) -> int:
+        """The number of tasks that read their data from another site."""
         return sum(1 for t in self.tasks if not t.local)
 
     def by_site(self) -> dict[str, dict[str, int]]:
+        """Local and remote tasks per site the tasks ran at."""
         out: dict[str, dict[str, int]] = {}
         for t in self.tasks:
             entry = out.setdefault(t.site or "?", {"local": 0, "remote": 0})
@@ -118,6 +121,7 @@ class MapReport:
 
     @property
     def events(self) -> int:
+        """The number of selected events the tasks handed to the function."""
         return sum(t.events for t in self.tasks)
 
     def shares(self) -> dict[str, float]:
@@ -131,6 +135,7 @@ class MapReport:
         return {"user": user, "read": read, "catalog": catalog, "other": max(0.0, 1 - user - read - catalog)}
 
     def summary(self) -> str:
+        """One line: tasks, where they ran, events, time and its shares."""
         s = self.shares()
         return (f"{self.partitions} tasks on {self.scheduler} ({self.workers} workers): {self.local} local, "
                 f"{self.remote} remote; {self.events:,} events in {self.wall_s:.2f} s; worker time: "
@@ -138,18 +143,19 @@ class MapReport:
                 f"{s['other']:.0%} scheduling and idle")
 
 
-def map(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str] | None,  # noqa: A001 - called qualified
-        reduce: Callable[[Any, Any], Any] | None = None, scheduler: Any = None,
-        partition_events: int | None = None, progress: Progress | None = None,
-        report: bool = False, locality: str = "prefer") -> Any:
+def map_selection(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str] | None = None,
+                  reduce: Callable[[Any, Any], Any] | None = None, scheduler: Any = None,
+                  partition_events: int | None = None, progress: Progress | None = None,
+                  report: bool = False, locality: str = "prefer") -> Any:
     """Apply ``fn`` to the selected events of each partition of ``sel`` and reduce the results.
 
-    ``giod.distributed.map(ds.select("njets >= 2"), fn, columns=[...])``: the
-    parallel processing of a selection lives here, above the store, so that
+    ``giod.distributed.map_selection(ds.select("njets >= 2"), fn, columns=[...])``:
+    the parallel processing of a selection lives here, above the store, so that
     ``giod.read.selection`` imports nothing from this layer.
 
     ``fn`` gets an awkward Array of the selected events of one partition
-    with ``columns``. Results are reduced in partition order: histograms
+    with ``columns`` (every collection and tag when None, as ``Selection.read``:
+    name the columns ``fn`` needs, so that only those are read). Results are reduced in partition order: histograms
     (anything of one type that adds) add, numbers add, numpy and awkward
     arrays and lists concatenate, dicts reduce key by key and tuples item by
     item; ``reduce=f`` folds with ``f(a, b)`` instead. Partitions without a
@@ -192,7 +198,10 @@ def map(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Sequence[str]
     return (result, rep) if report else result
 
 
-map_selection = map  # its earlier name
+def map(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the deprecated name, kept out of __all__
+    """Deprecated name of :func:`map_selection` (it shadowed the builtin ``map`` when imported)."""
+    deprecated("giod.distributed.map()", "giod.distributed.map_selection()")
+    return map_selection(*args, **kwargs)
 
 
 def _on_nothing(sel: Selection, job: Job, fn: Callable[[ak.Array], Any]) -> Any:

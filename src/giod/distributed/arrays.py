@@ -2,11 +2,11 @@
 
 ``from_selection(sel, columns)`` gives one partition per database of the
 selection's pinned snapshot (split further for large databases, as
-``giod.distributed.map`` does). Column projection works: dask-awkward finds the
+``giod.distributed.map_selection`` does). Column projection works: dask-awkward finds the
 columns a computation touches, and each partition then reads only those
 (``events.jets.pt`` reads ``jets.pt`` and nothing else). The partitions are
 read by workers that re-open the federation by its path or URL, like the
-tasks of ``giod.distributed.map``, so the array computes on any Dask scheduler.
+tasks of ``giod.distributed.map_selection``, so the array computes on any Dask scheduler.
 
 Relations are kept as their index fields (``jets.tracks_index``); the
 navigable views of ``Selection.read`` share buffers between collections,

@@ -22,6 +22,7 @@ import numpy as np
 from giod import config
 from giod.catalog.records import DatabaseRecord
 from giod.errors import ConfigError
+from giod.read.output import with_behaviour
 from giod.read.projection import assemble, read_database, resolve_columns, stored_containers
 from giod.read.selection import parse_selection, select_local
 from giod.schema import TAG_CONTAINER
@@ -259,7 +260,7 @@ def read_partition(job: Job, part: Partition, store: Store | None = None,
     local = select_local(ds, db, parse_selection(ds.schema, job.expression), local)
     proj = resolve_columns(ds.schema, list(columns if columns is not None else job.columns),
                            {c.name for c in db.containers})
-    chunk = assemble(ds.schema, proj, read_database(ds, db, proj, local))
+    chunk = with_behaviour(assemble(ds.schema, proj, read_database(ds, db, proj, local)), ds.schema)
     t2 = time.perf_counter()
     return chunk, {"catalog_s": t1 - t0, "read_s": t2 - t1, "store": store}
 

@@ -159,7 +159,7 @@ def reconstruct_dataset(
     ds = dataset.pinned()
     # largest first, so that no worker is left with a big database when the others are done
     todo = sorted(_databases_to_do(ds, force), key=lambda db: -db.bytes)
-    passes = ds.extend(replace=force, program=RECONSTRUCT_PROGRAM, program_version=giod.__version__)
+    passes = ds.add_containers(replace=force, program=RECONSTRUCT_PROGRAM, program_version=giod.__version__)
     try:
         if scheduler is not None:
             _on_scheduler(passes, ds, todo, force, progress, scheduler)
@@ -176,7 +176,7 @@ def reconstruct_dataset(
                 ) from exc
         version = passes.commit()
     except BaseException:
-        passes.discard()
+        passes.abort()
         raise
     assert version is not None  # there was at least one database to do
     return version

@@ -38,6 +38,7 @@ class OID:
 
     @classmethod
     def parse(cls, text: str) -> OID:
+        """The OID printed as ``text`` (``db42/tracks/1234#7``); DataError when malformed."""
         m = _OID.match(text.strip())
         if m is None:
             raise DataError(f"malformed object id {text!r} (expected e.g. db42/tracks/1234#7)")

@@ -18,23 +18,22 @@ Reading a selection goes, per database:
 4. adapt old schema versions, convert to awkward, link relations.
 
 Steps 1 and 2 are this module's; steps 3 and 4 are ``giod.read.projection``'s. Parallel
-processing of a selection is ``giod.distributed.map``, a layer above.
+processing of a selection is ``giod.distributed.map_selection``, a layer above.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import awkward as ak
 import numpy as np
 import pyarrow as pa
 
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import DataError, GiodError, IntegrityError
 from giod.expression import Expression, match_all, parse
-from giod.read import datasetindex, tagindex
+from giod.read import datasetindex, output, tagindex
 from giod.read.locate import locate
 from giod.read.projection import (
     Projection,
@@ -249,21 +248,31 @@ class Selection:
         """Check ``columns`` against the schema and the stored containers."""
         return resolve_columns(self.dataset.schema, columns, self._available())
 
-    def read(self, columns: Sequence[str] | None = None) -> ak.Array:
-        """The selected events with the given collections/fields/tags (all by default)."""
+    def read(self, columns: Sequence[str] | None = None, *, library: str = "ak") -> Any:
+        """The selected events with the given collections/fields/tags (all by default).
+
+        ``library``: ``"ak"`` (an awkward Array), ``"pa"`` (a pyarrow Table) or ``"np"``
+        (a dict of numpy arrays), as in uproot (``giod.read.output``).
+        """
+        output.check_library(library)
         proj = self.projection(columns)
         self._prefetch(proj)
         tables = read_databases(self.dataset, self._plan, proj)
         schema = self.dataset.schema
         # nothing selected (or nothing written yet): no events, but every field asked for
-        return assemble(schema, proj, {c: _concat(t) if t else empty_table(schema, c, proj.columns[c])
-                                       for c, t in tables.items()})
+        return output.convert(assemble(schema, proj, {c: _concat(t) if t else empty_table(schema, c, proj.columns[c])
+                                                      for c, t in tables.items()}), schema, library)
 
-    def iterate(self, columns: Sequence[str] | None = None, step_size: int = 100_000) -> Iterator[ak.Array]:
-        """The selection in chunks of at most ``step_size`` events (never across databases)."""
-        if step_size <= 0:
-            raise DataError("step_size must be positive")
+    def iterate(self, columns: Sequence[str] | None = None, step_size: int | str = 100_000, *,
+                library: str = "ak") -> Iterator[Any]:
+        """The selection in chunks of at most ``step_size`` (never across databases).
+
+        ``step_size``: a number of events, or a memory size (``"100 MB"``) as in uproot;
+        ``library`` as for :meth:`read`.
+        """
+        output.check_library(library)
         proj = self.projection(columns)
+        step_size = output.step_events(step_size, self.dataset, proj, self._plan)
         self._prefetch(proj)
         for db, sel in self._plan:
             local = np.arange(db.n_events) if sel is None else sel
@@ -271,7 +280,7 @@ class Selection:
                 part = local[start : start + step_size]
                 whole = sel is None and len(part) == db.n_events
                 tables = read_database(self.dataset, db, proj, None if whole else part)
-                yield assemble(self.dataset.schema, proj, tables)
+                yield output.convert(assemble(self.dataset.schema, proj, tables), self.dataset.schema, library)
 
 
 def _dense(db: DatabaseRecord, sel: np.ndarray | None) -> bool:

@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord, keyed_ranges
 from giod.errors import GiodError, IntegrityError, NotFound
@@ -58,8 +57,8 @@ from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER, TAG_INDEX
 from giod.storage.admission import check_files
-from giod.storage.container import COMMIT_KEY, SUFFIX, ContainerReader
-from giod.storage.formats.arrow import describe
+from giod.storage.container import COMMIT_KEY, ContainerReader
+from giod.storage.formats.registry import format_of_path
 from giod.storage.site import FileInfo, Site, is_temporary
 from giod.store.expected import stored_relations, stored_schemas
 from giod.store.snapshot import Store
@@ -106,29 +105,29 @@ class FsckReport:
         return any(p.kind == "lost" for p in self.problems)
 
 
-def fsck(fed: Store, *, checksums: bool = True,
+def fsck(store: Store, *, checksums: bool = True,
          progress: Callable[[int], None] | None = None) -> FsckReport:
     """Check every replica of every live container, and say what every other file at a site is: orphan,
     dark copy, being written, deleted, or evidence of a lost commit."""
     report = FsckReport()
-    sites = {s.id: s for s in fed.sites()}
+    sites = {s.id: s for s in store.sites()}
     away: dict[str, str] = {}
     for site_rec in sites.values():
         try:
-            health = probe(fed.site(site_rec.name))
+            health = probe(store.site(site_rec.name))
             reachable, detail = health.reachable, health.detail
         except GiodError as exc:  # a site that cannot even be opened is away, not a reason to stop
             reachable, detail = False, str(exc)
         if not reachable:
             away[site_rec.name] = detail
             report.problems.append(Problem("unreachable", site_rec.name, "", detail))
-    for bad in fed.catalog.bad_rows():  # left out of every listing: said here, with the command that removes it
+    for bad in store.catalog.bad_rows():  # left out of every listing: said here, with the command that removes it
         report.problems.append(Problem("catalog", "", f"table {bad.table} {bad.key}",
                                        f"{bad.problem}; the row is left out ({bad.remedy} removes it)"))
-    for name in fed.datasets():
-        dbs = fed.catalog.databases(name)
+    for name in store.datasets():
+        dbs = store.catalog.databases(name)
         report.problems += _incomplete_imports(name, dbs)
-        states = _replica_sites(fed, name, sites)
+        states = _replica_sites(store, name, sites)
         expected = 0
         for db in sorted(dbs, key=lambda d: d.first_entry):
             if db.first_entry < expected:
@@ -145,19 +144,19 @@ def fsck(fed: Store, *, checksums: bool = True,
                 for site_name, state in states(c):
                     if site_name in away or state == "copying":
                         continue
-                    _check_file(fed, site_name, c.path, c.size, c.checksum, checksums, report, state)
+                    _check_file(store, site_name, c.path, c.size, c.checksum, checksums, report, state)
                     if progress:
                         progress(c.size)
     for site_rec in sites.values():
         if site_rec.name in away:
             continue
-        site = fed.site(site_rec.name)
+        site = store.site(site_rec.name)
         try:
             files = list(site.walk())
         except GiodError as exc:
             report.problems.append(Problem("unreachable", site_rec.name, "", f"site cannot be listed: {exc}"))
             continue
-        for kind, info, detail in _survey(fed, site_rec.name, site, files):
+        for kind, info, detail in _survey(store, site_rec.name, site, files):
             report.problems.append(Problem(kind, site_rec.name, info.path, detail))
             if kind == "deleted":
                 report.deleted_files += 1
@@ -188,7 +187,7 @@ def _incomplete_imports(dataset: str, dbs: list[Any]) -> list[Problem]:
     return out
 
 
-def _survey(fed: Store, site_name: str, site: Site, files: list[FileInfo]
+def _survey(store: Store, site_name: str, site: Site, files: list[FileInfo]
             ) -> Iterator[tuple[str, FileInfo, str]]:
     """``(kind, file, detail)`` of every file at the site that is not a live replica.
 
@@ -196,12 +195,12 @@ def _survey(fed: Store, site_name: str, site: Site, files: list[FileInfo]
     created under a lease taken before it; a lease released since was released after its commit, which
     the paths then show.
     """
-    leases = fed.catalog.leases(site_name)
-    copies = _expired_copy_leases(fed, site_name)
-    known = fed.catalog.container_paths(site_name)
-    deleted = fed.catalog.deleted_paths(site_name)
+    leases = store.catalog.leases(site_name)
+    copies = _expired_copy_leases(store, site_name)
+    known = store.catalog.container_paths(site_name)
+    deleted = store.catalog.deleted_paths(site_name)
     everywhere: set[str] | None = None
-    history = _History(fed)
+    history = _History(store)
     candidates: list[tuple[FileInfo, str]] = []  # complete files of commits the catalog may have lost
     for info in files:
         if info.path in deleted:
@@ -215,7 +214,7 @@ def _survey(fed: Store, site_name: str, site: Site, files: list[FileInfo]
             yield ("writing", info, f"file of a live writer ({lease.holder}, lease {lease.id})")
         elif is_temporary(info.path):
             yield ("orphan", info, "temporary file of an interrupted write")
-        elif info.path in (everywhere := fed.catalog.container_paths() if everywhere is None else everywhere):
+        elif info.path in (everywhere := store.catalog.container_paths() if everywhere is None else everywhere):
             yield ("dark", info, "copy of a container the catalog lists no replica of here "
                                  "(giod replicate checks and adopts it)")
         elif (copy := next((x for x in copies if x.covers(info.path)), None)) is not None:
@@ -258,16 +257,16 @@ def unfinished(metas: list[dict[str, Any]]) -> list[str]:
     return sorted(set(named) - {m.get("container") for m in metas})
 
 
-def _expired_copy_leases(fed: Store, site_name: str) -> list[Any]:
-    return [x for x in fed.catalog.leases(site_name, expired=True) if x.holder.startswith(COPY_HOLDER + " ")]
+def _expired_copy_leases(store: Store, site_name: str) -> list[Any]:
+    return [x for x in store.catalog.leases(site_name, expired=True) if x.holder.startswith(COPY_HOLDER + " ")]
 
 
 class _History:
     """Whether an unregistered complete file is evidence of commits the catalog lost (a deleted SQLite WAL,
     a catalog restored from an older copy), from what its writer recorded in its footer."""
 
-    def __init__(self, fed: Store):
-        self.catalog = fed.catalog
+    def __init__(self, store: Store):
+        self.catalog = store.catalog
         self._last: float | None = None
         self.records: dict[str, dict[str, Any]] = {}  # the commit record of each file judged
 
@@ -291,12 +290,12 @@ class _History:
 
 def commit_metadata(site: Site, path: str) -> dict[str, Any] | None:
     """What a writer recorded in a container's footer for registering it (None: nothing, or no container)."""
+    fmt = format_of_path(path)
+    if fmt is None:
+        return None
     try:
         with site.open(path) as fh:
-            if path.endswith(SUFFIX["arrow"]):
-                kv = pa.ipc.open_file(fh).schema.metadata or {}
-            else:
-                kv = pq.read_metadata(fh).metadata or {}
+            kv = fmt.footer_metadata(fh)
     except (GiodError, OSError, pa.ArrowException):
         return None
     raw = kv.get(COMMIT_KEY.encode())
@@ -309,16 +308,16 @@ def commit_metadata(site: Site, path: str) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) and isinstance(meta.get("dataset"), str) else None
 
 
-def _replica_sites(fed: Store, dataset: str, sites: dict[int, SiteRecord]
+def _replica_sites(store: Store, dataset: str, sites: dict[int, SiteRecord]
                    ) -> Callable[[ContainerRecord], list[tuple[str, str]]]:
     """``(site, state)`` of every replica of a container: all states where the catalog can list them."""
-    found = fed.catalog.replica_states(dataset)  # through a server: the good replicas its listing carries
+    found = store.catalog.replica_states(dataset)  # through a server: the good replicas its listing carries
     return lambda c: [(r.site, r.state) for r in found.get(c.id, [])]
 
 
-def _check_file(fed: Store, site: str, path: str, size: int, checksum: str,
+def _check_file(store: Store, site: str, path: str, size: int, checksum: str,
                 verify: bool, report: FsckReport, state: str = "good") -> None:
-    s = fed.site(site)
+    s = store.site(site)
     marked = "" if state == "good" else f" (replica marked {state})"
     try:
         actual = s.size(path)
@@ -354,7 +353,7 @@ class Removed(list[tuple[str, str]]):
         self.lost: list[tuple[str, str]] = []
 
 
-def gc(fed: Store, *, grace_seconds: float = 3600.0, dry_run: bool = False, include_lost: bool = False,
+def gc(store: Store, *, grace_seconds: float = 3600.0, dry_run: bool = False, include_lost: bool = False,
        on_unreachable: Callable[[str, str], None] | None = None) -> Removed:
     """Remove what nothing will read again; returns the (site, path) removed.
 
@@ -369,25 +368,25 @@ def gc(fed: Store, *, grace_seconds: float = 3600.0, dry_run: bool = False, incl
     """
     removed = Removed()
     now = time.time()
-    before = fed.catalog.version_at(now - grace_seconds) + 1
+    before = store.catalog.version_at(now - grace_seconds) + 1
     plan: list[tuple[Site, str, list[tuple[str, FileInfo, str]]]] = []
-    for site_rec in fed.sites():
+    for site_rec in store.sites():
         try:
-            site = fed.site(site_rec.name)
+            site = store.site(site_rec.name)
             files = list(site.walk())
         except GiodError as exc:
             if on_unreachable is not None:
                 on_unreachable(site_rec.name, str(exc))
             continue
-        plan.append((site, site_rec.name, list(_survey(fed, site_rec.name, site, files))))
+        plan.append((site, site_rec.name, list(_survey(store, site_rec.name, site, files))))
     removed.lost = [(name, info.path) for _, name, found in plan for kind, info, _ in found if kind == "lost"]
     kept: set[int] = set()  # expired leases of copies whose files stay: they keep telling what those files are
     purge = not removed.lost or include_lost
-    reclaim = fed.catalog.deleted_paths(before_version=before) if purge else {}
+    reclaim = store.catalog.deleted_paths(before_version=before) if purge else {}
     if purge and not dry_run and reclaim:
-        fed.catalog.purge_deleted(before)
+        store.catalog.purge_deleted(before)
     for site, name, found in plan:
-        copies = _expired_copy_leases(fed, name)
+        copies = _expired_copy_leases(store, name)
         for kind, info, _ in found:
             old = now - info.mtime >= grace_seconds
             if (kind == "orphan" and old) or (kind == "deleted" and info.path in reclaim) \
@@ -399,25 +398,25 @@ def gc(fed: Store, *, grace_seconds: float = 3600.0, dry_run: bool = False, incl
                 kept |= {x.id for x in copies if x.covers(info.path)}
     if not dry_run:  # after the survey: the files of the leases dropped were judged orphans already
         if kept:
-            for lease in fed.catalog.leases(expired=True):
+            for lease in store.catalog.leases(expired=True):
                 if lease.id not in kept:
-                    fed.catalog.release_lease(lease.id)
+                    store.catalog.release_lease(lease.id)
         else:
-            fed.catalog.drop_expired_leases()
+            store.catalog.drop_expired_leases()
     return removed
 
 
-def recover(fed: Store, *, dry_run: bool = False) -> list[Recovered]:
+def recover(store: Store, *, dry_run: bool = False) -> list[Recovered]:
     """Register again what the files fsck reports as ``lost`` hold: the databases first, oldest first, then
     the containers later passes added to them."""
     groups: dict[tuple[str, str, bool, str], list[tuple[FileInfo, dict[str, Any]]]] = {}
-    for site_rec in fed.sites():
+    for site_rec in store.sites():
         try:
-            site = fed.site(site_rec.name)
+            site = store.site(site_rec.name)
             files = list(site.walk())
         except GiodError:
             continue  # fsck names the sites that do not answer; recover registers what it can reach
-        for kind, info, _ in _survey(fed, site_rec.name, site, files):
+        for kind, info, _ in _survey(store, site_rec.name, site, files):
             if kind == "lost":
                 meta = commit_metadata(site, info.path) or {}
                 folder, record = commit_group(info.path, meta)
@@ -429,23 +428,23 @@ def recover(fed: Store, *, dry_run: bool = False) -> list[Recovered]:
     for (site_name, folder, is_pass, _), found in sorted(groups.items(),
                                                          key=lambda g: (g[0][2], min(f.mtime for f, _ in g[1]))):
         if is_pass and commits:  # a pass adds to databases: those found lost go in first
-            _commit_all(fed, out, commits)
+            _commit_all(store, out, commits)
         found.sort(key=lambda fm: fm[0].path)
-        got = _recover_one(fed, site_name, folder, found, dry_run, planned)
+        got = _recover_one(store, site_name, folder, found, dry_run, planned)
         if isinstance(got, DatabaseCommit):
             commits.append((len(out), got))
             got = Recovered(site_name, folder, got.dataset, tuple(f.path for f, _ in found), got.n_events)
         out.append(got)
-    _commit_all(fed, out, commits)
+    _commit_all(store, out, commits)
     return out
 
 
-def _commit_all(fed: Store, out: list[Recovered], commits: list[tuple[int, DatabaseCommit]]) -> None:
+def _commit_all(store: Store, out: list[Recovered], commits: list[tuple[int, DatabaseCommit]]) -> None:
     """Register the lost databases in one transaction: all of them or, if the catalog refuses one, none."""
     if not commits:
         return
     try:
-        results = fed.catalog.commit_databases([c for _, c in commits])
+        results = store.catalog.commit_databases([c for _, c in commits])
     except GiodError as exc:
         for k, _ in commits:
             out[k] = dataclasses.replace(out[k], reason=f"not registered, with the other lost databases: {exc}")
@@ -473,11 +472,11 @@ class Recovered:
     kind: str = "database"
 
 
-def _recover_one(fed: Store, site_name: str, folder: str, found: list[tuple[FileInfo, dict[str, Any]]],
+def _recover_one(store: Store, site_name: str, folder: str, found: list[tuple[FileInfo, dict[str, Any]]],
                  dry_run: bool, planned: set[tuple[str, str]]) -> Recovered | DatabaseCommit:
     """What became of one folder's lost files; a database's commit is returned, to be registered with the
     others (``_commit_all``)."""
-    site = fed.site(site_name)
+    site = store.site(site_name)
     meta = found[0][1]
     is_pass = bool(meta.get("pass"))
     paths = tuple(f.path for f, _ in found)
@@ -488,7 +487,7 @@ def _recover_one(fed: Store, site_name: str, folder: str, found: list[tuple[File
         return Recovered(site_name, folder, name, paths, n, reason=reason, kind=kind)
 
     try:
-        ds = fed.dataset(name)
+        ds = store.dataset(name)
     except NotFound:
         return refused(f"dataset {name} is not in the catalog")
     if ds.schema.fingerprint != meta.get("schema"):
@@ -500,31 +499,30 @@ def _recover_one(fed: Store, site_name: str, folder: str, found: list[tuple[File
     stats: dict[str, Any] = {}
     counts: set[int] = set()
     for f, m in found:
-        arrow = f.path.endswith(SUFFIX["arrow"])
+        fmt = format_of_path(f.path)
+        if fmt is None:
+            return refused(f"{f.path} is in no container format giod knows")
         try:
             with site.open(f.path) as fh:
-                if arrow:
-                    clusters, crcs = describe(fh.read())
-                else:
-                    md = pq.read_metadata(fh)
-                    clusters, crcs = tuple(md.row_group(i).num_rows for i in range(md.num_row_groups)), ()
+                described = fmt.describe(fh.read())
         except (GiodError, OSError, pa.ArrowException) as exc:
             return refused(f"{f.path} is no container file that giod can read: {exc}")
-        base = posixpath.basename(f.path).removesuffix(SUFFIX["arrow"]).removesuffix(SUFFIX["parquet"])
+        clusters, crcs = described.cluster_entries, described.cluster_checksums
+        base = posixpath.basename(f.path).removesuffix(fmt.suffix)
         container = str(m.get("container") or base)
         if container not in ds.schema.containers and container not in (TAG_CONTAINER, TAG_INDEX):
             return refused(f"{f.path} is no container of dataset {name}")
         counts.add(sum(clusters))
         checksum, size = file_checksum(site, f.path)
         specs.append(ContainerSpec(container, f.path, checksum, size, clusters, ds.schema_id,
-                                   format="arrow" if arrow else "parquet", cluster_checksums=crcs,
+                                   format=fmt.name, cluster_checksums=crcs,
                                    **(provenance if is_pass else {})))
     if len(counts) != 1:
         return refused("its containers hold different numbers of events")
     n = counts.pop()
     try:
         # a footer is anyone's to write: the files are checked whole, as an upload's are, before they count
-        check_files(site, specs, stored_relations(ds.schema), stored_schemas(specs, fed.schema))
+        check_files(site, specs, stored_relations(ds.schema), stored_schemas(specs, store.schema))
         tag = next((s for s in specs if s.name == TAG_CONTAINER), None)
         if tag is not None:
             reader = ContainerReader.of(site, tag)
@@ -542,7 +540,7 @@ def _recover_one(fed: Store, site_name: str, folder: str, found: list[tuple[File
             if dry_run:
                 return Recovered(site_name, folder, name, paths, n, kind=kind)
             assert db is not None
-            fed.catalog.add_containers(db.id, specs, site_name, tag_stats=stats or None,
+            store.catalog.add_containers(db.id, specs, site_name, tag_stats=stats or None,
                                        replace=bool(meta.get("replace")))
             return Recovered(site_name, folder, name, paths, n, db.id, db.first_entry, kind=kind)
         if dry_run:

@@ -16,14 +16,14 @@ from giod import config
 from giod.catalog.leases import Lease, hold_lease, writer_host
 from giod.catalog.records import ContainerSpec, DatabaseRecord
 from giod.columns import as_events, containers_in, field_width, to_tables
-from giod.errors import ConflictError, DataError
+from giod.errors import ConflictError, DataError, deprecated
 from giod.read import tagindex
 from giod.read.projection import read_database, resolve_columns
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions, object_counts
 from giod.store.tagstats import merge_stats
 from giod.write.clusters import ContainerBuffer, commit_record, recordable, seen_version
-from giod.write.writeoptions import DEFAULT_CLUSTER_BYTES, dataset_options, options_for, write_options
+from giod.write.writeoptions import DEFAULT_CLUSTER_BYTES, dataset_options, encoding, options_for, write_options
 
 if TYPE_CHECKING:
     from giod.store.snapshot import Snapshot
@@ -48,6 +48,7 @@ def write_pass(
     site: str | None = None,
     options: WriteOptions | None = None,
     cluster_bytes: int = DEFAULT_CLUSTER_BYTES,
+    cluster_events: int | None = None,
     program: str = "",
     program_version: str = "",
     parameters: Mapping[str, Any] | None = None,
@@ -96,7 +97,7 @@ def write_pass(
         w = ContainerWriter(target, f"{directory}/{c}.{uuid.uuid4().hex[:8]}{SUFFIX[options.container_format]}",
                             schema.arrow_schema(c), options_for(c, options), commit_record(record, c))
         try:
-            buf = ContainerBuffer(w, None, cluster_bytes)
+            buf = ContainerBuffer(w, None if c == TAG_CONTAINER else cluster_events, cluster_bytes)
             buf.add(table)
             buf.finish()
             out = w.close()
@@ -166,45 +167,75 @@ def _narrowest(schema: Schema, collection: str) -> str:
 
 
 class PassWriter:
-    """Adds containers to existing databases; everything lands in one commit.
+    """Adds containers to existing databases; everything lands in one commit (``ds.add_containers()``).
 
-    ``with ds.extend(program="reco") as p: p.write(db, events)`` — or write in
-    worker processes with :func:`write_pass` and hand the outputs to :meth:`add`.
+    ``with ds.add_containers(program="reco") as p: p.write(db, events)`` — or
+    write in worker processes with :func:`write_pass` and hand the outputs to
+    :meth:`add`. The verbs are those of :class:`~giod.write.writer.Writer`:
+    :meth:`commit` and :meth:`abort`; leaving a ``with`` block normally commits,
+    leaving it by an exception aborts.
 
-    From its creation until it commits or discards, it holds a lease on the
+    The encoding keywords are a writer's (``compression``, ``compression_level``,
+    ``byte_stream_split``, ``page_checksums``, ``container_format``,
+    ``cluster_bytes``, ``cluster_events`` or ``options``); a pass writes no new
+    database, so ``database_events`` and the idempotency keys do not apply.
+
+    From its creation until it commits or aborts, it holds a lease on the
     dataset's folder at its site, so that gc leaves alone the containers the
     pass (or its workers) wrote and has not registered yet.
     """
 
     def __init__(self, dataset: Snapshot, *, replace: bool = False, site: str | None = None,
-                 options: WriteOptions | None = None, program: str = "", program_version: str = "",
-                 parameters: Mapping[str, Any] | None = None):
+                 compression: str | None = None, compression_level: int | None = None,
+                 byte_stream_split: bool | None = None, page_checksums: bool | None = None,
+                 container_format: str | None = None, cluster_bytes: int | None = None,
+                 cluster_events: int | None = None, options: WriteOptions | None = None,
+                 program: str = "", program_version: str = "", parameters: Mapping[str, Any] | None = None):
         self.dataset = dataset
         self.program = program
         self.program_version = program_version
         self.parameters = dict(parameters or {})
         self.replace = replace
         self.site = dataset.store.site(site)
-        self.options = options
+        self.options, cfg = encoding(dataset.store.root, dataset.record, options, container_format=container_format,
+                                     compression=compression, compression_level=compression_level,
+                                     byte_stream_split=byte_stream_split, page_checksums=page_checksums,
+                                     cluster_bytes=cluster_bytes)
+        if cluster_events is not None and cluster_events <= 0:
+            raise DataError("cluster_events must be positive")
+        self.cluster_bytes = int(cfg["cluster_bytes"])
+        self.cluster_events = cluster_events
         self.outputs: list[PassOutput] = []
         self.version: int | None = None
-        cfg = config.load(dataset.store.root)
+        self._closed = False
         if not cfg["lease_seconds"] > 0:
             raise DataError("lease_seconds must be positive")
         self._lease: Lease | None = hold_lease(dataset.store.catalog, self.site.name, f"{dataset.name}/",
                                                writer_host(), float(cfg["lease_seconds"]))
 
     def write(self, database: DatabaseRecord, events: Any, containers: Sequence[str] | None = None) -> PassOutput:
+        """Write containers for ``database`` from ``events`` (one per event of it); registered at commit."""
+        self._check_open()
         out = write_pass(self.dataset, database, events, containers=containers, replace=self.replace,
-                         site=self.site.name, options=self.options, program=self.program,
+                         site=self.site.name, options=self.options, cluster_bytes=self.cluster_bytes,
+                         cluster_events=self.cluster_events, program=self.program,
                          program_version=self.program_version, parameters=self.parameters)
         self.outputs.append(out)
         return out
 
     def add(self, output: PassOutput) -> None:
+        """Register at commit the containers a :func:`write_pass` elsewhere (a worker process) wrote."""
+        self._check_open()
         self.outputs.append(output)
 
     def commit(self) -> int | None:
+        """Register every container written in one catalog commit and finish.
+
+        Returns the federation version of that commit (None when nothing was written).
+        """
+        if self._closed:
+            return self.version
+        self._closed = True
         if not self.outputs:
             self._release()
             return None
@@ -221,6 +252,24 @@ class PassWriter:
         self.outputs = []
         return self.version
 
+    def abort(self) -> None:
+        """Remove the containers written and not committed, and finish."""
+        for o in self.outputs:
+            for spec in o.containers:
+                self.site.remove(spec.path)
+        self.outputs = []
+        self._closed = True
+        self._release()
+
+    def discard(self) -> None:
+        """Deprecated name of :meth:`abort`."""
+        deprecated("PassWriter.discard()", "PassWriter.abort()")
+        self.abort()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DataError("this pass writer has committed or aborted; open another with ds.add_containers()")
+
     def _release(self) -> None:
         lease, self._lease = self._lease, None
         if lease is not None:
@@ -233,13 +282,6 @@ class PassWriter:
         return dataclasses.replace(spec, program=self.program, program_version=self.program_version,
                                    parameters=dict(self.parameters))
 
-    def discard(self) -> None:
-        for o in self.outputs:
-            for spec in o.containers:
-                self.site.remove(spec.path)
-        self.outputs = []
-        self._release()
-
     def __enter__(self) -> PassWriter:
         return self
 
@@ -247,4 +289,4 @@ class PassWriter:
         if exc_type is None:
             self.commit()
         else:
-            self.discard()
+            self.abort()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +21,8 @@ from giod.schema import TAG_CONTAINER
 from giod.storage.container import FORMATS, WriteOptions
 from giod.storage.formats.arrow import CODECS
 
-__all__ = ["DEFAULT_CLUSTER_BYTES", "TAG_PAGE_SIZE", "available_codecs", "options_for", "write_options"]
+__all__ = ["DEFAULT_CLUSTER_BYTES", "TAG_PAGE_SIZE", "available_codecs", "encoding", "options_for",
+           "write_options"]
 
 DEFAULT_CLUSTER_BYTES = config.BY_NAME["cluster_bytes"].default
 
@@ -77,3 +79,21 @@ def dataset_options(record: DatasetRecord, options: WriteOptions, asked: str | N
 def available_codecs() -> list[str]:
     """The codecs this pyarrow build has, as a setting names them."""
     return [c for c in ("zstd", "lz4", "snappy", "gzip", "brotli") if pa.Codec.is_available(c)]
+
+
+def encoding(root: Path | None, record: DatasetRecord, options: WriteOptions | None, *,
+             container_format: str | None = None, compression: str | None = None,
+             compression_level: int | None = None, byte_stream_split: bool | None = None,
+             page_checksums: bool | None = None, **settings: Any) -> tuple[WriteOptions, dict[str, Any]]:
+    """The write options and effective settings of a writer of either kind (new databases or a pass).
+
+    ``options`` and the encoding keywords exclude each other (ConfigError); ``settings`` are further
+    settings by name (``database_events``, ``cluster_bytes``, ...), None meaning "from the settings".
+    """
+    given: dict[str, Any] = dict(compression=compression, compression_level=compression_level,
+                 byte_stream_split=byte_stream_split, page_checksums=page_checksums)
+    if options is not None and any(v is not None for v in given.values()):
+        named = ", ".join(k for k, v in given.items() if v is not None)
+        raise ConfigError(f"give either options=WriteOptions(...) or {named}, not both")
+    cfg = config.load(root, None, container_format=container_format, **given, **settings)
+    return dataset_options(record, options or write_options(cfg), container_format), cfg

@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from giod import config
 from giod.catalog.leases import Lease, hold_lease
 from giod.catalog.records import CommitResult, ContainerSpec, DatabaseCommit
 from giod.columns import as_events, containers_in, to_tables
-from giod.errors import ConfigError, DataError
+from giod.errors import ConfigError, DataError, deprecated
 from giod.read import tagindex
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.container import SUFFIX, ContainerWriter, WriteOptions
@@ -48,9 +47,8 @@ from giod.write.passwriter import PassOutput, PassWriter, write_pass  # noqa: F4
 from giod.write.writeoptions import (  # noqa: F401 - DEFAULT_CLUSTER_BYTES, TAG_PAGE_SIZE: re-exported
     DEFAULT_CLUSTER_BYTES,
     TAG_PAGE_SIZE,
-    dataset_options,
+    encoding,
     options_for,
-    write_options,
 )
 
 if TYPE_CHECKING:
@@ -97,7 +95,7 @@ class _OpenDatabase:
 
 
 class Writer:
-    """Appends events to a dataset, committing one database at a time.
+    """Appends events to a dataset, committing one database at a time (``ds.writer()``).
 
     The keywords are the write settings of docs/storage.md (``database_events``,
     ``compression``, ...) and the writer's own. With an ``idempotency_key``,
@@ -133,14 +131,11 @@ class Writer:
         parents: Sequence[int] = (),
         name: str | None = None,
     ):
-        encoding: dict[str, Any] = dict(compression=compression, compression_level=compression_level,
-                        byte_stream_split=byte_stream_split, page_checksums=page_checksums)
-        if options is not None and any(v is not None for v in encoding.values()):
-            given = ", ".join(k for k, v in encoding.items() if v is not None)
-            raise ConfigError(f"give either options=WriteOptions(...) or {given}, not both")
-        cfg = config.load(dataset.store.root, database_events=database_events,
-                          database_bytes=database_bytes, cluster_bytes=cluster_bytes,
-                          container_format=container_format, **encoding)
+        chosen, cfg = encoding(dataset.store.root, dataset.record, options, container_format=container_format,
+                               compression=compression, compression_level=compression_level,
+                               byte_stream_split=byte_stream_split, page_checksums=page_checksums,
+                               database_events=database_events, database_bytes=database_bytes,
+                               cluster_bytes=cluster_bytes)
         database_events, database_bytes = cfg["database_events"], cfg["database_bytes"]
         cluster_bytes = cfg["cluster_bytes"]
         if database_events <= 0 or database_bytes <= 0:
@@ -156,7 +151,7 @@ class Writer:
         self.database_bytes = database_bytes
         self.cluster_events = cluster_events
         self.cluster_bytes = cluster_bytes
-        self.options = dataset_options(dataset.record, options or write_options(cfg), container_format)
+        self.options = chosen
         self.idempotency_key = idempotency_key
         if key_from is not None and (idempotency_key is None or key_from < 0):
             raise ConfigError("key_from needs an idempotency_key and is a position from 0 on")
@@ -251,15 +246,12 @@ class Writer:
         self.commits.append(result)
         return result
 
-    def abort(self) -> None:
-        """Discard what is buffered and not committed."""
-        db, self._open = self._open, None
-        if db is not None:
-            for buf in db.buffers.values():
-                buf.writer.abort()
-        self._release()
+    def commit(self) -> list[CommitResult]:
+        """Commit what is buffered and finish: the writer takes no more events.
 
-    def close(self) -> list[CommitResult]:
+        Returns the commits of every database this writer wrote. Leaving a ``with``
+        block normally calls it; calling it again returns the same list.
+        """
         if not self._closed:
             try:
                 self.flush()
@@ -268,15 +260,31 @@ class Writer:
             self._closed = True
         return self.commits
 
+    def abort(self) -> None:
+        """Discard what is buffered and not committed, and finish; databases already committed stay.
+
+        Leaving a ``with`` block by an exception calls it.
+        """
+        db, self._open = self._open, None
+        if db is not None:
+            for buf in db.buffers.values():
+                buf.writer.abort()
+        self._release()
+        self._closed = True
+
+    def close(self) -> list[CommitResult]:
+        """Deprecated name of :meth:`commit`."""
+        deprecated("Writer.close()", "Writer.commit()")
+        return self.commit()
+
     def __enter__(self) -> Writer:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
-            self.close()
+            self.commit()
         else:
             self.abort()
-            self._closed = True
 
     # ------------------------------------------------------------- internals
 

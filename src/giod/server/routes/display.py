@@ -84,7 +84,7 @@ def _plotly_bundle() -> dict[str, Any]:
                 raw = COMPILE_HINT + source.read_bytes()
             except (ModuleNotFoundError, FileNotFoundError) as exc:
                 raise MissingDependency("the event display draws with plotly.js from the 'plotly' Python "
-                                        "package: pip install plotly") from exc
+                                        "package, which is not installed: pip install 'giod[display]'") from exc
             _plotly["raw"] = raw
             _plotly["gzip"] = gzip.compress(raw, compresslevel=6, mtime=0)
             _plotly["etag"] = '"' + hashlib.sha256(raw).hexdigest()[:32] + '"'

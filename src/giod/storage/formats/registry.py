@@ -19,7 +19,8 @@ from giod.errors import ConfigError
 from giod.names import check_name, is_name
 from giod.storage.formats.base import ContainerFormat
 
-__all__ = ["ENTRY_POINT_GROUP", "FORMATS", "SUFFIX", "find_format", "format_names", "register_format"]
+__all__ = ["ENTRY_POINT_GROUP", "FORMATS", "SUFFIX", "find_format", "format_names", "format_of_path",
+           "register_format"]
 
 #: the entry-point group through which other distributions add container formats
 ENTRY_POINT_GROUP = "giod.formats"
@@ -100,6 +101,19 @@ def find_format(name: str) -> ContainerFormat | None:
     if not isinstance(name, str) or not is_name(name):
         return None
     return _from_entry_point(name)
+
+
+def format_of_path(path: str) -> ContainerFormat | None:
+    """The format whose suffix ``path`` ends with (``x/reco.arrow``: arrow); None for no container file.
+
+    Asked of files found on a site (``giod fsck``, ``giod recover``), where the catalog names no format.
+    Formats are tried as :func:`format_names` lists them, so an installed one is loaded only when no
+    format already known claims the suffix.
+    """
+    for name in format_names():
+        if path.endswith(SUFFIX[name]):
+            return find_format(name)
+    return None
 
 
 def format_names() -> list[str]:
