@@ -1,0 +1,128 @@
+"""Many database registrations as one set of rows: one statement per table, not per commit.
+
+A group of commits (group commit, ``commit_databases``) used to run each
+commit's statements in its own savepoint: on PostgreSQL about 18 statements
+and 4 round trips per commit, each row parsed, planned and checked on its
+own. Here the whole group is checked first (datasets, idempotency keys,
+sites, schemas, paths) and then written table by table: one version bump by
+the number of commits, one entry update per dataset, and on PostgreSQL one
+``INSERT … SELECT FROM unnest(…)`` each for databases, containers (with
+their replicas, through a data-modifying CTE), tag statistics and the
+version log. Every commit still gets its own version (in queue order), its
+own entry range and its own log line, exactly as the savepoint path gives
+them.
+
+Anything this path does not handle in bulk (parents, a refusal: an unknown
+dataset, schema or site, a path outside the dataset, a constraint the
+server refuses) raises :class:`Refused`; the caller then runs the group
+through the savepoint path, which gives each commit its own outcome. The
+bulk path therefore never decides an error, only the fast case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from giod.catalog.records import CommitResult, DatabaseCommit
+
+__all__ = ["BulkStatements", "PreparedCommit", "Refused"]
+
+
+class Refused(Exception):
+    """The group needs the savepoint path (a refusal, or something the bulk path leaves out)."""
+
+
+@dataclass(frozen=True)
+class PreparedCommit:
+    """A commit checked and turned into rows before its transaction opens."""
+
+    commit: DatabaseCommit
+    parameters: str  # JSON
+    containers: list[dict[str, Any]]  # without database id, version and time
+    stats: list[dict[str, Any]]  # field, min, max
+    parents: list[int]
+    schemas: set[int]
+    size: int
+
+
+_DATABASES = (
+    ("dataset_id", "bigint"), ("first_entry", "bigint"), ("n_events", "bigint"), ("bytes", "bigint"),
+    ("created", "float8"), ("created_version", "bigint"), ("writer", "text"), ("program", "text"),
+    ("program_version", "text"), ("parameters", "text"), ("idempotency_key", "text"),
+)  # fmt: skip
+_CONTAINERS = (
+    ("database_id", "bigint"), ("name", "text"), ("path", "text"), ("checksum", "text"), ("size", "bigint"),
+    ("cluster_entries", "text"), ("schema_id", "bigint"), ("created_version", "bigint"), ("program", "text"),
+    ("program_version", "text"), ("parameters", "text"), ("created", "float8"), ("format", "text"),
+    ("cluster_checksums", "text"),
+)  # fmt: skip
+_TAG_STATS = (
+    ("database_id", "bigint"), ("field", "text"), ("created_version", "bigint"), ("min", "float8"),
+    ("max", "float8"),
+)  # fmt: skip
+_VERSIONS = (("version", "bigint"), ("created", "float8"), ("description", "text"))
+
+
+def _unnest(columns: Sequence[tuple[str, str]]) -> str:
+    """``(a, b) SELECT * FROM unnest(%(a)s::t[], %(b)s::u[])``: one array parameter per column."""
+    names = ", ".join(name for name, _ in columns)
+    arrays = ", ".join(f"%({name})b::{kind}[]" for name, kind in columns)
+    return f"({names}) SELECT * FROM unnest({arrays})"  # noqa: S608 - constant column names, no values
+
+
+def _arrays(columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The column arrays of ``rows`` (dicts with every column) for ``_unnest``."""
+    return {name: [row[name] for row in rows] for name, _ in columns}
+
+
+class BulkStatements:
+    """PostgreSQL statements that insert many rows of a table from one array per column."""
+
+    lock = "SELECT version FROM federation FOR UPDATE"
+    bump = "UPDATE federation SET version = version + %(n)s RETURNING version"
+    landed = (
+        "SELECT ds.name, d.idempotency_key, d.id, d.first_entry, d.created_version "
+        "FROM databases d JOIN datasets ds ON ds.id = d.dataset_id "
+        "WHERE ds.deleted_version IS NULL AND ds.name = ANY(%(names)s::text[]) "
+        "AND d.idempotency_key = ANY(%(keys)s::text[])"
+    )
+    take_entries = (
+        "UPDATE datasets AS ds SET next_entry = ds.next_entry + u.n "
+        "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS u(name, n) "
+        "WHERE ds.name = u.name AND ds.deleted_version IS NULL RETURNING ds.name, ds.id, ds.next_entry"
+    )
+    databases = f"INSERT INTO databases {_unnest(_DATABASES)} RETURNING id, dataset_id, first_entry"
+    # the replicas of the containers just inserted, by the site of each container's commit
+    containers = (
+        f"WITH c AS (INSERT INTO containers {_unnest(_CONTAINERS)} RETURNING id, database_id) "  # noqa: S608
+        "INSERT INTO replicas (container_id, site_id, state, checked) "
+        "SELECT c.id, s.site_id, 'good', %(checked)s FROM c "
+        "JOIN unnest(%(held_by)s::bigint[], %(sites)s::bigint[]) AS s(database_id, site_id) "
+        "ON s.database_id = c.database_id"
+    )
+    tag_stats = f"INSERT INTO tag_stats {_unnest(_TAG_STATS)}"
+    log = f"INSERT INTO versions {_unnest(_VERSIONS)}"
+
+    @staticmethod
+    def container_params(rows: Sequence[dict[str, Any]], held_by: list[int], sites: list[int], now: float
+                         ) -> dict[str, Any]:
+        return {**_arrays(_CONTAINERS, rows), "held_by": held_by, "sites": sites, "checked": now}
+
+    @staticmethod
+    def database_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return _arrays(_DATABASES, rows)
+
+    @staticmethod
+    def tag_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return _arrays(_TAG_STATS, rows)
+
+    @staticmethod
+    def log_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return _arrays(_VERSIONS, rows)
+
+
+def duplicate(result: CommitResult) -> CommitResult:
+    """``result`` as a retry of its commit sees it."""
+    return CommitResult(result.database_id, result.first_entry, result.version, duplicate=True)
