@@ -103,6 +103,15 @@ class BulkStatements:
         "ON s.database_id = c.database_id"
     )
     tag_stats = f"INSERT INTO tag_stats {_unnest(_TAG_STATS)}"
+    # one row per commit: the dataset's latest totals (before the group) plus the group's running sums
+    totals = (
+        "INSERT INTO dataset_totals (dataset_id, version, n_databases, n_events, bytes) "
+        "SELECT u.dataset_id, u.version, t.n_databases + u.dn, t.n_events + u.de, t.bytes + u.db "
+        "FROM unnest(%(dataset_id)b::bigint[], %(version)b::bigint[], %(dn)b::bigint[], %(de)b::bigint[], "
+        "%(db)b::bigint[]) AS u(dataset_id, version, dn, de, db) "
+        "CROSS JOIN LATERAL (SELECT n_databases, n_events, bytes FROM dataset_totals "
+        "WHERE dataset_id = u.dataset_id ORDER BY version DESC LIMIT 1) AS t"
+    )
     log = f"INSERT INTO versions {_unnest(_VERSIONS)}"
 
     @staticmethod
@@ -113,6 +122,10 @@ class BulkStatements:
     @staticmethod
     def database_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
         return _arrays(_DATABASES, rows)
+
+    @staticmethod
+    def totals_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return {name: [row[name] for row in rows] for name in ("dataset_id", "version", "dn", "de", "db")}
 
     @staticmethod
     def tag_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:

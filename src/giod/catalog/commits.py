@@ -246,6 +246,7 @@ class CommitMethods(Transactions):
             s.insert_tag_stats.executemany(
                 cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
             )
+            s.add_totals.execute(cur, {"dataset_id": dataset_id, "version": v, "dn": 1, "de": n, "db": size})
             self._log(cur, v, now, f"commit {commit.dataset} db {db_id}")
             return CommitResult(db_id, first, v)
 
@@ -417,9 +418,18 @@ class CommitMethods(Transactions):
                 if new is None:
                     raise Refused("an idempotency key landed meanwhile")
                 db_ids.append(int(new[0]))
-        held, stats, log = [], [], []
+        held: list[dict[str, Any]] = []
+        stats: list[dict[str, Any]] = []
+        log: list[dict[str, Any]] = []
+        totals_rows: list[dict[str, Any]] = []
+        grown: dict[int, tuple[int, int, int]] = {}  # dataset id -> the group's running sums
         for j, i in enumerate(fresh):
             p, db_id, v = commits[i], db_ids[j], version + j
+            ds_id = placed[j][0]
+            dn, de, db = grown.get(ds_id, (0, 0, 0))
+            grown[ds_id] = (dn + 1, de + p.commit.n_events, db + p.size)
+            totals_rows.append({"dataset_id": ds_id, "version": v, "dn": 1, "de": p.commit.n_events, "db": p.size,
+                                "sums": grown[ds_id]})
             held += [{**r, "database_id": db_id, "created_version": v, "created": now} for r in p.containers]
             stats += [{**r, "database_id": db_id, "created_version": v} for r in p.stats]
             log.append({"version": v, "created": now, "description": f"commit {p.commit.dataset} db {db_id}"})
@@ -430,6 +440,8 @@ class CommitMethods(Transactions):
             if stats:
                 cur.execute(b.tag_stats, b.tag_params(stats))
             cur.execute(b.log, b.log_params(log))
+            cur.execute(b.totals, b.totals_params(
+                [{**r, "dn": r["sums"][0], "de": r["sums"][1], "db": r["sums"][2]} for r in totals_rows]))
         else:
             s.insert_containers.executemany(cur, held)
             s.insert_replicas.executemany(cur, (
@@ -437,6 +449,7 @@ class CommitMethods(Transactions):
                  "version": version + j} for j, i in enumerate(fresh) if commits[i].containers))
             s.insert_tag_stats.executemany(cur, stats)
             s.log.executemany(cur, log)
+            s.add_totals.executemany(cur, totals_rows)  # each sees the row before it: the increments chain
         for i, p in enumerate(commits):
             key = p.commit.idempotency_key
             if key is not None and first_of.get((p.commit.dataset, key), i) != i:
@@ -509,19 +522,27 @@ class CommitMethods(Transactions):
             site_id = self._site_id(cur, site)
             found = self._require_databases(cur, ids, live=True)
             for db_id, specs, _ in items:
-                n_events, dataset = found[db_id]
+                n_events, dataset, _ = found[db_id]
                 _check_specs(specs, n_events, f"database {db_id}")
                 for c in specs:
                     check_container_path(dataset, c.path)
             self._require_schemas(cur, wanted_schemas)
-            clash = [row for row in self._live_containers(cur, ids) if row[1:] in wanted]
+            clash = [row for row in self._live_containers(cur, ids) if row[1:3] in wanted]
             if clash and not replace:
-                _, db_id, name = clash[0]
+                _, db_id, name, _ = clash[0]
                 raise ConflictError(
                     f"database {db_id} already has a container {name!r}; "
                     "pass replace=True to supersede it"
                 )
-            s.retire_container.executemany(cur, ({"id": cid, "v": v} for cid, _, _ in clash))
+            s.retire_container.executemany(cur, ({"id": cid, "v": v} for cid, _, _, _ in clash))
+            grown: dict[int, int] = {}  # dataset id -> bytes added, less those replaced
+            for db_id, specs, _ in items:
+                grown[found[db_id][2]] = grown.get(found[db_id][2], 0) + sum(c.size for c in specs)
+            for _, db_id, _, size in clash:
+                grown[found[db_id][2]] -= size
+            s.add_totals.executemany(
+                cur, ({"dataset_id": ds, "version": v, "dn": 0, "de": 0, "db": b} for ds, b in grown.items())
+            )
             now = time.time()
             self._insert_containers(cur, v, now, held, site_id)
             s.retire_tag_stats.executemany(
@@ -600,41 +621,42 @@ class CommitMethods(Transactions):
 
     def _require_databases(
         self, cur: Any, ids: Sequence[int], *, live: bool
-    ) -> dict[int, tuple[int, str]]:
-        """{id: (n_events, dataset name)}; NotFound for the first missing (or, if ``live``, deleted) one."""
-        found: dict[int, tuple[int, str]] = {}
+    ) -> dict[int, tuple[int, str, int]]:
+        """{id: (n_events, dataset name, dataset id)}; NotFound for the first missing (or, if ``live``,
+        deleted) one."""
+        found: dict[int, tuple[int, str, int]] = {}
         if live and len(ids) == 1:  # add_containers: one database, a prepared statement
             row = self._prepared().live_database.execute(cur, {"id": ids[0]}).fetchone()
             if row is not None:
-                found[ids[0]] = (int(row[0]), str(row[1]))
+                found[ids[0]] = (int(row[0]), str(row[1]), int(row[2]))
         else:
             d = databases
             for chunk in chunks(sorted(set(ids))):
                 query = (
-                    select(d.c.id, d.c.n_events, datasets.c.name)
+                    select(d.c.id, d.c.n_events, datasets.c.name, datasets.c.id)
                     .join(datasets, datasets.c.id == d.c.dataset_id)
                     .where(d.c.id.in_(chunk))
                 )
                 if live:
                     query = query.where(visible(d, None))
                 rows = execute(cur, self._engine.dialect, query).fetchall()
-                found.update((int(i), (int(n), str(name))) for i, n, name in rows)
+                found.update((int(i), (int(n), str(name), int(ds))) for i, n, name, ds in rows)
         missing = set(ids) - found.keys()
         if missing:
             raise NotFound(f"no database {min(missing)}")
         return found
 
-    def _live_containers(self, cur: Any, ids: Sequence[int]) -> Iterator[tuple[int, int, str]]:
-        """(id, database id, name) of the live containers of the databases ``ids``."""
+    def _live_containers(self, cur: Any, ids: Sequence[int]) -> Iterator[tuple[int, int, str, int]]:
+        """(id, database id, name, size) of the live containers of the databases ``ids``."""
         if len(ids) == 1:
             rows = self._prepared().live_containers.execute(cur, {"id": ids[0]}).fetchall()
         else:
             c = containers
             rows = []
             for chunk in chunks(ids):
-                query = select(c.c.id, c.c.database_id, c.c.name).where(
+                query = select(c.c.id, c.c.database_id, c.c.name, c.c.size).where(
                     c.c.database_id.in_(chunk), visible(c, None)
                 )
                 rows += execute(cur, self._engine.dialect, query).fetchall()
-        for cid, db_id, name in rows:
-            yield int(cid), int(db_id), name
+        for cid, db_id, name, size in rows:
+            yield int(cid), int(db_id), name, int(size)
