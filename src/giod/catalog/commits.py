@@ -372,17 +372,17 @@ class CommitMethods(Transactions):
         totals: dict[str, int] = {}
         for i in fresh:
             totals[commits[i].commit.dataset] = totals.get(commits[i].commit.dataset, 0) + commits[i].commit.n_events
-        if pg:
-            cur.execute(b.bump, {"n": len(fresh)})
-        else:
-            cur.execute("UPDATE federation SET version = version + ? RETURNING version", (len(fresh),))
-        version = int(cur.fetchone()[0]) - len(fresh) + 1
         starts: dict[str, tuple[int, int]] = {}  # dataset -> (id, its first free entry before the group)
-        if pg:
-            cur.execute(b.take_entries, {"names": list(totals), "ns": list(totals.values())})
-            for name, ds_id, nxt in cur.fetchall():
+        if pg:  # both statements travel before either answer is read: one round trip
+            entries = cur.connection.cursor()
+            cur.execute(b.bump, {"n": len(fresh)})
+            entries.execute(b.take_entries, {"names": list(totals), "ns": list(totals.values())})
+            version = int(cur.fetchone()[0]) - len(fresh) + 1
+            for name, ds_id, nxt in entries.fetchall():
                 starts[name] = (int(ds_id), int(nxt) - totals[name])
         else:
+            cur.execute("UPDATE federation SET version = version + ? RETURNING version", (len(fresh),))
+            version = int(cur.fetchone()[0]) - len(fresh) + 1
             for name, n in totals.items():
                 row = s.take_entries.execute(cur, {"name": name, "n": n}).fetchone()
                 if row is not None:
