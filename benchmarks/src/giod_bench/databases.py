@@ -130,7 +130,10 @@ def measure(url_or_root: str, n: int, repeat: int = 5, progress: Callable[[int],
 
         cost_len = _median_ms(fresh, len, repeat)
         cost_plan = _median_ms(fresh, plan, repeat)
-        cost_event = _median_ms(fresh, lambda ds, done=done: ds.event(rng.randrange(10, 10 * done)), repeat)
+        def event(ds: Any, done: int = done) -> None:
+            ds.event(rng.randrange(10, 10 * done))
+
+        cost_event = _median_ms(fresh, event, repeat)
         listed = min(done, LIST_CAP)
         start = time.perf_counter()
         got = sum(1 for _ in islice(catalog.iter_databases(DATASET), listed))
@@ -160,7 +163,7 @@ def _backends(n: int, postgres: str | None, workdir: str | None, notes: list[str
 def run(n: int, postgres: str | None, workdir: str | None, repeat: int = 5, bars: Bars | None = None) -> Outcome:
     """``measure`` on SQLite and (when reachable) PostgreSQL, as one outcome."""
     notes: list[str] = []
-    rows = []
+    rows: list[dict[str, Any]] = []
     with _backends(n, postgres, workdir, notes) as backends:
         for name, target in backends:
             with (bars or Bars(enabled=False)).task(name, n) as advance:
