@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate
+from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate, group_statement
 from giod.catalog.engine import Transactions, Unchanged
 from giod.catalog.prepared import CommitStatements, execute
 from giod.catalog.queries import bound, chunks, not_found
@@ -141,6 +141,9 @@ def _stat_rows(stats: Mapping[str, tuple[float, float]]) -> list[dict[str, Any]]
 
 class CommitMethods(Transactions):
     """``commit_database``, ``add_containers`` and ``add_containers_bulk`` of ``Catalog``."""
+
+    # PostgreSQL: a group as one statement (one round trip) rather than one per table (three)
+    _one_statement = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -369,6 +372,8 @@ class CommitMethods(Transactions):
             fresh.append(i)
         if not fresh:
             return outcomes
+        if pg and self._one_statement:
+            return self._bulk_statement(cur, commits, fresh, first_of, outcomes)
         totals: dict[str, int] = {}
         for i in fresh:
             totals[commits[i].commit.dataset] = totals.get(commits[i].commit.dataset, 0) + commits[i].commit.n_events
@@ -450,6 +455,28 @@ class CommitMethods(Transactions):
             s.insert_tag_stats.executemany(cur, stats)
             s.log.executemany(cur, log)
             s.add_totals.executemany(cur, totals_rows)  # each sees the row before it: the increments chain
+        for i, p in enumerate(commits):
+            key = p.commit.idempotency_key
+            if key is not None and first_of.get((p.commit.dataset, key), i) != i:
+                outcomes[i] = (True, duplicate(outcomes[first_of[(p.commit.dataset, key)]][1]))
+        return outcomes
+
+    def _bulk_statement(self, cur: Any, commits: list[PreparedCommit], fresh: list[int],
+                        first_of: dict[tuple[str, str], int], outcomes: list[tuple[bool, Any]]
+                        ) -> list[tuple[bool, Any]]:
+        """PostgreSQL: the group's rows in one statement (``bulk.group_statement``): one round trip."""
+        for i in fresh:
+            for c in commits[i].commit.containers:
+                check_container_path(commits[i].commit.dataset, c.path)
+        self._require_schemas(cur, set().union(*(commits[i].schemas for i in fresh)))
+        sites = {name: self._site_id(cur, name) for name in {commits[i].commit.site for i in fresh}}
+        sql, params = group_statement([commits[i] for i in fresh], sites, time.time())
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+        if len(rows) != len(fresh):
+            raise Refused("no such dataset")
+        for i, (db_id, first, version) in zip(fresh, rows, strict=True):
+            outcomes[i] = (True, CommitResult(int(db_id), int(first), int(version)))
         for i, p in enumerate(commits):
             key = p.commit.idempotency_key
             if key is not None and first_of.get((p.commit.dataset, key), i) != i:
