@@ -13,8 +13,11 @@ PostgreSQL, with a freshly opened federation for every timing:
 * planning a selection that one database can match (``ds.select(...)``
   and its ``databases()``: the catalog's pruning), checked to keep one;
 * ``ds.event(i)`` for an entry in a random database;
-* listing: records per second of the streamed listing
-  (``Catalog.iter_databases``) over up to ``LIST_CAP`` databases;
+* listing: records per second of the streamed listing of whole records
+  (``Catalog.iter_databases``) and of one line per database
+  (``Catalog.database_rows``, what ``giod show --all`` prints) over up to
+  ``LIST_CAP`` databases, beside the driver alone reading as many rows of the
+  ``databases`` table (the floor under any listing);
 * registrations per second: ``REGISTRATIONS`` single ``commit_database``
   calls from ``WRITERS`` threads (group commit), counted in the fill.
 
@@ -47,8 +50,9 @@ QUICK_DATABASES = 2_000
 FILL_GROUP = 2_000  # commits per commit_databases call while filling
 LIST_CAP = 100_000  # databases listed at a checkpoint (the rate, not the whole of a million)
 REGISTRATIONS = 400
+EVENT_CAP = 30.0  # seconds: a ds.event slower than this at one checkpoint is not timed at the next
 WRITERS = 8
-GOALS = {"len_ms": 20.0, "plan_ms": 20.0, "event_ms": 20.0, "list_rate": 100_000.0}
+GOALS = {"len_ms": 20.0, "plan_ms": 20.0, "event_ms": 20.0, "rows_rate": 100_000.0}
 REGISTRATION_GOAL = {"SQLite": 500.0, "PostgreSQL": 2_000.0}
 DATASET = "many"
 _HT = 1e6  # the synthetic databases' ht lies above every real event's
@@ -89,8 +93,23 @@ def _median_ms(setup: Callable[[], Any], fn: Callable[[Any], Any], repeat: int, 
     return 1e3 * statistics.median(times)
 
 
+def _driver_rate(catalog: Catalog, n: int) -> float:
+    """Rows/s of the driver alone reading ``n`` rows of the databases table: the floor under any listing."""
+    raw = catalog._engine.raw_connection()
+    try:
+        cursor: Any = raw.cursor()
+        start = time.perf_counter()
+        cursor.execute(f"SELECT * FROM databases LIMIT {int(n)}")  # noqa: S608 - an integer
+        got = len(cursor.fetchall())
+        seconds = time.perf_counter() - start
+        raw.rollback()
+    finally:
+        raw.close()
+    return got / seconds
+
+
 def measure(url_or_root: str, n: int, repeat: int = 5, progress: Callable[[int], None] | None = None
-            ) -> list[dict[str, float]]:
+            ) -> list[dict[str, Any]]:
     """Fill one federation to ``n`` databases; one row of costs per checkpoint."""
     fed = giod.open(url_or_root, create=True)
     if not fed.store.sites():
@@ -103,7 +122,8 @@ def measure(url_or_root: str, n: int, repeat: int = 5, progress: Callable[[int],
     assert isinstance(catalog, Catalog)
     template = catalog.databases(DATASET)[0]
     commit = _copies(template, site)
-    done, rows, rng = 1, [], random.Random(7)
+    done, rng = 1, random.Random(7)
+    rows: list[dict[str, Any]] = []
     for point in checkpoints(n):
         while done < point - REGISTRATIONS:
             count = min(FILL_GROUP, point - REGISTRATIONS - done)
@@ -128,18 +148,23 @@ def measure(url_or_root: str, n: int, repeat: int = 5, progress: Callable[[int],
             if len(kept) != 1:
                 raise RuntimeError(f"the plan kept {len(kept)} databases, not 1")
 
-        cost_len = _median_ms(fresh, len, repeat)
-        cost_plan = _median_ms(fresh, plan, repeat)
         def event(ds: Any, done: int = done) -> None:
             ds.event(rng.randrange(10, 10 * done))
 
-        cost_event = _median_ms(fresh, event, repeat)
+        cost_len = _median_ms(fresh, len, repeat)
+        cost_plan = _median_ms(fresh, plan, repeat)
+        # ds.event lists the whole dataset today (the read side): past EVENT_CAP s a call it is left out
+        slow = bool(rows) and (rows[-1]["event_ms"] is None or rows[-1]["event_ms"] > 1e3 * EVENT_CAP)
+        cost_event = None if slow else _median_ms(fresh, event, repeat)
         listed = min(done, LIST_CAP)
-        start = time.perf_counter()
-        got = sum(1 for _ in islice(catalog.iter_databases(DATASET), listed))
-        list_rate = got / (time.perf_counter() - start)
+        rates = {}
+        for key, listing in (("list_rate", catalog.iter_databases), ("rows_rate", catalog.database_rows)):
+            start = time.perf_counter()
+            got = sum(1 for _ in islice(listing(DATASET), listed))
+            rates[key] = got / (time.perf_counter() - start)
         rows.append({"databases": done, "len_ms": cost_len, "plan_ms": cost_plan, "event_ms": cost_event,
-                     "list_rate": list_rate, "listed": got, "register_rate": registered})
+                     **rates, "driver_rate": _driver_rate(catalog, listed), "listed": listed,
+                     "register_rate": registered})
     fed.close()
     return rows
 
@@ -171,13 +196,14 @@ def run(n: int, postgres: str | None, workdir: str | None, repeat: int = 5, bars
                 for row in measure(target, n, repeat, advance):
                     rows.append({"backend": name, **row, "register_goal": REGISTRATION_GOAL[name]})
     for r in rows:
-        misses = [k for k, goal in GOALS.items() if (r[k] > goal if k.endswith("_ms") else r[k] < goal)]
+        misses = [k for k, goal in GOALS.items()
+                  if r[k] is None or (r[k] > goal if k.endswith("_ms") else r[k] < goal)]
         if r["register_rate"] < r["register_goal"]:
             misses.append("register_rate")
         r["misses"] = ", ".join(misses) or "none"
     notes.append(
         "goals: len(ds), planning a selection one database can match and ds.event(i) each <= 20 ms (medians of "
-        f"{repeat}, a freshly opened federation each); listing >= 100,000 records/s (streamed, up to "
+        f"{repeat}, a freshly opened federation each); listing >= 100,000 lines/s (streamed, up to "
         f"{LIST_CAP:,} records); registrations >= 500/s on SQLite and >= 2,000/s on PostgreSQL "
         f"({REGISTRATIONS} commit_database calls from {WRITERS} threads)"
     )
@@ -190,7 +216,8 @@ def run(n: int, postgres: str | None, workdir: str | None, repeat: int = 5, bars
 COLUMNS = [
     Column("backend", "catalog"), Column("databases", "databases", "{:,.0f}"),
     Column("len_ms", "len(ds) ms", "{:.1f}"), Column("plan_ms", "plan ms", "{:.1f}"),
-    Column("event_ms", "ds.event ms", "{:.1f}"), Column("list_rate", "listing rec/s", "{:,.0f}"),
+    Column("event_ms", "ds.event ms", "{:.1f}"), Column("list_rate", "records/s", "{:,.0f}"),
+    Column("rows_rate", "lines/s", "{:,.0f}"), Column("driver_rate", "driver rows/s", "{:,.0f}"),
     Column("register_rate", "registrations/s", "{:,.0f}"), Column("register_goal", "goal /s", "{:,.0f}"),
     Column("misses", "misses goal"),
 ]  # fmt: skip
@@ -201,12 +228,18 @@ def plot(outcome: Outcome, path: Path) -> None:
     rows = outcome.table("results").rows
     fig, axes = figure("giod: a federation of many databases (flat is the goal)", ncols=5)
     panels = [("len_ms", "len(ds) ms", 20.0), ("plan_ms", "planning ms", 20.0), ("event_ms", "ds.event ms", 20.0),
-              ("list_rate", "listing records/s", 100_000.0), ("register_rate", "registrations/s", None)]
+              ("rows_rate", "listing lines/s (records/s dotted)", 100_000.0),
+              ("register_rate", "registrations/s", None)]
     for ax, (key, label, goal) in zip(axes, panels, strict=True):
         for backend in dict.fromkeys(r["backend"] for r in rows):
-            pts = [(r["databases"], r[key]) for r in rows if r["backend"] == backend]
+            pts = [(r["databases"], r[key]) for r in rows if r["backend"] == backend and r[key] is not None]
+            if not pts:
+                continue
             x, y = zip(*pts, strict=True)
             line = ax.plot(x, y, marker="o", label=backend)[0]
+            if key == "rows_rate":
+                ax.plot(x, [r["list_rate"] for r in rows if r["backend"] == backend and r[key] is not None],
+                        marker=".", linestyle=":", color=line.get_color(), label=f"{backend} records")
             if goal is None:
                 ax.axhline(REGISTRATION_GOAL[backend], linestyle="--", color=line.get_color(), alpha=0.6,
                            label=f"goal {backend}")

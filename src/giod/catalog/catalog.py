@@ -427,9 +427,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 ).all()
                 if not page:
                     return
-                after = page[-1][1]
-                ids = [r[0] for r in page]
-                yield from load_databases(conn, d.c.id.in_(ids), version)
+                # the chunk as an entry range (first entries are unique in a dataset: entries are never
+                # handed out twice), so each of the three queries walks the index from lo to hi
+                lo, after = page[0][1], page[-1][1]
+                yield from load_databases(
+                    conn, (d.c.dataset_id == row.id) & d.c.first_entry.between(lo, after), version)
                 if len(page) < chunk:
                     return
 
