@@ -471,6 +471,10 @@ class CommitMethods(Transactions):
         self._require_schemas(cur, set().union(*(commits[i].schemas for i in fresh)))
         sites = {name: self._site_id(cur, name) for name in {commits[i].commit.site for i in fresh}}
         sql, params = group_statement([commits[i] for i in fresh], sites, time.time())
+        if not first_of and not any(p.commit.idempotency_key for p in commits):
+            # the lock first, as a statement of its own: a statement reads the snapshot of its start,
+            # and the group's totals must be read after the last writer before it committed
+            cur.execute(BulkStatements.lock)
         cur.execute(sql, params)
         rows = cur.fetchall()
         if len(rows) != len(fresh):
