@@ -17,7 +17,11 @@ from giod.catalog.bulk import Refused
 from giod.errors import NotFound
 
 
-def test_a_bulk_group_equals_commits_one_by_one(ready: Catalog, make_commit: Callable[..., DatabaseCommit]) -> None:
+@pytest.mark.parametrize("one_statement", [True, False], ids=["one statement", "per table"])
+def test_a_bulk_group_equals_commits_one_by_one(
+    ready: Catalog, make_commit: Callable[..., DatabaseCommit], one_statement: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ready, "_one_statement", one_statement)  # PostgreSQL's two forms; SQLite has one
     landed = ready.commit_database(make_commit(7, idempotency_key="k0"))
     group = [
         make_commit(5, idempotency_key="k1"),
@@ -47,6 +51,8 @@ def test_a_bulk_group_equals_commits_one_by_one(ready: Catalog, make_commit: Cal
     assert dbs[3].tag_stats["ht"] == (-math.inf, 5.0)
     log = [v.description for v in ready.versions(3)]
     assert log == [f"commit {DATASET} db {r.database_id}" for r in (results[4], results[1], results[0])]
+    assert ready.dataset_summary(DATASET) == {"n_events": 21, "n_databases": 4, "bytes": sum(db.bytes for db in dbs)}
+    assert ready.dataset_summary(DATASET, before + 1)["n_events"] == 12
 
 
 def test_a_refusal_goes_to_the_savepoint_path(ready: Catalog, make_commit: Callable[..., DatabaseCommit]) -> None:
