@@ -13,7 +13,7 @@ import pytest
 from catalog_samples import DATASET, SITE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit
 from giod.catalog.tables import dataset_totals
@@ -94,3 +94,13 @@ def test_streamed_listing_and_entry_lookup(ready: Catalog, make_commit: Callable
     assert ready.database_at(DATASET, 25).n_events == 6
     with pytest.raises(NotFound, match="no dataset named 'nope'"):
         next(ready.iter_databases("nope"))
+
+
+def test_a_purged_dataset_takes_its_totals(ready: Catalog, make_commit: Callable[..., DatabaseCommit]) -> None:
+    ready.commit_database(make_commit(3))
+    gone = ready.dataset(DATASET).id
+    ready.delete_dataset(DATASET)
+    ready.purge_deleted(ready.version() + 1)
+    with ready._engine.connect() as conn:
+        left = conn.execute(select(dataset_totals).where(dataset_totals.c.dataset_id == gone)).all()
+    assert left == []
