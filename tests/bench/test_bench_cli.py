@@ -133,6 +133,15 @@ def test_catalog_sqlite(tmp_path: Path) -> None:
     assert "registrations/s" in output and "prune s" in output
 
 
+def test_databases_sqlite(tmp_path: Path) -> None:
+    data, output = _bench(tmp_path, "databases", "--databases", "12", "--repeat", "1", "--postgres", "none")
+    (row,) = data["results"]  # the plan kept exactly one database, or the benchmark would have failed
+    assert (row["backend"], row["databases"], row["listed"]) == ("SQLite", 12, 12)
+    for key in ("len_ms", "plan_ms", "event_ms", "list_rate", "rows_rate", "driver_rate", "register_rate"):
+        assert _positive(row[key]), key
+    assert "lines/s" in output and "misses goal" in output
+
+
 def test_bad_option_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["bench", "select", "--clusters", "ten", "--output", str(tmp_path)])
     assert result.exit_code == 2

@@ -8,7 +8,15 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, update
 
 from giod.catalog import Catalog, ContainerSpec
-from giod.catalog.tables import containers, databases, federation, replicas, tag_stats, versions
+from giod.catalog.tables import (
+    containers,
+    databases,
+    dataset_totals,
+    federation,
+    replicas,
+    tag_stats,
+    versions,
+)
 
 DATASET = "qcd"
 SITE = "local"
@@ -93,6 +101,9 @@ def seed(catalog: Catalog, n: int) -> int:
         ):
             bulk_insert(conn, table, values)
         conn.execute(update(federation).values(version=v))
+        # the totals a commit keeps beside its rows (level 9), here for the n databases at once
+        conn.execute(insert(dataset_totals).values(dataset_id=dataset.id, version=v, n_databases=n,
+                                                   n_events=10 * n, bytes=4_000 * n))
         conn.execute(insert(versions).values(version=v, created=0.0, description="seed"))
     return v
 

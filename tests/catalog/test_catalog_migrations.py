@@ -97,6 +97,10 @@ def test_a_level_1_catalog_is_migrated_with_its_data_intact(catalog_url: str) ->
             "qcd/raw4.parquet", "qcd/reco5.parquet", "qcd/reco6.parquet",
         }  # fmt: skip
 
+        # level 9 keeps the totals from the migration on; older snapshots are counted as before
+        assert catalog.dataset_summary("qcd") == {"n_events": 30, "n_databases": 1, "bytes": 200}
+        assert catalog.dataset_summary("qcd", 5)["n_databases"] == 1
+
         # the migrated catalog takes new commits where the old one stopped
         spec = ContainerSpec("raw", "qcd/next.parquet", "crc32c:1", 5, (5,), ids["schema"])
         result = catalog.commit_database(
@@ -114,6 +118,7 @@ def test_a_level_1_catalog_is_migrated_with_its_data_intact(catalog_url: str) ->
         result = catalog.commit_database(DatabaseCommit("qcd", 5, "local", (arrow,)))
         got = catalog.database(result.database_id).containers[0]
         assert (got.format, got.cluster_checksums) == ("arrow", (1, 2**32 - 1, 3))
+        assert catalog.dataset_summary("qcd")["n_events"] == 40
 
 
 def test_container_formats_are_checked(catalog_url: str) -> None:

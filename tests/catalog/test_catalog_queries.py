@@ -50,7 +50,7 @@ def test_listing_many_databases_takes_three_queries(ready: Catalog) -> None:
         at_version = ready.databases(DATASET, v)
         one = ready.database(300, v)
         summary = ready.dataset_summary(DATASET, v)
-    assert len(seen) == 3 + 3 + 1
+    assert len(seen) == 3 + 3 + 2  # the summary: the dataset's row, then its totals (two index lookups)
     assert at_version == listed
     assert one == listed[299]
     assert summary == {
@@ -105,6 +105,7 @@ def test_a_commit_reads_nothing_back(ready: Catalog, make_commit) -> None:
         "INSERT INTO CONTAINERS",
         "INSERT INTO REPLICAS",
         "INSERT INTO TAG_STATS",
+        "INSERT INTO DATASET_TOTALS",  # the dataset's totals, from its latest row (level 9)
         "INSERT INTO VERSIONS",
         "COMMIT",
     ]

@@ -209,6 +209,41 @@ def catalog_(
     _publish(outcome, output, plot_catalog)
 
 
+# -------------------------------------------------------------- databases
+
+
+@bench.command("databases")
+@click.option(
+    "--databases",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Databases to fill the federation with [default: 1,000,000; 2,000 with --quick].",
+)
+@click.option(
+    "--postgres",
+    default=POSTGRES_URL,
+    show_default=True,
+    help="PostgreSQL server to measure too (a throwaway database is created and dropped); 'none' to skip.",
+)
+@click.option("--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Timings per cost.")
+@_quick
+@_output
+@_workdir
+def databases_(
+    databases: int | None, postgres: str, repeat: int, quick: bool, output: str, workdir: str | None
+) -> None:
+    """len(ds), planning, ds.event, listing and registrations as a federation grows to N databases.
+
+    Example: giod bench databases --databases 100000 --postgres none
+    """
+    from giod_bench import databases as module
+
+    n = databases or (module.QUICK_DATABASES if quick else module.DEFAULT_DATABASES)
+    with Bars() as bars:
+        outcome = module.run(n, None if postgres == "none" else postgres, _workdir_path(workdir), repeat, bars)
+    _publish(outcome, output, module.plot)
+
+
 # ------------------------------------------------------------------ proxy
 
 

@@ -16,6 +16,7 @@ from giod.catalog.tables import (
     database_parents,
     databases,
     dataset_schemas,
+    dataset_totals,
     datasets,
     replicas,
     sites,
@@ -179,6 +180,9 @@ class BookkeepingMethods(Transactions):
                 dataset_schemas.delete().where(
                     dataset_schemas.c.dataset_id.in_(select(ds.c.id).where(gone(ds)))
                 )
+            )
+            conn.execute(  # a purged dataset's totals (level 9) go with it
+                dataset_totals.delete().where(dataset_totals.c.dataset_id.in_(select(ds.c.id).where(gone(ds))))
             )
             conn.execute(ds.delete().where(gone(ds)))
             still: set[str] = set()

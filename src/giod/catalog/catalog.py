@@ -18,10 +18,10 @@ purging in ``giod.catalog.bookkeeping``, writers' leases in ``giod.catalog.lease
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from giod.catalog import migrations
 from giod.catalog.bookkeeping import BookkeepingMethods
@@ -29,6 +29,7 @@ from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
 from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
+from giod.catalog.prepared import add_totals
 from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.queries import (
     IN_CHUNK,
@@ -48,6 +49,7 @@ from giod.catalog.queries import (
 from giod.catalog.records import (
     Bounds,
     DatabaseRecord,
+    DatabaseRow,
     DatasetRecord,
     SchemaRecord,
     SiteRecord,
@@ -59,6 +61,7 @@ from giod.catalog.tables import (
     containers,
     databases,
     dataset_schemas,
+    dataset_totals,
     datasets,
     federation,
     schemas,
@@ -197,6 +200,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             conn.execute(
                 insert(dataset_schemas).values(dataset_id=new, version=v, schema_id=schema_id)
             )
+            conn.execute(insert(dataset_totals).values(
+                dataset_id=new, version=v, n_databases=0, n_events=0, bytes=0))
             log(conn, v, f"create dataset {name}")
             return DatasetRecord(new, name, schema_id, v, now, container_format)
 
@@ -264,8 +269,17 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         return self._write(work)
 
     def dataset_summary(self, name: str, version: int | None = None) -> dict[str, int]:
-        """``{"n_events", "n_databases", "bytes"}`` of the dataset at ``version``."""
-        d, c, ds = databases, containers, datasets
+        """``{"n_events", "n_databases", "bytes"}`` of the dataset at ``version``.
+
+        One index lookup: the totals the latest change at or before ``version`` kept
+        (``dataset_totals``); a version older than those (a catalog migrated from
+        before level 9) is counted database by database.
+        """
+        d, c, ds, t = databases, containers, datasets, dataset_totals
+        kept = select(t.c.n_databases, t.c.n_events, t.c.bytes).where(t.c.dataset_id == bindparam("id"))
+        if version is not None:
+            kept = kept.where(t.c.version <= version)
+        kept = kept.order_by(t.c.version.desc()).limit(1)
         size = (
             select(func.coalesce(func.sum(c.c.size), 0))
             .select_from(c.join(d, d.c.id == c.c.database_id))
@@ -280,9 +294,12 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         )
 
         def work(conn: Connection) -> dict[str, int]:
-            row = conn.execute(q).first()
-            if row is None:
+            found = dataset_row(conn, name, version)
+            if found is None:
                 raise missing_dataset(conn, name, version)
+            row = conn.execute(kept, {"id": found.id}).first()
+            if row is None:
+                row = conn.execute(q).one()
             return {"n_events": int(row[1]), "n_databases": int(row[0]), "bytes": int(row[2])}
 
         return self._read(work)
@@ -385,6 +402,87 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         ]
         return sorted(found, key=lambda db: (db.first_entry, db.id)) if len(ids) > IN_CHUNK else found
 
+    def iter_databases(self, dataset: str, version: int | None = None, *, chunk: int = 5_000
+                       ) -> Iterator[DatabaseRecord]:
+        """The dataset's databases at ``version`` by first entry, streamed ``chunk`` at a time.
+
+        The records ``databases`` gives, in one read transaction (one snapshot),
+        without holding them all: each chunk is the next ``chunk`` databases by
+        first entry (an index range, ``databases_by_dataset_entry``) and the
+        listing's three queries on their ids. Close the iterator (or exhaust it)
+        to end the transaction.
+        """
+        d = databases
+        with self._reader.connect() as conn, conn.begin():
+            row = dataset_row(conn, dataset, version)
+            if row is None:
+                raise missing_dataset(conn, dataset, version)
+            after = -1
+            while True:
+                page = conn.execute(
+                    select(d.c.id, d.c.first_entry)
+                    .where(d.c.dataset_id == row.id, d.c.first_entry > after, visible(d, version))
+                    .order_by(d.c.first_entry, d.c.id)
+                    .limit(chunk)
+                ).all()
+                if not page:
+                    return
+                # the chunk as an entry range (first entries are unique in a dataset: entries are never
+                # handed out twice), so each of the three queries walks the index from lo to hi
+                lo, after = page[0][1], page[-1][1]
+                yield from load_databases(
+                    conn, (d.c.dataset_id == row.id) & d.c.first_entry.between(lo, after), version)
+                if len(page) < chunk:
+                    return
+
+    def database_rows(self, dataset: str, version: int | None = None) -> Iterator[DatabaseRow]:
+        """One line per database of the dataset at ``version``, by first entry, streamed.
+
+        The listing a person reads (``giod show``): id, entries, events, bytes,
+        version, program and container names, from one query grouped in entry
+        order (the index ``databases_by_dataset_entry``), fetched in batches
+        (a server-side cursor on PostgreSQL). Close the iterator (or exhaust it)
+        to end the read transaction.
+        """
+        d, c = databases, containers
+        query = (
+            select(d.c.id, d.c.first_entry, d.c.n_events, func.coalesce(func.sum(c.c.size), 0),
+                   d.c.created_version, d.c.program, func.coalesce(func.aggregate_strings(c.c.name, ","), ""))
+            .select_from(d.outerjoin(c, (c.c.database_id == d.c.id) & visible(c, version)))
+            .where(d.c.dataset_id == bindparam("id"), visible(d, version))
+            .group_by(d.c.first_entry, d.c.id)  # the index's order: no sort
+            .order_by(d.c.first_entry, d.c.id)
+        )
+        with self._reader.connect() as conn, conn.begin():
+            row = dataset_row(conn, dataset, version)
+            if row is None:
+                raise missing_dataset(conn, dataset, version)
+            for got in conn.execution_options(yield_per=10_000).execute(query, {"id": row.id}):
+                yield DatabaseRow._make(got)
+
+    def database_at(self, dataset: str, entry: int, version: int | None = None) -> DatabaseRecord:
+        """The database of ``dataset`` holding entry ``entry`` at ``version``; NotFound when none does.
+
+        Two index lookups, however many databases the dataset has.
+        """
+        d = databases
+
+        def work(conn: Connection) -> DatabaseRecord:
+            row = dataset_row(conn, dataset, version)
+            if row is None:
+                raise missing_dataset(conn, dataset, version)
+            hit = conn.execute(
+                select(d.c.id, d.c.first_entry, d.c.n_events)
+                .where(d.c.dataset_id == row.id, d.c.first_entry <= entry, visible(d, version))
+                .order_by(d.c.first_entry.desc())
+                .limit(1)
+            ).first()
+            if hit is None or entry >= hit.first_entry + hit.n_events:
+                raise NotFound(f"dataset {dataset} has no entry {entry}")
+            return load_databases(conn, d.c.id == hit.id, version)[0]
+
+        return self._read(work)
+
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
         """One database as it was at ``version``; NotFound if not visible there."""
         found = self._read(
@@ -409,6 +507,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
         def work(conn: Connection, v: int) -> int:
             require_databases(conn, {database_id}, live=True)
+            d, c = databases, containers
+            ds_id, n = conn.execute(select(d.c.dataset_id, d.c.n_events).where(d.c.id == database_id)).one()
+            size = conn.execute(select(func.coalesce(func.sum(c.c.size), 0)).where(
+                c.c.database_id == database_id, visible(c, None))).scalar_one()
+            conn.execute(add_totals(), {"dataset_id": ds_id, "version": v, "dn": -1, "de": -int(n), "db": -int(size)})
             delete_rows(
                 conn,
                 v,

@@ -14,6 +14,7 @@ once per ``Catalog`` (they are never renamed or deleted).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -24,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate, group_statement
 from giod.catalog.engine import Transactions, Unchanged
 from giod.catalog.prepared import CommitStatements, execute
 from giod.catalog.queries import bound, chunks, not_found
@@ -36,7 +38,7 @@ from giod.catalog.tables import (
     sites,
     visible,
 )
-from giod.errors import CatalogError, ConflictError, NotFound
+from giod.errors import CatalogError, ConflictError, GiodError, NotFound
 from giod.names import check_container_path
 
 __all__ = ["CommitMethods"]
@@ -57,6 +59,19 @@ class _Pending:
         self.ok = False
         self.value: Any = None
         self.wake = threading.Event()
+
+
+class _CommitWork:
+    """A commit's transaction work (``work(cursor, version)``) with the rows it prepared."""
+
+    __slots__ = ("prepared", "run")
+
+    def __init__(self, prepared: PreparedCommit, run: Callable[[Any, int], CommitResult]):
+        self.prepared = prepared
+        self.run = run
+
+    def __call__(self, cur: Any, version: int) -> CommitResult:
+        return self.run(cur, version)
 
 
 AddItems = Sequence[tuple[int, Sequence[ContainerSpec], Mapping[str, tuple[float, float]] | None]]
@@ -127,6 +142,9 @@ def _stat_rows(stats: Mapping[str, tuple[float, float]]) -> list[dict[str, Any]]
 class CommitMethods(Transactions):
     """``commit_database``, ``add_containers`` and ``add_containers_bulk`` of ``Catalog``."""
 
+    # PostgreSQL: a group as one statement (one round trip) rather than one per table (three)
+    _one_statement = True
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._group_lock = threading.Lock()
@@ -171,9 +189,9 @@ class CommitMethods(Transactions):
         if not commits:
             return []
         works = [self._commit_work(c) for c in commits]
-        return [value for _, value in self._write_driver_group(works, atomic=True)]
+        return [value for _, value in self._commit_group(works, atomic=True)]
 
-    def _commit_work(self, commit: DatabaseCommit) -> Callable[[Any, int], CommitResult]:
+    def _commit_work(self, commit: DatabaseCommit) -> _CommitWork:
         """Check ``commit`` and prepare its rows; the transaction's work, to run after the bump."""
         n = commit.n_events
         if not 0 <= n < _INT64:
@@ -231,10 +249,12 @@ class CommitMethods(Transactions):
             s.insert_tag_stats.executemany(
                 cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
             )
+            s.add_totals.execute(cur, {"dataset_id": dataset_id, "version": v, "dn": 1, "de": n, "db": size})
             self._log(cur, v, now, f"commit {commit.dataset} db {db_id}")
             return CommitResult(db_id, first, v)
 
-        return work
+        prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size)
+        return _CommitWork(prepared, work)
 
     # -- group commit --------------------------------------------------------------------
 
@@ -276,16 +296,212 @@ class CommitMethods(Transactions):
 
     def _run_group(self, batch: list[_Pending]) -> None:
         try:
-            if len(batch) == 1:  # alone: no savepoint needed
+            if len(batch) == 1 and self.dialect == "sqlite":  # alone: no savepoint needed
                 outcomes = [(True, self._write_driver(batch[0].work))]
             else:
-                outcomes = self._write_driver_group([p.work for p in batch], atomic=False)
+                outcomes = self._commit_group([p.work for p in batch], atomic=False)
         except BaseException as exc:  # noqa: BLE001 - nothing of the group is durable
             outcomes = [(False, exc)] * len(batch)
         for p, (ok, value) in zip(batch, outcomes, strict=True):
             p.ok, p.value = ok, value
             if not p.lead:
                 p.wake.set()
+
+    # -- many commits as one set of rows (giod.catalog.bulk) ------------------------------------
+
+    def _commit_group(self, works: Sequence[Callable[[Any, int], Any]], *, atomic: bool) -> list[tuple[bool, Any]]:
+        """The outcomes of ``works`` (commits) in one transaction: in bulk when it can, else in savepoints."""
+        prepared = [w.prepared for w in works if isinstance(w, _CommitWork)]
+        if len(prepared) == len(works) and not any(p.parents for p in prepared):
+            try:
+                return self._retrying(lambda: self._bulk_attempt(prepared))
+            except Refused:
+                pass  # the savepoint path gives each commit its own outcome (or, atomic, the first error)
+        if len(works) == 1 and not atomic:
+            try:
+                return [(True, self._write_driver(works[0]))]
+            except Exception as exc:  # noqa: BLE001 - this commit's outcome, as from a group
+                return [(False, exc)]
+        return self._write_driver_group(works, atomic=atomic)
+
+    def _bulk_attempt(self, commits: list[PreparedCommit]) -> list[tuple[bool, Any]]:
+        raw = self._engine.raw_connection()
+        try:
+            cursor: Any = raw.cursor()
+            if self.dialect == "sqlite":
+                batch: Any = contextlib.nullcontext()
+                cursor.execute("BEGIN IMMEDIATE")
+            else:
+                batch = raw.driver_connection.pipeline()  # type: ignore[union-attr]
+            with batch:
+                outcomes = self._bulk_rows(cursor, commits)
+                raw.commit()
+            return outcomes
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                raw.rollback()
+            if isinstance(exc, GiodError) or (isinstance(exc, self._driver_error)
+                                              and self._refusal(exc) is not None):
+                raise Refused(str(exc)) from exc
+            raise
+        finally:
+            raw.close()
+
+    def _bulk_rows(self, cur: Any, commits: list[PreparedCommit]) -> list[tuple[bool, Any]]:
+        """Register ``commits`` table by table; ``Refused`` when any would be refused."""
+        s, b, pg = self._prepared(), BulkStatements, self.dialect == "postgresql"
+        outcomes: list[tuple[bool, Any]] = [(True, None)] * len(commits)
+        landed: dict[tuple[str, str], CommitResult] = {}
+        keyed = {(p.commit.dataset, p.commit.idempotency_key) for p in commits if p.commit.idempotency_key}
+        if keyed:
+            if pg:
+                cur.execute(b.lock)  # SQLite's BEGIN IMMEDIATE holds the lock already
+            landed = self._landed(cur, keyed)
+        fresh: list[int] = []
+        first_of: dict[tuple[str, str], int] = {}
+        for i, p in enumerate(commits):
+            key = p.commit.idempotency_key
+            if key is not None:
+                k = (p.commit.dataset, key)
+                if k in landed:
+                    outcomes[i] = (True, landed[k])
+                    continue
+                if k in first_of:  # the same key twice in one group: the first lands
+                    continue
+                first_of[k] = i
+            fresh.append(i)
+        if not fresh:
+            return outcomes
+        if pg and self._one_statement:
+            return self._bulk_statement(cur, commits, fresh, first_of, outcomes)
+        totals: dict[str, int] = {}
+        for i in fresh:
+            totals[commits[i].commit.dataset] = totals.get(commits[i].commit.dataset, 0) + commits[i].commit.n_events
+        starts: dict[str, tuple[int, int]] = {}  # dataset -> (id, its first free entry before the group)
+        if pg:  # both statements travel before either answer is read: one round trip
+            entries = cur.connection.cursor()
+            cur.execute(b.bump, {"n": len(fresh)})
+            entries.execute(b.take_entries, {"names": list(totals), "ns": list(totals.values())})
+            version = int(cur.fetchone()[0]) - len(fresh) + 1
+            for name, ds_id, nxt in entries.fetchall():
+                starts[name] = (int(ds_id), int(nxt) - totals[name])
+        else:
+            cur.execute("UPDATE federation SET version = version + ? RETURNING version", (len(fresh),))
+            version = int(cur.fetchone()[0]) - len(fresh) + 1
+            for name, n in totals.items():
+                row = s.take_entries.execute(cur, {"name": name, "n": n}).fetchone()
+                if row is not None:
+                    starts[name] = (int(row[0]), int(row[1]) - n)
+        if len(starts) != len(totals):
+            raise Refused("no such dataset")
+        for i in fresh:
+            for c in commits[i].commit.containers:
+                check_container_path(commits[i].commit.dataset, c.path)
+        self._require_schemas(cur, set().union(*(commits[i].schemas for i in fresh)))
+        site_ids = {name: self._site_id(cur, name) for name in {commits[i].commit.site for i in fresh}}
+        now = time.time()
+        rows, placed = [], []
+        for j, i in enumerate(fresh):
+            dc = commits[i].commit
+            ds_id, first = starts[dc.dataset]
+            starts[dc.dataset] = (ds_id, first + dc.n_events)
+            placed.append((ds_id, first, version + j))
+            rows.append({
+                "dataset_id": ds_id, "first_entry": first, "n_events": dc.n_events, "bytes": commits[i].size,
+                "created": now, "created_version": version + j, "writer": dc.writer, "program": dc.program,
+                "program_version": dc.program_version, "parameters": commits[i].parameters,
+                "idempotency_key": dc.idempotency_key,
+            })  # fmt: skip
+        if pg:
+            cur.execute(b.databases, b.database_params(rows))
+            ids = {(int(d), int(f)): int(i) for i, d, f in cur.fetchall()}
+            db_ids = [ids[(d, f)] for d, f, _ in placed]
+        else:
+            db_ids = []
+            for row in rows:
+                new = s.insert_database.execute(cur, row).fetchone()
+                if new is None:
+                    raise Refused("an idempotency key landed meanwhile")
+                db_ids.append(int(new[0]))
+        held: list[dict[str, Any]] = []
+        stats: list[dict[str, Any]] = []
+        log: list[dict[str, Any]] = []
+        totals_rows: list[dict[str, Any]] = []
+        grown: dict[int, tuple[int, int, int]] = {}  # dataset id -> the group's running sums
+        for j, i in enumerate(fresh):
+            p, db_id, v = commits[i], db_ids[j], version + j
+            ds_id = placed[j][0]
+            dn, de, db = grown.get(ds_id, (0, 0, 0))
+            grown[ds_id] = (dn + 1, de + p.commit.n_events, db + p.size)
+            totals_rows.append({"dataset_id": ds_id, "version": v, "dn": 1, "de": p.commit.n_events, "db": p.size,
+                                "sums": grown[ds_id]})
+            held += [{**r, "database_id": db_id, "created_version": v, "created": now} for r in p.containers]
+            stats += [{**r, "database_id": db_id, "created_version": v} for r in p.stats]
+            log.append({"version": v, "created": now, "description": f"commit {p.commit.dataset} db {db_id}"})
+            outcomes[i] = (True, CommitResult(db_id, placed[j][1], v))
+        if pg:
+            cur.execute(b.containers, b.container_params(
+                held, db_ids, [site_ids[commits[i].commit.site] for i in fresh], now))
+            if stats:
+                cur.execute(b.tag_stats, b.tag_params(stats))
+            cur.execute(b.log, b.log_params(log))
+            cur.execute(b.totals, b.totals_params(
+                [{**r, "dn": r["sums"][0], "de": r["sums"][1], "db": r["sums"][2]} for r in totals_rows]))
+        else:
+            s.insert_containers.executemany(cur, held)
+            s.insert_replicas.executemany(cur, (
+                {"site_id": site_ids[commits[i].commit.site], "checked": now, "database_id": db_ids[j],
+                 "version": version + j} for j, i in enumerate(fresh) if commits[i].containers))
+            s.insert_tag_stats.executemany(cur, stats)
+            s.log.executemany(cur, log)
+            s.add_totals.executemany(cur, totals_rows)  # each sees the row before it: the increments chain
+        for i, p in enumerate(commits):
+            key = p.commit.idempotency_key
+            if key is not None and first_of.get((p.commit.dataset, key), i) != i:
+                outcomes[i] = (True, duplicate(outcomes[first_of[(p.commit.dataset, key)]][1]))
+        return outcomes
+
+    def _bulk_statement(self, cur: Any, commits: list[PreparedCommit], fresh: list[int],
+                        first_of: dict[tuple[str, str], int], outcomes: list[tuple[bool, Any]]
+                        ) -> list[tuple[bool, Any]]:
+        """PostgreSQL: the group's rows in one statement (``bulk.group_statement``): one round trip."""
+        for i in fresh:
+            for c in commits[i].commit.containers:
+                check_container_path(commits[i].commit.dataset, c.path)
+        self._require_schemas(cur, set().union(*(commits[i].schemas for i in fresh)))
+        sites = {name: self._site_id(cur, name) for name in {commits[i].commit.site for i in fresh}}
+        sql, params = group_statement([commits[i] for i in fresh], sites, time.time())
+        if not first_of and not any(p.commit.idempotency_key for p in commits):
+            # the lock first, as a statement of its own: a statement reads the snapshot of its start,
+            # and the group's totals must be read after the last writer before it committed
+            cur.execute(BulkStatements.lock)
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+        if len(rows) != len(fresh):
+            raise Refused("no such dataset")
+        for i, (db_id, first, version) in zip(fresh, rows, strict=True):
+            outcomes[i] = (True, CommitResult(int(db_id), int(first), int(version)))
+        for i, p in enumerate(commits):
+            key = p.commit.idempotency_key
+            if key is not None and first_of.get((p.commit.dataset, key), i) != i:
+                outcomes[i] = (True, duplicate(outcomes[first_of[(p.commit.dataset, key)]][1]))
+        return outcomes
+
+    def _landed(self, cur: Any, keyed: set[tuple[str, str]]) -> dict[tuple[str, str], CommitResult]:
+        """The earlier results of the (dataset, idempotency key) pairs that already landed."""
+        names, keys = sorted({n for n, _ in keyed}), sorted({k for _, k in keyed})
+        if self.dialect == "postgresql":
+            cur.execute(BulkStatements.landed, {"names": names, "keys": keys})
+        else:
+            d = databases
+            query = (
+                select(datasets.c.name, d.c.idempotency_key, d.c.id, d.c.first_entry, d.c.created_version)
+                .join(datasets, datasets.c.id == d.c.dataset_id)
+                .where(visible(datasets, None), datasets.c.name.in_(names), d.c.idempotency_key.in_(keys))
+            )
+            execute(cur, self._engine.dialect, query)
+        return {(name, key): CommitResult(int(i), int(f), int(v), duplicate=True)
+                for name, key, i, f, v in cur.fetchall() if (name, key) in keyed}
 
     def add_containers(
         self,
@@ -337,19 +553,27 @@ class CommitMethods(Transactions):
             site_id = self._site_id(cur, site)
             found = self._require_databases(cur, ids, live=True)
             for db_id, specs, _ in items:
-                n_events, dataset = found[db_id]
+                n_events, dataset, _ = found[db_id]
                 _check_specs(specs, n_events, f"database {db_id}")
                 for c in specs:
                     check_container_path(dataset, c.path)
             self._require_schemas(cur, wanted_schemas)
-            clash = [row for row in self._live_containers(cur, ids) if row[1:] in wanted]
+            clash = [row for row in self._live_containers(cur, ids) if row[1:3] in wanted]
             if clash and not replace:
-                _, db_id, name = clash[0]
+                _, db_id, name, _ = clash[0]
                 raise ConflictError(
                     f"database {db_id} already has a container {name!r}; "
                     "pass replace=True to supersede it"
                 )
-            s.retire_container.executemany(cur, ({"id": cid, "v": v} for cid, _, _ in clash))
+            s.retire_container.executemany(cur, ({"id": cid, "v": v} for cid, _, _, _ in clash))
+            grown: dict[int, int] = {}  # dataset id -> bytes added, less those replaced
+            for db_id, specs, _ in items:
+                grown[found[db_id][2]] = grown.get(found[db_id][2], 0) + sum(c.size for c in specs)
+            for _, db_id, _, size in clash:
+                grown[found[db_id][2]] -= size
+            s.add_totals.executemany(
+                cur, ({"dataset_id": ds, "version": v, "dn": 0, "de": 0, "db": b} for ds, b in grown.items())
+            )
             now = time.time()
             self._insert_containers(cur, v, now, held, site_id)
             s.retire_tag_stats.executemany(
@@ -428,41 +652,42 @@ class CommitMethods(Transactions):
 
     def _require_databases(
         self, cur: Any, ids: Sequence[int], *, live: bool
-    ) -> dict[int, tuple[int, str]]:
-        """{id: (n_events, dataset name)}; NotFound for the first missing (or, if ``live``, deleted) one."""
-        found: dict[int, tuple[int, str]] = {}
+    ) -> dict[int, tuple[int, str, int]]:
+        """{id: (n_events, dataset name, dataset id)}; NotFound for the first missing (or, if ``live``,
+        deleted) one."""
+        found: dict[int, tuple[int, str, int]] = {}
         if live and len(ids) == 1:  # add_containers: one database, a prepared statement
             row = self._prepared().live_database.execute(cur, {"id": ids[0]}).fetchone()
             if row is not None:
-                found[ids[0]] = (int(row[0]), str(row[1]))
+                found[ids[0]] = (int(row[0]), str(row[1]), int(row[2]))
         else:
             d = databases
             for chunk in chunks(sorted(set(ids))):
                 query = (
-                    select(d.c.id, d.c.n_events, datasets.c.name)
+                    select(d.c.id, d.c.n_events, datasets.c.name, datasets.c.id)
                     .join(datasets, datasets.c.id == d.c.dataset_id)
                     .where(d.c.id.in_(chunk))
                 )
                 if live:
                     query = query.where(visible(d, None))
                 rows = execute(cur, self._engine.dialect, query).fetchall()
-                found.update((int(i), (int(n), str(name))) for i, n, name in rows)
+                found.update((int(i), (int(n), str(name), int(ds))) for i, n, name, ds in rows)
         missing = set(ids) - found.keys()
         if missing:
             raise NotFound(f"no database {min(missing)}")
         return found
 
-    def _live_containers(self, cur: Any, ids: Sequence[int]) -> Iterator[tuple[int, int, str]]:
-        """(id, database id, name) of the live containers of the databases ``ids``."""
+    def _live_containers(self, cur: Any, ids: Sequence[int]) -> Iterator[tuple[int, int, str, int]]:
+        """(id, database id, name, size) of the live containers of the databases ``ids``."""
         if len(ids) == 1:
             rows = self._prepared().live_containers.execute(cur, {"id": ids[0]}).fetchall()
         else:
             c = containers
             rows = []
             for chunk in chunks(ids):
-                query = select(c.c.id, c.c.database_id, c.c.name).where(
+                query = select(c.c.id, c.c.database_id, c.c.name, c.c.size).where(
                     c.c.database_id.in_(chunk), visible(c, None)
                 )
                 rows += execute(cur, self._engine.dialect, query).fetchall()
-        for cid, db_id, name in rows:
-            yield int(cid), int(db_id), name
+        for cid, db_id, name, size in rows:
+            yield int(cid), int(db_id), name, int(size)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Dialect, Double, bindparam, insert, literal_column, select
+from sqlalchemy import BigInteger, Dialect, Double, bindparam, func, insert, literal_column, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -28,6 +28,7 @@ from giod.catalog.tables import (
     containers,
     database_parents,
     databases,
+    dataset_totals,
     datasets,
     replicas,
     sites,
@@ -36,7 +37,7 @@ from giod.catalog.tables import (
     visible,
 )
 
-__all__ = ["CommitStatements", "Prepared", "execute"]
+__all__ = ["CommitStatements", "Prepared", "add_totals", "execute"]
 
 
 class Prepared:
@@ -104,6 +105,21 @@ def _insert(table: Any, columns: Sequence[str]) -> ClauseElement:
     return insert(table).values({name: bindparam(name, type_=table.c[name].type) for name in columns})
 
 
+def add_totals() -> Any:
+    """A dataset's totals at ``version``: its latest totals plus ``dn`` databases, ``de`` events, ``db`` bytes."""
+    t = dataset_totals
+    dataset = bindparam("dataset_id", type_=BigInteger)
+    last = select(func.max(t.c.version)).where(t.c.dataset_id == dataset).scalar_subquery()
+    latest = select(
+        t.c.dataset_id,
+        bindparam("version", type_=BigInteger),
+        t.c.n_databases + bindparam("dn", type_=BigInteger),
+        t.c.n_events + bindparam("de", type_=BigInteger),
+        t.c.bytes + bindparam("db", type_=BigInteger),
+    ).where(t.c.dataset_id == dataset, t.c.version == last)
+    return insert(t).from_select(["dataset_id", "version", "n_databases", "n_events", "bytes"], latest)
+
+
 class CommitStatements:
     """The statements of the commit path, compiled once for one dialect."""
 
@@ -163,14 +179,15 @@ class CommitStatements:
             _insert(t, ("database_id", "field", "created_version", "min", "max"))
         )
         self.log = prepared(_insert(versions, ("version", "created", "description")))
+        self.add_totals = prepared(add_totals())
         self.site_id = prepared(select(sites.c.id).where(sites.c.name == bindparam("name")))
         self.live_database = prepared(
-            select(d.c.n_events, datasets.c.name)
+            select(d.c.n_events, datasets.c.name, datasets.c.id)
             .join(datasets, datasets.c.id == d.c.dataset_id)
             .where(d.c.id == bindparam("id"), visible(d, None))
         )
         self.live_containers = prepared(
-            select(c.c.id, c.c.database_id, c.c.name).where(
+            select(c.c.id, c.c.database_id, c.c.name, c.c.size).where(
                 c.c.database_id == bindparam("id"), visible(c, None)
             )
         )

@@ -21,7 +21,7 @@ kinds have in full; each kind still answers them, saying what it can:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ContainerSpec,
         DatabaseCommit,
         DatabaseRecord,
+        DatabaseRow,
         DatasetRecord,
         ReplicaRecord,
         RuleRecord,
@@ -82,6 +83,10 @@ class CatalogAPI(Protocol):
     def databases(self, dataset: str, version: int | None = None, *, overlapping: Bounds | None = None,
                   changed_since: int | None = None, keys: Sequence[str] | None = None) -> list[DatabaseRecord]: ...
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord: ...
+    def iter_databases(self, dataset: str, version: int | None = None, *, chunk: int = 5_000
+                       ) -> Iterator[DatabaseRecord]: ...
+    def database_rows(self, dataset: str, version: int | None = None) -> Iterator[DatabaseRow]: ...
+    def database_at(self, dataset: str, entry: int, version: int | None = None) -> DatabaseRecord: ...
     def commit_database(self, commit: DatabaseCommit) -> CommitResult: ...
     def commit_databases(self, commits: Sequence[DatabaseCommit]) -> list[CommitResult]: ...
     def add_containers(self, database_id: int, containers: Sequence[ContainerSpec], site: str, *,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from giod.errors import ConfigError
 from giod.storage.formats import FORMATS
@@ -139,6 +139,22 @@ class DatabaseRecord:
             if c.name == name:
                 return c
         return None
+
+
+class DatabaseRow(NamedTuple):
+    """One line of a dataset's streamed listing (``Catalog.database_rows``): no container records."""
+
+    id: int
+    first_entry: int
+    n_events: int
+    bytes: int  # of the containers visible at the version listed
+    created_version: int
+    program: str
+    containers: str  # the names of its visible containers, comma-separated
+
+    @property
+    def stop_entry(self) -> int:
+        return self.first_entry + self.n_events
 
 
 @dataclass(frozen=True)

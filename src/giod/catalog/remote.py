@@ -25,6 +25,7 @@ from giod.catalog.records import (
     ContainerSpec,
     DatabaseCommit,
     DatabaseRecord,
+    DatabaseRow,
     DatasetRecord,
     ReplicaRecord,
     RuleRecord,
@@ -35,7 +36,7 @@ from giod.catalog.records import (
     overlaps,
 )
 from giod.catalog.rows import BadRow
-from giod.errors import CatalogError, ConfigError, StorageError
+from giod.errors import CatalogError, ConfigError, NotFound, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
 from giod.storage.container import check_dataset_format
 from giod.storage.http import Endpoint, Limits, connect
@@ -258,6 +259,23 @@ class RemoteCatalog:
 
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
         return wire.load(DatabaseRecord, self._get(f"/databases/{int(database_id)}{_q(version)}"))
+
+    # the server sends a snapshot whole (one round trip, cached): these read it
+
+    def iter_databases(self, dataset: str, version: int | None = None, *, chunk: int = 5_000
+                       ) -> Iterator[DatabaseRecord]:
+        return iter(self.databases(dataset, version))
+
+    def database_rows(self, dataset: str, version: int | None = None) -> Iterator[DatabaseRow]:
+        for db in self.databases(dataset, version):
+            yield DatabaseRow(db.id, db.first_entry, db.n_events, db.bytes, db.created_version, db.program,
+                              ",".join(c.name for c in db.containers))
+
+    def database_at(self, dataset: str, entry: int, version: int | None = None) -> DatabaseRecord:
+        for db in self.databases(dataset, version):
+            if db.first_entry <= entry < db.stop_entry:
+                return db
+        raise NotFound(f"dataset {dataset} has no entry {entry}")
 
     def commit_database(self, commit: DatabaseCommit) -> CommitResult:
         for c in commit.containers:

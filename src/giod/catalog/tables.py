@@ -39,6 +39,7 @@ __all__ = [
     "database_parents",
     "databases",
     "dataset_schemas",
+    "dataset_totals",
     "datasets",
     "exchange_cursors",
     "federation",
@@ -139,7 +140,21 @@ databases = Table(
     Column("idempotency_key", Text),
     UniqueConstraint("dataset_id", "idempotency_key", name="databases_idempotency_key"),
     Index("databases_by_dataset_version", "dataset_id", "created_version"),
+    Index("databases_by_dataset_entry", "dataset_id", "first_entry"),  # level 9: database_at, listing
     sqlite_autoincrement=True,
+)
+
+# A dataset's totals after each version that changed its content (level 9): the
+# summary at version V is the latest row at or before V, not a count of its databases.
+# No foreign key: written with every commit, read by key only.
+dataset_totals = Table(
+    "dataset_totals",
+    metadata,
+    Column("dataset_id", _Id, primary_key=True, autoincrement=False),
+    Column("version", BigInteger, primary_key=True, autoincrement=False),
+    Column("n_databases", BigInteger, nullable=False),
+    Column("n_events", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
 )
 
 # No foreign key on parent_id: lineage outlives a purged parent.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -275,8 +276,10 @@ def ls_(federation: str) -> None:
 @click.argument("dataset")
 @click.option("--database", "database_id", type=int, help="Trace one database's provenance.")
 @click.option("--version", "version", type=int, help="Show the dataset as of this federation version.")
+@click.option("--all", "every", is_flag=True,
+              help="Stream every database, one tab-separated line each, instead of the first 20 in a table.")
 @federation_option
-def show(dataset: str, database_id: int | None, version: int | None, federation: str) -> None:
+def show(dataset: str, database_id: int | None, version: int | None, every: bool, federation: str) -> None:
     """Show a dataset: schema, containers, databases, provenance.
 
     Example: giod show qcd --database 12
@@ -288,6 +291,20 @@ def show(dataset: str, database_id: int | None, version: int | None, federation:
     if database_id is not None:
         _trace(fed, _database_of(fed, ds, database_id, version))
         return
+    # streamed: the first 20 lines cost the same at 20 databases as at a million
+    listing = fed.catalog.database_rows(ds.name, ds.version)
+    try:
+        if every:  # one line a database as it comes, for a pager or a script
+            click.echo("id\tfirst_entry\tevents\tbytes\tcontainers\tprogram\tversion")
+            for db in listing:
+                click.echo(f"{db.id}\t{db.first_entry}\t{db.n_events}\t{db.bytes}\t{db.containers}\t"
+                           f"{db.program}\t{db.created_version}")
+            return
+        lines = [[db.id, f"{db.first_entry}..{db.stop_entry - 1}", db.n_events, _size(db.bytes),
+                  db.containers.replace(",", ", "), db.program or "-", db.created_version]
+                 for db in itertools.islice(listing, 20)]
+    finally:
+        listing.close()
     s = ds.summary()
     click.echo(f"dataset {ds.name}: {s['n_events']:,} events in {s['n_databases']} databases, "
                f"{_size(s['bytes'])}; schema {ds.schema.name} ({ds.schema.fingerprint[:12]})")
@@ -295,18 +312,17 @@ def show(dataset: str, database_id: int | None, version: int | None, federation:
     for container, colls in ds.schema.containers.items():
         rows.append([container, ", ".join(colls) or ", ".join(ds.schema.tags)])
     _table("containers", ["container", "collections / tags"], rows)
-    dbs = ds.databases()
-    rows = [[db.id, f"{db.first_entry}..{db.stop_entry - 1}", db.n_events, _size(db.bytes),
-             ", ".join(c.name for c in db.containers), db.program or "-", db.created_version]
-            for db in dbs[:20]]
-    more = f" (first 20 of {len(dbs)})" if len(dbs) > 20 else ""
-    _table("databases" + more, ["id", "entries", "events", "size", "containers", "program", "version"], rows)
+    more = f" (first 20 of {s['n_databases']}; --all lists every one)" if s["n_databases"] > 20 else ""
+    _table("databases" + more, ["id", "entries", "events", "size", "containers", "program", "version"], lines)
 
 
 def _database_of(fed: Any, ds: Any, database_id: int, version: int | None) -> int:
     """``database_id`` if it is a database of ``ds`` (at ``version``); a one-line error naming both otherwise."""
-    if any(db.id == database_id for db in ds.databases()):
-        return database_id
+    try:
+        if fed.catalog.database(database_id, version).dataset_id == ds.snapshot.record.id:
+            return database_id
+    except NotFound:
+        pass
     db = fed.catalog.database(database_id)  # NotFound when no dataset has it
     owner = fed.dataset_of(db)
     if owner != ds.name:

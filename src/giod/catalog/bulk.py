@@ -1,0 +1,258 @@
+"""Many database registrations as one set of rows: one statement per table, not per commit.
+
+A group of commits (group commit, ``commit_databases``) used to run each
+commit's statements in its own savepoint: on PostgreSQL about 18 statements
+and 4 round trips per commit, each row parsed, planned and checked on its
+own. Here the whole group is checked first (datasets, idempotency keys,
+sites, schemas, paths) and then written table by table: one version bump by
+the number of commits, one entry update per dataset, and on PostgreSQL one
+``INSERT … SELECT FROM unnest(…)`` each for databases, containers (with
+their replicas, through a data-modifying CTE), tag statistics and the
+version log. Every commit still gets its own version (in queue order), its
+own entry range and its own log line, exactly as the savepoint path gives
+them.
+
+Anything this path does not handle in bulk (parents, a refusal: an unknown
+dataset, schema or site, a path outside the dataset, a constraint the
+server refuses) raises :class:`Refused`; the caller then runs the group
+through the savepoint path, which gives each commit its own outcome. The
+bulk path therefore never decides an error, only the fast case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from giod.catalog.records import CommitResult, DatabaseCommit
+
+__all__ = ["BulkStatements", "PreparedCommit", "Refused"]
+
+
+class Refused(Exception):
+    """The group needs the savepoint path (a refusal, or something the bulk path leaves out)."""
+
+
+@dataclass(frozen=True)
+class PreparedCommit:
+    """A commit checked and turned into rows before its transaction opens."""
+
+    commit: DatabaseCommit
+    parameters: str  # JSON
+    containers: list[dict[str, Any]]  # without database id, version and time
+    stats: list[dict[str, Any]]  # field, min, max
+    parents: list[int]
+    schemas: set[int]
+    size: int
+
+
+_DATABASES = (
+    ("dataset_id", "bigint"), ("first_entry", "bigint"), ("n_events", "bigint"), ("bytes", "bigint"),
+    ("created", "float8"), ("created_version", "bigint"), ("writer", "text"), ("program", "text"),
+    ("program_version", "text"), ("parameters", "text"), ("idempotency_key", "text"),
+)  # fmt: skip
+_CONTAINERS = (
+    ("database_id", "bigint"), ("name", "text"), ("path", "text"), ("checksum", "text"), ("size", "bigint"),
+    ("cluster_entries", "text"), ("schema_id", "bigint"), ("created_version", "bigint"), ("program", "text"),
+    ("program_version", "text"), ("parameters", "text"), ("created", "float8"), ("format", "text"),
+    ("cluster_checksums", "text"),
+)  # fmt: skip
+_TAG_STATS = (
+    ("database_id", "bigint"), ("field", "text"), ("created_version", "bigint"), ("min", "float8"),
+    ("max", "float8"),
+)  # fmt: skip
+_VERSIONS = (("version", "bigint"), ("created", "float8"), ("description", "text"))
+
+
+def _unnest(columns: Sequence[tuple[str, str]]) -> str:
+    """``(a, b) SELECT * FROM unnest(%(a)s::t[], %(b)s::u[])``: one array parameter per column."""
+    names = ", ".join(name for name, _ in columns)
+    arrays = ", ".join(f"%({name})b::{kind}[]" for name, kind in columns)
+    return f"({names}) SELECT * FROM unnest({arrays})"  # noqa: S608 - constant column names, no values
+
+
+def _arrays(columns: Sequence[tuple[str, str]], rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The column arrays of ``rows`` (dicts with every column) for ``_unnest``."""
+    return {name: [row[name] for row in rows] for name, _ in columns}
+
+
+class BulkStatements:
+    """PostgreSQL statements that insert many rows of a table from one array per column."""
+
+    lock = "SELECT version FROM federation FOR UPDATE"
+    bump = "UPDATE federation SET version = version + %(n)s RETURNING version"
+    landed = (
+        "SELECT ds.name, d.idempotency_key, d.id, d.first_entry, d.created_version "
+        "FROM databases d JOIN datasets ds ON ds.id = d.dataset_id "
+        "WHERE ds.deleted_version IS NULL AND ds.name = ANY(%(names)s::text[]) "
+        "AND d.idempotency_key = ANY(%(keys)s::text[])"
+    )
+    take_entries = (
+        "UPDATE datasets AS ds SET next_entry = ds.next_entry + u.n "
+        "FROM unnest(%(names)s::text[], %(ns)s::bigint[]) AS u(name, n) "
+        "WHERE ds.name = u.name AND ds.deleted_version IS NULL RETURNING ds.name, ds.id, ds.next_entry"
+    )
+    databases = f"INSERT INTO databases {_unnest(_DATABASES)} RETURNING id, dataset_id, first_entry"
+    # the replicas of the containers just inserted, by the site of each container's commit
+    containers = (
+        f"WITH c AS (INSERT INTO containers {_unnest(_CONTAINERS)} RETURNING id, database_id) "  # noqa: S608
+        "INSERT INTO replicas (container_id, site_id, state, checked) "
+        "SELECT c.id, s.site_id, 'good', %(checked)s FROM c "
+        "JOIN unnest(%(held_by)s::bigint[], %(sites)s::bigint[]) AS s(database_id, site_id) "
+        "ON s.database_id = c.database_id"
+    )
+    tag_stats = f"INSERT INTO tag_stats {_unnest(_TAG_STATS)}"
+    # one row per commit: the dataset's latest totals (before the group) plus the group's running sums
+    totals = (
+        "INSERT INTO dataset_totals (dataset_id, version, n_databases, n_events, bytes) "
+        "SELECT u.dataset_id, u.version, t.n_databases + u.dn, t.n_events + u.de, t.bytes + u.db "
+        "FROM unnest(%(dataset_id)b::bigint[], %(version)b::bigint[], %(dn)b::bigint[], %(de)b::bigint[], "
+        "%(db)b::bigint[]) AS u(dataset_id, version, dn, de, db) "
+        "CROSS JOIN LATERAL (SELECT n_databases, n_events, bytes FROM dataset_totals "
+        "WHERE dataset_id = u.dataset_id ORDER BY version DESC LIMIT 1) AS t"
+    )
+    log = f"INSERT INTO versions {_unnest(_VERSIONS)}"
+
+    @staticmethod
+    def container_params(rows: Sequence[dict[str, Any]], held_by: list[int], sites: list[int], now: float
+                         ) -> dict[str, Any]:
+        return {**_arrays(_CONTAINERS, rows), "held_by": held_by, "sites": sites, "checked": now}
+
+    @staticmethod
+    def database_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return _arrays(_DATABASES, rows)
+
+    @staticmethod
+    def totals_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return {name: [row[name] for row in rows] for name in ("dataset_id", "version", "dn", "de", "db")}
+
+    @staticmethod
+    def tag_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return _arrays(_TAG_STATS, rows)
+
+    @staticmethod
+    def log_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return _arrays(_VERSIONS, rows)
+
+
+def duplicate(result: CommitResult) -> CommitResult:
+    """``result`` as a retry of its commit sees it."""
+    return CommitResult(result.database_id, result.first_entry, result.version, duplicate=True)
+
+
+# -- PostgreSQL: the whole group in ONE statement -----------------------------------------------
+#
+# Every table's rows travel as arrays; ``ord`` (1..k) numbers the group's commits, and commit
+# ``ord`` gets version ``base + ord``, which is unique, so the rows of the later tables find their
+# database by its version. Data-modifying CTEs all run, referenced or not; foreign keys are checked
+# at the end of the statement, when every row is in. A dataset that is missing leaves its commits
+# out of ``d``: the caller sees fewer rows than commits and takes the savepoint path.
+
+_GROUP = """
+WITH v AS (
+  UPDATE federation SET version = version + %(k)s RETURNING version - %(k)s AS base
+), e AS (
+  UPDATE datasets AS ds SET next_entry = ds.next_entry + u.n
+  FROM unnest(%(names)b::text[], %(ns)b::bigint[]) AS u(name, n)
+  WHERE ds.name = u.name AND ds.deleted_version IS NULL
+  RETURNING ds.name, ds.id, ds.next_entry - u.n AS start
+), d AS (
+  INSERT INTO databases (dataset_id, first_entry, n_events, bytes, created, created_version, writer, program,
+                         program_version, parameters, idempotency_key)
+  SELECT e.id, e.start + u.off, u.n_events, u.bytes, %(now)s, v.base + u.ord, u.writer, u.program,
+         u.program_version, u.parameters, u.idempotency_key
+  FROM unnest(%(dataset)b::text[], %(off)b::bigint[], %(n_events)b::bigint[], %(bytes)b::bigint[],
+              %(writer)b::text[], %(program)b::text[], %(program_version)b::text[], %(parameters)b::text[],
+              %(idempotency_key)b::text[])
+       WITH ORDINALITY AS u(dataset, off, n_events, bytes, writer, program, program_version, parameters,
+                            idempotency_key, ord)
+  JOIN e ON e.name = u.dataset CROSS JOIN v
+  RETURNING id, dataset_id, first_entry, created_version
+), c AS (
+  INSERT INTO containers (database_id, name, path, checksum, size, cluster_entries, schema_id, created_version,
+                          program, program_version, parameters, created, format, cluster_checksums)
+  SELECT d.id, u.name, u.path, u.checksum, u.size, u.cluster_entries, u.schema_id, d.created_version,
+         u.program, u.program_version, u.parameters, %(now)s, u.format, u.cluster_checksums
+  FROM unnest(%(c_ord)b::bigint[], %(c_name)b::text[], %(c_path)b::text[], %(c_checksum)b::text[],
+              %(c_size)b::bigint[], %(c_cluster_entries)b::text[], %(c_schema_id)b::bigint[],
+              %(c_program)b::text[], %(c_program_version)b::text[], %(c_parameters)b::text[],
+              %(c_format)b::text[], %(c_cluster_checksums)b::text[])
+       AS u(ord, name, path, checksum, size, cluster_entries, schema_id, program, program_version, parameters,
+            format, cluster_checksums)
+  CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
+  RETURNING id, created_version
+), r AS (
+  INSERT INTO replicas (container_id, site_id, state, checked)
+  SELECT c.id, s.site_id, 'good', %(now)s
+  FROM unnest(%(s_ord)b::bigint[], %(s_site)b::bigint[]) AS s(ord, site_id)
+  CROSS JOIN v JOIN c ON c.created_version = v.base + s.ord
+), t AS (
+  INSERT INTO tag_stats (database_id, field, created_version, min, max)
+  SELECT d.id, u.field, d.created_version, u.min, u.max
+  FROM unnest(%(t_ord)b::bigint[], %(t_field)b::text[], %(t_min)b::float8[], %(t_max)b::float8[])
+       AS u(ord, field, min, max)
+  CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
+), l AS (
+  INSERT INTO versions (version, created, description)
+  SELECT d.created_version, %(now)s, 'commit ' || u.dataset || ' db ' || d.id
+  FROM unnest(%(dataset)b::text[]) WITH ORDINALITY AS u(dataset, ord)
+  CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
+), tt AS (
+  INSERT INTO dataset_totals (dataset_id, version, n_databases, n_events, bytes)
+  SELECT d.dataset_id, d.created_version, p.n_databases + u.dn, p.n_events + u.de, p.bytes + u.db
+  FROM unnest(%(dn)b::bigint[], %(de)b::bigint[], %(db)b::bigint[]) WITH ORDINALITY AS u(dn, de, db, ord)
+  CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
+  CROSS JOIN LATERAL (SELECT n_databases, n_events, bytes FROM dataset_totals
+                      WHERE dataset_id = d.dataset_id ORDER BY version DESC LIMIT 1) AS p
+)
+SELECT id, first_entry, created_version FROM d ORDER BY created_version
+"""
+
+
+def group_statement(commits: Sequence[PreparedCommit], sites: dict[str, int], now: float) -> tuple[str, dict[str, Any]]:
+    """The one statement that registers ``commits`` (none a duplicate) and its parameters."""
+    p: dict[str, Any] = {"k": len(commits), "now": now}
+    totals: dict[str, int] = {}
+    sums: dict[str, tuple[int, int, int]] = {}
+    names = ("dataset", "off", "n_events", "bytes", "writer", "program", "program_version", "parameters",
+             "idempotency_key", "dn", "de", "db")
+    cols: dict[str, list[Any]] = {name: [] for name in names}
+    ccols: dict[str, list[Any]] = {f"c_{name}": [] for name, _ in _CONTAINERS if name not in (
+        "database_id", "created_version", "created")}
+    ccols["c_ord"] = []
+    s_ord: list[int] = []
+    s_site: list[int] = []
+    t_ord: list[int] = []
+    t_field: list[str] = []
+    t_min: list[float | None] = []
+    t_max: list[float | None] = []
+    for ord_, pc in enumerate(commits, 1):
+        c = pc.commit
+        off = totals.get(c.dataset, 0)
+        totals[c.dataset] = off + c.n_events
+        dn, de, db = sums.get(c.dataset, (0, 0, 0))
+        sums[c.dataset] = (dn + 1, de + c.n_events, db + pc.size)
+        for name, value in (("dataset", c.dataset), ("off", off), ("n_events", c.n_events), ("bytes", pc.size),
+                            ("writer", c.writer), ("program", c.program), ("program_version", c.program_version),
+                            ("parameters", pc.parameters), ("idempotency_key", c.idempotency_key),
+                            ("dn", sums[c.dataset][0]), ("de", sums[c.dataset][1]), ("db", sums[c.dataset][2])):
+            cols[name].append(value)
+        for row in pc.containers:
+            ccols["c_ord"].append(ord_)
+            for key in ccols:
+                if key != "c_ord":
+                    ccols[key].append(row[key[2:]])
+        if pc.containers:
+            s_ord.append(ord_)
+            s_site.append(sites[c.site])
+        for st in pc.stats:
+            t_ord.append(ord_)
+            t_field.append(st["field"])
+            t_min.append(st["min"])
+            t_max.append(st["max"])
+    p.update(cols)
+    p.update(ccols)
+    p.update(names=list(totals), ns=list(totals.values()), s_ord=s_ord, s_site=s_site, t_ord=t_ord,
+             t_field=t_field, t_min=t_min, t_max=t_max)
+    return _GROUP, p
