@@ -15,7 +15,7 @@ from tests.test_expression_properties import SETTINGS, expressions, parsed
 
 import giod
 from giod.errors import NotFound
-from giod.read import datasetindex, selection, tagindex
+from giod.read import datasetindex, locate, selection, tagindex
 
 
 @settings(SETTINGS, max_examples=15)
@@ -129,7 +129,12 @@ def test_selected_events_read_across_databases_equal_the_scan(local_fed):
     assert ak.to_list(got["hits"]) == ak.to_list(hits[keep])
 
 
-def test_event_by_entry_finds_its_database(local_fed):
+@pytest.mark.parametrize("by_index", [False, True], ids=["entry map", "catalog index"])
+def test_event_by_entry_finds_its_database(local_fed, monkeypatch, by_index):
+    """Found through the snapshot's entry map, or (a large dataset) the catalog's index per entry."""
+    if by_index:
+        monkeypatch.setattr(locate, "MAP_DATABASES", 0)
+        monkeypatch.setattr(locate, "locate", None)  # a map would list every database
     ds = local_fed.create_dataset("events", giod.Schema.from_text(_SCHEMA))
     _write(ds, np.linspace(0.0, 1.0, 1_000), 90)  # databases of 90 events and one of 10
     for entry in [0, 89, 90, 91, 539, 989, 990, 999]:

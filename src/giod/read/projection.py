@@ -25,7 +25,7 @@ from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.columns import column_content
 from giod.errors import IntegrityError, NotFound
 from giod.read import clusters
-from giod.read.locate import locate
+from giod.read.locate import database_of
 from giod.read.objects import link
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage.parallel import map_reads
@@ -275,9 +275,8 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
 
 def read_entry(dataset: Snapshot, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
     """One event by entry number, reading only the clusters that hold it."""
-    dbs, at = locate(dataset.pinned(), np.array([entry], dtype=np.int64))
-    if at[0] >= 0:
-        db = dbs[int(at[0])]
+    db = database_of(dataset.pinned(), entry)
+    if db is not None:
         proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
         tables = read_databases(dataset, [(db, np.array([entry - db.first_entry]))], proj)
         return assemble(dataset.schema, proj, {c: t[0] for c, t in tables.items()})[0]
