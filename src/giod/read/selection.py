@@ -31,12 +31,14 @@ import awkward as ak
 import numpy as np
 import pyarrow as pa
 
+from giod import config
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import DataError, GiodError
 from giod.expression import Expression, match_all, parse
 from giod.read import tagindex
 from giod.read.projection import Projection, assemble, empty_table, read_database, resolve_columns, stored_containers
 from giod.schema import TAG_CONTAINER, Schema
+from giod.tier.staging import StagePlan, has_nearline, stage_databases
 
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
@@ -105,6 +107,7 @@ class Selection:
         self.dataset = dataset
         self.version: int = dataset.version  # type: ignore[assignment]
         self.expression: Expression = parse_selection(dataset.schema, expression)
+        self.staging: StagePlan | None = None  # the bulk stage request of its nearline files, once made
 
     def __repr__(self) -> str:
         return f"<giod.Selection {self.dataset.name} [{self.expression}] at version {self.version}>"
@@ -169,11 +172,40 @@ class Selection:
             self.dataset.store.prefetch(
                 [(c, names) for db in candidates
                  if (c := db.container(TAG_CONTAINER)) is not None and db.container(tagindex.TAG_INDEX) is None])
-        for db in candidates:
+        self._stage(self._mask_containers())
+        order = {db.id: i for i, db in enumerate(candidates)}
+        for db in self._by_arrival(candidates, self._mask_containers()):  # what is on disk first
             sel = self._mask(db)
             if sel is None or len(sel):
                 plan.append((db, sel))
-        return plan
+        return sorted(plan, key=lambda item: order[item[0].id])
+
+    def _mask_containers(self) -> set[str] | None:
+        return None if self.expression.objects else {TAG_CONTAINER, tagindex.TAG_INDEX}
+
+    def _stage(self, names: set[str] | None) -> None:
+        """Ask for every nearline file the selection reads in one bulk request (``giod.tier.staging``)."""
+        store = self.dataset.store
+        if self.staging is None and has_nearline(store) and config.load(store.root)["tape_bulk_staging"]:
+            self.staging = stage_databases(store, self.databases(), names)
+
+    def _stage_for(self, columns: Sequence[str] | None) -> None:
+        """Stage the tags and the containers ``columns`` need in ONE request, before the tags are read."""
+        if self.staging is not None or not has_nearline(self.dataset.store):
+            return
+        names = None
+        if not self.expression.objects:
+            try:  # the containers the columns live in, among those of the candidate databases
+                stored = stored_containers(self.dataset.schema, self.databases() or self._databases[:1])
+                names = set(resolve_columns(self.dataset.schema, columns, stored).columns)
+            except GiodError:
+                names = None  # refused later, with the projection's own message
+            else:
+                names |= {TAG_CONTAINER, tagindex.TAG_INDEX}
+        self._stage(names)
+
+    def _by_arrival(self, dbs: list[DatabaseRecord], names: set[str] | None) -> list[DatabaseRecord]:
+        return dbs if self.staging is None else self.staging.order(dbs, lambda db: db, names)
 
     def __len__(self) -> int:
         return sum(db.n_events if sel is None else len(sel) for db, sel in self._plan)
@@ -209,11 +241,15 @@ class Selection:
 
     def read(self, columns: Sequence[str] | None = None) -> ak.Array:
         """The selected events with the given collections/fields/tags (all by default)."""
+        self._stage_for(columns)
         proj = self.projection(columns)
         self._prefetch(proj)
         tables: dict[str, list[pa.Table]] = {c: [] for c in proj.columns}
-        for db, sel in self._plan:
-            for container, table in read_database(self.dataset, db, proj, sel).items():
+        sels = {db.id: sel for db, sel in self._plan}
+        read = {db.id: read_database(self.dataset, db, proj, sels[db.id])  # staged databases first
+                for db in self._by_arrival([db for db, _ in self._plan], set(proj.columns))}
+        for db, _sel in self._plan:
+            for container, table in read[db.id].items():
                 tables[container].append(table)
         schema = self.dataset.schema
         # nothing selected (or nothing written yet): no events, but every field asked for
@@ -224,6 +260,7 @@ class Selection:
         """The selection in chunks of at most ``step_size`` events (never across databases)."""
         if step_size <= 0:
             raise DataError("step_size must be positive")
+        self._stage_for(columns)
         proj = self.projection(columns)
         self._prefetch(proj)
         for db, sel in self._plan:

@@ -32,6 +32,7 @@ from giod.catalog.migrations import (
     v0006_container_format,
     v0007_dataset_format,
     v0008_exchange,
+    v0009_nearline_tier,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -47,6 +48,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     6: v0006_container_format.upgrade,
     7: v0007_dataset_format.upgrade,
     8: v0008_exchange.upgrade,
+    9: v0009_nearline_tier.upgrade,
 }
 
 _KEY = "schema_version"
