@@ -89,3 +89,34 @@ def test_an_online_copy_is_read_before_the_tape_one(fed):
     lib = _archive(fed).library
     assert ak.to_list(fed["qcd"].read(["ht"])) == ak.to_list(whole)
     assert lib.counters()["mounts"] == 0
+
+
+def _njets(events) -> int:
+    return int(ak.sum(ak.num(events.jets)))
+
+
+@pytest.mark.parametrize("scheduler", ["sync", pytest.param("processes:2", marks=pytest.mark.slow)])
+def test_a_map_over_tape_stages_once_and_adds_up_the_same(fed, scheduler):
+    from giod import distributed
+
+    whole = distributed.map(fed["qcd"].select("njets >= 1"), _njets, columns=["jets"], scheduler="sync")
+    move_to_nearline(fed.store, "qcd", "archive")
+    _on_tape_only(fed)
+    lib = _archive(fed).library
+    got = distributed.map(fed["qcd"].select("njets >= 1"), _njets, columns=["jets"], scheduler=scheduler)
+    assert got == whole > 0
+    assert lib.counters()["mounts"] == 4
+
+
+def test_selection_stage_from_python_pins_and_releases(fed):
+    move_to_nearline(fed.store, "qcd", "archive")
+    _on_tape_only(fed)
+    sel = fed["qcd"].select("ht > 0")
+    plan = sel.stage(["ht"], pin_s=7200)
+    first = plan.progress()
+    assert first.on_disk == 0 and first.eta_s > 0
+    assert all(c.name in ("tag", "tag-index") for db in sel.databases() for c in db.containers
+               if c.path in plan.ready)
+    sel.read(["ht"])
+    assert plan.progress().on_disk == first.total
+    assert plan.release() == first.total

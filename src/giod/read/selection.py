@@ -184,25 +184,37 @@ class Selection:
         return None if self.expression.objects else {TAG_CONTAINER, tagindex.TAG_INDEX}
 
     def _stage(self, names: set[str] | None) -> None:
-        """Ask for every nearline file the selection reads in one bulk request (``giod.tier.staging``)."""
+        """Stage on the way (``tape_bulk_staging``): what the job reads, in one request, before it reads."""
         store = self.dataset.store
         if self.staging is None and has_nearline(store) and config.load(store.root)["tape_bulk_staging"]:
             self.staging = stage_databases(store, self.databases(), names)
 
     def _stage_for(self, columns: Sequence[str] | None) -> None:
-        """Stage the tags and the containers ``columns`` need in ONE request, before the tags are read."""
-        if self.staging is not None or not has_nearline(self.dataset.store):
-            return
-        names = None
-        if not self.expression.objects:
-            try:  # the containers the columns live in, among those of the candidate databases
-                stored = stored_containers(self.dataset.schema, self.databases() or self._databases[:1])
-                names = set(resolve_columns(self.dataset.schema, columns, stored).columns)
-            except GiodError:
-                names = None  # refused later, with the projection's own message
-            else:
-                names |= {TAG_CONTAINER, tagindex.TAG_INDEX}
-        self._stage(names)
+        if self.staging is None and has_nearline(self.dataset.store):
+            self._stage(self._containers_for(columns))
+
+    def _containers_for(self, columns: Sequence[str] | None) -> set[str] | None:
+        """The containers reading ``columns`` of the selected events touches (None: every one)."""
+        if self.expression.objects:
+            return None
+        try:  # the containers the columns live in, among those of the candidate databases
+            stored = stored_containers(self.dataset.schema, self.databases() or self._databases[:1])
+            names = set(resolve_columns(self.dataset.schema, columns, stored).columns)
+        except GiodError:
+            return None  # refused later, with the projection's own message
+        return names | {TAG_CONTAINER, tagindex.TAG_INDEX}
+
+    def stage(self, columns: Sequence[str] | None = None, *, pin_s: float | None = None,
+              request: str | None = None) -> StagePlan:
+        """Ask for every nearline file that reading ``columns`` needs in ONE request, planned by cartridge.
+
+        Returns the plan: ``progress()`` (files on disk, estimate), ``release()``.
+        Reading afterwards takes the databases already on disk first. ``pin_s``:
+        how long the staged copies are kept (default: the library's).
+        """
+        self.staging = stage_databases(self.dataset.store, self.databases(), self._containers_for(columns),
+                                       pin_s=pin_s, request=request)
+        return self.staging
 
     def _by_arrival(self, dbs: list[DatabaseRecord], names: set[str] | None) -> list[DatabaseRecord]:
         return dbs if self.staging is None else self.staging.order(dbs, lambda db: db, names)
