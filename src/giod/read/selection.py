@@ -181,7 +181,9 @@ class Selection:
         return sorted(plan, key=lambda item: order[item[0].id])
 
     def _mask_containers(self) -> set[str] | None:
-        return None if self.expression.objects else {TAG_CONTAINER, tagindex.TAG_INDEX}
+        if self.expression.objects:
+            return None
+        return {TAG_CONTAINER, tagindex.TAG_INDEX} if self.expression.fields else set()
 
     def _stage(self, names: set[str] | None) -> None:
         """Stage on the way (``tape_bulk_staging``): what the job reads, in one request, before it reads."""
@@ -202,7 +204,7 @@ class Selection:
             names = set(resolve_columns(self.dataset.schema, columns, stored).columns)
         except GiodError:
             return None  # refused later, with the projection's own message
-        return names | {TAG_CONTAINER, tagindex.TAG_INDEX}
+        return names | (self._mask_containers() or set())
 
     def stage(self, columns: Sequence[str] | None = None, *, pin_s: float | None = None,
               request: str | None = None) -> StagePlan:

@@ -358,9 +358,9 @@ class TapeLibrary:
                     head = 0
                 ready = []
                 for path, size, pos in files:
-                    if pos != head:
-                        t += s.locate(pos - head)
-                        counts["locates"] += 1
+                    seconds, located = s.move(head, pos)
+                    t += seconds
+                    counts["locates"] += located
                     t += size / s.rate
                     head = pos + size
                     ready.append((path, t))
@@ -440,6 +440,12 @@ class TapeLibrary:
             if progress is not None:
                 progress(len(states) - len(pending), len(states), max(f.ready for f in pending) - now)
             self.advance(min(f.ready for f in pending))
+
+    def unload(self) -> None:
+        """Empty every drive (as an operator does before a measurement): the next request mounts afresh."""
+        with self._tx() as conn:
+            now = self._now(conn)
+            conn.execute("UPDATE drives SET cartridge = NULL, head = 0, free = max(free, ?)", (now,))
 
     def touch(self, path: str) -> None:
         """Note a read of ``path`` (eviction takes the least recently used first)."""

@@ -75,6 +75,16 @@ class LibrarySettings:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def move(self, head: int, position: int) -> tuple[float, bool]:
+        """Seconds from ``head`` to ``position`` and whether it takes a locate: a short gap ahead is read
+        through (as drives do) when that is quicker than stopping and locating."""
+        if position == head:
+            return 0.0, False
+        locate = self.locate(position - head)
+        if position > head and (position - head) / self.rate <= locate:
+            return (position - head) / self.rate, False
+        return locate, True
+
     def locate(self, distance: int) -> float:
         """Seconds to move the head ``distance`` bytes along a cartridge (0: already there)."""
         if distance == 0:
