@@ -111,6 +111,7 @@ def _sites_of(request: Request, rid: str) -> list[Any]:
 
 @well_known.get("/.well-known/wlcg-tape-rest-api", summary="Where the WLCG Tape REST API of this server is")
 def discovery(request: Request) -> dict[str, Any]:
+    need(request, "read")
     base = str(request.base_url).rstrip("/")
     return {"sitename": "giod", "description": "giod nearline sites (simulated tape libraries)",
             "endpoints": [{"uri": f"{base}/api/v1/tape", "version": "v1", "metadata": {}}]}
@@ -138,6 +139,7 @@ def _file_state(site_name: str, f: Any) -> dict[str, Any]:
 
 @router.get("/stage/{rid}", summary="A stage request's progress: every file on disk or not")
 def poll(request: Request, rid: str) -> dict[str, Any]:
+    need(request, "read")
     if not re.match(_ID, rid):
         raise NotFound(f"no stage request {rid}")
     files: list[dict[str, Any]] = []
@@ -174,6 +176,7 @@ def release(request: Request, rid: str, body: PathsIn) -> dict[str, Any]:
 
 @router.delete("/stage/{rid}", summary="Forget a stage request (every pin it holds ends)")
 def delete(request: Request, rid: str) -> dict[str, Any]:
+    need(request, "read")
     ended = 0
     for site in _sites_of(request, rid):
         r = site.library.request(rid)
