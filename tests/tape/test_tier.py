@@ -120,3 +120,19 @@ def test_selection_stage_from_python_pins_and_releases(fed):
     sel.read(["ht"])
     assert plan.progress().on_disk == first.total
     assert plan.release() == first.total
+
+
+def test_fsck_checks_the_tape_copies_without_staging_and_finds_a_damaged_one(fed):
+    from giod.store.consistency import fsck
+
+    move_to_nearline(fed.store, "qcd", "archive")
+    _on_tape_only(fed)
+    lib = _archive(fed).library
+    report = fsck(fed.store)
+    assert not report.problems and report.files_checked == len(lib.paths())
+    assert lib.counters()["mounts"] == 0  # checked where it lies, not staged
+    victim = lib.paths()[3]
+    data = bytearray((lib.tape / victim).read_bytes())
+    data[100] ^= 0xFF
+    (lib.tape / victim).write_bytes(bytes(data))
+    assert [(p.kind, p.path) for p in fsck(fed.store).problems] == [("checksum", victim)]

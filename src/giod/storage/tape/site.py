@@ -121,5 +121,18 @@ class NearlineSite(Site):
         """Where each file is: on tape, staging (ready at …), staged (pinned until …)."""
         return self.library.files(paths)
 
+    def tape_checksum(self, path: str) -> tuple[str, int]:
+        """``(checksum, size)`` of the tape copy itself, read without staging (what ``giod fsck`` checks)."""
+        from giod.storage.checksum import Checksum
+
+        summer = Checksum()
+        try:
+            with open(self.library.tape / check_relpath(path), "rb") as fh:
+                while block := fh.read(8 << 20):
+                    summer.update(block)
+        except FileNotFoundError as exc:
+            raise NotFound(f"the tape copy of {path} is missing on site {self.name}") from exc
+        return summer.hexdigest(), summer.size
+
     def release(self, path: str) -> None:  # the read-ahead ability of remote sites: nothing held here
         return None
