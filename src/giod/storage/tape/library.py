@@ -111,6 +111,7 @@ class TapeLibrary:
         self.tape = self.root / "tape"
         self.buffer = self.root / "buffer"
         self._db = self.root / "library.sqlite"
+        self._ready = False
         for d in (self.tape, self.buffer):
             d.mkdir(parents=True, exist_ok=True)
         with self._tx() as conn:
@@ -128,9 +129,11 @@ class TapeLibrary:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._db, timeout=60.0, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
+        if not self._ready:  # once per instance: the tables and WAL mode persist in the file
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+            self._ready = True
         conn.execute("PRAGMA synchronous=NORMAL")  # WAL: a killed process loses no commit
-        conn.executescript(_SCHEMA)
         return conn
 
     @contextlib.contextmanager
