@@ -70,6 +70,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("feed_max_seconds", 3600.0, "server: the longest a change-feed stream lasts (its client reconnects)"),
     Setting("query_streams_per_token", 16, "server: query answers one token (or anonymous address) receives at once"),
     Setting("query_streams", 256, "server: query answers of all tokens at once (an unrestricted admin passes)"),
+    Setting("tape_bulk_staging", True, "a job asks for all the nearline files it needs in one request, ordered by "
+            "cartridge, and reads what is on disk first (false: one file at a time, in the job's order)"),
     Setting("send_timeout_seconds", 60.0, "server: a client that takes nothing of a streamed answer for this long "
             "is disconnected"),
 )

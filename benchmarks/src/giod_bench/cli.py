@@ -424,7 +424,9 @@ def display_(cells: int | None, repeat: int | None, renderer: str, quick: bool, 
 from giod_bench.fuzz import command as _fuzz  # noqa: E402 - after the group it joins
 from giod_bench.propagate import command as _propagate  # noqa: E402 - after the group it joins
 from giod_bench.replicate import command as _replicate  # noqa: E402 - after the group it joins
+from giod_bench.tape import command as _tape  # noqa: E402 - after the group it joins
 
 bench.add_command(_replicate)
 bench.add_command(_propagate)
 bench.add_command(_fuzz)
+bench.add_command(_tape)

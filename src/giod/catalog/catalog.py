@@ -70,6 +70,7 @@ from giod.catalog.tables import (
     versions,
     visible,
 )
+from giod.catalog.tiers import TierMethods
 from giod.catalog.tokens import TokenMethods
 from giod.errors import ConflictError, NotFound
 from giod.names import check_name
@@ -80,7 +81,8 @@ __all__ = ["Catalog"]
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
 
 
-class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, LeaseMethods, ExchangeMethods):
+class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, LeaseMethods, ExchangeMethods,
+              TierMethods):
     """The catalog of one federation. Open with ``Catalog.open(url)``.
 
     Safe to share between threads; a child process started by fork drops the

@@ -51,6 +51,7 @@ __all__ = [
     "schemas",
     "sites",
     "tag_stats",
+    "tier_rules",
     "tokens",
     "versions",
     "visible",
@@ -274,6 +275,22 @@ rules = Table(
     Column("containers", Text),
     Column("created", Double, nullable=False),  # unix time
     CheckConstraint("copies >= 1", name="rules_copies"),
+    sqlite_autoincrement=True,
+)
+
+# Tier rules (level 10): databases of ``dataset`` older than ``older_than`` seconds live
+# on the nearline site ``site`` only. Not versioned: policy, like replication rules.
+tier_rules = Table(
+    "tier_rules",
+    metadata,
+    Column("id", _Id, primary_key=True),
+    Column("dataset", Text, nullable=False),
+    Column("tier", Text, nullable=False),
+    Column("site", Text, nullable=False),
+    Column("older_than", Double, nullable=False),
+    Column("created", Double, nullable=False),  # unix time
+    CheckConstraint("older_than >= 0", name="tier_rules_age"),
+    CheckConstraint("tier IN ('nearline')", name="tier_rules_tier"),
     sqlite_autoincrement=True,
 )
 

@@ -314,6 +314,11 @@ def show(dataset: str, database_id: int | None, version: int | None, every: bool
     _table("containers", ["container", "collections / tags"], rows)
     more = f" (first 20 of {s['n_databases']}; --all lists every one)" if s["n_databases"] > 20 else ""
     _table("databases" + more, ["id", "entries", "events", "size", "containers", "program", "version"], lines)
+    from giod.tier import has_nearline, tier_summary
+
+    if has_nearline(fed.store):  # where the files are: disk, or tape and its states
+        for line in tier_summary(fed.store, ds.databases()):
+            click.echo(f"  {line}")
 
 
 def _database_of(fed: Any, ds: Any, database_id: int, version: int | None) -> int:
@@ -739,5 +744,8 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
 from giod.cli import chain, exchange, replication, serving  # noqa: E402, F401 - their commands register on main
 from giod.cli.sql import sql_command  # noqa: E402 - made from the options above, importing nothing of this module
+from giod.cli.tape import tape_commands  # noqa: E402 - the same
 
 main.add_command(sql_command(federation_option, _open))
+for _command in tape_commands(federation_option, _open):
+    main.add_command(_command)

@@ -201,16 +201,34 @@ def rule() -> None:
 
 @rule.command("add")
 @click.argument("dataset")
-@click.option("--copies", required=True, type=int, help="Good replicas every matching container keeps.")
+@click.option("--copies", type=int, help="Good replicas every matching container keeps.")
 @click.option("--sites", default=None, help="Comma-separated sites that count and receive copies (default: any).")
 @click.option("--containers", default=None, help="Comma-separated containers (default: all).")
+@click.option("--tier", default=None, type=click.Choice(["nearline"]),
+              help="A tier rule instead: databases live on the nearline site --sites names (giod tier apply).")
+@click.option("--older-than", default="0", help="With --tier: only databases older than this (30d, 12h, 0).")
 @federation_option
-def rule_add(dataset: str, copies: int, sites: str | None, containers: str | None, federation: str) -> None:
+def rule_add(dataset: str, copies: int | None, sites: str | None, containers: str | None, tier: str | None,
+             older_than: str, federation: str) -> None:
     """Add a rule; `giod replicator` makes the federation satisfy it, new databases included.
 
     Example: giod rule add qcd --copies 2 --sites cern,caltech --containers tag,reco
+
+    Example: giod rule add qcd --tier nearline --sites archive --older-than 30d
     """
     fed = _open(federation)
+    if tier is not None:
+        from giod.cli.tape import duration
+
+        where = _names(sites) or ()
+        if len(where) != 1 or copies is not None or containers is not None:
+            raise ConfigError("a tier rule names one nearline site (--sites) and no --copies or --containers")
+        tr = fed.catalog.add_tier_rule(dataset, where[0], tier=tier, older_than=duration(older_than, "--older-than"))
+        click.echo(f"tier rule {tr.id}: databases of {dataset} older than {tr.older_than:g} s live on "
+                   f"{tr.site} ({tr.tier}); giod tier apply moves them")
+        return
+    if copies is None:
+        raise ConfigError("give --copies N (or --tier nearline for a tier rule)")
     rec = fed.catalog.add_rule(dataset, copies, _names(sites), _containers(fed, dataset, containers))
     click.echo(f"rule {rec.id}: {_rule_text(rec)}")
 
@@ -231,6 +249,10 @@ def rule_ls(federation: str) -> None:
     rows = [[s.rule.id, s.rule.dataset, s.rule.copies, ",".join(s.rule.sites or ("any",)),
              ",".join(s.rule.containers or ("all",)), s.containers, s.describe()] for s in rule_states(fed.catalog)]
     _table("rules", ["id", "dataset", "copies", "sites", "containers", "covers", "state"], rows)
+    tiers: list[Any] = getattr(fed.catalog, "tier_rules", list)()
+    if tiers:
+        _table("tier rules (giod rule rm ID --tier)", ["id", "dataset", "tier", "site", "older than (s)"],
+               [[t.id, t.dataset, t.tier, t.site, f"{t.older_than:g}"] for t in tiers])
 
 
 hidden_alias(rule, "list", rule_ls)
@@ -238,13 +260,18 @@ hidden_alias(rule, "list", rule_ls)
 
 @rule.command("rm")
 @click.argument("rule_id", metavar="ID")
+@click.option("--tier", "is_tier", is_flag=True, help="ID is a tier rule's (its databases stay where they are).")
 @federation_option
-def rule_rm(rule_id: str, federation: str) -> None:
+def rule_rm(rule_id: str, is_tier: bool, federation: str) -> None:
     """Remove a rule (its replicas stay).
 
     Example: giod rule rm 3
     """
     number = _number_id(rule_id, "rule", "giod rule ls")
+    if is_tier:
+        _open(federation).catalog.remove_tier_rule(number)
+        click.echo(f"tier rule {number} removed")
+        return
     _open(federation).catalog.remove_rule(number)
     click.echo(f"rule {number} removed")
 

@@ -180,10 +180,12 @@ def map_selection(sel: Selection, fn: Callable[[ak.Array], Any], *, columns: Seq
         done = 0
         if progress is not None:
             progress(0, len(parts))
-        for i, (value, st) in executor.run(task, [(job, p, fn) for p in parts], sites=sites,
+        order = _arrival_order(sel, job, parts)  # a nearline dataset: what is on disk first
+        for i, (value, st) in executor.run(task, [(job, parts[k], fn) for k in order],
+                                           sites=None if sites is None else [sites[k] for k in order],
                                            strict=locality == "strict"):
-            folded.add(i, value)
-            stats[i] = st
+            folded.add(order[i], value)
+            stats[order[i]] = st
             done += 1
             if progress is not None:
                 progress(done, len(parts))
@@ -202,6 +204,16 @@ def map(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 - the deprecated name, 
     """Deprecated name of :func:`map_selection` (it shadowed the builtin ``map`` when imported)."""
     deprecated("giod.distributed.map()", "giod.distributed.map_selection()")
     return map_selection(*args, **kwargs)
+
+
+def _arrival_order(sel: Selection, job: Job, parts: Sequence[Partition]) -> list[int]:
+    """The partitions in the order their files are on disk: all nearline files asked for in one request
+    (``Selection.stage``), staged ones first; the job's own order when nothing is on tape."""
+    sel._stage_for(job.columns)
+    plan = sel.staging
+    if plan is None or plan.empty:
+        return list(range(len(parts)))
+    return sorted(range(len(parts)), key=lambda k: plan.arrival(parts[k].database))
 
 
 def _on_nothing(sel: Selection, job: Job, fn: Callable[[ak.Array], Any]) -> Any:

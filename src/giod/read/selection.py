@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from giod import config
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import DataError, GiodError, IntegrityError
 from giod.expression import Expression, match_all, parse
@@ -45,6 +46,7 @@ from giod.read.projection import (
     stored_containers,
 )
 from giod.schema import TAG_CONTAINER, Schema
+from giod.tier.staging import StagePlan, has_nearline, stage_databases
 
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
@@ -117,6 +119,7 @@ class Selection:
         self.dataset = dataset
         self.version: int = dataset.version  # type: ignore[assignment]
         self.expression: Expression = parse_selection(dataset.schema, expression)
+        self.staging: StagePlan | None = None  # the bulk stage request of its nearline files, once made
 
     def __repr__(self) -> str:
         return f"<giod.Selection {self.dataset.name} [{self.expression}] at version {self.version}>"
@@ -210,11 +213,54 @@ class Selection:
             self.dataset.store.prefetch(
                 [(c, names) for db in candidates
                  if (c := db.container(TAG_CONTAINER)) is not None and db.container(tagindex.TAG_INDEX) is None])
-        for db in candidates:
+        self._stage(self._mask_containers())
+        order = {db.id: i for i, db in enumerate(candidates)}
+        for db in self._by_arrival(candidates, self._mask_containers()):  # what is on disk first
             sel = self._mask(db)
             if sel is None or len(sel):
                 plan.append((db, sel))
-        return plan
+        return sorted(plan, key=lambda item: order[item[0].id])
+
+    def _mask_containers(self) -> set[str] | None:
+        if self.expression.objects:
+            return None
+        return {TAG_CONTAINER, tagindex.TAG_INDEX} if self.expression.fields else set()
+
+    def _stage(self, names: set[str] | None) -> None:
+        """Stage on the way (``tape_bulk_staging``): what the job reads, in one request, before it reads."""
+        store = self.dataset.store
+        if self.staging is None and has_nearline(store) and config.load(store.root)["tape_bulk_staging"]:
+            self.staging = stage_databases(store, self.databases(), names)
+
+    def _stage_for(self, columns: Sequence[str] | None) -> None:
+        if self.staging is None and has_nearline(self.dataset.store):
+            self._stage(self._containers_for(columns))
+
+    def _containers_for(self, columns: Sequence[str] | None) -> set[str] | None:
+        """The containers reading ``columns`` of the selected events touches (None: every one)."""
+        if self.expression.objects:
+            return None
+        try:  # the containers the columns live in, among those of the candidate databases
+            stored = stored_containers(self.dataset.schema, self.databases() or self._databases[:1])
+            names = set(resolve_columns(self.dataset.schema, columns, stored).columns)
+        except GiodError:
+            return None  # refused later, with the projection's own message
+        return names | (self._mask_containers() or set())
+
+    def stage(self, columns: Sequence[str] | None = None, *, pin_s: float | None = None,
+              request: str | None = None) -> StagePlan:
+        """Ask for every nearline file that reading ``columns`` needs in ONE request, planned by cartridge.
+
+        Returns the plan: ``progress()`` (files on disk, estimate), ``release()``.
+        Reading afterwards takes the databases already on disk first. ``pin_s``:
+        how long the staged copies are kept (default: the library's).
+        """
+        self.staging = stage_databases(self.dataset.store, self.databases(), self._containers_for(columns),
+                                       pin_s=pin_s, request=request)
+        return self.staging
+
+    def _by_arrival(self, dbs: list[DatabaseRecord], names: set[str] | None) -> list[DatabaseRecord]:
+        return dbs if self.staging is None else self.staging.order(dbs, lambda db: db, names)
 
     def __len__(self) -> int:
         return sum(db.n_events if sel is None else len(sel) for db, sel in self._plan)
@@ -255,9 +301,19 @@ class Selection:
         (a dict of numpy arrays), as in uproot (``giod.read.output``).
         """
         output.check_library(library)
+        self._stage_for(columns)
         proj = self.projection(columns)
         self._prefetch(proj)
-        tables = read_databases(self.dataset, self._plan, proj)
+        if self.staging is None:
+            tables = read_databases(self.dataset, self._plan, proj)
+        else:  # nearline files: the databases already on disk first, the others as they arrive
+            tables = {c: [] for c in proj.columns}
+            sels = {db.id: sel for db, sel in self._plan}
+            read = {db.id: read_database(self.dataset, db, proj, sels[db.id])
+                    for db in self._by_arrival([db for db, _ in self._plan], set(proj.columns))}
+            for db, _sel in self._plan:
+                for container, table in read[db.id].items():
+                    tables[container].append(table)
         schema = self.dataset.schema
         # nothing selected (or nothing written yet): no events, but every field asked for
         return output.convert(assemble(schema, proj, {c: _concat(t) if t else empty_table(schema, c, proj.columns[c])
@@ -271,6 +327,7 @@ class Selection:
         ``library`` as for :meth:`read`.
         """
         output.check_library(library)
+        self._stage_for(columns)
         proj = self.projection(columns)
         step_size = output.step_events(step_size, self.dataset, proj, self._plan)
         self._prefetch(proj)

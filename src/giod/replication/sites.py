@@ -15,7 +15,7 @@ Tokens for remote sites are never stored in the catalog: a site named
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from giod import config
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound
@@ -44,6 +44,8 @@ def normalize_site_url(name: str, url: str, *, cwd: Path | None = None) -> str:
     scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
     if scheme in ("http", "https"):
         return _server_site(name, url)
+    if scheme == "tape":
+        return _tape_site(name, url, cwd)
     if scheme == "file":
         raw = url[len("file://"):] if url.startswith("file://") else url
         path = Path(raw).expanduser()
@@ -64,6 +66,18 @@ def normalize_site_url(name: str, url: str, *, cwd: Path | None = None) -> str:
     except (ImportError, ValueError) as exc:
         raise ConfigError(f"site {name}: no file system known for {scheme}:// ({exc})") from exc
     return url
+
+
+def _tape_site(name: str, url: str, cwd: Path | None) -> str:
+    """A nearline site's URL with its directory made absolute (and created); its settings kept."""
+    parts = urlsplit(url)
+    path = (cwd or Path.cwd()) / Path(unquote(parts.netloc + parts.path)).expanduser()
+    path = path.resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"site {name}: cannot create {path}: {exc.strerror or exc}") from exc
+    return f"tape://{quote(str(path))}" + (f"?{parts.query}" if parts.query else "")
 
 
 def _server_site(name: str, url: str) -> str:

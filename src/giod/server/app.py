@@ -47,6 +47,7 @@ from giod.server.routes import exchange as exchange_routes
 from giod.server.routes import feed as feed_routes
 from giod.server.routes import files as file_routes
 from giod.server.routes import query as query_routes
+from giod.server.routes import tape as tape_routes
 from giod.server.state import ServerState, StreamBounds, need
 from giod.server.streams import connection_protocol
 from giod.storage.http import Limits
@@ -220,7 +221,7 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     @app.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     def metrics(request: Request) -> str:
         need(request, "read")
-        return st.metrics.render()
+        return st.metrics.render() + tape_routes.metrics_text(fed)
 
     app.add_middleware(RequestBounds)
     app.include_router(catalog_routes.router)
@@ -229,6 +230,8 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     app.include_router(display_routes.router)
     app.include_router(feed_routes.router)
     app.include_router(exchange_routes.router)
+    app.include_router(tape_routes.router)
+    app.include_router(tape_routes.well_known)
     app.mount("/static", display_routes.static_files(), name="static")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

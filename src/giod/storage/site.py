@@ -248,6 +248,11 @@ def check_site_url(name: str, url: str) -> str:
         raise ConfigError(f"site {name}: {url!r} does not start with a URL scheme")
     if scheme == "file":
         return url
+    if scheme == "tape":  # a nearline site: a directory and its library's settings
+        from giod.storage.tape.site import parse_tape_url
+
+        parse_tape_url(url)
+        return url
     if any(c.isspace() for c in url):
         raise ConfigError(f"site {name}: {url!r} holds spaces")
     try:
@@ -308,6 +313,10 @@ def open_site(name: str, url: str) -> Site:
 
         register_site_kind("http", RemoteSite)
         register_site_kind("https", RemoteSite)
+    if scheme == "tape" and scheme not in _KINDS:
+        from giod.storage.tape.site import NearlineSite  # imported only when a nearline site is used
+
+        register_site_kind("tape", NearlineSite)
     if scheme in _KINDS:
         return _KINDS[scheme](name, url)
     if scheme == "file":

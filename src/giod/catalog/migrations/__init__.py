@@ -33,6 +33,7 @@ from giod.catalog.migrations import (
     v0007_dataset_format,
     v0008_exchange,
     v0009_dataset_totals,
+    v0010_nearline_tier,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -49,6 +50,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     7: v0007_dataset_format.upgrade,
     8: v0008_exchange.upgrade,
     9: v0009_dataset_totals.upgrade,
+    10: v0010_nearline_tier.upgrade,
 }
 
 _KEY = "schema_version"

@@ -1,0 +1,101 @@
+"""Databases moved to a nearline site by the tier rules: copied to tape, then dropped from disk.
+
+For each rule, every database of its dataset older than the rule's age gets a
+good replica of each container on the rule's nearline site (the ordinary
+verified copy of ``giod.replication``), and only then loses its replicas on
+disk sites: the catalog drops a disk replica in the transaction that finds
+the tape copy good, and the disk file goes after that. A kill at any point
+leaves every container with at least one good, registered copy: before the
+drop both copies count, after it the disk file is an orphan (``giod fsck``,
+``giod gc``); running the rules again finishes the move.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from giod.errors import ConfigError, GiodError
+from giod.replication.copy import plan_copies, run_transfers
+from giod.storage.tape.site import SCHEME
+from giod.store.snapshot import Store
+
+__all__ = ["TierReport", "apply_tier_rules", "is_nearline", "move_to_nearline"]
+
+
+def is_nearline(url: str) -> bool:
+    """Whether a site URL names a nearline (tape) site."""
+    return url.startswith(f"{SCHEME}://")
+
+
+@dataclass
+class TierReport:
+    """What a move did: databases and containers moved, files copied, disk replicas dropped."""
+
+    databases: int = 0
+    copied: int = 0
+    dropped: int = 0
+    bytes: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def add(self, other: TierReport) -> None:
+        self.databases += other.databases
+        self.copied += other.copied
+        self.dropped += other.dropped
+        self.bytes += other.bytes
+        self.failed += other.failed
+
+
+def move_to_nearline(store: Store, dataset: str, site: str, *, older_than: float = 0.0, now: float | None = None,
+                     streams: int = 2, on_database: Callable[[int], None] | None = None) -> TierReport:
+    """Move the databases of ``dataset`` older than ``older_than`` seconds to the nearline site ``site``.
+
+    ConfigError when ``site`` is not nearline; files that fail to copy are
+    listed in the report and keep their disk replicas.
+    """
+    catalog = store.catalog
+    drop = getattr(catalog, "drop_replica_kept_at", None)
+    if drop is None:
+        raise ConfigError("databases move between tiers where the catalog is, not over a server")
+    rec = catalog.site(site)
+    if not is_nearline(rec.url):
+        raise ConfigError(f"site {site} is not nearline ({rec.url}): a nearline site has a tape:// URL")
+    cutoff = (time.time() if now is None else now) - older_than
+    old = [db for db in catalog.databases(dataset) if db.created <= cutoff]
+    ids = {db.id for db in old}
+    report = TierReport(databases=len(old))
+    transfers, _ = plan_copies(catalog, dataset, site)
+    transfers = [t for t in transfers if t.container.database_id in ids]
+    if transfers:
+        done = run_transfers(catalog, store.site, transfers, streams=streams)
+        report.copied, report.bytes = done.copied + done.adopted, done.bytes
+        report.failed += [path for path, _s, _why in done.failed]
+    disk = {s.name for s in store.sites() if not is_nearline(s.url)}
+    states = catalog.replica_states(dataset)
+    for db in old:
+        for c in db.containers:
+            held = {r.site: r.state for r in states.get(c.id, [])}
+            if held.get(site) != "good":
+                continue
+            for other in sorted(disk & set(held)):
+                if drop(c.id, other, site):
+                    report.dropped += 1
+                    with contextlib.suppress(GiodError):  # left behind, the file is an orphan gc removes
+                        store.site(other).remove(c.path)
+        if on_database is not None:
+            on_database(db.id)
+    return report
+
+
+def apply_tier_rules(store: Store, *, now: float | None = None, streams: int = 2) -> TierReport:
+    """Carry out every tier rule once (``giod tier apply``)."""
+    listing = getattr(store.catalog, "tier_rules", None)
+    if listing is None:
+        raise ConfigError("tier rules live in the catalog itself: run this where the catalog is, not over a server")
+    total = TierReport()
+    for rule in listing():
+        total.add(move_to_nearline(store, rule.dataset, rule.site, older_than=rule.older_than, now=now,
+                                   streams=streams))
+    return total

@@ -1,0 +1,128 @@
+"""Bulk staging for a job: every nearline file it needs asked for at once, and its partitions ordered by arrival.
+
+A selection, a ``giod.distributed.map``, an export or a copy knows the
+databases it will read before it reads any. :func:`stage_databases` finds the
+containers whose nearest good copy is on a nearline site, sends each such
+site ONE stage request for all of them (the library plans it by cartridge
+and position over its drives), and returns a :class:`StagePlan` that orders
+the databases by when their files are on disk: those already staged first,
+then in the order the drives deliver them. The job then never waits for one
+file at a time and never times out; :meth:`StagePlan.progress` says how far
+staging is and how long the rest will take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from giod.catalog.records import ContainerRecord, DatabaseRecord
+from giod.storage.tape.site import NearlineSite
+from giod.store.snapshot import Store
+
+__all__ = ["StagePlan", "StageProgress", "has_nearline", "nearline_holder", "stage_databases"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    """Files of a plan on disk, of all, and the simulated seconds until the last arrives."""
+
+    on_disk: int
+    total: int
+    eta_s: float
+
+    def __str__(self) -> str:
+        return f"{self.on_disk}/{self.total} files on disk, the rest in ~{self.eta_s:.0f} s (tape time)"
+
+
+@dataclass
+class StagePlan:
+    """The stage requests of one job and when each of its nearline files is on disk."""
+
+    requests: dict[str, str] = field(default_factory=dict)  # site -> request id
+    ready: dict[str, float] = field(default_factory=dict)  # container path -> simulated arrival (0: on disk)
+    sites: dict[str, NearlineSite] = field(default_factory=dict)
+    paths: dict[str, list[str]] = field(default_factory=dict)  # site -> its paths in this plan
+
+    @property
+    def empty(self) -> bool:
+        return not self.requests
+
+    def arrival(self, db: DatabaseRecord, names: Iterable[str] | None = None) -> float:
+        """When every (named) container of ``db`` is on disk; 0 for one that needs no staging."""
+        wanted = None if names is None else set(names)
+        return max([self.ready.get(c.path, 0.0) for c in db.containers if wanted is None or c.name in wanted]
+                   + [0.0])
+
+    def order(self, items: Sequence[T], db_of: Callable[[T], DatabaseRecord],
+              names: Iterable[str] | None = None) -> list[T]:
+        """``items`` by the arrival of their database's files (staged first; ties keep their order)."""
+        fixed = None if names is None else list(names)
+        return sorted(items, key=lambda it: self.arrival(db_of(it), fixed))
+
+    def progress(self) -> StageProgress:
+        """How many files are on disk now, and the estimate for the rest."""
+        on_disk = total = 0
+        eta = 0.0
+        for name, rid in self.requests.items():
+            state = self.sites[name].library.request(rid)
+            total += len(state.files)
+            on_disk += sum(f.on_disk for f in state.files)
+            eta = max(eta, state.eta_s)
+        return StageProgress(on_disk, total, eta)
+
+    def release(self) -> int:
+        """End the pins of this plan's requests (the copies stay until evicted); the number of pins ended."""
+        return sum(self.sites[name].library.release(rid) for name, rid in self.requests.items())
+
+
+def has_nearline(store: Store) -> bool:
+    """Whether the federation has a nearline site at all (a job without one plans nothing)."""
+    return any(s.url.startswith("tape://") for s in store.sites())
+
+
+def nearline_holder(store: Store, container: ContainerRecord) -> NearlineSite | None:
+    """The nearline site a read of ``container`` goes to, or None when it reads from disk."""
+    by_id = {s.id: s for s in store.sites()}
+    held = [by_id[i] for i in container.site_ids if i in by_id]
+    if not held:
+        return None
+    site = store.site(store.reads.order(held)[0].name)
+    return site if isinstance(site, NearlineSite) else None
+
+
+def stage_databases(store: Store, databases: Sequence[DatabaseRecord], names: Iterable[str] | None = None, *,
+                    pin_s: float | None = None, request: str | None = None) -> StagePlan:
+    """One bulk stage request per nearline site for the (named) containers of ``databases``.
+
+    ``pin_s``: how long the staged copies are kept for this job (default: the
+    library's own pin lifetime); :meth:`StagePlan.release` ends it sooner.
+    """
+    wanted = None if names is None else set(names)
+    plan = StagePlan()
+    by_id = {s.id: s for s in store.sites()}
+    if not any(s.url.startswith("tape://") for s in by_id.values()):
+        return plan  # no nearline site: nothing to plan (and no site opened)
+    for db in databases:
+        for c in db.containers:
+            if wanted is not None and c.name not in wanted:
+                continue
+            held = [by_id[i] for i in c.site_ids if i in by_id]
+            if not held:
+                continue
+            nearest = store.reads.order(held)[0]
+            if not nearest.url.startswith("tape://"):
+                continue
+            site = store.site(nearest.name)
+            if isinstance(site, NearlineSite):
+                plan.sites[nearest.name] = site
+                plan.paths.setdefault(nearest.name, []).append(c.path)
+    for name, paths in plan.paths.items():
+        state = plan.sites[name].stage(paths, pin_s=pin_s, request=request)
+        plan.requests[name] = state.id
+        for f in state.files:
+            plan.ready[f.path] = 0.0 if f.on_disk else f.ready
+    return plan
