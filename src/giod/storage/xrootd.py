@@ -115,6 +115,7 @@ class XRootDSite(Site):
         self.fs = self._client.FileSystem(self.server)
         self._sizes: dict[str, int] = {}
         self._algorithm: str | None = ""  # "" until asked: the server's checksum, None when it has none
+        self.opened = 0  # files opened for reading through this client (bytes that pass through here)
 
     # ------------------------------------------------------------- paths and errors
 
@@ -136,6 +137,7 @@ class XRootDSite(Site):
 
     def open(self, path: str) -> BinaryIO:
         full = self._full(path)
+        self.opened += 1
         f = self._client.File()
         status, _ = f.open(self.server + "/" + full, timeout=TIMEOUT)
         self._check(status, "cannot open", path)
@@ -253,7 +255,7 @@ class XRootDSite(Site):
             raise ConflictError(f"another file is at {path} on site {self.name} ({found}, expected {checksum})")
         tmp = _temporary(path)
         process = self._client.CopyProcess()
-        process.add_job(source.file_url(path), self.file_url(tmp), thirdparty="only", makedir=True, force=True)
+        process.add_job(source.file_url(path), self.file_url(tmp), thirdparty="only", mkdir=True, force=True)
         status = process.prepare()
         if status.ok:
             status, results = process.run()
