@@ -115,7 +115,8 @@ class XRootDSite(Site):
         self.fs = self._client.FileSystem(self.server)
         self._sizes: dict[str, int] = {}
         self._algorithm: str | None = ""  # "" until asked: the server's checksum, None when it has none
-        self.opened = 0  # files opened for reading through this client (bytes that pass through here)
+        # what passed through this client: files opened for reading, bytes received, vectored read requests
+        self.opened = self.received = self.vector_reads = 0
 
     # ------------------------------------------------------------- paths and errors
 
@@ -331,6 +332,7 @@ class XRootDFile(io.RawIOBase):
         status, data = self._f.read(start, stop - start, timeout=TIMEOUT)
         if not status.ok:
             self._fail(status, "cannot read")
+        self.site.received += len(data)
         return bytes(data)
 
     def read(self, n: int | None = -1) -> bytes:
@@ -363,6 +365,7 @@ class XRootDFile(io.RawIOBase):
                 self._drop_ahead()
                 self._fail(status, "cannot read")
             data = bytes(data)
+            self.site.received += len(data)
             if len(data) != length:
                 raise IntegrityError(f"{self.path} on site {self.site.name}: {len(data)} bytes read of {length}")
             end = at + length
@@ -429,6 +432,8 @@ class XRootDFile(io.RawIOBase):
             status, answer = waiter.wait()
             if not status.ok:
                 self._fail(status, "cannot read")
+            self.site.vector_reads += 1
+            self.site.received += int(answer.size)
             for chunk in answer.chunks:
                 got[(chunk.offset, chunk.offset + chunk.length)] = bytes(chunk.buffer)
         out = []
