@@ -18,6 +18,7 @@ from giod.replication import replicate, verify
 from giod.storage.checksum import checksum_bytes
 from giod.storage.site import open_site
 from giod.storage.xrootd import READV_RANGE, XRootDSite
+from giod.storage.xrootd import TAIL as XROOTD_TAIL
 from tests.conftest import xrootd_url
 
 from .conftest import all_paths, expected_events, files_under, states_at
@@ -139,3 +140,30 @@ def test_vectored_and_sequential_reads(xrootd_pair: list[Server]) -> None:
         assert fh.read(100) == data[-5:]
     with pytest.raises(NotFound):
         site.server_checksum("ds/db/none.arrow")
+
+
+def test_announced_files_are_opened_and_their_tails_read_ahead(xrootd_pair: list[Server]) -> None:
+    site = open_site("t", xrootd_url(xrootd_pair[0]))
+    assert isinstance(site, XRootDSite)
+    files = {f"ds/db{i}/reco.arrow": os.urandom(200_000 + i) for i in range(3)}
+    for path, data in files.items():
+        pending = site.create(path)
+        pending.write(data)
+        pending.publish()
+    site.prefetch([(p, len(d), ["jets"]) for p, d in files.items()] + [("ds/none/x.arrow", 10, None)])
+    for path, data in files.items():
+        received = site.received
+        with site.open(path) as fh:
+            fh.seek(len(data) - 1000)
+            assert fh.read(1000) == data[-1000:]  # from the tail read with the opening
+            after_tail = site.received
+            assert after_tail - received == XROOTD_TAIL
+            ranges = [(len(data) - 50, len(data) - 10), (0, 100)]
+            assert fh.read_many(ranges) == [data[a:b] for a, b in ranges]
+            assert site.received - after_tail == 100  # only the range outside the tail travelled
+    with pytest.raises(NotFound):
+        site.open("ds/none/x.arrow")
+    site.prefetch([("ds/db0/reco.arrow", len(files["ds/db0/reco.arrow"]), None)])
+    site.release("ds/db0/reco.arrow")  # closed unread
+    with site.open("ds/db0/reco.arrow") as fh:
+        assert fh.read() == files["ds/db0/reco.arrow"]

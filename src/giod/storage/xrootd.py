@@ -51,6 +51,8 @@ READ_PIECE = 8 << 20
 #: writes in flight while a file is uploaded
 WRITES_IN_FLIGHT = 8
 TIMEOUT = 300  # seconds one request may take
+#: bytes read from the end of an announced file with its opening (where a container keeps its footer)
+TAIL = 64 << 10
 
 _NOT_FOUND = 3011  # kXR_NotFound
 _EXISTS = 3018  # kXR_ItExists
@@ -114,6 +116,8 @@ class XRootDSite(Site):
         self._client = _client()
         self.fs = self._client.FileSystem(self.server)
         self._sizes: dict[str, int] = {}
+        self._prepared: dict[str, _Prepared] = {}  # files announced, opened (and their tails read) ahead
+        self._lock = threading.Lock()
         self._algorithm: str | None = ""  # "" until asked: the server's checksum, None when it has none
         # what passed through this client: files opened for reading, bytes received, vectored read requests
         self.opened = self.received = self.vector_reads = 0
@@ -139,6 +143,14 @@ class XRootDSite(Site):
     def open(self, path: str) -> BinaryIO:
         full = self._full(path)
         self.opened += 1
+        with self._lock:
+            prepared = self._prepared.pop(path, None)
+        if prepared is not None:
+            status, _ = prepared.opening.wait()
+            prepared.ready.wait(TIMEOUT)
+            if status.ok:
+                return XRootDFile(self, path, prepared.file, prepared.size, prepared.tail)  # type: ignore[return-value]
+            _close_later(prepared.file)  # opened too early, or failed: try again now, and say why
         f = self._client.File()
         status, _ = f.open(self.server + "/" + full, timeout=TIMEOUT)
         self._check(status, "cannot open", path)
@@ -156,6 +168,24 @@ class XRootDSite(Site):
         status, info = self.fs.stat(self._full(path), timeout=TIMEOUT)
         self._check(status, "cannot stat", path)
         return int(info.size)
+
+    def prefetch(self, items: Sequence[tuple[str, int, Sequence[str] | None]]) -> None:
+        """Open the announced files now, all at once, and read the tail of each (its footer) as it opens:
+        a reader then waits for none of these round trips, only for the ranges of its columns."""
+        fresh = []
+        with self._lock:
+            for path, size, _columns in items:
+                self._sizes[path] = size
+                if path not in self._prepared:
+                    fresh.append(self._prepared.setdefault(path, _Prepared(self, path, size)))
+        if fresh:
+            threading.Thread(target=_read_tails, args=(fresh,), daemon=True, name="giod-xrootd-tails").start()
+
+    def release(self, path: str) -> None:
+        with self._lock:
+            prepared = self._prepared.pop(path, None)
+        if prepared is not None:
+            _close_later(prepared.file)
 
     def expect_size(self, path: str, size: int) -> None:
         self._sizes[path] = size
@@ -303,10 +333,13 @@ class XRootDFile(io.RawIOBase):
     once; a sequential reader gets a window of reads in flight ahead of it.
     """
 
-    def __init__(self, site: XRootDSite, path: str, handle: Any, size: int):
+    def __init__(self, site: XRootDSite, path: str, handle: Any, size: int,
+                 tail: tuple[int, _Waiter] | None = None):
         super().__init__()
         self.site, self.path, self.size, self.name = site, path, size, site.file_url(path)
         self._f = handle
+        self._tail = tail  # (where it starts, its read) of a tail read when the file was announced
+        self._tail_counted = False
         self._pos = 0
         self._ahead: dict[int, tuple[int, _Waiter]] = {}  # offset -> (length, its read in flight)
         self._next = 0  # where the window of reads ahead ends
@@ -328,7 +361,22 @@ class XRootDFile(io.RawIOBase):
     def _fail(self, status: Any, what: str) -> None:
         raise StorageError(f"site {self.site.name}: {what} {self.path}: {status.message.strip()}")
 
+    def _from_tail(self, start: int, stop: int) -> bytes | None:
+        """Bytes ``start:stop`` from the tail read ahead, when they lie in it."""
+        if self._tail is None or start < self._tail[0]:
+            return None
+        status, data = self._tail[1].wait()
+        if not status.ok or stop - self._tail[0] > len(data):
+            return None
+        if not self._tail_counted:
+            self.site.received += len(data)
+            self._tail_counted = True
+        return bytes(data[start - self._tail[0]:stop - self._tail[0]])
+
     def _read_at(self, start: int, stop: int) -> bytes:
+        tail = self._from_tail(start, stop)
+        if tail is not None:
+            return tail
         status, data = self._f.read(start, stop - start, timeout=TIMEOUT)
         if not status.ok:
             self._fail(status, "cannot read")
@@ -408,8 +456,10 @@ class XRootDFile(io.RawIOBase):
             if not 0 <= a <= b <= self.size:
                 raise IntegrityError(f"{self.path} on site {self.site.name}: range {a}-{b} outside the file "
                                      f"of {self.size} bytes")
+        known = {(a, b): self._from_tail(a, b) for a, b in ranges}
+        ranges_left = [r for r in ranges if known[r] is None]
         # each range in pieces the protocol takes, the pieces in requests of bounded count and bytes
-        pieces = [(a, min(b, a + READV_RANGE)) for start, b in ranges for a in range(start, b, READV_RANGE)]
+        pieces = [(a, min(b, a + READV_RANGE)) for start, b in ranges_left for a in range(start, b, READV_RANGE)]
         requests: list[list[tuple[int, int]]] = [[]]
         held = 0
         for a, b in pieces:
@@ -438,6 +488,10 @@ class XRootDFile(io.RawIOBase):
                 got[(chunk.offset, chunk.offset + chunk.length)] = bytes(chunk.buffer)
         out = []
         for start, b in ranges:
+            tail = known[(start, b)]
+            if tail is not None:
+                out.append(tail)
+                continue
             data = b"".join(got[(a, min(b, a + READV_RANGE))] for a in range(start, b, READV_RANGE))
             if len(data) != b - start:
                 raise IntegrityError(f"{self.path} on site {self.site.name}: {len(data)} bytes read of "
@@ -448,9 +502,58 @@ class XRootDFile(io.RawIOBase):
     def close(self) -> None:
         if not self.closed:
             self._drop_ahead()
-            with contextlib.suppress(Exception):
-                self._f.close(timeout=TIMEOUT)
+            if self._tail is not None:
+                self._tail[1].wait()  # the handle must not close under a read in flight
+            _close_later(self._f)  # nobody waits for the server's answer
         super().close()
+
+
+class _Prepared:
+    """A file announced to be read: its opening in flight, then the read of its tail."""
+
+    def __init__(self, site: XRootDSite, path: str, size: int):
+        self.size = size
+        self.file = site._client.File()
+        self.opening = _Waiter()
+        self.tail: tuple[int, _Waiter] | None = None
+        self.ready = threading.Event()  # set once its tail read was asked for (or will not be)
+        status = self.file.open(site.file_url(path), timeout=TIMEOUT, callback=self.opening)
+        if not status.ok:
+            self.opening(status, None)
+
+
+def _read_tails(prepared: Sequence[_Prepared]) -> None:
+    """Read the tail of each announced file as soon as it is open (all reads in flight at once)."""
+    for p in prepared:
+        try:
+            status, _ = p.opening.wait()
+            if not status.ok or p.size == 0:
+                continue
+            start = max(0, p.size - TAIL)
+            waiter = _Waiter()
+            if p.file.read(start, p.size - start, timeout=TIMEOUT, callback=waiter).ok:
+                p.tail = (start, waiter)
+        except Exception:  # noqa: BLE001, S112 - the reader reads the tail itself and reports the problem
+            continue
+        finally:
+            p.ready.set()
+
+
+_closing: list[tuple[Any, _Waiter]] = []  # files closing, kept alive until the server answered
+_closing_lock = threading.Lock()
+
+
+def _close_later(handle: Any) -> None:
+    """Close a file without waiting for the answer (a round trip nobody needs)."""
+    waiter = _Waiter()
+    with _closing_lock:
+        _closing[:] = [(f, w) for f, w in _closing if not w._done.is_set()]
+        try:
+            if not handle.close(timeout=TIMEOUT, callback=waiter).ok:
+                return
+        except Exception:  # noqa: BLE001 - a handle that was never opened
+            return
+        _closing.append((handle, waiter))
 
 
 def _done(data: bytes) -> _Waiter:
