@@ -99,7 +99,7 @@ def test_copies_go_server_to_server_and_to_a_local_disk(home: giod.Federation, x
     cern, fnal = xrootd_url(xrootd_pair[0]), xrootd_url(xrootd_pair[1])
     home.add_site("cern", cern, 20)
     home.add_site("fnal", fnal, 30)
-    tags = ["tag"]  # four files: a third-party copy costs this server about 2.5 s whatever its size
+    tags = ["tag"]  # four files keep the test short
     assert replicate(home.catalog, home.site, "qcd", "cern", containers=tags).ok
     _not_at_home(home)
     source = home.site("cern")

@@ -36,7 +36,8 @@ def xrootd_copies(home: Any, work: Path, dataset: str, rtts_ms: Sequence[float],
                   ) -> Iterator[dict[tuple[str, float, int], Callable[[int], float]]]:
     """Clocks of the XRootD rows, keyed as giod's ((client, RTT, streams)); none, with a note, without XRootD.
 
-    The XRootD sites are appended to ``sources``, so that giod's own rows mark their copies bad.
+    The XRootD sites are appended to ``sources``, so that giod's own rows mark their copies bad; the XRootD
+    rows mark every other site's copies bad, so that each file is copied from XRootD server xa.
     """
     from giod.errors import GiodError
     from giod.replication import replicate
@@ -88,7 +89,6 @@ def xrootd_copies(home: Any, work: Path, dataset: str, rtts_ms: Sequence[float],
                 raise GiodError(f"the XRootD server at {rtt:g} ms does not hold the dataset")
         xsites = ["xa", *names.values(), "xb"]
         containers = [c for db in home.catalog.databases(dataset) for c in db.containers]
-        others = list(sources)
         sources.extend(xsites)
 
         def copy_with(rtt: float, n: int) -> Callable[[int], float]:
@@ -96,8 +96,10 @@ def xrootd_copies(home: Any, work: Path, dataset: str, rtts_ms: Sequence[float],
 
             def clock(_: int) -> float:
                 shutil.rmtree(dirs["xb"] / dataset, ignore_errors=True)
+                # every other site's copies bad (giod's site b holds good ones after giod's rows): xa's are copied
+                every = {site.name for site in home.catalog.sites()}
                 home.catalog.set_replica_states(
-                    [(c.id, s, "good" if s == source else "bad") for c in containers for s in [*others, *xsites]])
+                    [(c.id, s, "good" if s == source else "bad") for c in containers for s in sorted(every)])
                 opened = home.site(source).opened
                 t0 = time.perf_counter()
                 report = replicate(home.catalog, home.site, dataset, "xb", streams=n)
