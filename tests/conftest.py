@@ -9,6 +9,8 @@ schema per test. Without a server the PostgreSQL tests skip, except under
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +44,40 @@ def postgres_database() -> Iterator[str]:
             yield f"postgresql://postgres@{PG_HOST}/{name}"
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def xrootd_pair() -> Iterator[list[tuple[Any, Path]]]:
+    """Two writable ``xrootd`` servers on loopback (third-party copies go between them), with CRC-32C
+    checksums, and the directory each serves; skipped without ``xrootd``, except under ``CI=true``."""
+    from giod_bench.xrootd import XRootDServer, missing
+
+    reason = missing()
+    if reason is not None:
+        _service_missing(reason)
+    # not under pytest's tmp_path: its parent is private to the user running the tests, not the server's
+    dirs = [Path(tempfile.mkdtemp(prefix="giod-xrootd-site-")) for _ in range(2)]
+    servers = []
+    try:
+        for d in dirs:
+            d.chmod(0o777)
+            servers.append(XRootDServer(d, writable=True))
+            servers[-1].start()
+        yield list(zip(servers, dirs, strict=True))
+    finally:
+        for server in servers:
+            server.stop()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def xrootd_url(server: tuple[Any, Path]) -> str:
+    """The ``root://`` URL of a fresh, empty directory on ``server`` (a pair from ``xrootd_pair``)."""
+    xrd, directory = server
+    name = uuid.uuid4().hex
+    (directory / name).mkdir()
+    (directory / name).chmod(0o777)
+    return f"root://{xrd.host}:{xrd.port}//{name}"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -46,7 +46,7 @@ def test_every_client_at_every_rtt(result):
     peers = [wan.AMS, wan.GIOD, wan.FSSPEC, wan.QUERY]
     xrootd_here = xrootd.missing() is None
     if xrootd_here or os.environ.get("CI") == "true":
-        peers.append(wan.XROOTD)
+        peers += [wan.XROOTD, wan.GIOD_XROOTD]
     else:
         assert all(rows[(wan.XROOTD, rtt)]["absent"] for rtt in (0.0, 50.0))
         assert any("XRootD left out" in n for n in data["notes"])
@@ -59,6 +59,10 @@ def test_every_client_at_every_rtt(result):
         assert 0 < giod["open_s"] < giod["median_s"]
         assert giod["wire_mb"] >= data["parameters"]["collection_mb"] * 0.99  # it read every byte
         assert giod["detail"]["requests"] > 0
+        if wan.GIOD_XROOTD in peers:  # the same files over root://: every byte, in vectored reads
+            over = rows[(wan.GIOD_XROOTD, rtt)]
+            assert over["wire_mb"] >= data["parameters"]["collection_mb"] * 0.99
+            assert over["detail"]["readv_requests"] > 0
     assert rows[(wan.AMS, 0.0)]["vs_ams"] == pytest.approx(1.0)
     # far away, many requests in flight beat one page per round trip
     assert rows[(wan.GIOD, 50.0)]["mb_per_s"] > rows[(wan.AMS, 50.0)]["mb_per_s"]

@@ -16,8 +16,13 @@ def test_a_tiny_run_measures_every_peer_and_the_targets(tmp_path: Path):
     outcome = bench.run(events=64, streams=(2,), rtts_ms=(0.0, 20.0), repeat=1, workdir=tmp_path)
     rows = outcome.table("results").rows
     measured = {(r["client"], r["rtt_ms"], r["streams"]) for r in rows}
-    assert measured == {(bench.CP, 0.0, 1), (bench.CP_SYNC, 0.0, 1), (bench.CURL, 0.0, 1), (bench.CURL, 20.0, 1),
-                        (bench.GIOD, 0.0, 2), (bench.GIOD_PROXIED, 0.0, 2), (bench.GIOD, 20.0, 2)}
+    # XRootD servers run as another user when the tests run as root, and may not reach the test's directory
+    xrootd = {m for m in measured if m[0] == bench.XRD_TPC}
+    assert xrootd in (set(), {(bench.XRD_TPC, 0.0, 2), (bench.XRD_TPC, 20.0, 2)})
+    assert xrootd or any(f"{bench.XRD_TPC} left out" in n for n in outcome.notes)
+    assert measured - xrootd == {(bench.CP, 0.0, 1), (bench.CP_SYNC, 0.0, 1), (bench.CURL, 0.0, 1),
+                                 (bench.CURL, 20.0, 1), (bench.GIOD, 0.0, 2), (bench.GIOD_PROXIED, 0.0, 2),
+                                 (bench.GIOD, 20.0, 2)}
     assert all(r["mb_per_s"] > 0 for r in rows)
 
     def rate(client, rtt):

@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from giod.storage.remote import RemoteSite
 from giod.storage.site import FsspecSite, LocalSite, Site, open_site
-from giod_bench.xrootd import XRootDServer, missing
+from giod.storage.xrootd import XRootDSite
+from giod_bench.xrootd import XRootDServer
+from tests.conftest import xrootd_url
 from tests.storage.conformance import SiteTests
 
 
@@ -63,35 +61,22 @@ class TestGiodServer(SiteTests):
             site.remove(f.path)
 
 
-@pytest.fixture(scope="module")
-def xrootd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[XRootDServer, Path]]:
-    """A writable ``xrootd`` on loopback and the directory it serves (skipped without it, but under CI)."""
-    reason = missing()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason} (CI=true: XRootD is required)")
-        pytest.skip(reason)
-    # not under pytest's tmp_path: its parent is private to the user running the tests, not the server's
-    directory = Path(tempfile.mkdtemp(prefix="giod-xrootd-site-"))
-    directory.chmod(0o777)
-    try:
-        with XRootDServer(directory, writable=True) as server:
-            yield server, directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
 class TestXRootD(SiteTests):
-    """``root://``: an fsspec site through fsspec-xrootd, on a real ``xrootd``."""
+    """``root://``: giod's XRootD kind on a real ``xrootd``."""
 
-    networked = False  # an fsspec kind declares nothing of its own
+    networked = True
+    checks_uploads = True
 
     @pytest.fixture
-    def site(self, xrootd: tuple[XRootDServer, Path]) -> Site:
-        server, directory = xrootd
-        name = uuid.uuid4().hex
-        (directory / name).mkdir(mode=0o777)
-        (directory / name).chmod(0o777)
-        site = open_site("xrd", f"root://{server.host}:{server.port}//{name}")
-        assert isinstance(site, FsspecSite)
+    def site(self, xrootd_pair: list[tuple[XRootDServer, Path]]) -> Site:
+        site = open_site("xrd", xrootd_url(xrootd_pair[0]))
+        assert isinstance(site, XRootDSite)
         return site
+
+
+class TestFsspecXRootD(SiteTests):
+    """The same server through fsspec-xrootd, as any fsspec file system (no abilities of its own)."""
+
+    @pytest.fixture
+    def site(self, xrootd_pair: list[tuple[XRootDServer, Path]]) -> Site:
+        return FsspecSite("xrd", xrootd_url(xrootd_pair[0]))

@@ -58,6 +58,7 @@ import click
 
 from giod.errors import ConfigError, GiodError
 from giod_bench.options import numbers
+from giod_bench.replicatexrootd import XRD_TPC, xrootd_copies
 from giod_bench.report import MB, Bars, Column, Outcome, Table, figure, grouped_bars, ratio, round_robin, save
 
 __all__ = ["DEFAULT_EVENTS", "QUICK_EVENTS", "QUICK_RTTS_MS", "QUICK_STREAMS", "RTTS_MS", "STREAMS", "command", "plot",
@@ -160,6 +161,10 @@ def run(events: int = DEFAULT_EVENTS, streams: Sequence[int] = STREAMS, rtts_ms:
         a_dir = work / "site-a" / "data"
         b_dir = work / "site-b" / "data"
         sources = ["origin", *(_site(r) for r in rtts_ms), *(_site(r, True) for r in zero)]
+        notes: list[str] = []
+        # the same files between two XRootD servers; their sites join `sources`, which giod's rows mark bad
+        xrootd_clocks = stack.enter_context(xrootd_copies(home, work, DATASET, rtts_ms, streams, bandwidth,
+                                                          sources, notes))
 
         def copy_with(rtt: float, n: int, proxied: bool = False) -> Callable[[int], float]:
             source = _site(rtt, proxied)
@@ -210,11 +215,12 @@ def run(events: int = DEFAULT_EVENTS, streams: Sequence[int] = STREAMS, rtts_ms:
                 clocks[(GIOD, rtt, n)] = copy_with(rtt, n)
                 if rtt in zero:
                     clocks[(GIOD_PROXIED, rtt, n)] = copy_with(rtt, n, proxied=True)
+        clocks.update(xrootd_clocks)
         with bars.task("copying, peers in turn", len(clocks) * (repeat + 1)) as advance:
             round_robin(clocks, 1, advance=advance)  # untimed: page cache, connections, imports
             timings = round_robin(clocks, repeat, advance=advance)
     return _outcome(events, len(containers), size, streams, rtts_ms, repeat, bandwidth,
-                    {k: t.median for k, t in timings.items()})
+                    {k: t.median for k, t in timings.items()}, notes)
 
 
 COLUMNS = [
@@ -235,7 +241,8 @@ def _verdict(target: str, got: float | None, wanted: float) -> dict[str, Any]:
 
 
 def _outcome(events: int, files: int, size: int, streams: Sequence[int], rtts_ms: Sequence[float], repeat: int,
-             bandwidth: float | None, median: dict[tuple[str, float, int], float]) -> Outcome:
+             bandwidth: float | None, median: dict[tuple[str, float, int], float],
+             extra_notes: Sequence[str] = ()) -> Outcome:
     cp_rate = size / MB / median[(CP, 0.0, 1)]
     durable = size / MB / median[(CP_SYNC, 0.0, 1)]
     rows: list[dict[str, Any]] = [
@@ -252,7 +259,7 @@ def _outcome(events: int, files: int, size: int, streams: Sequence[int], rtts_ms
         rows.append({"rtt_ms": rtt, "client": CURL, "streams": 1, "mb_per_s": curl, "seconds": median[(CURL, rtt, 1)],
                      "vs_curl": 1.0, "vs_0ms": ratio(curl, rate.get((CURL, near, 1))),
                      "vs_cp": ratio(curl, cp_rate), "vs_durable": ratio(curl, durable)})
-        for client in (GIOD, GIOD_PROXIED):
+        for client in (GIOD, GIOD_PROXIED, XRD_TPC):
             for n in streams:
                 if (client, rtt, n) not in rate:
                     continue
@@ -287,6 +294,7 @@ def _outcome(events: int, files: int, size: int, streams: Sequence[int], rtts_ms
         f"{CURL}: the same files downloaded one after the other on one connection, through the same proxy",
         f"{CP}: cp -r of site a's directory to another directory on the same disk, files in the page cache",
         f"{CP_SYNC}: the same cp -r, then an fsync of every copied file and folder (as durable as giod's copies)",
+        *extra_notes,
     ]
     return Outcome(
         name="replicate",

@@ -89,6 +89,7 @@ from giod_bench.wanresults import (  # noqa: F401 - re-exported
     _outcome,
     plot,
 )
+from giod_bench.wanxrootd import GIOD_XROOTD, giod_over_xrootd
 
 __all__ = [
     "CLIENTS",
@@ -145,25 +146,35 @@ def run(
             data = _build(work, events, advance)
         tokens = _Tokens(data.fed_path)
         try:
-            with serve_federation(data.fed_path) as server, _xrootd_server(data.root_file.parent, notes) as xrd:
+            with (
+                serve_federation(data.fed_path) as server,
+                _xrootd_server(data.root_file.parent, notes) as xrd,
+                giod_over_xrootd(data, work, notes) as gx,  # the giod client over root://, same files
+            ):
                 # one untimed round straight at the servers: imports, page cache, the server's first requests
                 for reader in LOCAL_READERS.values():
                     reader(data)
                 read_query(_base(server), tokens.new(), data, data.n_events)
                 if xrd is not None:
                     read_xrootd(xrd, data)
+                if gx is not None:
+                    gx.read(gx.address)
                 local = {label: [reader(data) for _ in range(repeat)] for label, reader in LOCAL_READERS.items()}
                 direct = [read_giod(_base(server), tokens.new(), data) for _ in range(repeat + 1)][1:]
                 direct_fsspec = [read_fsspec(_base(server), tokens.new(), data) for _ in range(repeat + 1)][1:]
+                direct_xrootd = [gx.read(gx.address) for _ in range(repeat)] if gx is not None else []
                 steps = len(rtts_ms) * repeat
                 with bars.task("reading at each round-trip time", steps) as advance:
                     for rtt in rtts_ms:
                         with (
                             LatencyProxy(server, rtt=rtt / 1000, bandwidth=bandwidth, isolate=True) as p_http,
                             _maybe_proxy(xrd, rtt, bandwidth) as p_xrd,
+                            _maybe_proxy(None if gx is None else gx.address, rtt, bandwidth) as p_gx,
                         ):
                             for i in range(repeat):
                                 clocks = _clocks(data, tokens, p_http.address, p_xrd, budget, i)
+                                if gx is not None:
+                                    clocks[GIOD_XROOTD] = lambda: gx.read(p_gx.address)
                                 for label, clock in clocks.items():
                                     key = (label, rtt)
                                     if key in failures:
@@ -197,6 +208,7 @@ def run(
         crowd,
         xrd is not None,
         notes,
+        direct_xrootd,
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from giod.errors import GiodError
+from giod_bench.wanxrootd import GIOD_XROOTD
 
 COLLECTION = "hits"
 DATASET = "wan"
@@ -38,7 +39,7 @@ GIOD = "giod client"
 FSSPEC = "pyarrow + fsspec HTTP"
 XROOTD = "uproot + XRootD"
 QUERY = "giod server-side query"
-CLIENT_ORDER = (AMS, GIOD, FSSPEC, XROOTD, QUERY)
+CLIENT_ORDER = (AMS, GIOD, GIOD_XROOTD, FSSPEC, XROOTD, QUERY)
 
 
 # ------------------------------------------------------------------ setup

@@ -24,6 +24,7 @@ from giod_bench.wanpeers import (
     _Data,
     _Read,
 )
+from giod_bench.wanxrootd import GIOD_XROOTD, GIOD_XROOTD_DIRECT
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -46,6 +47,7 @@ def _outcome(
     crowd: list[dict[str, Any]],
     have_xrootd: bool,
     notes: list[str],
+    direct_xrootd: Sequence[_Read] = (),
 ) -> Outcome:
     size = data.nbytes
     cap = None if bandwidth is None else bandwidth / MB
@@ -87,6 +89,10 @@ def _outcome(
          "mb_per_s": size / MB / statistics.median(r.seconds for r in direct_fsspec),
          "seconds": statistics.median(r.seconds for r in direct_fsspec)},
     ]  # fmt: skip
+    if direct_xrootd:
+        limits.append({"what": GIOD_XROOTD_DIRECT, "mb_per_s": size / MB / statistics.median(
+            r.seconds for r in direct_xrootd), "seconds": statistics.median(r.seconds for r in direct_xrootd),
+            "open_s": _median([r.open_s for r in direct_xrootd])})
     here = next(lim["mb_per_s"] for lim in limits if lim["what"] == LOCAL_GIOD)
     for lim in limits:
         lim["vs_local"] = ratio(lim["mb_per_s"], here)
@@ -103,6 +109,8 @@ def _outcome(
         f"{FSSPEC}: pq.read_table of the same container files (column {COLLECTION}) through fsspec's "
         f"HTTPFileSystem; {XROOTD}: the collection exported to one ROOT file (uproot, zlib), read with "
         f"uproot over root:// through fsspec-xrootd, a latency proxy in front of the XRootD server too",
+        f"{GIOD_XROOTD}: the giod client (a fresh one each time) reading the same container files from an "
+        f"xrootd exporting the site's directory (a root:// site, vectored reads), no giod server involved",
         f"{QUERY}: Dataset.query with columns {COLLECTION!r}, answered by the server as Arrow IPC; a different "
         f"limit past the end each round keeps the shared cache from answering",
         f"each RTT: latency proxies (child processes, {cap_text}) in front of giod serve (its own process) "

@@ -48,6 +48,8 @@ class XRootDServer:
     """An ``xrootd`` serving ``directory`` on a free loopback port, as a context manager: read-only, or
     ``writable`` (then the directory must be writable by the server's user).
 
+    The server computes CRC-32C checksums on request (``xrootd.chksum``) and,
+    when ``xrdcp`` is installed, makes third-party copies (``ofs.tpc``).
     Paths in its URLs are relative to ``directory``
     (``root://127.0.0.1:PORT//events.root``), as on a site whose files live
     under a local root. Starting raises MissingDependency without the
@@ -116,6 +118,9 @@ class XRootDServer:
                 f"all.pidpath {run / 'admin'}\n"
                 # xrootd cannot bind to one address: refuse every host but this one instead
                 "xrd.allow host localhost\n"
+                # giod's checksum, computed by the server on request (uploads and replicas checked in place)
+                "xrootd.chksum max 4 crc32c\n"
+                + (f"ofs.tpc pgm {xrdcp} --server\n" if (xrdcp := shutil.which("xrdcp")) else "")
             )
             config.chmod(0o644)
             attempts = 1 if self.requested_port is not None else 3

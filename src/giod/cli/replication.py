@@ -13,7 +13,7 @@ from giod.errors import ConfigError, GiodError
 
 @main.group()
 def site() -> None:
-    """Sites that hold files: local directories, other giod servers, fsspec URLs."""
+    """Sites that hold files: local directories, other giod servers, XRootD servers, fsspec URLs."""
 
 
 @site.command("add")
@@ -22,11 +22,12 @@ def site() -> None:
 @click.option("--distance", default=10, show_default=True, help="Preference order: lower is nearer.")
 @federation_option
 def site_add(name: str, url: str, distance: int, federation: str) -> None:
-    """Register a site: a directory, a giod server, or an fsspec URL.
+    """Register a site: a directory, a giod server, an XRootD server, or an fsspec URL.
 
     URL is a directory (created if needed), http(s)://HOST:PORT/files/SITE (a site
     of another giod server; HOST:PORT alone takes its nearest site, ?site=SITE
-    another), or an fsspec URL (memory://…, s3://…). The token of a remote site
+    another), root://HOST[:PORT]//PATH (a directory of an XRootD server), or an
+    fsspec URL (memory://…, s3://…). The token of a remote site
     comes from GIOD_TOKEN_<NAME>, else GIOD_TOKEN; it is never stored.
 
     Example: giod site add caltech http://data.caltech.edu:8470 --distance 20

@@ -2,7 +2,7 @@
 
 A site holds files under relative, '/'-separated paths below its root. The
 kinds (a local directory and any fsspec file system in ``giod.storage.site``,
-a giod server in ``giod.storage.remote``) implement :class:`Site`; callers
+a giod server in ``giod.storage.remote``, an XRootD server in ``giod.storage.xrootd``) implement :class:`Site`; callers
 use the abilities through it and never ask which kind a site is. The
 conformance suite every kind passes is ``tests/storage/test_site_conformance.py``.
 """
@@ -49,7 +49,8 @@ class Site(ABC):
     only some kinds use; the others answer them with a no-op, so callers never
     ask which kind a site is: reads announced ahead (:meth:`prefetch`,
     :meth:`release`), sizes the catalog vouches for (:meth:`expect_size`,
-    :meth:`forget`), a copy made by the destination itself (:meth:`pull`),
+    :meth:`forget`), a checksum computed where the file is (:meth:`server_checksum`),
+    a copy made by the destination itself (:meth:`pull`),
     and how publishing and checking behave (the class attributes below).
     """
 
@@ -107,6 +108,11 @@ class Site(ABC):
 
     def forget(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
         """Drop a size known for ``path``: the file may have changed since."""
+
+    def server_checksum(self, path: str) -> str | None:
+        """The file's checksum (``crc32c:xxxxxxxx``) computed where it is stored, so that no byte travels;
+        None where a kind cannot have one computed there. NotFound when the file is missing."""
+        return None
 
     def pull(self, source: Site, path: str, size: int, checksum: str,
              advance: Callable[[int], None] | None = None) -> str | None:

@@ -266,7 +266,13 @@ def check_site_url(name: str, url: str) -> str:
     if parts.password is not None:
         raise ConfigError(f"site {name}: {url!r} holds a password, which would be stored in the catalog; "
                           "give credentials through the environment or the file system's own configuration")
-    if scheme not in ("http", "https"):
+    if scheme in XROOTD_SCHEMES:
+        from giod.storage.xrootd import available
+
+        reason = available()
+        if reason is not None:
+            raise ConfigError(f"site {name}: {reason}")
+    elif scheme not in ("http", "https"):
         try:
             import fsspec
 
@@ -299,6 +305,9 @@ def _why(exc: BaseException) -> str:
 
 _KINDS: dict[str, Callable[[str, str], Site]] = {}
 
+#: URL schemes of XRootD servers, served by ``giod.storage.xrootd``
+XROOTD_SCHEMES = ("root", "roots", "xroot", "xroots")
+
 
 def register_site_kind(scheme: str, factory: Callable[[str, str], Site]) -> None:
     """Register the factory that opens sites whose URL starts with ``scheme://``."""
@@ -306,7 +315,8 @@ def register_site_kind(scheme: str, factory: Callable[[str, str], Site]) -> None
 
 
 def open_site(name: str, url: str) -> Site:
-    """Open the site ``name`` at ``url`` (a directory, ``file://``, a giod server, or an fsspec URL)."""
+    """Open the site ``name`` at ``url`` (a directory, ``file://``, a giod server, an XRootD server
+    (``root://``), or an fsspec URL)."""
     scheme = url.split("://", 1)[0] if "://" in url else "file"
     if scheme in ("http", "https") and scheme not in _KINDS:
         from giod.storage.remote import RemoteSite  # imported only when a server is used
@@ -317,6 +327,11 @@ def open_site(name: str, url: str) -> Site:
         from giod.storage.tape.site import NearlineSite  # imported only when a nearline site is used
 
         register_site_kind("tape", NearlineSite)
+    if scheme in XROOTD_SCHEMES and scheme not in _KINDS:
+        from giod.storage.xrootd import XRootDSite  # imported only when an XRootD server is used
+
+        for s in XROOTD_SCHEMES:
+            register_site_kind(s, XRootDSite)
     if scheme in _KINDS:
         return _KINDS[scheme](name, url)
     if scheme == "file":
