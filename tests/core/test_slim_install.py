@@ -23,7 +23,7 @@ from giod.testing import synthetic
 SRC = Path(giod.__file__).resolve().parents[1]
 #: What the extras bring (giod[server], giod[postgres], giod[plots], giod[display], giod[sql]), by top-level name.
 EXTRAS = {
-    "server": ("fastapi", "starlette", "uvicorn"),
+    "server": ("fastapi", "starlette", "uvicorn", "watchfiles"),
     "postgres": ("psycopg", "psycopg_binary", "psycopg_c"),
     "plots": ("matplotlib", "mplhep", "hist", "vector"),
     "display": ("plotly",),
@@ -31,7 +31,7 @@ EXTRAS = {
 }
 HIDDEN = sorted(name for names in EXTRAS.values() for name in names)
 #: The distributions each extra declares (those of the display beside the server's).
-DECLARED = {"server": {"fastapi", "uvicorn"}, "postgres": {"psycopg"},
+DECLARED = {"server": {"fastapi", "uvicorn", "watchfiles"}, "postgres": {"psycopg"},
             "plots": {"matplotlib", "mplhep", "hist", "vector"}, "display": {"plotly", "fastapi", "uvicorn"},
             "sql": {"duckdb"}}
 

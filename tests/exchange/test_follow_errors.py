@@ -111,3 +111,14 @@ def test_a_skim_waits_for_each_database_to_be_reconstructed(tmp_path: Path) -> N
     assert not errors, errors
     # one try per source version at most: woken by the source's commits, never in a loop
     assert len(tries) <= daq.version - first + 1 and len(set(tries)) == len(tries), tries
+
+
+def test_following_an_sqlite_catalog_without_watchfiles_names_the_extra(daq: giod.Federation,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """watchfiles comes with giod[server]: a core install that follows an SQLite catalog is told so."""
+    from giod.errors import MissingDependency
+    from giod.exchange.feed import open_feed
+
+    monkeypatch.setitem(sys.modules, "watchfiles._rust_notify", None)  # as if it were not installed
+    with pytest.raises(MissingDependency, match=r"watchfiles.*pip install 'giod\[server\]'"):
+        open_feed(daq)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from giod.catalog.engine import parse_url
-from giod.errors import CatalogError, GiodError, StorageError
+from giod.errors import CatalogError, GiodError, StorageError, needs_extra
 
 __all__ = ["CHANNEL", "Feed", "FileFeed", "PostgresFeed", "ServerFeed", "open_feed"]
 
@@ -72,7 +72,10 @@ class FileFeed:
     def __init__(self, fed: Any, path: Path, *, stop: threading.Event | None = None):
         # watchfiles' low-level watcher (its documented RustNotify): unlike watch(), it listens from
         # the moment it is made, which a feed needs before it first reads the version
-        from watchfiles._rust_notify import RustNotify
+        try:
+            from watchfiles._rust_notify import RustNotify
+        except ImportError as exc:  # watchfiles comes with giod[server], not with the core
+            raise needs_extra("server", "following an SQLite catalog's commits (--follow)", exc) from exc
 
         self.fed, self.path = fed, path
         self.stop = stop or threading.Event()
