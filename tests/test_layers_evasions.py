@@ -89,12 +89,18 @@ def test_a_new_circle_inside_a_layer_is_caught(tree, file, evasion):
 
 
 def test_a_known_circle_that_grows_or_goes_is_caught(tree):
-    # a file joins the command line's circle: the listed circle is no longer there as listed, a bigger one is
+    # a file of the command line imports the group's package back: a circle, and none is listed
     _append(tree / "cli" / "output.py", "from giod.cli import main")
     bad = _check(tree)
+    assert len(bad) == 1 and bad[0].startswith("a circle of "), bad
+    (first,) = layering.circles(layering.ImportGraph(tree))
+    # listed, it passes; a file that joins it makes a bigger circle, and the listed one is no longer there
+    assert layering.check(tree, CONCEPTS, {first: "listed"}, COMPUTED_IMPORTS) == []
+    _append(tree / "cli" / "tables.py", "from giod.cli import main")
+    bad = layering.check(tree, CONCEPTS, {first: "listed"}, COMPUTED_IMPORTS)
     assert len(bad) == 2 and "no longer there" in bad[1], bad
     size = int(bad[0].removeprefix("a circle of ").split(" ")[0])
-    assert size > len(next(c for c in KNOWN_CIRCLES if "giod.cli" in c)), bad
+    assert size > len(first), bad
     # a listed circle that was cut: the list must shrink with it
     stale = {**KNOWN_CIRCLES, frozenset({"giod.errors", "giod.config"}): "gone"}
     assert layering.check(SRC, CONCEPTS, stale, COMPUTED_IMPORTS) == [

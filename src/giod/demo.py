@@ -164,7 +164,7 @@ def demo(n_events: int | None, synthetic: bool, workers: int, output: str, force
     from rich.console import Console
     from rich.table import Table
 
-    from giod.cli import print_cutflow
+    from giod.cli.tables import print_cutflow
 
     if n_events is None:
         n_events = 100_000 if synthetic else 10_000

@@ -129,6 +129,8 @@ def test_every_command_is_documented():
         ctx = click.Context(group)
         for name in group.list_commands(ctx):  # the lazy commands (demo, bench) too
             cmd = group.get_command(ctx, name)
+            if cmd is not None and cmd.hidden:
+                continue  # a hidden alias (`site list` for `site ls`) is not advertised
             full = f"{prefix} {name}".strip()
             yield full
             if hasattr(cmd, "commands"):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import giod.cli
+import giod.cli.base
 from giod.cli import BENCH_MISSING, PLUGIN_GROUP, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_commands_of_other_distributions_come_from_the_entry_point_group(tmp_pat
 @pytest.mark.parametrize("args", [["bench"], ["bench", "read", "--events", "10"], ["bench", "--help"]])
 def test_bench_missing_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
     # a giod without the benchmarks distribution: no entry point, no command registered
-    monkeypatch.setattr(giod.cli, "plugin_commands", dict)
+    monkeypatch.setattr(giod.cli.base, "plugin_commands", dict)
     monkeypatch.setattr(main, "commands", {k: v for k, v in main.commands.items() if k != "bench"})
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from giod.cli import _open, federation_option, main
+from giod.cli.base import _open, federation_option, main
 from giod.errors import ConfigError
 
 #: Exit code after Ctrl-C, as a shell reports a process ended by SIGINT.

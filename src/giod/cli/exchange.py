@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from giod.cli import main
+from giod.cli.base import main
 from giod.errors import ConfigError, NotFound
 
 

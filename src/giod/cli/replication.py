@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from giod.cli import _number_id, _open, _size, _table, federation_option, hidden_alias, main
+from giod.cli.base import _number_id, _open, federation_option, hidden_alias, main
+from giod.cli.tables import _size, _table
 from giod.errors import ConfigError, GiodError
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from giod.cli import _number_id, _open, _table, federation_option, hidden_alias, main
+from giod.cli.base import _number_id, _open, federation_option, hidden_alias, main
+from giod.cli.tables import _table
 from giod.errors import ConfigError
 
 
