@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml | $(VENV)/bin/python
 
 venv: $(STAMP)
 
+# The default leaves out the tests marked slow (a few minutes of simulation, browsers, soaks);
+# GIOD_TEST_ALL=1 (set by .ci/run) or CI=true runs them too.
+ALL_TESTS := $(or $(filter 1 true yes,$(GIOD_TEST_ALL)),$(filter true,$(CI)))
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(if $(ALL_TESTS),,-m "not slow")
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
