@@ -701,7 +701,7 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
     Example: giod validate qcd -o validation/
     """
-    from giod.physics.validation import report_rows
+    from giod.physics.validation import cms_verdict, report_rows
     from giod.physics.validation import validate as run
 
     with writing(output):
@@ -710,6 +710,9 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
     _table(f"validation of {dataset} ({summary['events']:,} events)", ["quantity", "value"], rows)
     for name, ok in summary["targets"].items():
         click.echo(f"{'meets' if ok else 'MISSES'} the target for {name.replace('_', ' ')}")
+    verdict = cms_verdict(summary)
+    if verdict is not None:
+        click.echo(verdict)
     click.echo(f"plots in {output}")
 
 
