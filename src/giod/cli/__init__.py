@@ -412,12 +412,11 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
 
     Example: giod init ./myfed && giod import nano.root --dataset ttbar -f ./myfed
     """
-    from rich.progress import Progress
-
+    from giod.cli.progress import progress_bar
     from giod.interchange.nanoaod import import_root
 
     fed = _open(federation, create=create)
-    with Progress(transient=True) as bar:
+    with progress_bar(stderr=True, transient=True) as bar:
         task = bar.add_task(f"importing {Path(file).name}", total=None)
         report = import_root(fed, file, dataset, tree=tree, append=append, container_format=container_format,
                              progress=lambda done, total: bar.update(task, completed=done, total=total))
