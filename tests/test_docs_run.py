@@ -8,6 +8,12 @@ that cannot run here (a server that runs until interrupted, a file not
 shipped) says so on the line before its fence::
 
     <!-- not run: serves until interrupted -->
+
+A block that needs the CMS open-data files runs where they are (as
+``../shared/data`` from the directory it runs in, as beside the repository),
+and its doc's test skips without them (fails under ``CI=true``)::
+
+    <!-- needs the CMS open-data files -->
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*\S.*-->$")
+NEEDS_DATA = re.compile(r"^<!--\s*needs the CMS open-data files\b.*-->$")
+DATA = ROOT.parent / "shared" / "data"
 LANGUAGES = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shell": "sh"}
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -34,6 +43,7 @@ class Block:
     code: str
     line: int
     run: bool
+    needs_data: bool = False
 
 
 def blocks(text: str) -> list[Block]:
@@ -55,13 +65,24 @@ def blocks(text: str) -> list[Block]:
         i += 1
         if language in LANGUAGES:
             before = next((line.strip() for line in reversed(lines[:start]) if line.strip()), "")
-            found.append(Block(LANGUAGES[language], "\n".join(body) + "\n", start + 1, not NOT_RUN.match(before)))
+            found.append(Block(LANGUAGES[language], "\n".join(body) + "\n", start + 1,
+                               not NOT_RUN.match(before), bool(NEEDS_DATA.match(before))))
     return found
 
 
 def test_blocks_and_markers_are_found() -> None:
     text = "a\n<!-- not run: needs a server -->\n```sh\ngiod serve\n```\n\n```python\nx = 1\n```\n```text\nno\n```\n"
     assert blocks(text) == [Block("sh", "giod serve\n", 3, False), Block("python", "x = 1\n", 7, True)]
+    text = "<!-- needs the CMS open-data files -->\n```sh\ngiod import x.root\n```\n"
+    assert blocks(text) == [Block("sh", "giod import x.root\n", 2, True, True)]
+
+
+def _runnable(path: Path) -> list[Block]:
+    return [b for b in blocks(path.read_text()) if b.run]
+
+
+# Only the docs that have a block to run: a doc of prose and tables is not a skipped test.
+RUNNABLE = [p for p in DOCS if _runnable(p)]
 
 
 def _giod_on_path(bin_dir: Path) -> dict[str, str]:
@@ -77,14 +98,34 @@ def _giod_on_path(bin_dir: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_code_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    runnable = [b for b in blocks(path.read_text()) if b.run]
-    if not runnable:
-        pytest.skip(f"{path.name} has no block to run")
+def _params() -> list[Any]:
+    """One test per doc with a block to run; a doc with blocks on the CMS files has a second,
+    slow one that runs every block, those included."""
+    params: list[Any] = []
+    for path in RUNNABLE:
+        name = path.relative_to(ROOT).as_posix()
+        if any(not b.needs_data for b in _runnable(path)):
+            params.append(pytest.param(path, False, id=name))
+        if any(b.needs_data for b in _runnable(path)):
+            heavy = [pytest.mark.rootdata, pytest.mark.slow, pytest.mark.timeout(900)]  # minutes of simulation
+            params.append(pytest.param(path, True, id=f"{name}+data", marks=heavy))
+    return params
+
+
+@pytest.mark.parametrize(("path", "with_data"), _params())
+def test_code_blocks_run(path: Path, with_data: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runnable = [b for b in _runnable(path) if with_data or not b.needs_data]
+    if with_data and not DATA.is_dir():
+        reason = f"{path.name}: the CMS open-data files are not in {DATA}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (CI=true: they are required)")
+        pytest.skip(reason)
     work = tmp_path / "work"
     work.mkdir()
     (work / "examples").symlink_to(ROOT / "examples")
+    if with_data:  # where the docs find the files: ../shared/data, as beside the repository
+        (tmp_path / "shared").mkdir()
+        (tmp_path / "shared" / "data").symlink_to(DATA)
     env = _giod_on_path(tmp_path / "bin")
     monkeypatch.chdir(work)
     for key in [k for k in os.environ if k.startswith("GIOD_")]:

@@ -24,10 +24,9 @@ RECO = ("tracks", "jets")
 
 
 def _progress() -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from giod.cli.progress import progress_bar
 
-    return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn())
+    return progress_bar()
 
 
 SELECTION = "njets >= 2 and lead_jet_pt > 60"
@@ -84,8 +83,12 @@ def run_physics_demo(output: Path, n_events: int, workers: int = 2, *, force: bo
         stats["reco_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         ds = fed.dataset("qcd")
+        task = progress.add_task("select + di-jet mass", total=len(ds))
         stats["selected"] = len(ds.select(SELECTION))
-        h, stats["cutflow"] = dijet.run_with_cutflow(ds, SELECTION, histogram=dijet.fine_mass_histogram(1000))
+        h, stats["cutflow"] = dijet.run_with_cutflow(
+            ds, SELECTION, histogram=dijet.fine_mass_histogram(1000),
+            progress=lambda done, total: progress.update(task, completed=done, total=total))
+        progress.update(task, completed=len(ds), total=len(ds))
         stats["analysis_s"] = time.perf_counter() - t0
     with writing(str(output / PLOT)):
         png = dijet.plot(h, str(output / PLOT), title="giod demo: di-jet mass, simulated QCD multi-jet",

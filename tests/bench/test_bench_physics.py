@@ -48,6 +48,7 @@ def _check_phases(phases: list[dict[str, Any]], names: list[str]) -> None:
     for p in phases:
         assert _positive(p["wall_s"]) and _positive(p["cpu_s"]), p
 
+@pytest.mark.slow
 
 def test_recon_quick(tmp_path: Path) -> None:
     data, output = _bench(tmp_path, "recon", "--quick", "--events", "120")
@@ -77,6 +78,7 @@ def test_recon_quick(tmp_path: Path) -> None:
     assert sum(p["wall_s"] for p in phases) == pytest.approx(timed["median_s"], rel=0.2)
     assert "reconstruction pass" in output and "I/O share" in output
 
+@pytest.mark.slow
 
 def test_simulate_quick(tmp_path: Path) -> None:
     data, output = _bench(tmp_path, "simulate", "--quick", "--events", "100")
@@ -107,6 +109,7 @@ def test_bad_workers_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--workers" in result.output and "Traceback" not in result.output
 
+@pytest.mark.slow
 
 def test_timed_pass_writes_what_the_pass_writes(tmp_path: Path) -> None:
     from giod.physics.calibration import Calibration

@@ -19,6 +19,8 @@ from click.testing import CliRunner
 from giod.cli import main
 from giod_bench import wan, xrootd
 
+pytestmark = pytest.mark.slow  # a minute of WAN emulation on two cores
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -204,6 +204,7 @@ def test_analyze_and_demo_print_the_cut_flow(chain: str, tmp_path: Path) -> None
     shown = [ln for ln in r.output.splitlines() if "in di-jet histogram" in ln]
     assert shown and shown[0].split("│")[-2].strip() == f"{flow.rows[-1][1]:,}"
 
+@pytest.mark.slow
 
 def test_validate_creates_the_directory_it_is_named_and_no_missing_parent(chain: str, tmp_path: Path) -> None:
     assert "does not exist" in one_error_line(giod_cli(chain, "validate", "qcd", "-o", str(tmp_path / "a" / "b")))

@@ -160,6 +160,7 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 NANO = SHARED / "nanoAOD_2015_CMS_Open_Data_ttbar.root"
 
 
+@pytest.mark.slow
 @pytest.mark.rootdata
 def test_import_and_dijet_on_real_nanoaod(tmp_path: Path):
     import os

@@ -121,6 +121,7 @@ def _reads_back(target: str) -> None:
         fed.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["appended", "published"])
 def test_gc_with_no_grace_spares_a_live_writer(target: str, stop: str):
     writer = _Writer(target, stop)
@@ -142,6 +143,7 @@ def test_gc_with_no_grace_spares_a_live_writer(target: str, stop: str):
     _reads_back(target)
 
 
+@pytest.mark.slow
 def test_a_killed_writers_files_are_reclaimed_once_its_lease_expires(target: str):
     term = 2.0
     writer = _Writer(target, "appended", env={"GIOD_LEASE_SECONDS": str(term)})

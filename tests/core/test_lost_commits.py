@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import awkward as ak
+import pytest
 
 import giod
 from giod.federation import CATALOG_FILE
@@ -46,6 +47,7 @@ def giod_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_again(tmp_path: Path):
     target = tmp_path / "fed"
     fed = giod.open(target, create=True)

@@ -48,6 +48,7 @@ def test_worker_processes_take_what_plain_pickle_can_send(plain, selection):
     sel, n = selection
     assert map_selection(sel, len, columns=["njets"], scheduler="processes:1") == n
 
+@pytest.mark.slow
 
 def test_a_lambda_for_worker_processes_names_the_extra(plain, selection):
     sel, _ = selection

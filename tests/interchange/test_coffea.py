@@ -116,6 +116,7 @@ def test_example_runs(ttbar: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     assert "muons" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # coffea's runner: minutes on two shared cores
 def test_fileset_for_coffeas_runner(dataset: giod.Dataset, tmp_path: Path) -> None:
     from coffea.nanoevents import NanoAODSchema
     from coffea.processor import IterativeExecutor, Runner

@@ -110,7 +110,7 @@ def test_failed_import_leaves_no_dataset(tmp_path, monkeypatch):
 
     src = tmp_path / "small.root"
     write_root(src, synthetic.events(50, seed=1)[["jets", "ht", "njets"]], _jets_only_schema())
-    real = nanoaod.iterate_events
+    real = nanoaod._read_tree  # what import_root reads the tree it opened with
 
     def broken(*args, **kwargs):
         for i, chunk in enumerate(real(*args, **kwargs)):
@@ -118,7 +118,7 @@ def test_failed_import_leaves_no_dataset(tmp_path, monkeypatch):
                 yield chunk
             raise giod.DataError("the file ends early")
 
-    monkeypatch.setattr(nanoaod, "iterate_events", broken)
+    monkeypatch.setattr(nanoaod, "_read_tree", broken)
     fed = giod.open(tmp_path / "fed", create=True)
     with _pytest.raises(giod.DataError):
         nanoaod.import_root(fed, src, "small", step_size=10)

@@ -156,6 +156,29 @@ def granularity(events: int | None, repeat: int | None, quick: bool, output: str
     _publish(outcome, output, module.plot)
 
 
+@bench.command()
+@_options(100_000, 2_000)
+@click.option("--branches", type=click.IntRange(min=10), default=None,
+              help="Branches of the file [default: 1,200; 150 with --quick].")
+@click.option("--source", type=click.Path(dir_okay=False), default=None,
+              help="The NanoAOD file that gives the layout and the values "
+                   "[default: the CMS ttbar file in shared/data beside the repository].")
+def interchange(events: int | None, repeat: int | None, quick: bool, output: str, workdir: str | None,
+                branches: int | None, source: str | None) -> None:
+    """ROOT import and export of a wide NanoAOD-like file, beside uproot's read and write.
+
+    Example: giod bench interchange --events 100000 --branches 1200
+    """
+    from giod_bench import interchange as module
+
+    n, r = _sizes(events, repeat, quick, module.DEFAULT_EVENTS, module.QUICK_EVENTS)
+    width = branches or (150 if quick else module.DEFAULT_BRANCHES)
+    with Bars() as bars:
+        outcome = module.run(events=n, repeat=r, workdir=_workdir_path(workdir), bars=bars, branches=width,
+                             source=source or module.SOURCE)
+    _publish(outcome, output, module.plot)
+
+
 # ---------------------------------------------------------------- catalog
 
 

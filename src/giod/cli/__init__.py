@@ -222,12 +222,11 @@ def import_(file: str, dataset: str, tree: str | None, create: bool, append: boo
 
     Example: giod init ./myfed && giod import nano.root --dataset ttbar -f ./myfed
     """
-    from rich.progress import Progress
-
+    from giod.cli.progress import progress_bar
     from giod.interchange.nanoaod import import_root
 
     fed = _open(federation, create=create)
-    with Progress(transient=True) as bar:
+    with progress_bar(stderr=True, transient=True) as bar:
         task = bar.add_task(f"importing {Path(file).name}", total=None)
         report = import_root(fed, file, dataset, tree=tree, append=append, container_format=container_format,
                              progress=lambda done, total: bar.update(task, completed=done, total=total))
@@ -511,7 +510,7 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
 
     Example: giod validate qcd -o validation/
     """
-    from giod.physics.validation import report_rows
+    from giod.physics.validation import cms_verdict, report_rows
     from giod.physics.validation import validate as run
 
     with writing(output):
@@ -520,6 +519,9 @@ def validate(dataset: str, output: str, max_events: int | None, federation: str)
     _table(f"validation of {dataset} ({summary['events']:,} events)", ["quantity", "value"], rows)
     for name, ok in summary["targets"].items():
         click.echo(f"{'meets' if ok else 'MISSES'} the target for {name.replace('_', ' ')}")
+    verdict = cms_verdict(summary)
+    if verdict is not None:
+        click.echo(verdict)
     click.echo(f"plots in {output}")
 
 

@@ -24,12 +24,10 @@ BATCH_EVENTS = 500
 
 
 def _progress() -> Any:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from giod.cli.progress import progress_bar
 
     # on stderr, so that the result lines on stdout stay clean for scripts
-    return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    console=Console(stderr=True), transient=True)
+    return progress_bar(stderr=True, transient=True)
 
 
 @main.command()

@@ -30,7 +30,13 @@ def serve(host: str, port: int, anonymous_read: bool, certfile: str | None, keyf
     scheme = "https" if certfile else "http"
 
     def ready(bound: int) -> None:
-        click.echo(f"giod serving {federation} at {scheme}://{host}:{bound}", err=True)
+        click.echo(f"giod serving {federation} at {scheme}://{host}:{bound}", err=True)  # the line scripts wait for
+        # a server on every interface is browsed at an address of this host: the loopback one here
+        near = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # noqa: S104 - compared, not bound
+        click.echo(f"event display: {scheme}://{near}:{bound}/display", err=True)
+        if anonymous_read:
+            click.echo("anonymous reading is on: requests without a token can read every dataset (never write)",
+                       err=True)
 
     run(federation, host=host, port=port, anonymous_read=anonymous_read, certfile=certfile, keyfile=keyfile,
         ready=ready)

@@ -183,12 +183,14 @@ def _draft_ttree(tree: Any) -> _Draft:
             draft.skipped[b.name] = f"object branch {b.typename} with sub-branches is not supported"
             continue
         kind, dtype, shape, reason = _describe(b.interpretation, b.typename)
+        counter = b.count_branch if kind == "jagged" else None  # uproot looks it up anew at every call
         if kind == "skip" or dtype is None:
             draft.skipped[b.name] = reason
-        elif kind == "jagged" and b.count_branch is None:
-            draft.skipped[b.name] = "jagged branch without a counter (std::vector) is not supported"
         elif kind == "jagged":
-            jagged.setdefault(b.count_branch.name, []).append((b.name, dtype))
+            if counter is None:
+                draft.skipped[b.name] = "jagged branch without a counter (std::vector) is not supported"
+            else:
+                jagged.setdefault(counter.name, []).append((b.name, dtype))
         else:
             scalars.append((b.name, dtype, shape))
 
@@ -501,15 +503,24 @@ def inspect_tree(path: str | os.PathLike[str], tree: str | None = None) -> TreeL
     """
     with open_root(path) as file:
         name, obj = find_tree(file, path, tree)
-        with root_errors(path):
-            kind = "RNTuple" if "RNTuple" in type(obj).__name__ else "TTree"
-            if kind == "TTree" and SCHEMA_KEY in file:
-                names_text = str(file[NAMES_KEY]) if NAMES_KEY in file else None
-                layout = _layout_from_embedded(obj, name, str(file[SCHEMA_KEY]), names_text)
-                if layout is not None:
-                    return layout
-            draft = _draft_rntuple(obj) if kind == "RNTuple" else _draft_ttree(obj)
-            n = int(obj.num_entries)
+        return layout_of(file, name, obj, path)
+
+
+def layout_of(file: Any, name: str, obj: Any, path: str | os.PathLike[str]) -> TreeLayout:
+    """:func:`inspect_tree` of a tree already open (``obj``, named ``name`` in ``file``).
+
+    Reading a wide tree's metadata is most of what opening it costs (seconds for
+    about 1,000 branches): an import inspects and reads the one tree it opened.
+    """
+    with root_errors(path):
+        kind = "RNTuple" if "RNTuple" in type(obj).__name__ else "TTree"
+        if kind == "TTree" and SCHEMA_KEY in file:
+            names_text = str(file[NAMES_KEY]) if NAMES_KEY in file else None
+            layout = _layout_from_embedded(obj, name, str(file[SCHEMA_KEY]), names_text)
+            if layout is not None:
+                return layout
+        draft = _draft_rntuple(obj) if kind == "RNTuple" else _draft_ttree(obj)
+        n = int(obj.num_entries)
     if not draft.fields and not draft.tags:
         why = "; ".join(f"{k}: {v}" for k, v in list(draft.skipped.items())[:5])
         more = f"; and {len(draft.skipped) - 5} more" if len(draft.skipped) > 5 else ""

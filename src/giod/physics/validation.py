@@ -408,6 +408,24 @@ def report_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def cms_verdict(summary: dict[str, Any]) -> str | None:
+    """One line on the comparison with CMS: how many reference resolutions giod meets, and each row it
+    misses by name (its quantity and window, how far off and which way); None without a comparison."""
+    rows = [c for c in summary.get("cms", []) if "ratio" in c]
+    if not rows:
+        return None
+    missed = [c for c in rows if not c["met"]]
+    head = f"CMS resolutions: {len(rows) - len(missed)} of {len(rows)} within ×{RESOLUTION_FACTOR:g}"
+    if not missed:
+        return head
+    def why(c: dict[str, Any]) -> str:
+        if not np.isfinite(c["giod"]):
+            return "too few objects"
+        r = c["ratio"]
+        return f"{max(r, 1 / r):.1f}× {'worse' if r > 1 else 'better'}"
+    return head + "; missed: " + "; ".join(f"{_QUANTITY[c['quantity']]} {c['label']} ({why(c)})" for c in missed)
+
+
 _QUANTITY = {"pt_resolution": "track σ(pT)/pT", "d0_resolution": "track σ(d0)", "efficiency": "tracking efficiency",
              "jet_resolution": "jet σ(pT)/pT"}
 
