@@ -22,7 +22,9 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml | $(VENV)/bin/python
 	@echo "== 3/3 installing giod with every extra, and the benchmarks (a few minutes the first time)"
 	@if $(PY) -m uv --version >/dev/null 2>&1; then \
 		echo "$(PY) -m uv pip install --python $(PY) $(PACKAGES)"; \
-		$(PY) -m uv pip install --python $(PY) $(PACKAGES); \
+		$(PY) -m uv pip install --python $(PY) $(PACKAGES) || { \
+			echo "uv could not install (its index settings are not pip's): pip installs"; \
+			$(PY) -m pip install --disable-pip-version-check --progress-bar off $(PACKAGES); }; \
 	else \
 		echo "$(PY) -m pip install --progress-bar off $(PACKAGES)"; \
 		$(PY) -m pip install --disable-pip-version-check --progress-bar off $(PACKAGES); \
