@@ -190,3 +190,14 @@ def test_coffea_on_another_machine(served: Served) -> None:
     # the same recipe with a token for another dataset sees no ttbar
     with pytest.raises(giod.NotFound):
         run(code, {"__name__": "__recipes__", "URL": served.url, "TOKEN": served.token("read", "qcd")})
+
+
+def test_one_batch_over_fsspec_reads_part_of_the_file(done: dict[str, Any], qcd: giod.Dataset) -> None:
+    """What the doc says of ``get_batch``: range requests of fsspec's blocks, not the whole file."""
+    [size] = [c.size for c in sorted(qcd.databases(), key=lambda db: db.first_entry)[0].containers
+              if c.name == "raw.calo"]
+    with done["fs"].open(done["urls"]["raw.calo"][0], "rb", block_size=64 * 1024) as f:
+        batch = pa.ipc.open_file(f).get_batch(1)
+        moved = f.cache.total_requested_bytes
+    assert batch.num_rows == 100
+    assert 0 < moved < size / 2, (moved, size)  # four clusters: the footer and one of them
