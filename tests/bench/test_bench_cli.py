@@ -85,11 +85,13 @@ def test_read(tmp_path: Path) -> None:
 
 
 def test_select(tmp_path: Path) -> None:
-    data, output = _bench(tmp_path, "select", "--quick", "--events", "3000", "--clusters", "100,default")
+    data, output = _bench(tmp_path, "select", "--quick", "--events", "3000", "--clusters", "100,default",
+                          "--databases", "3")
     rows = data["results"]
     assert [(r["cluster_events"], r["fraction"]) for r in rows] == [
         (c, f) for c in (100, None) for f in (0.001, 0.01, 0.1)
     ]
+    assert {r["databases"] for r in rows} == {3}
     for r in rows:
         assert r["selected"] == round(r["fraction"] * 3000)
         assert _positive(r["speedup"]) and _positive(r["scan_s"]) and _positive(r["select_s"])

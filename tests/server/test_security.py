@@ -458,7 +458,19 @@ def test_anonymous_read_server(world: World) -> None:
         def want(r: Route, a: Answer) -> bool:
             return a.status not in (401, 403) and a.status < 500 if r.scope == "read" else a.status == 401
 
-        assert not _sweep(w, lambda r: None, want, url)
+        # staging mounts tapes and fills the disk buffer: a read, but one an anonymous caller may not ask
+        staging = {key for key in routes(w) if key[1].startswith("/api/v1/tape/") and key[0] != "GET"}
+        anonymous = {key: r for key, r in routes(w).items() if key not in staging}
+        wrong = []
+        for key, r in anonymous.items():
+            a = _send(w, key, r, None, url)
+            if not want(r, a):
+                wrong.append(f"{key[0]} {key[1]} -> {a.status} {a.body[:160]!r}")
+        for key in staging:
+            a = _send(w, key, routes(w)[key], None, url)
+            if a.status != 401:
+                wrong.append(f"{key[0]} {key[1]} -> {a.status} {a.body[:160]!r} (staging needs a token)")
+        assert len(staging) == 5 and not wrong, wrong
         # a bad token is refused, not taken as anonymous
         a = call(url, "GET", "/api/v1/federation", "giod_1_" + "A" * 43)
         assert a.status == 401

@@ -166,7 +166,12 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
 
                 found = clusters.kept(rec, paths, local)
                 if found is None:
-                    found = dataset.store.read_container(rec, note)
+                    try:
+                        found = dataset.store.read_container(rec, note)
+                    except IntegrityError:
+                        # a cluster damaged somewhere is not kept; the block-level read below still gives
+                        # the entries whose blocks are sound, and refuses the others itself
+                        found = None
             if found is not None and sum(len(rows) for _, rows in found) == len(local):  # type: ignore[arg-type]
                 pending[container].extend(found)
                 continue

@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
-from giod.errors import ConfigError, GiodError, NotFound
+from giod.errors import AuthError, ConfigError, GiodError, NotFound
 from giod.names import check_path
 from giod.server.state import need, state
 
@@ -64,6 +64,13 @@ def lifetime(value: str | int | None) -> float | None:
         raise ConfigError(f"diskLifetime {value!r} is not an ISO 8601 duration (P1D, PT12H, …)")
     d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
     return d * 86400 + h * 3600 + mi * 60 + s
+
+
+def _token_holder(request: Request) -> None:
+    """AuthError for an anonymous caller: staging mounts tapes and fills the disk buffer, which
+    anonymous readers (``--anonymous-read``) may not do; they read what is on disk."""
+    if need(request, "read").token is None:
+        raise AuthError("staging, releasing and asking where files are on tape need a token (Authorization: Bearer …)")
 
 
 def _split(request: Request, path: str) -> tuple[Any, str]:
@@ -119,6 +126,7 @@ def discovery(request: Request) -> dict[str, Any]:
 
 @router.post("/stage", status_code=201, summary="A bulk stage request; 201 with its id")
 def stage(request: Request, response: Response, body: StageIn) -> dict[str, Any]:
+    _token_holder(request)
     rid = uuid.uuid4().hex
     by_site: dict[str, tuple[Any, list[tuple[str, float | None]]]] = {}
     for f in body.files:
@@ -165,6 +173,7 @@ def cancel(request: Request, rid: str, body: PathsIn) -> dict[str, Any]:
 
 @router.post("/release/{rid}", summary="End the pins of files of a stage request")
 def release(request: Request, rid: str, body: PathsIn) -> dict[str, Any]:
+    _token_holder(request)
     ended = 0
     for site, rels in _group(request, body.paths).values():
         try:
@@ -176,7 +185,7 @@ def release(request: Request, rid: str, body: PathsIn) -> dict[str, Any]:
 
 @router.delete("/stage/{rid}", summary="Forget a stage request (every pin it holds ends)")
 def delete(request: Request, rid: str) -> dict[str, Any]:
-    need(request, "read")
+    _token_holder(request)
     ended = 0
     for site in _sites_of(request, rid):
         r = site.library.request(rid)
@@ -188,6 +197,7 @@ def delete(request: Request, rid: str) -> dict[str, Any]:
 
 @router.post("/archiveinfo", summary="Where files are: on tape, on disk too")
 def archiveinfo(request: Request, body: PathsIn) -> list[dict[str, Any]]:
+    _token_holder(request)
     out: list[dict[str, Any]] = []
     for name, (site, rels) in _group(request, body.paths).items():
         states = site.states(rels)
