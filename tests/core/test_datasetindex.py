@@ -108,7 +108,7 @@ def test_a_pass_that_replaces_tags_is_merged_again_and_old_versions_keep_old_val
     before = np.flatnonzero(values.astype(np.float32) > 0.995)
     np.testing.assert_array_equal(old.select("f32 > 0.995").entries(), before)
     db = ds.databases()[0]
-    with ds.extend(program="retag", replace=True) as p:  # the first database's tags, made all large
+    with ds.add_containers(program="retag", replace=True) as p:  # the first database's tags, made all large
         p.write(db, ak.Array({"f32": np.ones(400, np.float32), "i32": np.arange(400, dtype=np.int32)}),
                 containers=["tag"])
     new = np.concatenate([np.ones(400), values[400:]]).astype(np.float32)

@@ -99,11 +99,11 @@ def _njets(events) -> int:
 def test_a_map_over_tape_stages_once_and_adds_up_the_same(fed, scheduler):
     from giod import distributed
 
-    whole = distributed.map(fed["qcd"].select("njets >= 1"), _njets, columns=["jets"], scheduler="sync")
+    whole = distributed.map_selection(fed["qcd"].select("njets >= 1"), _njets, columns=["jets"], scheduler="sync")
     move_to_nearline(fed.store, "qcd", "archive")
     _on_tape_only(fed)
     lib = _archive(fed).library
-    got = distributed.map(fed["qcd"].select("njets >= 1"), _njets, columns=["jets"], scheduler=scheduler)
+    got = distributed.map_selection(fed["qcd"].select("njets >= 1"), _njets, columns=["jets"], scheduler=scheduler)
     assert got == whole > 0
     assert lib.counters()["mounts"] == 4
 

@@ -10,7 +10,7 @@ and the drives empty before each:
 
 - ``select``: a selection of 0.1 % of the events (``ht`` above its 99.9th
   percentile), its tags and jets read;
-- ``map``: ``giod.distributed.map`` over every database, counting jets.
+- ``map``: ``giod.distributed.map_selection`` over every database, counting jets.
 
 Each job runs twice: as giod plans it (``tape_bulk_staging``: every file in
 one request, ordered by cartridge and position, the partitions on disk read
@@ -128,7 +128,7 @@ def run(databases: int, per_database: int, drives: int, cartridges: int, timeout
         disk_sel = ds.select(expression).read(["ht", "jets"])
         from giod import distributed
 
-        disk_map = distributed.map(ds.select(None), _count_jets, columns=["jets"], scheduler="sync")
+        disk_map = distributed.map_selection(ds.select(None), _count_jets, columns=["jets"], scheduler="sync")
         fed.add_site("vault", f"tape://{root / 'vault'}?time_scale=0&drives={drives}&write_pool={cartridges}",
                      distance=10)
         t0 = time.perf_counter()
@@ -144,7 +144,7 @@ def run(databases: int, per_database: int, drives: int, cartridges: int, timeout
                 out = sel.read(["ht", "jets"])
             else:
                 sel = fed.dataset("runs").select(None)
-                out = distributed.map(sel, _count_jets, columns=["jets"], scheduler="sync")
+                out = distributed.map_selection(sel, _count_jets, columns=["jets"], scheduler="sync")
             return out, []
 
         for kind, expected in (("select", disk_sel), ("map", disk_map)):

@@ -1,6 +1,6 @@
 """Bulk staging for a job: every nearline file it needs asked for at once, and its partitions ordered by arrival.
 
-A selection, a ``giod.distributed.map``, an export or a copy knows the
+A selection, a ``giod.distributed.map_selection``, an export or a copy knows the
 databases it will read before it reads any. :func:`stage_databases` finds the
 containers whose nearest good copy is on a nearline site, sends each such
 site ONE stage request for all of them (the library plans it by cartridge
