@@ -9,6 +9,7 @@ conformance suite every kind passes is ``tests/storage/test_site_conformance.py`
 
 from __future__ import annotations
 
+import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,28 @@ from giod.names import check_path
 from giod.storage.pending import PendingFile
 
 __all__ = ["FileInfo", "Site", "SiteHealth", "check_relpath"]
+
+
+class RangeFile(io.RawIOBase):
+    """A seekable, read-only view of a file of known ``size`` on another machine: a site kind adds
+    ``read`` (and its own ways of fetching ranges); the position is kept here."""
+
+    size: int
+    _pos: int = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
 
 
 @dataclass(frozen=True)

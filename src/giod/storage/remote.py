@@ -14,7 +14,6 @@ server's :class:`~giod.storage.http.Endpoint`, shared with the remote catalog.
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 import threading
@@ -31,7 +30,7 @@ from giod.storage.checksum import Checksum
 from giod.storage.formats.arrow.frame import MAGIC
 from giod.storage.formats.arrow.plan import Footer, footer_of, projected
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
-from giod.storage.kind import FileInfo, Site, SiteHealth, check_relpath
+from giod.storage.kind import FileInfo, RangeFile, Site, SiteHealth, check_relpath
 from giod.storage.pending import PendingFile
 from giod.storage.ranges import ReadScheduler
 
@@ -408,7 +407,7 @@ def _column_ranges(site: RemoteSite, path: str, size: int, columns: Sequence[str
     return out
 
 
-class RemoteFile(io.RawIOBase):
+class RemoteFile(RangeFile):
     """A seekable read-only view of a remote file, served by the site's scheduler."""
 
     def __init__(self, site: RemoteSite, path: str, size: int):
@@ -418,20 +417,6 @@ class RemoteFile(io.RawIOBase):
 
     def __repr__(self) -> str:
         return f"<RemoteFile {self.name}>"
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
 
     def read(self, n: int = -1) -> bytes:
         stop = self.size if n is None or n < 0 else min(self.size, self._pos + n)

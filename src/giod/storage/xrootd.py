@@ -25,7 +25,6 @@ it was read back), so a reader never sees a partial or damaged file.
 from __future__ import annotations
 
 import contextlib
-import io
 import posixpath
 import threading
 import uuid
@@ -35,7 +34,7 @@ from urllib.parse import urlsplit
 
 from giod.errors import ConfigError, ConflictError, IntegrityError, MissingDependency, NotFound, StorageError
 from giod.storage.checksum import ALGORITHM, Checksum
-from giod.storage.kind import FileInfo, Site, SiteHealth, check_relpath
+from giod.storage.kind import FileInfo, RangeFile, Site, SiteHealth, check_relpath
 from giod.storage.pending import TMP_MARK, PendingFile
 
 __all__ = ["XRootDFile", "XRootDSite", "available"]
@@ -326,7 +325,7 @@ def _temporary(path: str) -> str:
     return posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}{TMP_MARK}{uuid.uuid4().hex}")
 
 
-class XRootDFile(io.RawIOBase):
+class XRootDFile(RangeFile):
     """A seekable read-only view of a file on an XRootD server.
 
     ``read_many`` fetches many ranges with vectored reads, all in flight at
@@ -343,20 +342,6 @@ class XRootDFile(io.RawIOBase):
         self._pos = 0
         self._ahead: dict[int, tuple[int, _Waiter]] = {}  # offset -> (length, its read in flight)
         self._next = 0  # where the window of reads ahead ends
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
 
     def _fail(self, status: Any, what: str) -> None:
         raise StorageError(f"site {self.site.name}: {what} {self.path}: {status.message.strip()}")
