@@ -163,7 +163,9 @@ def test_giods_local_cluster_is_quiet_and_keeps_the_users_settings(client) -> No
     def live(dask_scheduler=None) -> list[str]:
         return sorted(dask_scheduler.workers)
 
-    deadline = time.monotonic() + 60
+    # under a loaded machine (the whole suite on 2 cores) the nanny has been seen to take ~1 min to
+    # notice its worker's exit: the bound is for a cluster that never replaces it, not for a slow one
+    deadline = time.monotonic() + 240
     while first in (now := client.run_on_scheduler(live)) or len(now) < 2:
         assert time.monotonic() < deadline, f"the killed worker was not replaced: {now}"
         threading.Event().wait(0.05)
