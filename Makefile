@@ -21,8 +21,8 @@ PACKAGES := -e '.[all,test,physics,pythia,dask,coffea,lint]' -e ./benchmarks
 $(STAMP): pyproject.toml benchmarks/pyproject.toml | $(VENV)/bin/python
 	@echo "== 3/3 installing giod with every extra, and the benchmarks (a few minutes the first time)"
 	@if $(PY) -m uv --version >/dev/null 2>&1; then \
-		echo "$(PY) -m uv pip install --python $(PY) $(PACKAGES)"; \
-		$(PY) -m uv pip install --python $(PY) $(PACKAGES) || { \
+		echo "$(PY) -m uv pip install --compile-bytecode --python $(PY) $(PACKAGES)"; \
+		$(PY) -m uv pip install --compile-bytecode --python $(PY) $(PACKAGES) || { \
 			echo "uv could not install (its index settings are not pip's): pip installs"; \
 			$(PY) -m pip install --disable-pip-version-check --progress-bar off $(PACKAGES); }; \
 	else \
@@ -37,15 +37,20 @@ venv: $(STAMP)
 # The default leaves out the tests marked slow (a few minutes of simulation, browsers, soaks);
 # GIOD_TEST_ALL=1 (set by .ci/run) or CI=true runs them too.
 ALL_TESTS := $(or $(filter 1 true yes,$(GIOD_TEST_ALL)),$(filter true,$(CI)))
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): without
+# it every process the tests start (CLIs, writers, Dask workers, servers) compiles giod and its
+# dependencies from source again, seconds of CPU each. uv is told to compile at install for
+# the same reason (pip does by default).
+BYTECODE := PYTHONDONTWRITEBYTECODE=
 test: $(STAMP)
-	$(PY) -m pytest -q $(if $(ALL_TESTS),,-m "not slow")
+	$(BYTECODE) $(PY) -m pytest -q $(if $(ALL_TESTS),,-m "not slow")
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
 demo: $(STAMP)
-	$(VENV)/bin/giod demo --force  # replaces the output of an earlier make demo
+	$(BYTECODE) $(VENV)/bin/giod demo --force  # replaces the output of an earlier make demo
 
 clean:
 	rm -rf $(VENV) giod-data demo-output
