@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -78,6 +79,20 @@ def xrootd_url(server: tuple[Any, Path]) -> str:
     (directory / name).mkdir()
     (directory / name).chmod(0o777)
     return f"root://{xrd.host}:{xrd.port}//{name}"
+
+
+def giod_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``giod ARGS`` run in this process (click's runner): its exit code, stdout and stderr.
+
+    For tests about what a command does, not about its process: a fresh interpreter costs seconds
+    of imports. An exception the command does not turn into its one line fails the test.
+    """
+    from click.testing import CliRunner
+
+    from giod.cli import main
+
+    done = CliRunner().invoke(main, list(args), prog_name="giod", catch_exceptions=False)
+    return subprocess.CompletedProcess(["giod", *args], done.exit_code, done.stdout, done.stderr)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

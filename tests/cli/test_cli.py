@@ -103,9 +103,9 @@ def test_schema_check_of_a_model_over_the_bounds_is_one_line(tmp_path: Path, cas
             "huge": model("x: float32[1000000000][1000000000]")}[case]
     path = tmp_path / f"{case}.yaml"
     path.write_text(text)
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # this thread's CPU time: the work done, however loaded the machine
     r = CliRunner().invoke(main, ["schema", "check", str(path)])
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}:") and says in lines[0], r.output

@@ -10,26 +10,39 @@ from tests.conftest import fresh_postgres_schema
 import giod
 from giod.testing import synthetic
 
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres), "remote"]
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres), "remote"])
-def fed(request, tmp_path: Path):
-    """A fresh federation: embedded (SQLite directory), PostgreSQL catalog + local site, or the
-    embedded one through a real giod server on loopback (the remote client)."""
+
+def _federation(request, where: Path):
+    """A fresh federation on ``request.param``'s backend, in the empty directory ``where``."""
     if request.param == "sqlite":
-        f = giod.open(tmp_path / "fed", create=True)
+        f = giod.open(where / "fed", create=True)
     elif request.param == "postgresql":
         f = giod.open(fresh_postgres_schema(request), create=True)
-        f.add_site("local", str(tmp_path / "site"), 0)
+        f.add_site("local", str(where / "site"), 0)
     else:
         from tests.server.conftest import serve
 
-        for served in serve(tmp_path / "served"):
+        for served in serve(where / "served"):
             f = served.remote()
             yield f
             f.close()
         return
     yield f
     f.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def fed(request, tmp_path: Path):
+    """A fresh federation: embedded (SQLite directory), PostgreSQL catalog + local site, or the
+    embedded one through a real giod server on loopback (the remote client)."""
+    yield from _federation(request, tmp_path)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_fed(request, tmp_path_factory: pytest.TempPathFactory):
+    """As ``fed``, made once per module: for tests that only read what a module's fixture wrote."""
+    yield from _federation(request, tmp_path_factory.mktemp("module-fed"))
 
 
 @pytest.fixture

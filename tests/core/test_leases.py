@@ -19,7 +19,7 @@ from pathlib import Path
 
 import awkward as ak
 import pytest
-from tests.conftest import fresh_postgres_schema
+from tests.conftest import fresh_postgres_schema, giod_cli
 
 import giod
 from giod.store.consistency import fsck, gc
@@ -86,11 +86,6 @@ class _Writer:
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.communicate(timeout=60)
-
-
-def giod_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from giod.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=300)
 
 
 def _files(target: str) -> list[Path]:

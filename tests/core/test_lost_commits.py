@@ -14,6 +14,7 @@ from pathlib import Path
 
 import awkward as ak
 import pytest
+from tests.conftest import giod_cli
 
 import giod
 from giod.federation import CATALOG_FILE
@@ -40,11 +41,6 @@ LAST_COMMITS = textwrap.dedent("""
         p.write(second, events[["tracks", "jets"]])
     os.kill(os.getpid(), signal.SIGKILL)  # no clean close: nothing checkpoints the WAL
 """ % (RAW,))  # noqa: UP031 - the script's own braces stay as written
-
-
-def giod_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from giod.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow

@@ -47,8 +47,7 @@ CONSTRUCTS = [
 ]
 
 
-@pytest.fixture
-def written(fed):
+def _write(fed):
     ds = fed.create_dataset("qcd", synthetic.schema())
     events = synthetic.events(EVENTS, seed=23)
     with ds.writer(database_events=200, cluster_events=50) as w:
@@ -56,9 +55,20 @@ def written(fed):
     return ds, events
 
 
+@pytest.fixture
+def written(fed):
+    return _write(fed)
+
+
+@pytest.fixture(scope="module")
+def written_once(module_fed):
+    """As ``written``, once per module and backend: for the tests that only select and read."""
+    return _write(module_fed)
+
+
 @pytest.mark.parametrize(("text", "reference"), CONSTRUCTS, ids=[c[0] for c in CONSTRUCTS])
-def test_each_construct_selects_what_awkward_does(written, text, reference):
-    ds, events = written
+def test_each_construct_selects_what_awkward_does(written_once, text, reference):
+    ds, events = written_once
     expected = np.flatnonzero(_true(reference(events)))
     assert 0 < len(expected) < EVENTS  # the cut means something on these events
     sel = ds.select(text)
@@ -69,8 +79,8 @@ def test_each_construct_selects_what_awkward_does(written, text, reference):
     assert ak.to_list(ds.query(text, ["event"]).event) == ak.to_list(events.event[expected])
 
 
-def test_a_stored_tag_wins_over_the_counter_of_the_same_name(written):
-    ds, events = written
+def test_a_stored_tag_wins_over_the_counter_of_the_same_name(written_once):
+    ds, events = written_once
     # njets is stored; nhits is not: it comes from the list lengths of hits
     assert "njets" in ds.schema.tags and "nhits" not in ds.schema.tags
     assert ds.select("njets >= 3").expression.fields == {"njets"}
@@ -128,16 +138,16 @@ def test_a_counter_alone_reads_one_column_of_its_collection(written, monkeypatch
     ("jets.cov[0] > 1", "unknown jets field 'cov'", 6),
     ("any(tracks.cov > 1)", "has type float32[3], which selections cannot use", 5),
 ])
-def test_bad_names_are_expression_errors_with_suggestions(written, text, says, position):
-    ds, _ = written
+def test_bad_names_are_expression_errors_with_suggestions(written_once, text, says, position):
+    ds, _ = written_once
     with pytest.raises(giod.ExpressionError) as caught:
         ds.select(text)
     assert says in caught.value.message
     assert caught.value.position == position - 1
 
 
-def test_counters_are_columns_too(written):
-    ds, events = written
+def test_counters_are_columns_too(written_once):
+    ds, events = written_once
     passed = ak.to_numpy(ak.num(events.cells, axis=1) > 100)
     sel = ds.select("ncells > 100")
     got = sel.read(["nhits", "ht", "ncells"])

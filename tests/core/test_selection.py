@@ -26,10 +26,16 @@ def filled(fed, model):
     return _fill(fed, model)
 
 
+@pytest.fixture(scope="module")
+def filled_once(module_fed, model):
+    """As ``filled``, written once per module and backend: for the tests that only select and read."""
+    return _fill(module_fed, model)
+
+
 @pytest.mark.parametrize("expr", ["ht > 300", "njets >= 2 and ht > 150", "not (ntracks < 10) or lead_pt > 80",
                                   "njets in (1, 3)", "ht / max(njets, 1) > 60"])
-def test_selection_equals_full_scan(filled, expr):
-    ds, events = filled
+def test_selection_equals_full_scan(filled_once, expr):
+    ds, events = filled_once
     sel = ds.select(expr)
     ht = ak.to_numpy(events.ht)
     cols = {k: ak.to_numpy(events[k]) for k in ("ht", "njets", "ntracks", "lead_pt")}
@@ -41,8 +47,8 @@ def test_selection_equals_full_scan(filled, expr):
     assert got.jets.pt.to_list() == events.jets.pt[mask].to_list()
 
 
-def test_statistics_prune_databases(filled):
-    ds, events = filled
+def test_statistics_prune_databases(filled_once):
+    ds, events = filled_once
     top = float(np.sort(ak.to_numpy(events.ht))[-10])
     sel = ds.select(f"ht >= {top}")
     assert len(sel.databases()) == 1 and len(ds.databases()) == 4
@@ -87,8 +93,8 @@ def test_sparse_selection_reads_only_its_record_batches(filled, monkeypatch):
     assert [which for path, which in batches if "raw.tracker" in path] == [5]
 
 
-def test_iterate_chunks(filled):
-    ds, events = filled
+def test_iterate_chunks(filled_once):
+    ds, events = filled_once
     sel = ds.select("njets >= 1")
     chunks = list(sel.iterate(["njets"], step_size=120))
     assert all(len(c) <= 120 for c in chunks)
@@ -96,8 +102,8 @@ def test_iterate_chunks(filled):
     assert np.concatenate([ak.to_numpy(c.njets) for c in chunks]).min() >= 1
 
 
-def test_bad_expression_is_a_typed_error(filled):
-    ds, _ = filled
+def test_bad_expression_is_a_typed_error(filled_once):
+    ds, _ = filled_once
     with pytest.raises(giod.ExpressionError):
         ds.select("htt > 3")
     with pytest.raises(giod.ExpressionError):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +9,7 @@ import pytest
 import giod
 from giod.interchange import import_root
 from giod.store.consistency import fsck, gc
-from tests.conftest import fresh_postgres_schema
+from tests.conftest import fresh_postgres_schema, giod_cli
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -47,8 +45,7 @@ def test_files_of_an_interrupted_import_are_reclaimed(target: str, zmumu: Path, 
     assert gc(fed.store) == []  # the deletion is younger than the default grace
     fed.close()
 
-    r = subprocess.run([sys.executable, "-c", "from giod.cli import main; main()", "gc", "--grace", "0",
-                        "-f", target], capture_output=True, text=True, timeout=300)
+    r = giod_cli("gc", "--grace", "0", "-f", target)
     assert r.returncode == 0 and f"{len(files)} orphan files removed" in r.stdout, r.stdout + r.stderr
     fed = giod.open(target, create=False)
     try:

@@ -110,10 +110,10 @@ def test_nesting_is_bounded(style: str, depth: int) -> None:
 
 @pytest.mark.parametrize("style", ["flow", "block"])
 def test_ten_thousand_levels_are_one_schema_error(style: str) -> None:
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # this thread's CPU time: the work done, however loaded the machine
     with pytest.raises(SchemaError, match="nested deeper"):
         Schema.from_text(_nested(style, 10_000))
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
 
 
 _DIMS = st.lists(st.integers(1, 2**40), min_size=1, max_size=2 * MAX_ARRAY_DIMS)
