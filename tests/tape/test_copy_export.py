@@ -51,9 +51,10 @@ def test_a_skim_from_tape_stages_tags_and_data_in_one_request(fed, tmp_path):
     expected = fed["qcd"].select("njets >= 3").read(["jets", "ht"])
     lib = _to_tape(fed)
     dst = giod.open(tmp_path / "dst", create=True)
+    before = lib.counters()["mounts"]
     report = copy_dataset(fed, dst, "qcd", select="njets >= 3", as_name="skim")
     assert report.events == len(expected) > 0
-    assert lib.counters()["mounts"] == _cartridges(lib)
+    assert lib.counters()["mounts"] - before == _cartridges(lib)
     assert ak.to_list(dst["skim"].read(["jets", "ht"])) == ak.to_list(expected)
     dst.close()
 
@@ -68,10 +69,11 @@ def test_an_export_from_tape_mounts_each_cartridge_once_and_writes_the_same_file
     from_disk = export(tmp_path / "disk.parquet")
     selected = export(tmp_path / "disk-sel.parquet", "njets >= 2")
     lib = _to_tape(fed)
+    before = lib.counters()["mounts"]
     assert export(tmp_path / "tape.parquet") == from_disk
-    assert lib.counters()["mounts"] == _cartridges(lib) == 4
+    assert lib.counters()["mounts"] - before == _cartridges(lib) == 4
     for path in lib.paths():
         lib.evict(path)
     lib.unload()
     assert export(tmp_path / "tape-sel.parquet", "njets >= 2") == selected  # tags and data in one request
-    assert lib.counters()["mounts"] == 2 * _cartridges(lib)
+    assert lib.counters()["mounts"] - before == 2 * _cartridges(lib)
