@@ -146,3 +146,21 @@ def test_fsck_checks_the_tape_copies_without_staging_and_finds_a_damaged_one(fed
     data[100] ^= 0xFF
     (lib.tape / victim).write_bytes(bytes(data))
     assert [(p.kind, p.path) for p in fsck(fed.store).problems] == [("checksum", victim)]
+
+
+def test_the_summary_tells_files_queued_for_tape_from_those_on_it(fed):
+    from giod.replication.copy import replicate
+    from giod.tier import tier_summary
+
+    local = fed.store.site("local")
+    replicate(fed.catalog, fed.store.site, "qcd", "archive")  # queued: nobody flushed
+    for db in fed.catalog.databases("qcd"):
+        for c in db.containers:
+            fed.catalog.drop_replica_kept_at(c.id, "local", "archive")
+            local.remove(c.path)
+    dbs = fed.catalog.databases("qcd")
+    n = sum(len(db.containers) for db in dbs)
+    assert [line.split(" (")[0] for line in tier_summary(fed.store, dbs)] == ["archive"]
+    assert f"{n} files in the buffer, queued for tape" in tier_summary(fed.store, dbs)[0]
+    _archive(fed).library.flush()
+    assert f"{n} files staged" in tier_summary(fed.store, dbs)[0]
