@@ -24,5 +24,7 @@ def test_bench_tape_small(tmp_path: Path) -> None:
         assert planned["mounts"] == planned["cartridges"] <= 20
         assert alone["mounts"] > planned["mounts"] and alone["tape_s"] > planned["tape_s"]
         assert planned["ratio_unmounts"] == pytest.approx(1.0, abs=0.35)
+    moved = by[("move to tape", "queued, flushed")]  # written from the queue: a mount per cartridge, in drive time
+    assert moved["mounts"] == moved["cartridges"] == 20 and moved["tape_s"] >= moved["limit_s"] > 0
     bad = CliRunner().invoke(main, ["bench", "tape", "--databases", "2", "--cartridges", "20"])
     assert bad.exit_code == 2 and "--cartridges" in bad.output

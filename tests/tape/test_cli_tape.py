@@ -14,7 +14,10 @@ def run(*args: str) -> Result:
 
 def test_the_nearline_tier_from_the_command_line(fed, tmp_path):
     f = str(fed.root)
-    r = run("site", "add", "vault", tape_url(tmp_path / "vault"), "-f", f)
+    for bad in ("unread_s=soon", "unread_s=-1"):  # the library's settings are checked where the site is added
+        r = run("site", "add", "vault", tape_url(tmp_path / "vault") + "&" + bad, "-f", f)
+        assert r.exit_code == 2 and "unread_s" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    r = run("site", "add", "vault", tape_url(tmp_path / "vault", unread_s=7 * 86400), "-f", f)
     assert r.exit_code == 0, r.output
     assert run("rule", "add", "qcd", "--tier", "nearline", "--sites", "local", "-f", f).exit_code == 2
     bad = run("rule", "add", "qcd", "--tier", "nearline", "--sites", "vault", "--older-than", "soon", "-f", f)

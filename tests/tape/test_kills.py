@@ -110,3 +110,32 @@ def _site_args(fed: giod.Federation) -> tuple[str, LibrarySettings]:
     from giod.storage.tape import parse_tape_url
 
     return parse_tape_url(fed.catalog.site("archive").url)
+
+
+@pytest.mark.parametrize("after", [2, 5])
+def test_a_kill_while_queueing_and_writing_to_tape_loses_nothing(tmp_path, after):
+    root = tmp_path / "lib"
+    _kill_after(f"""
+        from giod.storage.site import open_site
+        site = open_site("arch", "tape://{root}?time_scale=0&drives=2")
+        for i in range(1000):
+            pending = site.create(f"d/f{{i}}")  # a temporary name, renamed when published, then queued
+            pending.write(bytes([i % 256]) * 200_000)
+            pending.publish()
+            if i % 3 == 2:
+                site.library.flush()
+            print(i, flush=True)
+    """, after)
+    lib = TapeLibrary(root, LibrarySettings(time_scale=0.0, drives=2))
+    lib.recover()
+    lib.flush()
+    assert lib.queued() == {}  # every write planned and over
+    known = lib.paths()
+    assert len(known) >= after
+    for path in known:  # each known file has a whole tape copy and comes back from it
+        i = int(path.rsplit("f", 1)[1])
+        lib.evict(path)
+        lib.wait([path])
+        assert (lib.buffer / path).read_bytes() == bytes([i % 256]) * 200_000
+    published = [p.name for p in (lib.buffer / "d").iterdir() if ".tmp-" not in p.name]
+    assert sorted(published) == sorted(p.split("/")[1] for p in known)  # no published file the library misses

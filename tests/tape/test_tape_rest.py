@@ -19,6 +19,7 @@ def served(fed, tmp_path):
     lib = fed.store.site("vault").library
     for p in lib.paths():
         lib.evict(p)
+    lib.unload()  # the drives empty, as long after the move: a stage mounts (0.3 s)
     token = fed.catalog.create_token("read", note="tape rest")[1]
     with ServerThread(create_app(str(fed.root))) as url:
         yield url, token, lib, None
@@ -42,6 +43,8 @@ def test_bulk_stage_poll_release_and_archiveinfo(served):
 
     text = urllib3.request("GET", f"{url}/metrics", headers={"authorization": f"Bearer {token}"}).data.decode()
     assert 'giod_tape_files{site="vault",state="staged"} 6' in text and 'giod_tape_mounts_total{site="vault"}' in text
+    written = int(text.split('giod_tape_written_bytes_total{site="vault"} ')[1].split()[0])
+    assert 'giod_tape_queued_files{site="vault"} 0' in text and written == sum(lib.files()[p].size for p in lib.paths())
     assert client.release(rid, paths[:2]) == 2
     assert client.delete(rid) == 4
     with pytest.raises(NotFound):

@@ -51,6 +51,7 @@ from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit,
 from giod.errors import ConfigError, DataError, GiodError, IntegrityError, NotFound, SchemaError, StorageError
 from giod.exchange.provenance import PROVENANCE
 from giod.exchange.source import destination_path, folders, read_records, registered, skim_containers, vet
+from giod.exchange.staging import copy_reads, staged
 from giod.names import check_name
 from giod.read import tagindex
 from giod.replication.transfer import file_checksum, file_state, place
@@ -191,29 +192,32 @@ def copy_dataset(src: Any, dst: Any, dataset: str, *, select: str | None = None,
     made = _Target(schema, dst, target)
     dst_site = dst.site(site)
     schema_ids = _SchemaMap(src, dst)
+    reading = copy_reads(todo, skim_reads=reads if select else None, chosen=lambda name: _chosen(chosen, name),
+                         landed=lambda db: plan.key(db) in landed)
     try:
-        for upto, db, added in todo:
-            if stop.is_set():
-                break
-            if added:
-                _extend(src, dst, db, added, landed.get(plan.key(db)), plan, dst_site, schema_ids, report, made)
-            elif plan.key(db) in landed:
-                report.already += 1
-            elif select:
-                missing = sorted(reads - {c.name for c in db.containers})
-                if missing:
-                    report.pending = f"source database {db.id} has no container {', '.join(missing)} yet"
+        with staged(src, reading):  # every tape file the copy reads, in one request
+            for upto, db, added in todo:
+                if stop.is_set():
                     break
-                _skim(src, source_ds, made, db, plan, dst_site.name, report, parameters[db.id])
+                if added:
+                    _extend(src, dst, db, added, landed.get(plan.key(db)), plan, dst_site, schema_ids, report, made)
+                elif plan.key(db) in landed:
+                    report.already += 1
+                elif select:
+                    missing = sorted(reads - {c.name for c in db.containers})
+                    if missing:
+                        report.pending = f"source database {db.id} has no container {', '.join(missing)} yet"
+                        break
+                    _skim(src, source_ds, made, db, plan, dst_site.name, report, parameters[db.id])
+                else:
+                    _copy(src, dst, db, plan, dst_site, schema_ids, report, made, parameters[db.id])
+                report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, upto)
+                report.done += 1
+                if on_database is not None:
+                    on_database(report)
             else:
-                _copy(src, dst, db, plan, dst_site, schema_ids, report, made, parameters[db.id])
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, upto)
-            report.done += 1
-            if on_database is not None:
-                on_database(report)
-        else:
-            made.ready()  # a copy of nothing new still leaves the target, set up to follow the source
-            report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, version)
+                made.ready()  # a copy of nothing new still leaves the target, set up to follow the source
+                report.until = dst.catalog.advance_exchange_cursor(plan.cursor, plan.source, target, version)
     except BaseException:
         made.undo()
         raise

@@ -2,7 +2,8 @@
 
 For each rule, every database of its dataset older than the rule's age gets a
 good replica of each container on the rule's nearline site (the ordinary
-verified copy of ``giod.replication``), and only then loses its replicas on
+verified copy of ``giod.replication``, then the library's write queue flushed
+and waited for: a mount per cartridge), and only then loses its replicas on
 disk sites: the catalog drops a disk replica in the transaction that finds
 the tape copy good, and the disk file goes after that. A kill at any point
 leaves every container with at least one good, registered copy: before the
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from giod.errors import ConfigError, GiodError
 from giod.replication.copy import plan_copies, run_transfers
-from giod.storage.tape.site import SCHEME
+from giod.storage.tape.site import SCHEME, NearlineSite
 from giod.store.snapshot import Store
 
 __all__ = ["TierReport", "apply_tier_rules", "is_nearline", "move_to_nearline"]
@@ -38,6 +39,7 @@ class TierReport:
     copied: int = 0
     dropped: int = 0
     bytes: int = 0
+    tape_s: float = 0.0  # simulated seconds until the last file copied was written to tape
     failed: list[str] = field(default_factory=list)
 
     def add(self, other: TierReport) -> None:
@@ -45,6 +47,7 @@ class TierReport:
         self.copied += other.copied
         self.dropped += other.dropped
         self.bytes += other.bytes
+        self.tape_s += other.tape_s
         self.failed += other.failed
 
 
@@ -72,6 +75,10 @@ def move_to_nearline(store: Store, dataset: str, site: str, *, older_than: float
         done = run_transfers(catalog, store.site, transfers, streams=streams)
         report.copied, report.bytes = done.copied + done.adopted, done.bytes
         report.failed += [path for path, _s, _why in done.failed]
+    nearline = store.site(site)
+    if isinstance(nearline, NearlineSite):  # the queue on tape, a mount per cartridge, before any disk copy goes
+        start = nearline.library.now()
+        report.tape_s = max(0.0, nearline.library.flush() - start)
     disk = {s.name for s in store.sites() if not is_nearline(s.url)}
     states = catalog.replica_states(dataset)
     for db in old:

@@ -21,7 +21,7 @@ from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.storage.tape.site import NearlineSite
 from giod.store.snapshot import Store
 
-__all__ = ["StagePlan", "StageProgress", "has_nearline", "nearline_holder", "stage_databases"]
+__all__ = ["StagePlan", "StageProgress", "has_nearline", "nearline_holder", "stage_containers", "stage_databases"]
 
 T = TypeVar("T")
 
@@ -102,24 +102,29 @@ def stage_databases(store: Store, databases: Sequence[DatabaseRecord], names: It
     library's own pin lifetime); :meth:`StagePlan.release` ends it sooner.
     """
     wanted = None if names is None else set(names)
+    return stage_containers(store, [c for db in databases for c in db.containers
+                                    if wanted is None or c.name in wanted], pin_s=pin_s, request=request)
+
+
+def stage_containers(store: Store, containers: Iterable[ContainerRecord], *, pin_s: float | None = None,
+                     request: str | None = None) -> StagePlan:
+    """One bulk stage request per nearline site for those of ``containers`` read from one (as
+    :func:`stage_databases`, for a job that picks its files itself: a copy, a later pass)."""
     plan = StagePlan()
     by_id = {s.id: s for s in store.sites()}
     if not any(s.url.startswith("tape://") for s in by_id.values()):
         return plan  # no nearline site: nothing to plan (and no site opened)
-    for db in databases:
-        for c in db.containers:
-            if wanted is not None and c.name not in wanted:
-                continue
-            held = [by_id[i] for i in c.site_ids if i in by_id]
-            if not held:
-                continue
-            nearest = store.reads.order(held)[0]
-            if not nearest.url.startswith("tape://"):
-                continue
-            site = store.site(nearest.name)
-            if isinstance(site, NearlineSite):
-                plan.sites[nearest.name] = site
-                plan.paths.setdefault(nearest.name, []).append(c.path)
+    for c in containers:
+        held = [by_id[i] for i in c.site_ids if i in by_id]
+        if not held:
+            continue
+        nearest = store.reads.order(held)[0]
+        if not nearest.url.startswith("tape://"):
+            continue
+        site = store.site(nearest.name)
+        if isinstance(site, NearlineSite):
+            plan.sites[nearest.name] = site
+            plan.paths.setdefault(nearest.name, []).append(c.path)
     for name, paths in plan.paths.items():
         state = plan.sites[name].stage(paths, pin_s=pin_s, request=request)
         plan.requests[name] = state.id

@@ -23,7 +23,8 @@ class TierCount:
 
 def tier_counts(store: Store, databases: Sequence[DatabaseRecord]) -> dict[tuple[str, str], TierCount]:
     """``{(site, state): count}``: ``state`` is ``disk`` for a file with a good copy on disk, else the
-    state at its nearest nearline site: ``tape``, ``staging`` or ``staged``."""
+    state at its nearest nearline site: ``tape``, ``staging``, ``staged`` or ``queued`` (in the buffer,
+    not written to tape yet)."""
     sites = {s.id: s for s in store.sites()}
     out: dict[tuple[str, str], TierCount] = {}
     on_tape: dict[str, list[tuple[str, int]]] = {}
@@ -43,10 +44,11 @@ def tier_counts(store: Store, databases: Sequence[DatabaseRecord]) -> dict[tuple
         if not isinstance(site, NearlineSite):
             continue
         states = site.states([p for p, _ in files])
+        queued = site.library.queued()
         now = site.library.now()
         for path, size in files:
             f = states.get(path)
-            state = "missing" if f is None else f.state
+            state = "missing" if f is None else "queued" if path in queued else f.state
             n = out.setdefault((name, state), TierCount())
             n.files += 1
             n.bytes += size
@@ -70,6 +72,6 @@ def tier_summary(store: Store, databases: Sequence[DatabaseRecord]) -> list[str]
             extra = f", the last on disk in ~{n.last_s:.0f} s"
         elif state == "staged" and n.last_s > 0:
             extra = f", pinned for another {n.last_s:.0f} s at most"
-        where = "on tape only" if state == "tape" else state
+        where = {"tape": "on tape only", "queued": "in the buffer, queued for tape"}.get(state, state)
         lines.append(f"{site} (nearline): {n.files} files {where} ({size}){extra}")
     return lines

@@ -211,7 +211,8 @@ def archiveinfo(request: Request, body: PathsIn) -> list[dict[str, Any]]:
 
 
 def metrics_text(fed: Any) -> str:
-    """The nearline sites' gauges and counters for ``/metrics``: files by state, mounts, bytes staged."""
+    """The nearline sites' gauges and counters for ``/metrics``: files by state and queued for tape, mounts,
+    bytes staged and written."""
     from giod.storage.tape import NearlineSite
 
     out: list[str] = []
@@ -227,10 +228,13 @@ def metrics_text(fed: Any) -> str:
         out += [f"giod_tape_mounts_total{{{label}}} {int(c['mounts'])}",
                 f"giod_tape_staged_bytes_total{{{label}}} {int(c['staged_bytes'])}",
                 f"giod_tape_buffer_bytes{{{label}}} {int(c['buffer_used'])}",
-                f"giod_tape_requests{{{label}}} {len(site.library.requests())}"]
+                f"giod_tape_requests{{{label}}} {len(site.library.requests())}",
+                f"giod_tape_queued_files{{{label}}} {int(c['files_queued'])}",
+                f"giod_tape_written_bytes_total{{{label}}} {int(c['written_bytes'])}"]
     if not out:
         return ""
     head = ["# TYPE giod_tape_files gauge", "# TYPE giod_tape_mounts_total counter",
             "# TYPE giod_tape_staged_bytes_total counter", "# TYPE giod_tape_buffer_bytes gauge",
-            "# TYPE giod_tape_requests gauge"]
+            "# TYPE giod_tape_requests gauge", "# TYPE giod_tape_queued_files gauge",
+            "# TYPE giod_tape_written_bytes_total counter"]
     return "\n".join(head + out) + "\n"

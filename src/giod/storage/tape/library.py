@@ -16,6 +16,14 @@ processes share one library and a killed one loses nothing. A file becomes
 readable when the clock passes its ready time: whoever looks next copies it
 into the buffer (temporary name, fsync, rename) and records it staged.
 
+Writes cost drive time the same way. A file archived is placed at once (its
+cartridge of the write pool, its position) and queued; :meth:`TapeLibrary.flush`
+(and any stage request, before its own files) plans the queue as a read is
+planned — by cartridge, in position order, a mount, the locate to where the
+cartridge was filled up to, the bytes at the drive rate — and a queued file is
+kept in the buffer until its write is over, as a disk buffer in front of
+tape keeps files until they are migrated.
+
 Every change of state is one SQLite transaction, and files move only by
 atomic renames, so a kill at any point leaves either the old or the new state
 and at worst a file that :meth:`TapeLibrary.recover` finishes or removes: a
@@ -46,7 +54,7 @@ __all__ = ["FileState", "RequestState", "TapeLibrary", "cartridge_label"]
 STATES = ("tape", "staging", "staged")
 READ_PIN_S = 60.0  # a file staged for a waiting reader stays this long after it arrived, for the reader to open it
 _COUNTERS = ("mounts", "unmounts", "locates", "staged_files", "staged_bytes", "archived_files", "archived_bytes",
-             "evictions", "busy_s")
+             "evictions", "busy_s", "written_files", "written_bytes", "write_s")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value REAL NOT NULL);
@@ -62,6 +70,7 @@ CREATE TABLE IF NOT EXISTS requests (id TEXT PRIMARY KEY, created REAL NOT NULL)
 CREATE TABLE IF NOT EXISTS request_files (request TEXT NOT NULL, path TEXT NOT NULL, until REAL NOT NULL,
     PRIMARY KEY (request, path));
 CREATE INDEX IF NOT EXISTS request_files_path ON request_files (path);
+CREATE TABLE IF NOT EXISTS writes (path TEXT PRIMARY KEY, queued REAL NOT NULL, done REAL);
 """
 
 
@@ -202,10 +211,12 @@ class TapeLibrary:
     # ------------------------------------------------------------ archive (files written to the site)
 
     def archive(self, path: str) -> FileState:
-        """Write the published buffer file ``path`` to tape and record where it went.
+        """Queue the published buffer file ``path`` for tape and record where it will go.
 
-        The file stays in the buffer as a staged copy (it is evicted like any
-        other); written again under the same path, it goes to tape again.
+        The file stays in the buffer as a staged copy, kept until its write is
+        over (then evicted like any other); :meth:`flush` writes the queue,
+        one mount per cartridge. Written again under the same path, it goes to
+        tape again.
         """
         path = check_relpath(path)
         src = self.buffer / path
@@ -226,9 +237,42 @@ class TapeLibrary:
                 "ON CONFLICT (path) DO UPDATE SET size = excluded.size, cartridge = excluded.cartridge, "
                 "position = excluded.position, state = excluded.state, ready = excluded.ready",
                 (path, size, cartridge, position, "staged" if in_buffer else "tape", now, now))
+            if in_buffer:  # its drive time is spent when the queue is flushed
+                conn.execute("INSERT INTO writes (path, queued, done) VALUES (?, ?, NULL) "
+                             "ON CONFLICT (path) DO UPDATE SET queued = excluded.queued, done = NULL", (path, now))
             self._bump(conn, "archived_files", 1)
             self._bump(conn, "archived_bytes", size)
             return self._state(conn, path, now)
+
+    def flush(self, *, wait: bool = True) -> float:
+        """Write the queued files to tape: by cartridge, in position order, over the drives (a mount per
+        cartridge, the locate to where it was filled up to, the bytes at the drive rate, as a read costs).
+
+        Returns the simulated time the last queued write ends; ``wait``: let the clock reach it, so that
+        every file archived so far is on tape when this returns.
+        """
+        with self._tx() as conn:
+            now = self._now(conn)
+            self._plan_writes(conn, now)
+            last = conn.execute("SELECT max(done) FROM writes").fetchone()[0]
+        last = now if last is None else max(now, float(last))
+        if wait:
+            self.advance(last)
+            self.refresh()
+        return last
+
+    def _plan_writes(self, conn: sqlite3.Connection, now: float) -> None:
+        rows = conn.execute("SELECT f.path, f.size, f.cartridge, f.position, f.state FROM files f "
+                            "JOIN writes w ON w.path = f.path WHERE w.done IS NULL").fetchall()
+        if rows:
+            done = self._schedule(conn, rows, now, writing=True)
+            conn.executemany("UPDATE writes SET done = ? WHERE path = ?", [(t, p) for p, t in done])
+
+    def queued(self) -> dict[str, float | None]:
+        """The files not on tape yet: path -> when its write ends (None: not planned, waiting for a flush)."""
+        self.refresh()
+        with self._tx() as conn:
+            return {r[0]: None if r[1] is None else float(r[1]) for r in conn.execute("SELECT path, done FROM writes")}
 
     def _place(self, conn: sqlite3.Connection, size: int) -> tuple[int, int]:
         """The cartridge and position of a new file: round the ``write_pool`` open cartridges."""
@@ -284,7 +328,8 @@ class TapeLibrary:
         return found[path]
 
     def counters(self) -> dict[str, float]:
-        """Mounts, unmounts, locates, files and bytes staged and archived, evictions, drive-busy seconds."""
+        """Mounts, unmounts, locates, files and bytes staged, archived and written, evictions, drive-busy
+        seconds (``write_s`` of them writing), files per state and queued for tape."""
         with self._tx() as conn:
             out = {k: self._meta(conn, k) or 0.0 for k in _COUNTERS}
             out["now"] = self._now(conn)
@@ -292,6 +337,7 @@ class TapeLibrary:
             for state in STATES:
                 out[f"files_{state}"] = conn.execute("SELECT count(*) FROM files WHERE state = ?",
                                                      (state,)).fetchone()[0]
+            out["files_queued"] = conn.execute("SELECT count(*) FROM writes").fetchone()[0]
             out["buffer_used"] = conn.execute(
                 "SELECT coalesce(sum(size), 0) FROM files WHERE state = 'staged'").fetchone()[0]
             return out
@@ -322,7 +368,10 @@ class TapeLibrary:
             unknown = [p for p in wanted if p not in rows]
             if unknown:
                 raise NotFound(f"{len(unknown)} file(s) are not in tape library {self.root}: {', '.join(unknown[:5])}")
-            self._plan(conn, [rows[p] for p in wanted if rows[p][4] == "tape"], now)
+            self._plan_writes(conn, now)  # writes queued before this request have the drives first
+            arrivals = self._schedule(conn, [rows[p] for p in wanted if rows[p][4] == "tape"], now)
+            conn.executemany("UPDATE files SET state = 'staging', ready = ? WHERE path = ?",
+                             [(t, p) for p, t in arrivals])
             conn.execute("INSERT OR IGNORE INTO requests (id, created) VALUES (?, ?)", (rid, now))
             # a pin counts from the file's arrival, so that a long staging does not eat it up
             ready = {p: max(now, conn.execute("SELECT ready FROM files WHERE path = ?", (p,)).fetchone()[0])
@@ -333,8 +382,10 @@ class TapeLibrary:
                 [(rid, p, ready[p] + lifetime) for p in wanted])
         return self.request(rid)
 
-    def _plan(self, conn: sqlite3.Connection, rows: list[tuple[str, int, int, int, str]], now: float) -> None:
-        """Give each cartridge of ``rows`` to a drive, in position order; record every file's ready time."""
+    def _schedule(self, conn: sqlite3.Connection, rows: list[tuple[str, int, int, int, str]], now: float, *,
+                  writing: bool = False) -> list[tuple[str, float]]:
+        """Give each cartridge of ``rows`` to a drive, in position order: each file's path and the time
+        its read (or write) ends. The drives' state and the counters are updated."""
         s = self.settings
         by_cart: dict[int, list[tuple[str, int, int]]] = {}
         for path, size, cart, pos, _state in rows:
@@ -343,6 +394,7 @@ class TapeLibrary:
             "SELECT id, cartridge, head, free FROM drives WHERE id < ?", (s.drives,))}
         # longest work first, so that the drives finish together (and mounted cartridges are reused)
         work = sorted(by_cart.items(), key=lambda kv: -sum(size for _, size, _ in kv[1]))
+        out: list[tuple[str, float]] = []
         for cart, files in work:
             files.sort(key=lambda f: f[2])
             holder = next((d for d, v in drives.items() if v[0] == cart), None)
@@ -376,11 +428,15 @@ class TapeLibrary:
             drives[d] = [cart, int(counts.pop("head")), finish]
             conn.execute("UPDATE drives SET cartridge = ?, head = ?, free = ? WHERE id = ?",
                          (cart, drives[d][1], finish, d))
-            conn.executemany("UPDATE files SET state = 'staging', ready = ? WHERE path = ?",
-                             [(t, p) for p, t in ready])
+            out += ready
             for counter, value in counts.items():
                 self._bump(conn, counter, value)
             self._bump(conn, "busy_s", finish - start)
+            if writing:
+                self._bump(conn, "write_s", finish - start)
+                self._bump(conn, "written_files", len(files))
+                self._bump(conn, "written_bytes", sum(size for _, size, _ in files))
+        return out
 
     def request(self, rid: str) -> RequestState:
         """A stage request's state (NotFound for an unknown id)."""
@@ -461,6 +517,7 @@ class TapeLibrary:
         """Copy every file whose staging is over into the buffer, then evict what the buffer cannot keep."""
         with self._tx() as conn:
             now = self._now(conn)
+            conn.execute("DELETE FROM writes WHERE done <= ?", (now,))  # on tape now: evictable
             arrived = [r[0] for r in conn.execute(
                 "SELECT path FROM files WHERE state = 'staging' AND ready <= ? ORDER BY ready", (now,))]
         for path in arrived:
@@ -475,18 +532,23 @@ class TapeLibrary:
         self._evict()
 
     def _evict(self) -> None:
+        """Release the staged copies not read for ``unread_s`` (when set), then the least recently read
+        while the buffer is over its size; never a pinned copy, nor one not written to tape yet."""
+        unread = self.settings.unread_s
         with self._tx() as conn:
             now = self._now(conn)
             used = conn.execute("SELECT coalesce(sum(size), 0) FROM files WHERE state = 'staged'").fetchone()[0]
-            if used <= self.settings.buffer_bytes:
+            if used <= self.settings.buffer_bytes and not unread:
                 return
             victims = []
-            for path, size in conn.execute(
-                    "SELECT path, size FROM files f WHERE state = 'staged' AND NOT EXISTS "
-                    "(SELECT 1 FROM request_files r WHERE r.path = f.path AND r.until > ?) ORDER BY accessed, path",
+            for path, size, accessed in conn.execute(
+                    "SELECT path, size, accessed FROM files f WHERE state = 'staged' AND NOT EXISTS "
+                    "(SELECT 1 FROM request_files r WHERE r.path = f.path AND r.until > ?) AND NOT EXISTS "
+                    "(SELECT 1 FROM writes w WHERE w.path = f.path) ORDER BY accessed, path",
                     (now,)).fetchall():
-                if used <= self.settings.buffer_bytes:
-                    break
+                idle = unread > 0 and accessed <= now - unread
+                if used <= self.settings.buffer_bytes and not idle:
+                    break  # by last read: every copy after this one was read more recently
                 victims.append(path)
                 used -= size
             # the row says "tape" before the copy goes: a kill in between leaves a copy recover() removes
@@ -497,7 +559,12 @@ class TapeLibrary:
                 (self.buffer / path).unlink()
 
     def evict(self, path: str) -> bool:
-        """Drop the staged copy of ``path`` now, pinned or not; False when there was none."""
+        """Drop the staged copy of ``path`` now, pinned or not (a file still queued for tape is written
+        first: the queue is flushed and waited for); False when there was none."""
+        with self._tx() as conn:
+            queued = conn.execute("SELECT 1 FROM writes WHERE path = ?", (path,)).fetchone() is not None
+        if queued:
+            self.flush()
         with self._tx() as conn:
             n = conn.execute("UPDATE files SET state = 'tape' WHERE path = ? AND state = 'staged'", (path,)).rowcount
             if n:
@@ -514,6 +581,7 @@ class TapeLibrary:
         with self._tx() as conn:
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
             conn.execute("DELETE FROM request_files WHERE path = ?", (path,))
+            conn.execute("DELETE FROM writes WHERE path = ?", (path,))
         for base in (self.buffer, self.tape):
             with contextlib.suppress(FileNotFoundError):
                 (base / path).unlink()
@@ -561,6 +629,7 @@ class TapeLibrary:
                 if state == "staged" and not (self.buffer / path).exists():
                     conn.execute("UPDATE files SET state = 'tape' WHERE path = ?", (path,))
                     done["dropped"].append(path)
+        self.flush(wait=False)  # what was queued for tape is planned (a flush cut short is planned already)
         self.refresh()
         return done
 

@@ -11,7 +11,10 @@ hardware the site simulates. The defaults, for one current LTO generation
 * locate: 3 s to stop and reposition, plus up to 100 s to wind the whole
   length (so an average locate of a full cartridge is ~ 35–55 s, as data
   sheets quote for the first byte of a random file);
-* 4 drives, a 1 TiB disk buffer, staged copies pinned for 1 h by default.
+* 4 drives, a 1 TiB disk buffer, staged copies pinned for 1 h by default;
+  ``unread_s`` releases a staged copy not read for that long (by last read,
+  as a disk cache in front of tape does), where by default a copy stays
+  until the buffer needs its room (least recently read first).
 
 ``time_scale`` is how many real seconds one simulated second takes: 1 runs
 in real time, 0.001 turns a 30 s mount into 30 ms, and 0 never sleeps (the
@@ -44,6 +47,7 @@ class LibrarySettings:
     write_pool: int = 4  # cartridges filled at once: consecutive files go round them
     buffer_bytes: int = 1 << 40  # the disk buffer that staged copies live in
     pin_s: float = 3600.0  # how long a stage request pins its files unless it says otherwise
+    unread_s: float = 0.0  # a staged copy not read for this long is released (0: only when the buffer is full)
     time_scale: float = 1.0  # real seconds per simulated second (0: never sleep)
 
     def __post_init__(self) -> None:
