@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
-from giod.catalog import migrations
+from giod.catalog import migrations, planning
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
@@ -42,7 +42,6 @@ from giod.catalog.queries import (
     log,
     missing,
     missing_dataset,
-    outside_bounds,
     require_databases,
     require_schemas,
 )
@@ -378,7 +377,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
         def work(conn: Connection) -> list[DatabaseRecord]:
             if overlapping:
-                found = self._load_overlapping(conn, where, version, overlapping)
+                found = self._load_overlapping(conn, dataset, where, version, overlapping)
             else:
                 found = load_databases(conn, where, version)
             if not found and dataset_row(conn, dataset, version) is None:
@@ -391,14 +390,12 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
     @staticmethod
     def _load_overlapping(
-        conn: Connection, where: Any, version: int | None, overlapping: Bounds
+        conn: Connection, dataset: str, where: Any, version: int | None, overlapping: Bounds
     ) -> list[DatabaseRecord]:
         # the pruning runs once, over the ids: in each of the listing's three queries
         # it would check every database's statistics three times
-        kept = select(databases.c.id).where(
-            where, visible(databases, version), ~outside_bounds(overlapping, version)
-        )
-        ids = list(conn.execute(kept).scalars())
+        row = dataset_row(conn, dataset, version)
+        ids = planning.kept_ids(conn, None if row is None else int(row.id), where, version, overlapping)
         found = [
             db for chunk in chunks(ids) for db in load_databases(conn, databases.c.id.in_(chunk), version)
         ]
