@@ -38,41 +38,50 @@ _by_min = Index("tag_stats_by_field_min", _stats.c.field, _stats.c.min)
 _by_max = Index("tag_stats_by_field_max", _stats.c.field, _stats.c.max)
 
 
-def _change(ds: str, field: str, version: str, delta: str, widen: str) -> str:
-    """SQL statements adding ``delta`` to the coverage of (ds, field) from ``version`` on.
+def _widened(width: str) -> str:
+    """The width kept after a row with NEW.min, NEW.max, given ``width`` before it."""
+    return (f"CASE WHEN {width} IS NULL OR NEW.min > NEW.max THEN NULL "
+            f"WHEN NEW.max - NEW.min > {width} THEN NEW.max - NEW.min ELSE {width} END")
 
-    The row at ``version`` is made first from the latest one before it (or zero); every row
-    from ``version`` on then changes, so rows written out of version order still chain.
-    ``widen`` is the new width given the old one, ``width``. Every piece is SQL of this module.
+
+def _change(ds: str, field: str, version: str, delta: str, widen: bool) -> str:
+    """Two SQL statements adding ``delta`` to the coverage of (ds, field) from ``version`` on.
+
+    The row at ``version`` is made from the latest one before it (or zero), or changed
+    when it exists; rows after it change too (a group may write its versions out of
+    order). ``widen``: the row's bounds may widen the width. Every piece is SQL of this module.
     """
+    base = "CASE WHEN p.n_databases IS NULL THEN 0 ELSE p.width END"
+    made, kept, later = (_widened(base), _widened("tag_coverage.width"), _widened("width")) if widen else (
+        base, "tag_coverage.width", "width")
     return f"""
     INSERT INTO tag_coverage (dataset_id, field, version, n_databases, width)
-      SELECT c.dataset_id, c.field, {version}, c.n_databases, c.width FROM tag_coverage c
-      WHERE c.dataset_id = {ds} AND c.field = {field} AND c.version < {version}
-      ORDER BY c.version DESC LIMIT 1
-      ON CONFLICT DO NOTHING;
-    INSERT INTO tag_coverage (dataset_id, field, version, n_databases, width)
-      VALUES ({ds}, {field}, {version}, 0, 0) ON CONFLICT DO NOTHING;
-    UPDATE tag_coverage SET n_databases = n_databases + ({delta}), width = {widen}
-      WHERE dataset_id = {ds} AND field = {field} AND version >= {version};
+      SELECT {ds}, {field}, {version}, coalesce(p.n_databases, 0) + ({delta}), {made}
+      FROM (SELECT 1 AS one) AS o LEFT JOIN (
+        SELECT n_databases, width FROM tag_coverage
+        WHERE dataset_id = {ds} AND field = {field} AND version < {version}
+        ORDER BY version DESC LIMIT 1) AS p ON 1 = 1
+      WHERE 1 = 1
+      ON CONFLICT (dataset_id, field, version)
+      DO UPDATE SET n_databases = tag_coverage.n_databases + ({delta}), width = {kept};
+    UPDATE tag_coverage SET n_databases = n_databases + ({delta}), width = {later}
+      WHERE dataset_id = {ds} AND field = {field} AND version > {version};
     """  # noqa: S608
 
 
-_WIDEN = ("CASE WHEN width IS NULL OR NEW.min > NEW.max THEN NULL "
-          "WHEN NEW.max - NEW.min > width THEN NEW.max - NEW.min ELSE width END")
 _DATASET = "(SELECT d.dataset_id FROM databases d WHERE d.id = NEW.database_id)"
 
 _SQLITE = [
     f"""CREATE TRIGGER tag_coverage_added AFTER INSERT ON tag_stats BEGIN
-    {_change(_DATASET, "NEW.field", "NEW.created_version", "1", _WIDEN)}
+    {_change(_DATASET, "NEW.field", "NEW.created_version", "1", widen=True)}
     END""",
     f"""CREATE TRIGGER tag_coverage_added_deleted AFTER INSERT ON tag_stats
     WHEN NEW.deleted_version IS NOT NULL BEGIN
-    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", "width")}
+    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", widen=False)}
     END""",
     f"""CREATE TRIGGER tag_coverage_deleted AFTER UPDATE OF deleted_version ON tag_stats
     WHEN OLD.deleted_version IS NULL AND NEW.deleted_version IS NOT NULL BEGIN
-    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", "width")}
+    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", widen=False)}
     END""",
 ]
 
@@ -82,10 +91,10 @@ _POSTGRES = [
     BEGIN
       SELECT d.dataset_id INTO ds FROM databases d WHERE d.id = NEW.database_id;
       IF TG_OP = 'INSERT' THEN
-        {_change("ds", "NEW.field", "NEW.created_version", "1", _WIDEN)}
+        {_change("ds", "NEW.field", "NEW.created_version", "1", widen=True)}
       END IF;
       IF NEW.deleted_version IS NOT NULL AND (TG_OP = 'INSERT' OR OLD.deleted_version IS NULL) THEN
-        {_change("ds", "NEW.field", "NEW.deleted_version", "-1", "width")}
+        {_change("ds", "NEW.field", "NEW.deleted_version", "-1", widen=False)}
       END IF;
       RETURN NULL;
     END $$""",  # noqa: S608
