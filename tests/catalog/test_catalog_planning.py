@@ -16,9 +16,10 @@ from typing import Any
 from catalog_samples import SITE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, planning
+from giod.catalog.migrations import v0011_tag_coverage
 from giod.catalog.records import Bounds, overlaps
 from giod.catalog.tables import databases, tag_coverage
 
@@ -138,3 +139,42 @@ def test_a_snapshot_keeps_its_coverage(catalog: Catalog) -> None:
     catalog.add_containers(results[3].database_id, (), SITE, tag_stats={"ht": (5.0, 1.0)})  # min > max
     kept, covered = _plan(catalog, "many", catalog.version(), box)
     assert covered is None and kept == sorted([results[3].database_id, results[20].database_id])
+
+
+def test_the_migration_fills_what_the_triggers_keep(catalog: Catalog) -> None:
+    """Level 11 on a catalog with data: one row per live dataset and field at the migration's version, equal
+    to what the triggers keep; an older snapshot finds none and is planned by the full check."""
+    catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    catalog.create_dataset("old", schema_id)
+    results = catalog.commit_databases([_commit("old", schema_id, k, {"ht": (float(k), k + 2.5), "njets": (0, 4)})
+                                        for k in range(6)])
+    before = catalog.version()
+    catalog.commit_database(_commit("old", schema_id, 6, {"ht": (3.0, 1.0)}))  # min > max, no njets
+    catalog.delete_database(results[0].database_id)
+    catalog.create_dataset("gone", schema_id)
+    catalog.commit_database(_commit("gone", schema_id, 0, {"ht": (0.0, 1.0)}))
+    catalog.delete_dataset("gone")
+    c = tag_coverage
+    latest = catalog.version()
+
+    def rows(conn: Connection) -> set[tuple]:
+        return {tuple(r) for r in conn.execute(c.select().where(c.c.version == latest))}
+
+    def migrated(conn: Connection) -> set[tuple]:
+        conn.execute(c.delete())  # as if the catalog had reached level 11 only now
+        conn.execute(text(v0011_tag_coverage._FILL))
+        return {tuple(r) for r in conn.execute(c.select())}
+
+    kept = {r for r in catalog._read(lambda conn: {tuple(x) for x in conn.execute(c.select())})
+            if r[0] == catalog.dataset("old").id}
+    kept_latest = {(ds, f, n, w) for ds, f, v, n, w in kept
+                   if v == max(v2 for ds2, f2, v2, _, _ in kept if (ds2, f2) == (ds, f))}
+    with catalog._engine.begin() as conn:
+        filled = migrated(conn)
+    assert {(ds, f, n, w) for ds, f, _, n, w in filled} == kept_latest
+    assert {r[2] for r in filled} == {latest}
+    assert {(f, n, w) for _, f, _, n, w in filled} == {("ht", 6, None), ("njets", 5, 4.0)}
+    box = {"ht": (2.0, 2.2)}
+    kept_ids, covered = _plan(catalog, "old", before, box)  # a snapshot older than the fill: the full check
+    assert covered is None and kept_ids == [r.database_id for r in results[:3]]
