@@ -463,7 +463,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def database_at(self, dataset: str, entry: int, version: int | None = None) -> DatabaseRecord:
         """The database of ``dataset`` holding entry ``entry`` at ``version``; NotFound when none does.
 
-        Five index lookups on the driver's cursor in one read transaction (``giod.catalog.entries``),
+        Four index lookups on the driver's cursor in one read transaction (``giod.catalog.entries``),
         however many databases the dataset has.
         """
         s = entries.statements(self._engine.dialect, version is not None)
@@ -472,9 +472,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             raw = self._engine.raw_connection()
             try:
                 cursor: Any = raw.cursor()
-                # one snapshot for the five statements, as the SQLAlchemy reads have
-                cursor.execute("BEGIN" if self.dialect == "sqlite" else
-                               "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                if self.dialect == "sqlite":
+                    cursor.execute("BEGIN")  # one snapshot for the four statements
+                elif version is None:  # a pinned version's rows never change: any snapshot sees them alike
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 return entries.find(cursor, s, dataset, entry, version)
             finally:
                 with contextlib.suppress(Exception):  # a failed rollback must not hide the error

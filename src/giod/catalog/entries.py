@@ -1,4 +1,4 @@
-"""The database that holds an entry: five index lookups on the driver's cursor.
+"""The database that holds an entry: four index lookups on the driver's cursor.
 
 ``ds.event(i)`` asks the catalog for one database. Through SQLAlchemy the
 listing's three queries cost several milliseconds of Python, most of it
@@ -45,11 +45,12 @@ class EntryStatements:
 
         self.dataset = prepared(select(datasets.c.id).where(datasets.c.name == bindparam("name"),
                                                             _visible(datasets, pinned)))
-        self.database = prepared(
+        dataset_id = (select(datasets.c.id).where(datasets.c.name == bindparam("name"), _visible(datasets, pinned))
+                      .scalar_subquery())
+        self.database = prepared(  # the dataset found in the same statement: one round trip fewer
             select(d.c.id, d.c.dataset_id, d.c.first_entry, d.c.n_events, d.c.created, d.c.created_version,
                    d.c.writer, d.c.program, d.c.program_version, d.c.parameters, d.c.idempotency_key)
-            .where(d.c.dataset_id == bindparam("dataset_id"), d.c.first_entry <= bindparam("entry"),
-                   _visible(d, pinned))
+            .where(d.c.dataset_id == dataset_id, d.c.first_entry <= bindparam("entry"), _visible(d, pinned))
             .order_by(d.c.first_entry.desc())
             .limit(literal_column("1")).offset(literal_column("0"))  # values would be parameters of their own
         )
@@ -95,12 +96,9 @@ def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int
     """Whether ``dataset`` exists at ``version``, and its database holding ``entry`` then (None when none
     does). ``s`` must be the statements for ``version`` (pinned or not)."""
     at = {} if version is None else {"version": version}
-    found = s.dataset.execute(cursor, {"name": dataset, **at}).fetchone()
-    if found is None:
-        return False, None
-    row = s.database.execute(cursor, {"dataset_id": found[0], "entry": entry, **at}).fetchone()
+    row = s.database.execute(cursor, {"name": dataset, "entry": entry, **at}).fetchone()
     if row is None or entry >= row[2] + row[3]:
-        return True, None
+        return s.dataset.execute(cursor, {"name": dataset, **at}).fetchone() is not None, None
     key = {"id": row[0], **at}
     parents = tuple(int(p) for (p,) in s.parents.execute(cursor, key).fetchall())
     held = tuple(_container(c) for c in s.containers.execute(cursor, key).fetchall())
