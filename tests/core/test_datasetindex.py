@@ -131,14 +131,27 @@ def test_selected_events_read_across_databases_equal_the_scan(local_fed):
 
 @pytest.mark.parametrize("by_index", [False, True], ids=["entry map", "catalog index"])
 def test_event_by_entry_finds_its_database(local_fed, monkeypatch, by_index):
-    """Found through the snapshot's entry map, or (a large dataset) the catalog's index per entry."""
-    if by_index:
-        monkeypatch.setattr(locate, "MAP_DATABASES", 0)
-        monkeypatch.setattr(locate, "locate", None)  # a map would list every database
+    """Found through the snapshot's entry map when a selection built it, else through the catalog's index
+    per entry, each record asked once per version; one event never lists the dataset."""
     ds = local_fed.create_dataset("events", giod.Schema.from_text(_SCHEMA))
     _write(ds, np.linspace(0.0, 1.0, 1_000), 90)  # databases of 90 events and one of 10
-    for entry in [0, 89, 90, 91, 539, 989, 990, 999]:
+    catalog = local_fed.store.catalog
+    asked: list[int] = []
+    ask = catalog.database_at
+    monkeypatch.setattr(catalog, "database_at", lambda name, entry, version=None: asked.append(entry) or ask(
+        name, entry, version))
+    pinned = ds.snapshot.pinned()
+    if by_index:
+        monkeypatch.setattr(catalog, "databases", None)  # a map would list every database
+    else:
+        locate.locate(pinned, np.array([0]))
+    for entry in [0, 89, 90, 91, 539, 989, 990, 999, 0, 95]:
         assert ds.event(entry)["i32"] == entry
+    assert asked == ([] if not by_index else [0, 90, 539, 989, 990])  # a database seen before asks nothing
     for entry in [-1, 1_000]:
         with pytest.raises(NotFound, match="no entry"):
             ds.event(entry)
+    if by_index:
+        monkeypatch.undo()
+    whole = ak.to_list(ds.read())
+    assert [ak.to_list(ds.event(i)) for i in range(0, 1_000, 7)] == whole[::7]  # every event as the full read

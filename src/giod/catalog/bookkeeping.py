@@ -20,6 +20,7 @@ from giod.catalog.tables import (
     datasets,
     replicas,
     sites,
+    tag_coverage,
     tag_stats,
     versions,
 )
@@ -181,9 +182,8 @@ class BookkeepingMethods(Transactions):
                     dataset_schemas.c.dataset_id.in_(select(ds.c.id).where(gone(ds)))
                 )
             )
-            conn.execute(  # a purged dataset's totals (level 9) go with it
-                dataset_totals.delete().where(dataset_totals.c.dataset_id.in_(select(ds.c.id).where(gone(ds))))
-            )
+            for kept in (dataset_totals, tag_coverage):  # a purged dataset's totals (levels 9, 11) go with it
+                conn.execute(kept.delete().where(kept.c.dataset_id.in_(select(ds.c.id).where(gone(ds)))))
             conn.execute(ds.delete().where(gone(ds)))
             still: set[str] = set()
             for chunk in chunks(sorted(paths)):

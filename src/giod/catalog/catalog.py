@@ -17,13 +17,14 @@ purging in ``giod.catalog.bookkeeping``, writers' leases in ``giod.catalog.lease
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 
-from giod.catalog import migrations
+from giod.catalog import entries, migrations, planning
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
@@ -42,7 +43,6 @@ from giod.catalog.queries import (
     log,
     missing,
     missing_dataset,
-    outside_bounds,
     require_databases,
     require_schemas,
 )
@@ -378,7 +378,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
         def work(conn: Connection) -> list[DatabaseRecord]:
             if overlapping:
-                found = self._load_overlapping(conn, where, version, overlapping)
+                found = self._load_overlapping(conn, dataset, where, version, overlapping)
             else:
                 found = load_databases(conn, where, version)
             if not found and dataset_row(conn, dataset, version) is None:
@@ -391,14 +391,12 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
     @staticmethod
     def _load_overlapping(
-        conn: Connection, where: Any, version: int | None, overlapping: Bounds
+        conn: Connection, dataset: str, where: Any, version: int | None, overlapping: Bounds
     ) -> list[DatabaseRecord]:
         # the pruning runs once, over the ids: in each of the listing's three queries
         # it would check every database's statistics three times
-        kept = select(databases.c.id).where(
-            where, visible(databases, version), ~outside_bounds(overlapping, version)
-        )
-        ids = list(conn.execute(kept).scalars())
+        row = dataset_row(conn, dataset, version)
+        ids = planning.kept_ids(conn, None if row is None else int(row.id), where, version, overlapping)
         found = [
             db for chunk in chunks(ids) for db in load_databases(conn, databases.c.id.in_(chunk), version)
         ]
@@ -465,25 +463,31 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def database_at(self, dataset: str, entry: int, version: int | None = None) -> DatabaseRecord:
         """The database of ``dataset`` holding entry ``entry`` at ``version``; NotFound when none does.
 
-        Two index lookups, however many databases the dataset has.
+        Four index lookups on the driver's cursor in one read transaction (``giod.catalog.entries``),
+        however many databases the dataset has.
         """
-        d = databases
+        s = entries.statements(self._engine.dialect, version is not None)
 
-        def work(conn: Connection) -> DatabaseRecord:
-            row = dataset_row(conn, dataset, version)
-            if row is None:
-                raise missing_dataset(conn, dataset, version)
-            hit = conn.execute(
-                select(d.c.id, d.c.first_entry, d.c.n_events)
-                .where(d.c.dataset_id == row.id, d.c.first_entry <= entry, visible(d, version))
-                .order_by(d.c.first_entry.desc())
-                .limit(1)
-            ).first()
-            if hit is None or entry >= hit.first_entry + hit.n_events:
-                raise NotFound(f"dataset {dataset} has no entry {entry}")
-            return load_databases(conn, d.c.id == hit.id, version)[0]
+        def attempt() -> tuple[bool, DatabaseRecord | None]:
+            raw = self._engine.raw_connection()
+            try:
+                cursor: Any = raw.cursor()
+                if self.dialect == "sqlite":
+                    cursor.execute("BEGIN")  # one snapshot for the four statements
+                elif version is None:  # a pinned version's rows never change: any snapshot sees them alike
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                return entries.find(cursor, s, dataset, entry, version)
+            finally:
+                with contextlib.suppress(Exception):  # a failed rollback must not hide the error
+                    raw.rollback()
+                raw.close()
 
-        return self._read(work)
+        known, found = self._retrying(attempt)
+        if not known:
+            raise self._read(lambda conn: missing_dataset(conn, dataset, version))
+        if found is None:
+            raise NotFound(f"dataset {dataset} has no entry {entry}")
+        return found
 
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
         """One database as it was at ``version``; NotFound if not visible there."""

@@ -50,6 +50,7 @@ __all__ = [
     "rules",
     "schemas",
     "sites",
+    "tag_coverage",
     "tag_stats",
     "tier_rules",
     "tokens",
@@ -232,6 +233,23 @@ tag_stats = Table(
     Column("deleted_version", BigInteger),
     Column("min", Double),
     Column("max", Double),
+    # level 11: the candidates of a selection by a range of min (and of max), per field
+    Index("tag_stats_by_field_min", "field", "min"),
+    Index("tag_stats_by_field_max", "field", "max"),
+)
+
+# Per dataset and tag field after each version that changed them (level 11): how many of
+# the dataset's databases have a visible statistics row for the field, and the widest
+# max - min any row had (NULL once one had min > max). Kept by triggers on tag_stats
+# (``migrations.v0011_tag_coverage``); read by ``giod.catalog.planning``.
+tag_coverage = Table(
+    "tag_coverage",
+    metadata,
+    Column("dataset_id", _Id, primary_key=True, autoincrement=False),
+    Column("field", Text, primary_key=True),
+    Column("version", BigInteger, primary_key=True, autoincrement=False),
+    Column("n_databases", BigInteger, nullable=False),
+    Column("width", Double),
 )
 
 commit_keys = Table(

@@ -24,6 +24,7 @@ import awkward as ak
 import numpy as np
 
 from giod.errors import DataError, NotFound
+from giod.read.locate import database_of
 
 __all__ = ["MOMENTUM_ROLES", "ROLES", "Collection", "EventContent", "Relation", "find_roles", "load_event"]
 
@@ -166,9 +167,10 @@ def _met_tags(schema: Any) -> tuple[str, str, bool] | None:
 
 
 def _database_of(dataset: Any, entry: int) -> Any:
-    for db in dataset.databases():
-        if db.first_entry <= entry < db.first_entry + db.n_events:
-            return db
+    # the catalog's index finds it (two lookups), not a listing of every database of the dataset
+    db = database_of(dataset.snapshot, entry)
+    if db is not None:
+        return db
     n = int(dataset.summary()["n_events"])
     if n == 0:
         raise NotFound(f"dataset {dataset.name} has no events yet")

@@ -4,11 +4,16 @@ A dataset's databases own contiguous entry ranges. For a pinned version
 (whose databases never change) their first entries are sorted once into an
 array and kept in the process, per store; finding the database of any number
 of entries is then one ``numpy.searchsorted``, however many databases there
-are, instead of a walk over the records.
+are, instead of a walk over the records. A selection builds that map; one
+event (``database_of``) never does, since building it lists every database
+(a second at a thousand, a minute at a hundred thousand): it asks the
+catalog's index for its entry (``Catalog.database_at``) and keeps the record
+it gets, so that the next event of a database already seen asks nothing.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import weakref
 from collections import OrderedDict
@@ -22,46 +27,70 @@ from giod.errors import NotFound
 if TYPE_CHECKING:
     from giod.store.snapshot import Snapshot, Store
 
-__all__ = ["MAPS", "MAP_DATABASES", "database_of", "locate"]
+__all__ = ["FOUND_RECORDS", "MAPS", "database_of", "locate"]
 
 #: entry maps (dataset, version) kept per store
 MAPS = 64
-#: above this many databases one event is found by the catalog's index (two lookups), not by a
-#: map whose building lists every database (seconds at a million)
-MAP_DATABASES = 20_000
+#: records found one entry at a time, kept per store and version (the oldest version's dropped first)
+FOUND_RECORDS = 4_096
 
 _Map = tuple[list[DatabaseRecord], np.ndarray]
 _MAPS: weakref.WeakKeyDictionary[Store, OrderedDict[tuple[str, int], _Map]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-_LARGE: weakref.WeakKeyDictionary[Store, OrderedDict[tuple[str, int], bool]] = weakref.WeakKeyDictionary()
+# per store and (dataset, version): first entries, sorted, and the records found at them
+_Found = tuple[list[int], list[DatabaseRecord]]
+_FOUND: weakref.WeakKeyDictionary[Store, OrderedDict[tuple[str, int], _Found]] = weakref.WeakKeyDictionary()
+
+
+def _held(found: _Found, entry: int) -> DatabaseRecord | None:
+    at = bisect.bisect_right(found[0], entry) - 1
+    if at >= 0 and entry < found[1][at].stop_entry:
+        return found[1][at]
+    return None
 
 
 def database_of(snapshot: Snapshot, entry: int) -> DatabaseRecord | None:
     """The database of a pinned ``snapshot`` holding ``entry`` (None when none does).
 
-    A dataset of up to :data:`MAP_DATABASES` databases is answered from its entry map (built
-    once per version); a larger one asks the catalog's index for this one entry, so one event
-    never costs a listing of the whole dataset.
+    From the snapshot's entry map when a selection built it, else from the records found before
+    at this version, else from the catalog's index (two lookups, however many databases).
     """
     assert snapshot.version is not None
     key = (snapshot.name, snapshot.version)
     with _LOCK:
-        large = _LARGE.setdefault(snapshot.store, OrderedDict()).get(key)
-    if large is None:
-        n = int(snapshot.store.catalog.dataset_summary(snapshot.name, snapshot.version)["n_databases"])
-        large = n > MAP_DATABASES
-        with _LOCK:
-            kept = _LARGE.setdefault(snapshot.store, OrderedDict())
-            kept[key] = large
-            while len(kept) > MAPS:
-                kept.popitem(last=False)
-    if large:
-        try:
-            return snapshot.store.catalog.database_at(snapshot.name, entry, snapshot.version)
-        except NotFound:
-            return None
-    dbs, at = locate(snapshot, np.array([entry], dtype=np.int64))
-    return dbs[int(at[0])] if at[0] >= 0 else None
+        maps = _MAPS.get(snapshot.store)
+        mapped = None if maps is None else maps.get(key)
+        found = _FOUND.setdefault(snapshot.store, OrderedDict()).get(key)
+        held = None if found is None else _held(found, entry)
+    if mapped is not None:
+        dbs, where = _search(mapped, np.array([entry], dtype=np.int64))
+        return dbs[int(where[0])] if where[0] >= 0 else None
+    if held is not None:
+        return held
+    try:
+        db = snapshot.store.catalog.database_at(snapshot.name, entry, snapshot.version)
+    except NotFound:
+        return None
+    with _LOCK:
+        kept = _FOUND.setdefault(snapshot.store, OrderedDict())
+        found = kept.setdefault(key, ([], []))
+        kept.move_to_end(key)
+        if _held(found, db.first_entry) is None:
+            place = bisect.bisect_right(found[0], db.first_entry)
+            found[0].insert(place, db.first_entry)
+            found[1].insert(place, db)
+        while sum(len(f[0]) for f in kept.values()) > FOUND_RECORDS and len(kept) > 1:
+            kept.popitem(last=False)
+        if len(found[0]) > FOUND_RECORDS:  # one version alone past the bound: start it again
+            del found[0][:], found[1][:]
+    return db
+
+
+def _search(mapped: _Map, entries: np.ndarray) -> tuple[list[DatabaseRecord], np.ndarray]:
+    dbs, bounds = mapped
+    at = np.searchsorted(bounds[:, 0], entries, side="right") - 1
+    ok = (at >= 0) & (entries < bounds[np.maximum(at, 0), 1]) if len(bounds) else np.zeros(len(entries), bool)
+    return dbs, np.where(ok, at, -1)
 
 
 def locate(snapshot: Snapshot, entries: np.ndarray) -> tuple[list[DatabaseRecord], np.ndarray]:
@@ -80,7 +109,4 @@ def locate(snapshot: Snapshot, entries: np.ndarray) -> tuple[list[DatabaseRecord
             cache[key] = found
             while len(cache) > MAPS:
                 cache.popitem(last=False)
-    dbs, bounds = found
-    at = np.searchsorted(bounds[:, 0], entries, side="right") - 1
-    ok = (at >= 0) & (entries < bounds[np.maximum(at, 0), 1]) if len(bounds) else np.zeros(len(entries), bool)
-    return dbs, np.where(ok, at, -1)
+    return _search(found, entries)

@@ -1,0 +1,112 @@
+"""The database that holds an entry: four index lookups on the driver's cursor.
+
+``ds.event(i)`` asks the catalog for one database. Through SQLAlchemy the
+listing's three queries cost several milliseconds of Python, most of it
+compiling them again for every newly opened catalog (the compiled cache is
+per engine). Here the statements are compiled once per process and dialect
+(``prepared.Prepared``) and run on a DB-API cursor in one read transaction;
+the record is the one ``queries.load_databases`` builds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from typing import Any
+
+from sqlalchemy import BigInteger, Dialect, String, bindparam, cast, func, literal_column, select
+
+from giod.catalog.prepared import Prepared
+from giod.catalog.records import ContainerRecord, DatabaseRecord
+from giod.catalog.tables import containers, database_parents, databases, datasets, replicas, tag_stats, visible
+
+__all__ = ["EntryStatements", "find", "statements"]
+
+_KEPT: dict[tuple[str, str, bool], EntryStatements] = {}
+_LOCK = threading.Lock()
+
+
+def _visible(table: Any, pinned: bool) -> Any:
+    if not pinned:
+        return visible(table, None)
+    v = bindparam("version", type_=BigInteger)
+    return (table.c.created_version <= v) & (table.c.deleted_version.is_(None) | (table.c.deleted_version > v))
+
+
+class EntryStatements:
+    """The statements of ``find`` for one dialect, at a pinned version or the live state."""
+
+    def __init__(self, dialect: Dialect, pinned: bool):
+        d, c, r, t, p = databases, containers, replicas, tag_stats, database_parents
+
+        def prepared(statement: Any) -> Prepared:
+            return Prepared(statement, dialect)
+
+        self.dataset = prepared(select(datasets.c.id).where(datasets.c.name == bindparam("name"),
+                                                            _visible(datasets, pinned)))
+        dataset_id = (select(datasets.c.id).where(datasets.c.name == bindparam("name"), _visible(datasets, pinned))
+                      .scalar_subquery())
+        self.database = prepared(  # the dataset found in the same statement: one round trip fewer
+            select(d.c.id, d.c.dataset_id, d.c.first_entry, d.c.n_events, d.c.created, d.c.created_version,
+                   d.c.writer, d.c.program, d.c.program_version, d.c.parameters, d.c.idempotency_key)
+            .where(d.c.dataset_id == dataset_id, d.c.first_entry <= bindparam("entry"), _visible(d, pinned))
+            .order_by(d.c.first_entry.desc())
+            .limit(literal_column("1")).offset(literal_column("0"))  # values would be parameters of their own
+        )
+        self.parents = prepared(
+            select(p.c.parent_id).where(p.c.database_id == bindparam("id")).order_by(p.c.position))
+        good = (r.c.container_id == c.c.id) & (r.c.state == literal_column("'good'"))
+        sites = func.aggregate_strings(cast(r.c.site_id, String), literal_column("','"))  # type: ignore[arg-type]
+        self.containers = prepared(
+            select(c.c.id, c.c.database_id, c.c.name, c.c.path, c.c.checksum, c.c.size, c.c.cluster_entries,
+                   c.c.schema_id, c.c.created_version, sites,
+                   c.c.program, c.c.program_version, c.c.parameters, c.c.created, c.c.format,
+                   c.c.cluster_checksums)
+            .select_from(c.outerjoin(r, good))
+            .where(c.c.database_id == bindparam("id"), _visible(c, pinned))
+            .group_by(c.c.id)
+            .order_by(c.c.id)
+        )
+        self.tag_stats = prepared(
+            select(t.c.field, t.c.min, t.c.max).where(t.c.database_id == bindparam("id"), _visible(t, pinned)))
+
+
+def statements(dialect: Dialect, pinned: bool) -> EntryStatements:
+    """The statements for ``dialect``, compiled once per process."""
+    key = (dialect.name, str(dialect.paramstyle), pinned)
+    with _LOCK:
+        found = _KEPT.get(key)
+    if found is None:
+        found = EntryStatements(dialect, pinned)
+        with _LOCK:
+            _KEPT[key] = found
+    return found
+
+
+def _container(row: Any) -> ContainerRecord:
+    sites = tuple(sorted(int(x) for x in row[9].split(","))) if row[9] else ()
+    checksums = tuple(json.loads(row[15])) if row[15] != "[]" else ()
+    return ContainerRecord(row[0], row[1], row[2], row[3], row[4], row[5], tuple(json.loads(row[6])), row[7],
+                           row[8], sites, row[10], row[11], json.loads(row[12]), row[13], row[14], checksums)
+
+
+def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int | None
+         ) -> tuple[bool, DatabaseRecord | None]:
+    """Whether ``dataset`` exists at ``version``, and its database holding ``entry`` then (None when none
+    does). ``s`` must be the statements for ``version`` (pinned or not)."""
+    at = {} if version is None else {"version": version}
+    row = s.database.execute(cursor, {"name": dataset, "entry": entry, **at}).fetchone()
+    if row is None or entry >= row[2] + row[3]:
+        return s.dataset.execute(cursor, {"name": dataset, **at}).fetchone() is not None, None
+    key = {"id": row[0], **at}
+    parents = tuple(int(p) for (p,) in s.parents.execute(cursor, key).fetchall())
+    held = tuple(_container(c) for c in s.containers.execute(cursor, key).fetchall())
+    stats = {field: (-math.inf if lo is None else lo, math.inf if hi is None else hi)
+             for field, lo, hi in s.tag_stats.execute(cursor, key).fetchall()}
+    return True, DatabaseRecord(
+        id=row[0], dataset_id=row[1], first_entry=row[2], n_events=row[3], bytes=sum(c.size for c in held),
+        created=row[4], created_version=row[5], writer=row[6], program=row[7], program_version=row[8],
+        parameters=json.loads(row[9]), parents=parents, idempotency_key=row[10], containers=held,
+        tag_stats=stats,
+    )

@@ -1,0 +1,100 @@
+"""Planning a selection: the databases whose tag statistics may match, found through indexes.
+
+The full check (``queries.outside_bounds``) looks at every database's
+statistics. A database with no statistics row for a field must be kept,
+which is why a lookup of the rows in range alone is not enough. Level 11
+keeps, per dataset, tag field and version, how many databases have a row
+(``tag_coverage``); when that is every database of the snapshot
+(``dataset_totals``), the databases with a row in range are all the
+candidates, and those are found by index ranges on ``tag_stats``:
+
+* ``field, min`` from ``lo - width`` to ``hi`` (``width``: the widest
+  ``max - min`` a row of the field ever had), then ``max >= lo``;
+* ``field, min`` up to ``hi`` when the range has no lower end, ``field, max``
+  from ``lo`` when it has no upper end;
+* unknown bounds (NULL ``min`` or ``max``), which rule nothing out.
+
+The candidates then get the full check, so the answer is the full check's
+answer; only the databases looked at differ. A snapshot without such a
+field (some database lacks statistics, a row had ``min > max``, a version
+from before level 11) is planned by the full check over every database.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import ColumnElement, CompoundSelect, Connection, select, union
+
+from giod.catalog.queries import chunks, outside_bounds
+from giod.catalog.records import Bounds
+from giod.catalog.tables import databases, dataset_totals, tag_coverage, tag_stats, visible
+
+__all__ = ["Covered", "covered_field", "kept_ids"]
+
+#: the relative slack under ``lo - width``: a width rounded down must not leave out a row
+_SLACK = 1e-9
+
+Covered = tuple[str, float]  # (field, width)
+
+
+def _latest(conn: Connection, query: Any, version_column: Any, version: int | None) -> Any:
+    if version is not None:
+        query = query.where(version_column <= version)
+    return conn.execute(query.order_by(version_column.desc()).limit(1)).first()
+
+
+def covered_field(conn: Connection, dataset_id: int, version: int | None, bounds: Bounds) -> Covered | None:
+    """A field of ``bounds`` with statistics in every database of the dataset at ``version``, with its width.
+
+    Two index lookups per field; None when no bounded field is covered.
+    """
+    t, c = dataset_totals, tag_coverage
+    total = _latest(conn, select(t.c.n_databases).where(t.c.dataset_id == dataset_id), t.c.version, version)
+    if total is None:
+        return None  # a snapshot from before the totals: nothing to compare with
+    # two-sided ranges first: their index range is the narrowest
+    fields = sorted((name for name, (lo, hi) in bounds.items() if lo > -math.inf or hi < math.inf),
+                    key=lambda name: (not math.isfinite(bounds[name][0] - bounds[name][1]), name))
+    for name in fields:
+        row = _latest(conn, select(c.c.n_databases, c.c.width).where(c.c.dataset_id == dataset_id, c.c.field == name),
+                      c.c.version, version)
+        n, width = (0, 0.0) if row is None else (int(row[0]), row[1])
+        if n == int(total[0]) and width is not None:
+            return name, float(width)
+    return None
+
+
+def _in_range(field: str, lo: float, hi: float, width: float, version: int | None) -> CompoundSelect[Any]:
+    """SELECT of the ids of databases with a visible row of ``field`` that may overlap [lo, hi]."""
+    t = tag_stats
+    rows: list[ColumnElement[bool]] = [t.c.min.is_(None), t.c.max.is_(None)]
+    if lo == -math.inf:
+        rows.append(t.c.min <= hi)
+    elif hi == math.inf:
+        rows.append(t.c.max >= lo)
+    else:
+        floor = lo - width - _SLACK * (abs(lo) + width)
+        rows.append(t.c.min.between(floor, hi) & (t.c.max >= lo))
+    # one SELECT per index range: an OR of them would be read as one scan
+    return union(*(select(t.c.database_id).where(t.c.field == field, row, visible(t, version)) for row in rows))
+
+
+def kept_ids(conn: Connection, dataset_id: int | None, where: ColumnElement[bool], version: int | None,
+             bounds: Bounds) -> list[int]:
+    """Ids of the databases matching ``where`` at ``version`` whose statistics may overlap ``bounds``.
+
+    The full check's answer, in no particular order; through the indexes when a field of ``bounds``
+    is covered (``covered_field``), else over every database that ``where`` selects.
+    """
+    d = databases
+    full = select(d.c.id).where(where, visible(d, version), ~outside_bounds(bounds, version))
+    found = None if dataset_id is None else covered_field(conn, dataset_id, version, bounds)
+    if found is None:
+        return list(conn.execute(full).scalars())
+    name, width = found
+    lo, hi = bounds[name]
+    near = sorted(set(conn.execute(_in_range(name, float(lo), float(hi), width, version)).scalars()))
+    # the candidates get the full check (other fields, other datasets' rows of the same field)
+    return [int(i) for chunk in chunks(near) for i in conn.execute(full.where(d.c.id.in_(chunk))).scalars()]

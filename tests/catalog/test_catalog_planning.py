@@ -1,0 +1,180 @@
+"""Planning through the tag coverage (level 11) gives the full check's candidates at every version.
+
+Random histories of commits and groups with some statistics missing, unknown
+(nan, infinities) or contradictory (min > max), later passes that replace
+statistics, and deleted databases; after each, at every version so far, the
+kept coverage equals a count over the listing, and the planned candidates
+equal the full check (``records.overlaps`` over the whole listing).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from catalog_samples import SITE
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Connection, text
+
+from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, planning
+from giod.catalog.migrations import v0011_tag_coverage
+from giod.catalog.records import Bounds, overlaps
+from giod.catalog.tables import databases, tag_coverage
+
+FIELDS = ("ht", "njets")
+_names = itertools.count()
+
+number = st.one_of(
+    st.integers(-5, 5).map(float),
+    st.floats(-10, 10, allow_nan=False),
+    st.sampled_from([math.nan, math.inf, -math.inf]),  # stored as unknown (NULL)
+)
+# mostly sound statistics (min <= max), so that fields are often covered and the indexes are used
+sound = st.tuples(st.integers(-5, 5), st.integers(0, 3)).map(lambda p: (float(p[0]), float(p[0] + p[1])))
+stats = st.dictionaries(st.sampled_from(FIELDS), st.one_of(sound, sound, sound, st.tuples(number, number)),
+                        max_size=2)
+edge = st.one_of(st.integers(-6, 6).map(float), st.floats(-12, 12, allow_nan=False))
+ranges = st.dictionaries(
+    st.sampled_from(FIELDS),
+    st.one_of(st.tuples(edge, edge), st.tuples(st.just(-math.inf), edge), st.tuples(edge, st.just(math.inf))),
+    min_size=1, max_size=2,
+)
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("commit"), stats),
+        st.tuples(st.just("group"), st.lists(stats, min_size=2, max_size=5)),
+        st.tuples(st.just("pass"), st.integers(0, 20), stats),
+        st.tuples(st.just("delete"), st.integers(0, 20)),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _commit(name: str, schema_id: int, k: int, s: dict) -> DatabaseCommit:
+    spec = ContainerSpec("tag", f"{name}/{k}/tag.arrow", "crc32c:0", 9, (3,), schema_id)
+    return DatabaseCommit(name, 3, SITE, (spec,), s)
+
+
+def _plan(catalog: Catalog, name: str, version: int, bounds: Bounds) -> tuple[list[int], Any]:
+    dataset_id = catalog.dataset(name, version).id
+
+    def work(conn: Connection) -> tuple[list[int], Any]:
+        where = databases.c.dataset_id == dataset_id
+        return (sorted(planning.kept_ids(conn, dataset_id, where, version, bounds)),
+                planning.covered_field(conn, dataset_id, version, bounds))
+
+    return catalog._read(work)
+
+
+def _coverage(catalog: Catalog, name: str, version: int, field: str) -> int:
+    c = tag_coverage
+    dataset_id = catalog.dataset(name, version).id
+    query = (c.select().with_only_columns(c.c.n_databases)
+             .where(c.c.dataset_id == dataset_id, c.c.field == field, c.c.version <= version)
+             .order_by(c.c.version.desc()).limit(1))
+    found = catalog._read(lambda conn: conn.execute(query).scalar())
+    return 0 if found is None else int(found)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS, bounds=st.lists(ranges, min_size=1, max_size=3))
+def test_planning_equals_the_full_check_at_every_version(catalog: Catalog, ops: list, bounds: list[Bounds]) -> None:
+    if not catalog.sites():
+        catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    name = f"ds{next(_names)}"
+    catalog.create_dataset(name, schema_id)
+    other = f"other{next(_names)}"  # another dataset's rows of the same fields share the indexes
+    catalog.create_dataset(other, schema_id)
+    catalog.commit_database(_commit(other, schema_id, 0, {"ht": (-100.0, 100.0), "njets": (0.0, 9.0)}))
+    start = catalog.version()
+    made = itertools.count()
+    for op in ops:
+        live = catalog.databases(name)
+        if op[0] == "commit":
+            catalog.commit_database(_commit(name, schema_id, next(made), op[1]))
+        elif op[0] == "group":
+            catalog.commit_databases([_commit(name, schema_id, next(made), s) for s in op[1]])
+        elif op[0] == "pass" and live and op[2]:  # replaces the statistics of the fields it names
+            catalog.add_containers(live[op[1] % len(live)].id, (), SITE, tag_stats=op[2])
+        elif op[0] == "delete" and live:
+            catalog.delete_database(live[op[1] % len(live)].id)
+    for version in range(start, catalog.version() + 1):
+        listed = catalog.databases(name, version)
+        for field in FIELDS:
+            assert _coverage(catalog, name, version, field) == sum(field in db.tag_stats for db in listed)
+        for box in bounds:
+            kept, covered = _plan(catalog, name, version, box)
+            assert kept == sorted(db.id for db in listed if overlaps(db.tag_stats, box)), (version, box)
+            if covered is not None:  # the index path: only for a field every database has statistics of
+                assert all(covered[0] in db.tag_stats for db in listed)
+            pruned = catalog.databases(name, version, overlapping=box)
+            assert pruned == [db for db in listed if overlaps(db.tag_stats, box)]
+    assert catalog.databases(other)[0].tag_stats["ht"] == (-100.0, 100.0)
+
+
+def test_a_snapshot_keeps_its_coverage(catalog: Catalog) -> None:
+    """Candidates of a covered field come from the index; a database without statistics turns that off
+    from its version on, and an older snapshot keeps it."""
+    catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    catalog.create_dataset("many", schema_id)
+    results = catalog.commit_databases([_commit("many", schema_id, k, {"ht": (10.0 * k, 10.0 * k + 4)})
+                                        for k in range(40)])
+    pinned = catalog.version()
+    box = {"ht": (201.0, 202.0)}
+    kept, covered = _plan(catalog, "many", pinned, box)
+    assert kept == [results[20].database_id]
+    assert covered == ("ht", 4.0)
+    catalog.commit_database(_commit("many", schema_id, 40, {}))  # no statistics: may match anything
+    later = catalog.version()
+    kept, covered = _plan(catalog, "many", later, box)
+    assert covered is None and len(kept) == 2
+    assert _plan(catalog, "many", pinned, box) == ([results[20].database_id], ("ht", 4.0))
+    catalog.delete_database(catalog.databases("many")[-1].id)  # covered again from its deletion on
+    assert _plan(catalog, "many", catalog.version(), box) == ([results[20].database_id], ("ht", 4.0))
+    catalog.add_containers(results[3].database_id, (), SITE, tag_stats={"ht": (5.0, 1.0)})  # min > max
+    kept, covered = _plan(catalog, "many", catalog.version(), box)
+    assert covered is None and kept == sorted([results[3].database_id, results[20].database_id])
+
+
+def test_the_migration_fills_what_the_triggers_keep(catalog: Catalog) -> None:
+    """Level 11 on a catalog with data: one row per live dataset and field at the migration's version, equal
+    to what the triggers keep; an older snapshot finds none and is planned by the full check."""
+    catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    catalog.create_dataset("old", schema_id)
+    results = catalog.commit_databases([_commit("old", schema_id, k, {"ht": (float(k), k + 2.5), "njets": (0, 4)})
+                                        for k in range(6)])
+    before = catalog.version()
+    catalog.commit_database(_commit("old", schema_id, 6, {"ht": (3.0, 1.0)}))  # min > max, no njets
+    catalog.delete_database(results[0].database_id)
+    catalog.create_dataset("gone", schema_id)
+    catalog.commit_database(_commit("gone", schema_id, 0, {"ht": (0.0, 1.0)}))
+    catalog.delete_dataset("gone")
+    c = tag_coverage
+    latest = catalog.version()
+
+    def rows(conn: Connection) -> set[tuple]:
+        return {tuple(r) for r in conn.execute(c.select().where(c.c.version == latest))}
+
+    def migrated(conn: Connection) -> set[tuple]:
+        conn.execute(c.delete())  # as if the catalog had reached level 11 only now
+        conn.execute(text(v0011_tag_coverage._FILL))
+        return {tuple(r) for r in conn.execute(c.select())}
+
+    kept = {r for r in catalog._read(lambda conn: {tuple(x) for x in conn.execute(c.select())})
+            if r[0] == catalog.dataset("old").id}
+    kept_latest = {(ds, f, n, w) for ds, f, v, n, w in kept
+                   if v == max(v2 for ds2, f2, v2, _, _ in kept if (ds2, f2) == (ds, f))}
+    with catalog._engine.begin() as conn:
+        filled = migrated(conn)
+    assert {(ds, f, n, w) for ds, f, _, n, w in filled} == kept_latest
+    assert {r[2] for r in filled} == {latest}
+    assert {(f, n, w) for _, f, _, n, w in filled} == {("ht", 6, None), ("njets", 5, 4.0)}
+    box = {"ht": (2.0, 2.2)}
+    kept_ids, covered = _plan(catalog, "old", before, box)  # a snapshot older than the fill: the full check
+    assert covered is None and kept_ids == [r.database_id for r in results[:3]]
