@@ -119,12 +119,13 @@ class ReadScheduler:
             return self._order[path]
 
     def schedule(self, path: str, ranges: Sequence[tuple[int, int]], *, only_if_open: bool = False,
-                 gap: int | None = None) -> None:
+                 gap: int | None = None, piece: int | None = None) -> None:
         """Fetch these ranges of ``path`` ahead of reading (overlaps with scheduled ranges are skipped).
 
         ``only_if_open``: only if ``path`` still has pieces (its reader has not released it yet).
         ``gap``: ranges closer than this are fetched as one (the scheduler's own by default); pieces
-        smaller than a piece travel several to a request.
+        smaller than a piece travel several to a request. ``piece``: the largest piece (the scheduler's own by
+        default); a reader that asks for a whole range at once is answered without joining pieces.
         """
         rank = self.order_of(path)
         with self._lock:
@@ -136,7 +137,7 @@ class ReadScheduler:
             fresh = [part for a, b in coalesce(ranges, self.gap if gap is None else gap)
                      for part in _uncovered(spans, a, b)]
             group: list[Piece] = []
-            for start, stop in split(fresh, self.piece):
+            for start, stop in split(fresh, piece or self.piece):
                 p = Piece(path, start, stop, (rank, start))
                 have.append(p)
                 if group and (len(group) >= self.max_ranges or sum(q.size for q in group) + p.size > self.piece):

@@ -40,6 +40,7 @@ __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "conne
 
 TAIL = 64 << 10  # bytes read from the end of a file to find its footer
 PLAN_WAIT = 120.0  # seconds a read waits for its file's column plan (its footer's round trip)
+WHOLE_PIECE = 32 << 20  # the largest piece of a file read whole (one request, no join of pieces)
 SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range requests
 #: buffers of an Arrow batch this close travel as one range: the padding between one column's buffers (< 64
 #: bytes), never a whole buffer of a column not read
@@ -69,6 +70,7 @@ class RemoteSite(Site):
         self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams,
                                        piece=max(64 << 10, min(4 << 20, lim.max_request_bytes)),
                                        fetch_many=self._fetch_ranges, max_ranges=lim.max_ranges)
+        self.whole_piece = max(self.scheduler.piece, min(WHOLE_PIECE, lim.max_request_bytes))
         self._sizes: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._planning: dict[str, threading.Event] = {}  # files whose column chunks are being planned
@@ -186,7 +188,9 @@ class RemoteSite(Site):
         for path, size, columns in items:
             self._sizes[path] = size
             if columns is None:
-                self.scheduler.schedule(path, [(0, size)])
+                # a reader of a whole file asks for its batches in one range: fetched as one piece (within the
+                # server's bound), it is handed over as it arrived, where pieces would be joined (a copy)
+                self.scheduler.schedule(path, [(0, size)], piece=self.whole_piece)
             else:
                 self.scheduler.schedule(path, [(max(0, size - TAIL), size)])
                 self._planning[path] = threading.Event()
