@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import awkward as ak
@@ -83,12 +84,25 @@ def test_open_brings_the_snapshot_and_a_whole_container_costs_one_request_per_fi
     assert len(asked) == 1 + DATABASES  # nothing else: no HEAD for a size, no second look at a file
 
 
-def test_a_partial_container_costs_at_most_three_requests_per_file(recorded: Recorded) -> None:
+def test_a_partial_container_costs_one_request_per_file_planned_by_the_server(recorded: Recorded) -> None:
     got, asked = _open_and_read(recorded, "tracks")  # tracks share their container with jets
     assert ak.to_list(got) == ak.to_list(recorded.local.dataset("d").read(["tracks"]))
     assert [r for r in asked if r[1].startswith("/api/")] == [("GET", "/api/v1/federation", "snapshots=2000")]
     files = _files(asked, "/reco.arrow")
-    assert len(files) == DATABASES and max(files.values()) <= 3  # footer, batches' metadata, buffers
+    # footer, batches' metadata and the columns' buffers in one answer, not one round trip each
+    assert len(files) == DATABASES and set(files.values()) == {1}
+    assert {q for m, p, q in asked if p.endswith("/reco.arrow")} == {"columns=tracks"}
+
+
+def test_a_server_that_does_not_plan_costs_three_requests_per_file(recorded: Recorded,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from giod.server.routes import files
+
+    monkeypatch.setattr(files, "_planned", lambda *a: None)  # as a server of an older level: the Range alone
+    got, asked = _open_and_read(recorded, "jets")
+    assert ak.to_list(got) == ak.to_list(recorded.local.dataset("d").read(["jets"]))
+    files_asked = _files(asked, "/reco.arrow")
+    assert len(files_asked) == DATABASES and max(files_asked.values()) <= 3  # footer, metadata, buffers
 
 
 def test_a_dataset_opened_later_or_beyond_the_bound_asks_for_its_snapshot(recorded: Recorded,
@@ -103,3 +117,52 @@ def test_a_dataset_opened_later_or_beyond_the_bound_asks_for_its_snapshot(record
     finally:
         fed.close()
     assert [r[1] for r in recorded.asked()] == ["/api/v1/federation", "/api/v1/datasets/d/snapshot"]
+
+
+def _get(url: str, target: str, token: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.request("GET", target, headers={"authorization": f"Bearer {token}", **headers})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def test_a_plan_the_server_cannot_make_answers_the_range(recorded: Recorded) -> None:
+    rec = recorded.local.dataset("d").databases()[0].container("reco")
+    assert rec is not None
+    target = f"/files/local/{rec.path}"
+    status, headers, body = _get(recorded.url, f"{target}?columns=nope", recorded.token, {"range": "bytes=0-9"})
+    assert status == 206 and "x-giod-plan" not in headers and body[:6] == b"ARROW1" and len(body) == 10
+    status, headers, body = _get(recorded.url, f"{target}?columns=tracks", recorded.token, {"range": "bytes=0-9"})
+    assert status == 206 and headers["x-giod-plan"] == "whole"
+    assert headers["content-type"].startswith("multipart/byteranges") and int(headers["content-length"]) == len(body)
+    for bad in ("x" * 9000, ","):
+        status, _, body = _get(recorded.url, f"{target}?columns={bad}", recorded.token, {"range": "bytes=0-9"})
+        assert status == 400
+
+
+def test_a_plan_beyond_the_servers_bound_sends_the_metadata_and_the_client_plans_the_rest(tmp_path: Path) -> None:
+    from giod.storage.http import Limits
+
+    local = giod.open(tmp_path / "fed", create=True)
+    ds = local.create_dataset("d", synthetic.schema())
+    with ds.writer(database_events=400, cluster_events=100) as w:
+        w.append(synthetic.events(800, seed=5))
+    token = local.catalog.create_token("read")[1]
+    with ServerThread(create_app(str(tmp_path / "fed"), limits=Limits(max_request_bytes=80 << 10))) as url:
+        rec = ds.databases()[0].container("reco")
+        assert rec is not None and rec.size > 80 << 10
+        status, headers, _ = _get(url, f"/files/local/{rec.path}?columns=tracks", token, {"range": "bytes=0-9"})
+        assert status == 206 and headers["x-giod-plan"] == "metadata"
+        fed = giod.open(url, token=token)
+        try:
+            assert ak.to_list(fed.dataset("d").read(["tracks"])) == ak.to_list(ds.read(["tracks"]))
+        finally:
+            fed.close()
+    local.close()

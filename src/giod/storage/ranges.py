@@ -151,6 +151,21 @@ class ReadScheduler:
                 heapq.heappush(self._queue, (p.order, next(self._tie), p))
             self._pump()
 
+    def adopt(self, path: str, parts: Sequence[tuple[int, bytes | memoryview]]) -> None:
+        """Ranges of ``path`` the caller fetched itself (``(start, data)``), read like fetched pieces; the bytes
+        some piece already holds are left out."""
+        rank = self.order_of(path)
+        with self._lock:
+            have = self._pieces.setdefault(path, [])
+            for start, data in sorted(parts, key=lambda part: part[0]):
+                view = memoryview(data)
+                spans = sorted((p.start, p.stop) for p in have)
+                for a, b in _uncovered(spans, start, start + len(view)):
+                    p = Piece(path, a, b, (rank, a), started=True)
+                    p.future.set_result(view[a - start:b - start])  # type: ignore[arg-type]
+                    have.append(p)
+                    self._held += p.size
+
     def _pump(self) -> None:
         # called with the lock held: start queued pieces while the window and streams allow
         while self._queue and self._running < self.streams:
@@ -258,9 +273,21 @@ class ReadScheduler:
         return [None if c is None else b"" if b <= a else self._collect(c, b)
                 for c, (a, b) in zip(claims, ranges, strict=True)]
 
+    def wait_room(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Wait until the pieces held stay below the window, or ``ready()`` (checked whenever pieces are
+        released or :meth:`wake` is called)."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._held < self.window or ready(), timeout)
+
+    def wake(self) -> None:
+        """Have the waiters of :meth:`wait_room` look at their condition again."""
+        with self._lock:
+            self._lock.notify_all()
+
     def release(self, path: str) -> None:
         """Forget ``path``'s pieces (read, or no longer wanted); queued ones are not fetched."""
         with self._lock:
+            self._lock.notify_all()
             for p in self._pieces.pop(path, []):
                 if p.started:
                     self._held -= p.size

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any, BinaryIO
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import pyarrow as pa
 
@@ -74,6 +74,7 @@ class RemoteSite(Site):
         self._sizes: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._planning: dict[str, threading.Event] = {}  # files whose column chunks are being planned
+        self._urgent: set[str] = set()  # files a reader waits for: their planned read needs no room
 
     def _url(self, path: str) -> str:
         return f"{self.prefix}/{quote(check_relpath(path))}"
@@ -95,7 +96,7 @@ class RemoteSite(Site):
         got = self.scheduler.read(path, start, stop)
         if got is not None:
             return got
-        planning = self._planning.get(path) if wait_plan else None
+        planning = self._waiting_for(path) if wait_plan else None
         if planning is not None:  # its column chunks are about to be scheduled: fetch them once, not twice
             planning.wait(PLAN_WAIT)
             got = self.scheduler.read(path, start, stop)
@@ -116,7 +117,7 @@ class RemoteSite(Site):
         as multi-range requests within the server's bounds, all in flight at
         once; large ones go through the scheduler.
         """
-        planning = self._planning.get(path)
+        planning = self._waiting_for(path)
         if planning is not None:  # the plan schedules these ranges: fetch them once, not twice
             planning.wait(PLAN_WAIT)
         got = self.scheduler.read_many(path, ranges)
@@ -140,9 +141,7 @@ class RemoteSite(Site):
                 held = 0
             batches[-1].append((a, b))
             held += b - a
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.endpoint.streams, thread_name_prefix="giod-ranges")
-        parts = self._pool.map(lambda batch: self._fetch_multi(path, batch), batches)
+        parts = self._ranges_pool().map(lambda batch: self._fetch_multi(path, batch), batches)
         return [data for part in parts for data in part]
 
     def _fetch_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
@@ -191,13 +190,61 @@ class RemoteSite(Site):
                 # a reader of a whole file asks for its batches in one range: fetched as one piece (within the
                 # server's bound), it is handed over as it arrived, where pieces would be joined (a copy)
                 self.scheduler.schedule(path, [(0, size)], piece=self.whole_piece)
+                continue
+            self._planning[path] = threading.Event()
+            if path.endswith(".arrow"):
+                # the server plans the read where the file is: footer, batches' metadata and the columns'
+                # buffers come in one round trip, not three
+                self._ranges_pool().submit(self._fetch_served, path, size, list(columns))
             else:
                 self.scheduler.schedule(path, [(max(0, size - TAIL), size)])
-                self._planning[path] = threading.Event()
                 tails.append((path, size, columns))
         if tails:
             threading.Thread(target=self._plan_columns, args=(tails,), daemon=True,
                              name="giod-footers").start()
+
+    def _ranges_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.endpoint.streams, thread_name_prefix="giod-ranges")
+        return self._pool
+
+    def _fetch_served(self, path: str, size: int, columns: list[str]) -> None:
+        """A planned read of ``columns`` of ``path``, in one request the server plans (in reading order,
+        while the window has room or a reader waits for it); a server that does not plan answers the tail
+        alone, and the plan is then made here, step by step."""
+        try:
+            self.scheduler.wait_room(lambda: path in self._urgent or path not in self._planning, PLAN_WAIT)
+            if path not in self._planning:
+                return  # released meanwhile: its reader is gone
+            tail = max(0, size - TAIL)
+            r = self.endpoint.request("GET", f"{self._url(path)}?{urlencode({'columns': ','.join(columns)})}",
+                                      headers={"range": f"bytes={tail}-{size - 1}"}, ok=(206,),
+                                      what=f"reading {path} on site {self.name}")
+            kind = r.headers.get("content-type", "")
+            if kind.startswith("multipart/byteranges"):
+                parts = _parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
+            else:
+                parts = {_content_range(r.headers.get("content-range", ""))[0]: r.data}
+            if any(a < 0 or a + len(d) > size for a, d in parts.items()):
+                raise IntegrityError(f"{path} on site {self.name}: the server sent bytes beyond the file")
+            if path not in self._planning:
+                return
+            self.scheduler.adopt(path, list(parts.items()))
+            if r.headers.get("x-giod-plan") != "whole":  # the buffers are planned here, from what came
+                self._plan_columns([(path, size, columns)])
+        except (GiodError, CancelledError):
+            pass  # a failed fetch: the reader fetches on demand and reports the problem itself
+        finally:
+            self._urgent.discard(path)
+            self._planned(path)
+
+    def _waiting_for(self, path: str) -> threading.Event | None:
+        """The plan a read of ``path`` waits for (None: none under way); its fetch goes first from now on."""
+        planning = self._planning.get(path)
+        if planning is not None and not planning.is_set():
+            self._urgent.add(path)
+            self.scheduler.wake()
+        return planning
 
     def _plan_columns(self, tails: list[tuple[str, int, Sequence[str]]]) -> None:
         # step by step over all files at once, so that each step costs one round trip, not one per file:
@@ -239,6 +286,7 @@ class RemoteSite(Site):
             done.set()
 
     def release(self, path: str) -> None:
+        self._planned(path)  # a planned read not yet sent is not sent
         self.scheduler.release(path)
 
     def open(self, path: str) -> BinaryIO:
@@ -346,9 +394,11 @@ def _content_range(value: str) -> tuple[int, int]:
         raise IntegrityError(f"malformed Content-Range {value!r} from the server") from exc
 
 
-def _parse_multipart(body: bytes, boundary: str) -> dict[int, bytes]:
-    """The parts of a multipart/byteranges body, by start offset (lengths from Content-Range, not scanning)."""
-    out: dict[int, bytes] = {}
+def _parse_multipart(body: bytes, boundary: str, *, view: bool = False) -> dict[int, Any]:
+    """The parts of a multipart/byteranges body, by start offset (lengths from Content-Range, not scanning);
+    ``view``: as views of ``body``, not copies."""
+    out: dict[int, Any] = {}
+    whole = memoryview(body) if view else body
     mark = f"--{boundary}".encode()
     at = 0
     while True:
@@ -362,7 +412,7 @@ def _parse_multipart(body: bytes, boundary: str) -> dict[int, bytes]:
         value = next((h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("content-range:")), "")
         a, b = _content_range(value)
         start = head_end + 4
-        out[a] = body[start:start + b - a]
+        out[a] = whole[start:start + b - a]
         if len(out[a]) != b - a:
             raise IntegrityError("truncated multipart answer from the server")
         at = start + b - a
