@@ -166,3 +166,19 @@ def test_a_plan_beyond_the_servers_bound_sends_the_metadata_and_the_client_plans
         finally:
             fed.close()
     local.close()
+
+
+def test_a_sparse_selection_reads_each_footer_once(recorded: Recorded) -> None:
+    expression = "ht > 400"
+    recorded.asked()
+    fed = giod.open(recorded.url, token=recorded.token)
+    try:  # read before the local read below, whose pages the process keeps
+        got = fed.dataset("d").select(expression).read(["jets"])
+    finally:
+        fed.close()
+    files = _files(recorded.asked(), "/reco.arrow")
+    want = recorded.local.dataset("d").select(expression).read(["jets"])
+    assert ak.to_list(got) == ak.to_list(want)
+    assert 0 < len(want) < 40  # a few events per database: the page-level reads, not whole columns
+    # the footer (kept when the file is opened again), the batches' metadata, the events' buffers
+    assert files and max(files.values()) <= 3

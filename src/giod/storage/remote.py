@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any, BinaryIO
@@ -41,6 +42,7 @@ __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "conne
 TAIL = 64 << 10  # bytes read from the end of a file to find its footer
 PLAN_WAIT = 120.0  # seconds a read waits for its file's column plan (its footer's round trip)
 WHOLE_PIECE = 32 << 20  # the largest piece of a file read whole (one request, no join of pieces)
+KEPT_TAILS = 256  # footers of files read on demand kept per site (at most TAIL bytes each)
 SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range requests
 #: buffers of an Arrow batch this close travel as one range: the padding between one column's buffers (< 64
 #: bytes), never a whole buffer of a column not read
@@ -75,6 +77,8 @@ class RemoteSite(Site):
         self._pool: ThreadPoolExecutor | None = None
         self._planning: dict[str, threading.Event] = {}  # files whose column chunks are being planned
         self._urgent: set[str] = set()  # files a reader waits for: their planned read needs no room
+        self._tails: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # footers read on demand, by file
+        self._tails_lock = threading.Lock()
 
     def _url(self, path: str) -> str:
         return f"{self.prefix}/{quote(check_relpath(path))}"
@@ -103,11 +107,29 @@ class RemoteSite(Site):
             if got is not None:
                 return got
         if stop - start <= self.scheduler.piece:
-            return self._fetch(path, start, stop)
+            return self._fetch_tail(path, start, stop)
         # larger than one request may be: in pieces, in parallel
         self.scheduler.schedule(path, [(start, stop)])
         got = self.scheduler.read(path, start, stop)
         return got if got is not None else self._fetch(path, start, stop)
+
+    def _fetch_tail(self, path: str, start: int, stop: int) -> bytes:
+        """A range fetched on demand; a file's tail (its footer) is kept, since a file read without a plan
+        is often opened twice (to route the read, then to read), and files never change once published."""
+        if stop != self._sizes.get(path) or stop - start > TAIL:
+            return self._fetch(path, start, stop)
+        with self._tails_lock:
+            kept = self._tails.get(path)
+            if kept is not None:
+                self._tails.move_to_end(path)
+        if kept is not None and kept[0] <= start:
+            return kept[1][start - kept[0]:]
+        data = self._fetch(path, start, stop)
+        with self._tails_lock:
+            self._tails[path] = (start, data)
+            while len(self._tails) > KEPT_TAILS:
+                self._tails.popitem(last=False)
+        return data
 
     def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         """Several ranges of one file, fetched in parallel.
@@ -128,6 +150,11 @@ class RemoteSite(Site):
         return [d if d is not None else next(fetched) for d in got]
 
     def _read_unplanned(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        if len(ranges) == 1 and ranges[0][1] - ranges[0][0] <= TAIL:  # a footer: kept, if it is one
+            data = self._fetch_tail(path, *ranges[0])
+            # the reader's next ranges may lie in it (a small file is its own tail): read from it while open
+            self.scheduler.adopt(path, [(ranges[0][0], data)])
+            return [data]
         small = [r for r in ranges if r[1] - r[0] <= SMALL_RANGE]
         if len(small) < 4:
             self.scheduler.schedule(path, ranges)
@@ -306,6 +333,8 @@ class RemoteSite(Site):
     def forget(self, path: str) -> None:
         """Drop the size known for ``path``: the next ``size`` asks the server (the file may have changed)."""
         self._sizes.pop(path, None)
+        with self._tails_lock:
+            self._tails.pop(path, None)
 
     # ----------------------------------------------------------- writing
 
@@ -374,7 +403,7 @@ class RemoteSite(Site):
         return SiteHealth(True, "")
 
     def remove(self, path: str) -> None:
-        self._sizes.pop(path, None)
+        self.forget(path)
         self.endpoint.request("DELETE", self._url(path), ok=(200, 204, 404), idempotent=True,
                               what=f"removing {path} on site {self.name}")
 
