@@ -75,10 +75,11 @@ class RemoteSite(Site):
         self.whole_piece = max(self.scheduler.piece, min(WHOLE_PIECE, lim.max_request_bytes))
         self._sizes: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._plans: ThreadPoolExecutor | None = None  # planned reads of files, in reading order
         self._planning: dict[str, threading.Event] = {}  # files whose column chunks are being planned
         self._urgent: set[str] = set()  # files a reader waits for: their planned read needs no room
         self._tails: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # footers read on demand, by file
-        self._tails_lock = threading.Lock()
+        self._lock = threading.Lock()  # the kept footers, the planned reads' pool
 
     def _url(self, path: str) -> str:
         return f"{self.prefix}/{quote(check_relpath(path))}"
@@ -118,14 +119,14 @@ class RemoteSite(Site):
         is often opened twice (to route the read, then to read), and files never change once published."""
         if stop != self._sizes.get(path) or stop - start > TAIL:
             return self._fetch(path, start, stop)
-        with self._tails_lock:
+        with self._lock:
             kept = self._tails.get(path)
             if kept is not None:
                 self._tails.move_to_end(path)
         if kept is not None and kept[0] <= start:
             return kept[1][start - kept[0]:]
         data = self._fetch(path, start, stop)
-        with self._tails_lock:
+        with self._lock:
             self._tails[path] = (start, data)
             while len(self._tails) > KEPT_TAILS:
                 self._tails.popitem(last=False)
@@ -222,13 +223,20 @@ class RemoteSite(Site):
             if path.endswith(".arrow"):
                 # the server plans the read where the file is: footer, batches' metadata and the columns'
                 # buffers come in one round trip, not three
-                self._ranges_pool().submit(self._fetch_served, path, size, list(columns))
+                self._plans_pool().submit(self._fetch_served, path, size, list(columns))
             else:
                 self.scheduler.schedule(path, [(max(0, size - TAIL), size)])
                 tails.append((path, size, columns))
         if tails:
             threading.Thread(target=self._plan_columns, args=(tails,), daemon=True,
                              name="giod-footers").start()
+
+    def _plans_pool(self) -> ThreadPoolExecutor:
+        # apart from the ranges' pool: a planned read waiting for room never holds up a reader's own ranges
+        with self._lock:
+            if self._plans is None:
+                self._plans = ThreadPoolExecutor(max_workers=self.endpoint.streams, thread_name_prefix="giod-plans")
+            return self._plans
 
     def _ranges_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -333,7 +341,7 @@ class RemoteSite(Site):
     def forget(self, path: str) -> None:
         """Drop the size known for ``path``: the next ``size`` asks the server (the file may have changed)."""
         self._sizes.pop(path, None)
-        with self._tails_lock:
+        with self._lock:
             self._tails.pop(path, None)
 
     # ----------------------------------------------------------- writing
