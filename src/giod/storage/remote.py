@@ -23,15 +23,14 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
-import pyarrow as pa
-
 from giod import config
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.checksum import Checksum
-from giod.storage.formats.arrow.frame import MAGIC
-from giod.storage.formats.arrow.plan import Footer, footer_of, projected
+from giod.storage.footers import TAIL, parquet_column_ranges, remote_footer
+from giod.storage.formats.arrow.plan import Footer, projected
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
 from giod.storage.kind import FileInfo, RangeFile, Site, SiteHealth, check_relpath
+from giod.storage.multipart import content_range, parse_multipart
 from giod.storage.pending import PendingFile
 from giod.storage.ranges import ReadScheduler
 
@@ -39,7 +38,6 @@ from giod.storage.ranges import ReadScheduler
 __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "connect", "endpoint_for",
            "site_token_env"]
 
-TAIL = 64 << 10  # bytes read from the end of a file to find its footer
 PLAN_WAIT = 120.0  # seconds a read waits for its file's column plan (its footer's round trip)
 WHOLE_PIECE = 32 << 20  # the largest piece of a file read whole (one request, no join of pieces)
 KEPT_TAILS = 256  # footers of files read on demand kept per site (at most TAIL bytes each)
@@ -194,9 +192,9 @@ class RemoteSite(Site):
                                   what=f"reading {path} on site {self.name}")
         kind = r.headers.get("content-type", "")
         if not kind.startswith("multipart/byteranges"):  # one range answered (the server merged them)
-            got = {_content_range(r.headers.get("content-range", ""))[0]: r.data}
+            got = {content_range(r.headers.get("content-range", ""))[0]: r.data}
         else:
-            got = _parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'))
+            got = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'))
         out = []
         for a, b in ranges:
             data = next((d[a - s:b - s] for s, d in got.items() if s <= a and b <= s + len(d)), None)
@@ -257,9 +255,9 @@ class RemoteSite(Site):
                                       what=f"reading {path} on site {self.name}")
             kind = r.headers.get("content-type", "")
             if kind.startswith("multipart/byteranges"):
-                parts = _parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
+                parts = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
             else:
-                parts = {_content_range(r.headers.get("content-range", ""))[0]: r.data}
+                parts = {content_range(r.headers.get("content-range", ""))[0]: r.data}
             if any(a < 0 or a + len(d) > size for a, d in parts.items()):
                 raise IntegrityError(f"{path} on site {self.name}: the server sent bytes beyond the file")
             if path not in self._planning:
@@ -281,6 +279,10 @@ class RemoteSite(Site):
             self.scheduler.wake()
         return planning
 
+    def _tail_reader(self, path: str) -> Callable[[int, int], bytes]:
+        """Ranges of ``path`` read now, not waiting for a plan (the plan is what they are read for)."""
+        return lambda start, stop: self.read_range(path, start, stop, wait_plan=False)
+
     def _plan_columns(self, tails: list[tuple[str, int, Sequence[str]]]) -> None:
         # step by step over all files at once, so that each step costs one round trip, not one per file:
         # footers (already in flight), then Arrow batches' metadata, then the buffers they point to
@@ -289,9 +291,11 @@ class RemoteSite(Site):
             for path, size, columns in tails:
                 footer = None
                 try:
-                    footer = _footer(self, path, size)
+                    read = self._tail_reader(path)
+                    footer = remote_footer(read, path, size)
                     if footer is None:
-                        self.scheduler.schedule(path, _column_ranges(self, path, size, columns), only_if_open=True)
+                        wanted = parquet_column_ranges(read, path, size, columns)
+                        self.scheduler.schedule(path, wanted, only_if_open=True)
                     else:
                         self.scheduler.schedule(path, footer.meta_ranges(), only_if_open=True, gap=0)
                         arrow.append((path, footer, columns))
@@ -419,83 +423,6 @@ class RemoteSite(Site):
         doc = self.endpoint.json("GET", f"/api/v1/sites/{quote(self.remote_name, safe='')}/files")
         for f in doc.get("files", []):
             yield FileInfo(str(f["path"]), int(f["size"]), float(f["mtime"]))
-
-
-def _content_range(value: str) -> tuple[int, int]:
-    """``bytes a-b/size`` → (a, b + 1)."""
-    try:
-        span = value.split()[1].split("/")[0]
-        a, b = span.split("-")
-        return int(a), int(b) + 1
-    except (IndexError, ValueError) as exc:
-        raise IntegrityError(f"malformed Content-Range {value!r} from the server") from exc
-
-
-def _parse_multipart(body: bytes, boundary: str, *, view: bool = False) -> dict[int, Any]:
-    """The parts of a multipart/byteranges body, by start offset (lengths from Content-Range, not scanning);
-    ``view``: as views of ``body``, not copies."""
-    out: dict[int, Any] = {}
-    whole = memoryview(body) if view else body
-    mark = f"--{boundary}".encode()
-    at = 0
-    while True:
-        at = body.find(mark, at)
-        if at < 0 or body[at + len(mark):at + len(mark) + 2] == b"--":
-            return out
-        head_end = body.find(b"\r\n\r\n", at)
-        if head_end < 0:
-            raise IntegrityError("malformed multipart answer from the server")
-        headers = body[at + len(mark):head_end].decode("latin-1").split("\r\n")
-        value = next((h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("content-range:")), "")
-        a, b = _content_range(value)
-        start = head_end + 4
-        out[a] = whole[start:start + b - a]
-        if len(out[a]) != b - a:
-            raise IntegrityError("truncated multipart answer from the server")
-        at = start + b - a
-
-
-def _footer(site: RemoteSite, path: str, size: int) -> Footer | None:
-    """The footer of an Arrow container (None: another format), from the tail fetched ahead."""
-    tail = site.read_range(path, max(0, size - TAIL), size, wait_plan=False)
-    if not tail.endswith(MAGIC):
-        return None
-    try:
-        got = footer_of(tail, size)
-        if isinstance(got, int):
-            got = footer_of(site.read_range(path, got, size, wait_plan=False), size)
-    except (ValueError, pa.ArrowException) as exc:
-        raise IntegrityError(f"{path}: unreadable footer: {exc}") from exc
-    if isinstance(got, int):
-        raise IntegrityError(f"{path}: unreadable footer")
-    return got
-
-
-def _column_ranges(site: RemoteSite, path: str, size: int, columns: Sequence[str]) -> list[tuple[int, int]]:
-    import pyarrow.parquet as pq
-
-    tail = site.read_range(path, max(0, size - TAIL), size, wait_plan=False)
-    n = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else 0
-    if n + 8 > len(tail):
-        tail = site.read_range(path, max(0, size - n - 8), size, wait_plan=False)
-    try:
-        md = pq.read_metadata(pa.BufferReader(tail))
-    except (pa.ArrowException, OSError) as exc:
-        raise IntegrityError(f"{path}: unreadable footer: {exc}") from exc
-    wanted = [tuple(c.split(".")) for c in columns]
-    out: list[tuple[int, int]] = [(max(0, size - len(tail)), size)]
-    for i in range(md.num_row_groups):
-        rg = md.row_group(i)
-        for j in range(rg.num_columns):
-            cc = rg.column(j)
-            leaf = tuple(p for p in cc.path_in_schema.split(".") if p not in ("list", "element", "item"))
-            if not any(leaf[: len(w)] == w for w in wanted):
-                continue
-            start = cc.data_page_offset
-            if cc.has_dictionary_page and cc.dictionary_page_offset is not None and cc.dictionary_page_offset > 0:
-                start = min(start, cc.dictionary_page_offset)
-            out.append((start, start + cc.total_compressed_size))
-    return out
 
 
 class RemoteFile(RangeFile):
