@@ -176,12 +176,12 @@ def test_sparse_selection_uses_multi_range_requests(filled, monkeypatch, fmt):
 
 
 def test_multipart_parsing_takes_lengths_from_content_range():
-    from giod.storage.remote import _parse_multipart
+    from giod.storage.multipart import parse_multipart
 
     payload = b"--b\r\n--b\r\n"  # a part that contains the boundary itself
     body = (b"--b\r\nContent-Type: x\r\nContent-Range: bytes 5-14/100\r\n\r\n" + payload +
             b"\r\n--b\r\nContent-Range: bytes 50-52/100\r\n\r\nxyz\r\n--b--\r\n")
-    assert _parse_multipart(body, "b") == {5: payload, 50: b"xyz"}
+    assert parse_multipart(body, "b") == {5: payload, 50: b"xyz"}
 
 
 def test_client_stays_within_smaller_server_bounds(tmp_path):

@@ -1,7 +1,7 @@
 """Bytes on the wire: a remote read fetches the buffers of the columns it reads, and little else.
 
-A real server on loopback; every range the client asks for is recorded at
-its endpoint and compared with the buffers the columns occupy in the files,
+A real server on loopback; every range the server sends the client is
+recorded at the client's endpoint and compared with the buffers the columns occupy in the files,
 found here from each batch's metadata.
 """
 
@@ -46,8 +46,18 @@ def _ranges(header: str) -> list[tuple[int, int]]:
     return out
 
 
+def _answered(r) -> Ranges:  # type: ignore[no-untyped-def]
+    """The file ranges a server's answer holds (one, or the parts of a multipart answer)."""
+    kind = r.headers.get("content-type", "")
+    if not kind.startswith("multipart/byteranges"):
+        return _ranges("bytes=" + r.headers["content-range"].split()[1].split("/")[0])
+    heads = [line for line in r.data.split(b"\r\n") if line.lower().startswith(b"content-range:")]
+    return [r for h in heads for r in _ranges("bytes=" + h.decode().split()[2].split("/")[0])]
+
+
 def _recorded(fed: Served, collections: list[str], dataset: str) -> tuple[ak.Array, dict[str, Ranges]]:
-    """The remote read of ``collections``, and the file ranges it asked the server for, by file."""
+    """The remote read of ``collections``, and the file ranges the server sent it, by file (what it asked
+    for, or what the server planned for it)."""
     remote = fed.remote()
     try:
         site = remote.site("local")
@@ -56,10 +66,10 @@ def _recorded(fed: Served, collections: list[str], dataset: str) -> tuple[ak.Arr
         send = endpoint.request
 
         def request(method: str, path: str, **kw):  # type: ignore[no-untyped-def]
-            header = (kw.get("headers") or {}).get("range")
-            if method == "GET" and header and path.startswith("/files/local/"):
-                asked.setdefault(path.removeprefix("/files/local/"), []).extend(_ranges(header))
-            return send(method, path, **kw)
+            r = send(method, path, **kw)
+            if method == "GET" and r.status == 206 and path.startswith("/files/local/"):
+                asked.setdefault(path.removeprefix("/files/local/").split("?")[0], []).extend(_answered(r))
+            return r
 
         endpoint.request = request
         got = remote.dataset(dataset).read(collections)

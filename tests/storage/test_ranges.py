@@ -150,3 +150,18 @@ def test_overlapping_schedules_answer_each_byte_once(batches, start, n):
             assert got == DATA[start:stop]
     finally:
         sched.close()
+
+
+def test_a_range_scheduled_as_one_piece_is_handed_over_as_fetched():
+    log: list[tuple[str, int, int]] = []
+    sched = ReadScheduler(_fetcher(log), streams=2, piece=64 << 10)
+    try:
+        sched.schedule("whole", [(0, len(DATA))], piece=len(DATA))  # a file read whole: one request
+        sched.schedule("parts", [(0, len(DATA))])  # the scheduler's own pieces
+        whole, parts = sched.read_many("whole", [(0, len(DATA))])[0], sched.read_many("parts", [(0, len(DATA))])[0]
+        assert whole == parts == DATA
+        assert isinstance(whole, bytes)  # the fetched object itself, not a join of pieces
+        assert [r for r in log if r[0] == "whole"] == [("whole", 0, len(DATA))]
+        assert len([r for r in log if r[0] == "parts"]) == len(DATA) // (64 << 10)
+    finally:
+        sched.close()

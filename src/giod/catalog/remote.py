@@ -46,6 +46,7 @@ __all__ = ["RemoteCatalog"]
 API = "/api/v1"
 VERSION_SECONDS = 1.0  # a current version the server reported is reused this long (others' commits lag by it)
 SITES_SECONDS = 5.0  # a site list is reused this long (sites are rarely added; a new one is seen after it)
+SNAPSHOT_DATABASES = 2_000  # databases of the datasets' snapshots the open asks to come with it, at most
 
 
 def _q(version: int | None = None, **more: Any) -> str:
@@ -77,10 +78,16 @@ class RemoteCatalog:
         # after it, so that no warming borrows its connection from the next catalog call (far away, a
         # fresh connection costs a round trip more)
         cat.endpoint.warm()
-        doc = cat.endpoint.json("GET", f"{API}/federation", what=f"opening {cat.url}")
+        # the datasets' snapshots come with the open (a server of an older level leaves them out), so that
+        # opening a dataset right after costs no round trip
+        doc = cat.endpoint.json("GET", f"{API}/federation?snapshots={SNAPSHOT_DATABASES}",
+                                what=f"opening {cat.url}")
         if isinstance(doc, dict) and isinstance(doc.get("sites"), list):
             cat._keep_sites(doc["sites"])
-            cat._saw(int(doc.get("version", 0)))
+            v = cat._saw(int(doc.get("version", 0)))
+            snapshots = doc.get("snapshots")
+            for name, snap in (snapshots.items() if isinstance(snapshots, dict) else ()):
+                cat._keep_snapshot(str(name), v, snap)
         bounds = doc.get("limits") if isinstance(doc, dict) else None
         if isinstance(bounds, dict):
             cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})
@@ -161,15 +168,24 @@ class RemoteCatalog:
             v = int(doc["version"])
             if version is None:
                 self._saw(v)
-            rec = wire.load(DatasetRecord, doc["dataset"])
-            schema = wire.load(SchemaRecord, doc["schema"])
-            dbs = wire.load_many(DatabaseRecord, doc["databases"])
             self._keep_sites(doc["sites"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"malformed snapshot of {name} from {self.url}: {exc}") from exc
+        return self._keep_snapshot(name, v, doc)
+
+    def _keep_snapshot(self, name: str, version: int, doc: Any) -> DatasetRecord:
+        """Keep a dataset's record, schema and databases at ``version`` from a snapshot the server sent."""
+        try:
+            rec = wire.load(DatasetRecord, doc["dataset"])
+            schema = wire.load(SchemaRecord, doc["schema"])
+            dbs = wire.load_many(DatabaseRecord, doc["databases"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"malformed snapshot of {name} from {self.url}: {exc}") from exc
+        if rec.name != name or rec.schema_id != schema.id:
+            raise CatalogError(f"malformed snapshot of {name} from {self.url}: it holds dataset {rec.name}")
         self._schemas[schema.id] = schema
-        self._datasets[(name, v)] = rec
-        self._databases[(name, v)] = dbs
+        self._datasets[(name, version)] = rec
+        self._databases[(name, version)] = dbs
         return rec
 
     def datasets(self, version: int | None = None) -> list[DatasetRecord]:

@@ -119,12 +119,13 @@ class ReadScheduler:
             return self._order[path]
 
     def schedule(self, path: str, ranges: Sequence[tuple[int, int]], *, only_if_open: bool = False,
-                 gap: int | None = None) -> None:
+                 gap: int | None = None, piece: int | None = None) -> None:
         """Fetch these ranges of ``path`` ahead of reading (overlaps with scheduled ranges are skipped).
 
         ``only_if_open``: only if ``path`` still has pieces (its reader has not released it yet).
         ``gap``: ranges closer than this are fetched as one (the scheduler's own by default); pieces
-        smaller than a piece travel several to a request.
+        smaller than a piece travel several to a request. ``piece``: the largest piece (the scheduler's own by
+        default); a reader that asks for a whole range at once is answered without joining pieces.
         """
         rank = self.order_of(path)
         with self._lock:
@@ -136,7 +137,7 @@ class ReadScheduler:
             fresh = [part for a, b in coalesce(ranges, self.gap if gap is None else gap)
                      for part in _uncovered(spans, a, b)]
             group: list[Piece] = []
-            for start, stop in split(fresh, self.piece):
+            for start, stop in split(fresh, piece or self.piece):
                 p = Piece(path, start, stop, (rank, start))
                 have.append(p)
                 if group and (len(group) >= self.max_ranges or sum(q.size for q in group) + p.size > self.piece):
@@ -149,6 +150,21 @@ class ReadScheduler:
                 p.group = group
                 heapq.heappush(self._queue, (p.order, next(self._tie), p))
             self._pump()
+
+    def adopt(self, path: str, parts: Sequence[tuple[int, bytes | memoryview]]) -> None:
+        """Ranges of ``path`` the caller fetched itself (``(start, data)``), read like fetched pieces; the bytes
+        some piece already holds are left out."""
+        rank = self.order_of(path)
+        with self._lock:
+            have = self._pieces.setdefault(path, [])
+            for start, data in sorted(parts, key=lambda part: part[0]):
+                view = memoryview(data)
+                spans = sorted((p.start, p.stop) for p in have)
+                for a, b in _uncovered(spans, start, start + len(view)):
+                    p = Piece(path, a, b, (rank, a), started=True)
+                    p.future.set_result(view[a - start:b - start])  # type: ignore[arg-type]
+                    have.append(p)
+                    self._held += p.size
 
     def _pump(self) -> None:
         # called with the lock held: start queued pieces while the window and streams allow
@@ -257,9 +273,21 @@ class ReadScheduler:
         return [None if c is None else b"" if b <= a else self._collect(c, b)
                 for c, (a, b) in zip(claims, ranges, strict=True)]
 
+    def wait_room(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Wait until the pieces held stay below the window, or ``ready()`` (checked whenever pieces are
+        released or :meth:`wake` is called)."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._held < self.window or ready(), timeout)
+
+    def wake(self) -> None:
+        """Have the waiters of :meth:`wait_room` look at their condition again."""
+        with self._lock:
+            self._lock.notify_all()
+
     def release(self, path: str) -> None:
         """Forget ``path``'s pieces (read, or no longer wanted); queued ones are not fetched."""
         with self._lock:
+            self._lock.notify_all()
             for p in self._pieces.pop(path, []):
                 if p.started:
                     self._held -= p.size

@@ -17,20 +17,20 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any, BinaryIO
-from urllib.parse import quote, unquote, urlsplit
-
-import pyarrow as pa
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from giod import config
 from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.checksum import Checksum
-from giod.storage.formats.arrow.frame import MAGIC
-from giod.storage.formats.arrow.plan import Footer, footer_of, projected
+from giod.storage.footers import TAIL, parquet_column_ranges, remote_footer
+from giod.storage.formats.arrow.plan import Footer, projected
 from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
 from giod.storage.kind import FileInfo, RangeFile, Site, SiteHealth, check_relpath
+from giod.storage.multipart import content_range, parse_multipart
 from giod.storage.pending import PendingFile
 from giod.storage.ranges import ReadScheduler
 
@@ -38,8 +38,9 @@ from giod.storage.ranges import ReadScheduler
 __all__ = ["TOKEN_ENV", "Endpoint", "Limits", "RemoteFile", "RemoteSite", "connect", "endpoint_for",
            "site_token_env"]
 
-TAIL = 64 << 10  # bytes read from the end of a file to find its footer
 PLAN_WAIT = 120.0  # seconds a read waits for its file's column plan (its footer's round trip)
+WHOLE_PIECE = 32 << 20  # the largest piece of a file read whole (one request, no join of pieces)
+KEPT_TAILS = 256  # footers of files read on demand kept per site (at most TAIL bytes each)
 SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range requests
 #: buffers of an Arrow batch this close travel as one range: the padding between one column's buffers (< 64
 #: bytes), never a whole buffer of a column not read
@@ -69,9 +70,14 @@ class RemoteSite(Site):
         self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams,
                                        piece=max(64 << 10, min(4 << 20, lim.max_request_bytes)),
                                        fetch_many=self._fetch_ranges, max_ranges=lim.max_ranges)
+        self.whole_piece = max(self.scheduler.piece, min(WHOLE_PIECE, lim.max_request_bytes))
         self._sizes: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._plans: ThreadPoolExecutor | None = None  # planned reads of files, in reading order
         self._planning: dict[str, threading.Event] = {}  # files whose column chunks are being planned
+        self._urgent: set[str] = set()  # files a reader waits for: their planned read needs no room
+        self._tails: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # footers read on demand, by file
+        self._lock = threading.Lock()  # the kept footers, the planned reads' pool
 
     def _url(self, path: str) -> str:
         return f"{self.prefix}/{quote(check_relpath(path))}"
@@ -93,18 +99,36 @@ class RemoteSite(Site):
         got = self.scheduler.read(path, start, stop)
         if got is not None:
             return got
-        planning = self._planning.get(path) if wait_plan else None
+        planning = self._waiting_for(path) if wait_plan else None
         if planning is not None:  # its column chunks are about to be scheduled: fetch them once, not twice
             planning.wait(PLAN_WAIT)
             got = self.scheduler.read(path, start, stop)
             if got is not None:
                 return got
         if stop - start <= self.scheduler.piece:
-            return self._fetch(path, start, stop)
+            return self._fetch_tail(path, start, stop)
         # larger than one request may be: in pieces, in parallel
         self.scheduler.schedule(path, [(start, stop)])
         got = self.scheduler.read(path, start, stop)
         return got if got is not None else self._fetch(path, start, stop)
+
+    def _fetch_tail(self, path: str, start: int, stop: int) -> bytes:
+        """A range fetched on demand; a file's tail (its footer) is kept, since a file read without a plan
+        is often opened twice (to route the read, then to read), and files never change once published."""
+        if stop != self._sizes.get(path) or stop - start > TAIL:
+            return self._fetch(path, start, stop)
+        with self._lock:
+            kept = self._tails.get(path)
+            if kept is not None:
+                self._tails.move_to_end(path)
+        if kept is not None and kept[0] <= start:
+            return kept[1][start - kept[0]:]
+        data = self._fetch(path, start, stop)
+        with self._lock:
+            self._tails[path] = (start, data)
+            while len(self._tails) > KEPT_TAILS:
+                self._tails.popitem(last=False)
+        return data
 
     def read_many(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         """Several ranges of one file, fetched in parallel.
@@ -114,7 +138,7 @@ class RemoteSite(Site):
         as multi-range requests within the server's bounds, all in flight at
         once; large ones go through the scheduler.
         """
-        planning = self._planning.get(path)
+        planning = self._waiting_for(path)
         if planning is not None:  # the plan schedules these ranges: fetch them once, not twice
             planning.wait(PLAN_WAIT)
         got = self.scheduler.read_many(path, ranges)
@@ -125,6 +149,11 @@ class RemoteSite(Site):
         return [d if d is not None else next(fetched) for d in got]
 
     def _read_unplanned(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        if len(ranges) == 1 and ranges[0][1] - ranges[0][0] <= TAIL:  # a footer: kept, if it is one
+            data = self._fetch_tail(path, *ranges[0])
+            # the reader's next ranges may lie in it (a small file is its own tail): read from it while open
+            self.scheduler.adopt(path, [(ranges[0][0], data)])
+            return [data]
         small = [r for r in ranges if r[1] - r[0] <= SMALL_RANGE]
         if len(small) < 4:
             self.scheduler.schedule(path, ranges)
@@ -138,9 +167,7 @@ class RemoteSite(Site):
                 held = 0
             batches[-1].append((a, b))
             held += b - a
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.endpoint.streams, thread_name_prefix="giod-ranges")
-        parts = self._pool.map(lambda batch: self._fetch_multi(path, batch), batches)
+        parts = self._ranges_pool().map(lambda batch: self._fetch_multi(path, batch), batches)
         return [data for part in parts for data in part]
 
     def _fetch_ranges(self, path: str, ranges: list[tuple[int, int]]) -> list[bytes]:
@@ -165,9 +192,9 @@ class RemoteSite(Site):
                                   what=f"reading {path} on site {self.name}")
         kind = r.headers.get("content-type", "")
         if not kind.startswith("multipart/byteranges"):  # one range answered (the server merged them)
-            got = {_content_range(r.headers.get("content-range", ""))[0]: r.data}
+            got = {content_range(r.headers.get("content-range", ""))[0]: r.data}
         else:
-            got = _parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'))
+            got = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'))
         out = []
         for a, b in ranges:
             data = next((d[a - s:b - s] for s, d in got.items() if s <= a and b <= s + len(d)), None)
@@ -186,14 +213,75 @@ class RemoteSite(Site):
         for path, size, columns in items:
             self._sizes[path] = size
             if columns is None:
-                self.scheduler.schedule(path, [(0, size)])
+                # a reader of a whole file asks for its batches in one range: fetched as one piece (within the
+                # server's bound), it is handed over as it arrived, where pieces would be joined (a copy)
+                self.scheduler.schedule(path, [(0, size)], piece=self.whole_piece)
+                continue
+            self._planning[path] = threading.Event()
+            if path.endswith(".arrow"):
+                # the server plans the read where the file is: footer, batches' metadata and the columns'
+                # buffers come in one round trip, not three
+                self._plans_pool().submit(self._fetch_served, path, size, list(columns))
             else:
                 self.scheduler.schedule(path, [(max(0, size - TAIL), size)])
-                self._planning[path] = threading.Event()
                 tails.append((path, size, columns))
         if tails:
             threading.Thread(target=self._plan_columns, args=(tails,), daemon=True,
                              name="giod-footers").start()
+
+    def _plans_pool(self) -> ThreadPoolExecutor:
+        # apart from the ranges' pool: a planned read waiting for room never holds up a reader's own ranges
+        with self._lock:
+            if self._plans is None:
+                self._plans = ThreadPoolExecutor(max_workers=self.endpoint.streams, thread_name_prefix="giod-plans")
+            return self._plans
+
+    def _ranges_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.endpoint.streams, thread_name_prefix="giod-ranges")
+        return self._pool
+
+    def _fetch_served(self, path: str, size: int, columns: list[str]) -> None:
+        """A planned read of ``columns`` of ``path``, in one request the server plans (in reading order,
+        while the window has room or a reader waits for it); a server that does not plan answers the tail
+        alone, and the plan is then made here, step by step."""
+        try:
+            self.scheduler.wait_room(lambda: path in self._urgent or path not in self._planning, PLAN_WAIT)
+            if path not in self._planning:
+                return  # released meanwhile: its reader is gone
+            tail = max(0, size - TAIL)
+            r = self.endpoint.request("GET", f"{self._url(path)}?{urlencode({'columns': ','.join(columns)})}",
+                                      headers={"range": f"bytes={tail}-{size - 1}"}, ok=(206,),
+                                      what=f"reading {path} on site {self.name}")
+            kind = r.headers.get("content-type", "")
+            if kind.startswith("multipart/byteranges"):
+                parts = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
+            else:
+                parts = {content_range(r.headers.get("content-range", ""))[0]: r.data}
+            if any(a < 0 or a + len(d) > size for a, d in parts.items()):
+                raise IntegrityError(f"{path} on site {self.name}: the server sent bytes beyond the file")
+            if path not in self._planning:
+                return
+            self.scheduler.adopt(path, list(parts.items()))
+            if r.headers.get("x-giod-plan") != "whole":  # the buffers are planned here, from what came
+                self._plan_columns([(path, size, columns)])
+        except (GiodError, CancelledError):
+            pass  # a failed fetch: the reader fetches on demand and reports the problem itself
+        finally:
+            self._urgent.discard(path)
+            self._planned(path)
+
+    def _waiting_for(self, path: str) -> threading.Event | None:
+        """The plan a read of ``path`` waits for (None: none under way); its fetch goes first from now on."""
+        planning = self._planning.get(path)
+        if planning is not None and not planning.is_set():
+            self._urgent.add(path)
+            self.scheduler.wake()
+        return planning
+
+    def _tail_reader(self, path: str) -> Callable[[int, int], bytes]:
+        """Ranges of ``path`` read now, not waiting for a plan (the plan is what they are read for)."""
+        return lambda start, stop: self.read_range(path, start, stop, wait_plan=False)
 
     def _plan_columns(self, tails: list[tuple[str, int, Sequence[str]]]) -> None:
         # step by step over all files at once, so that each step costs one round trip, not one per file:
@@ -203,9 +291,11 @@ class RemoteSite(Site):
             for path, size, columns in tails:
                 footer = None
                 try:
-                    footer = _footer(self, path, size)
+                    read = self._tail_reader(path)
+                    footer = remote_footer(read, path, size)
                     if footer is None:
-                        self.scheduler.schedule(path, _column_ranges(self, path, size, columns), only_if_open=True)
+                        wanted = parquet_column_ranges(read, path, size, columns)
+                        self.scheduler.schedule(path, wanted, only_if_open=True)
                     else:
                         self.scheduler.schedule(path, footer.meta_ranges(), only_if_open=True, gap=0)
                         arrow.append((path, footer, columns))
@@ -235,6 +325,7 @@ class RemoteSite(Site):
             done.set()
 
     def release(self, path: str) -> None:
+        self._planned(path)  # a planned read not yet sent is not sent
         self.scheduler.release(path)
 
     def open(self, path: str) -> BinaryIO:
@@ -254,6 +345,8 @@ class RemoteSite(Site):
     def forget(self, path: str) -> None:
         """Drop the size known for ``path``: the next ``size`` asks the server (the file may have changed)."""
         self._sizes.pop(path, None)
+        with self._lock:
+            self._tails.pop(path, None)
 
     # ----------------------------------------------------------- writing
 
@@ -322,7 +415,7 @@ class RemoteSite(Site):
         return SiteHealth(True, "")
 
     def remove(self, path: str) -> None:
-        self._sizes.pop(path, None)
+        self.forget(path)
         self.endpoint.request("DELETE", self._url(path), ok=(200, 204, 404), idempotent=True,
                               what=f"removing {path} on site {self.name}")
 
@@ -330,81 +423,6 @@ class RemoteSite(Site):
         doc = self.endpoint.json("GET", f"/api/v1/sites/{quote(self.remote_name, safe='')}/files")
         for f in doc.get("files", []):
             yield FileInfo(str(f["path"]), int(f["size"]), float(f["mtime"]))
-
-
-def _content_range(value: str) -> tuple[int, int]:
-    """``bytes a-b/size`` → (a, b + 1)."""
-    try:
-        span = value.split()[1].split("/")[0]
-        a, b = span.split("-")
-        return int(a), int(b) + 1
-    except (IndexError, ValueError) as exc:
-        raise IntegrityError(f"malformed Content-Range {value!r} from the server") from exc
-
-
-def _parse_multipart(body: bytes, boundary: str) -> dict[int, bytes]:
-    """The parts of a multipart/byteranges body, by start offset (lengths from Content-Range, not scanning)."""
-    out: dict[int, bytes] = {}
-    mark = f"--{boundary}".encode()
-    at = 0
-    while True:
-        at = body.find(mark, at)
-        if at < 0 or body[at + len(mark):at + len(mark) + 2] == b"--":
-            return out
-        head_end = body.find(b"\r\n\r\n", at)
-        if head_end < 0:
-            raise IntegrityError("malformed multipart answer from the server")
-        headers = body[at + len(mark):head_end].decode("latin-1").split("\r\n")
-        value = next((h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("content-range:")), "")
-        a, b = _content_range(value)
-        start = head_end + 4
-        out[a] = body[start:start + b - a]
-        if len(out[a]) != b - a:
-            raise IntegrityError("truncated multipart answer from the server")
-        at = start + b - a
-
-
-def _footer(site: RemoteSite, path: str, size: int) -> Footer | None:
-    """The footer of an Arrow container (None: another format), from the tail fetched ahead."""
-    tail = site.read_range(path, max(0, size - TAIL), size, wait_plan=False)
-    if not tail.endswith(MAGIC):
-        return None
-    try:
-        got = footer_of(tail, size)
-        if isinstance(got, int):
-            got = footer_of(site.read_range(path, got, size, wait_plan=False), size)
-    except (ValueError, pa.ArrowException) as exc:
-        raise IntegrityError(f"{path}: unreadable footer: {exc}") from exc
-    if isinstance(got, int):
-        raise IntegrityError(f"{path}: unreadable footer")
-    return got
-
-
-def _column_ranges(site: RemoteSite, path: str, size: int, columns: Sequence[str]) -> list[tuple[int, int]]:
-    import pyarrow.parquet as pq
-
-    tail = site.read_range(path, max(0, size - TAIL), size, wait_plan=False)
-    n = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 else 0
-    if n + 8 > len(tail):
-        tail = site.read_range(path, max(0, size - n - 8), size, wait_plan=False)
-    try:
-        md = pq.read_metadata(pa.BufferReader(tail))
-    except (pa.ArrowException, OSError) as exc:
-        raise IntegrityError(f"{path}: unreadable footer: {exc}") from exc
-    wanted = [tuple(c.split(".")) for c in columns]
-    out: list[tuple[int, int]] = [(max(0, size - len(tail)), size)]
-    for i in range(md.num_row_groups):
-        rg = md.row_group(i)
-        for j in range(rg.num_columns):
-            cc = rg.column(j)
-            leaf = tuple(p for p in cc.path_in_schema.split(".") if p not in ("list", "element", "item"))
-            if not any(leaf[: len(w)] == w for w in wanted):
-                continue
-            start = cc.data_page_offset
-            if cc.has_dictionary_page and cc.dictionary_page_offset is not None and cc.dictionary_page_offset > 0:
-                start = min(start, cc.dictionary_page_offset)
-            out.append((start, start + cc.total_compressed_size))
-    return out
 
 
 class RemoteFile(RangeFile):

@@ -106,13 +106,42 @@ def _seen(caller: Caller, dataset: str, unknown: NotFound) -> None:
         raise unknown
 
 
-@router.get("/federation", summary="The federation: version, datasets, sites")
-def federation(request: Request) -> dict[str, Any]:
+#: the most databases ``GET /federation?snapshots=N`` sends in all (a bound on the answer's size)
+MAX_SNAPSHOT_DATABASES = 10_000
+
+
+@router.get("/federation", summary="The federation: version, datasets, sites (and the datasets' snapshots)")
+def federation(request: Request, snapshots: int = Query(
+        0, ge=0, le=MAX_SNAPSHOT_DATABASES,
+        description="Also the snapshot of each dataset at the version, as long as their databases number "
+                    "at most this many in all (a far client opens and reads in one round trip less)")
+        ) -> dict[str, Any]:
     caller = need(request, "read")
     cat = _catalog(request)
-    return {"version": cat.version(), "datasets": [d.name for d in cat.datasets() if caller.sees(d.name)],
-            "sites": [_site(s, caller) for s in cat.sites()],
-            "limits": vars(state(request).limits)}
+    v = cat.version()
+    names = [d.name for d in cat.datasets(v) if caller.sees(d.name)]
+    doc = {"version": v, "datasets": names, "sites": [_site(s, caller) for s in cat.sites()],
+           "limits": vars(state(request).limits)}
+    if snapshots:
+        doc["snapshots"] = _snapshots(request, names, v, snapshots)
+    return doc
+
+
+def _snapshots(request: Request, names: Sequence[str], version: int, budget: int) -> dict[str, Any]:
+    """The snapshots of the datasets ``names`` at ``version`` (as ``/snapshot`` answers them, sites aside)
+    while their databases stay within ``budget``; a dataset beyond it is left to its own request."""
+    cat = _catalog(request)
+    store = state(request).federation.store
+    out: dict[str, Any] = {}
+    for name in names:
+        dbs = store.snapshot_databases(name, version)
+        if len(dbs) > budget:
+            continue
+        budget -= len(dbs)
+        rec = cat.dataset(name, version)
+        out[name] = {"dataset": wire.dump(rec), "schema": wire.dump(cat.schema(rec.schema_id)),
+                     "databases": [wire.dump(d) for d in dbs]}
+    return out
 
 
 @router.get("/versions", summary="The latest versions, newest first")

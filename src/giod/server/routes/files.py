@@ -28,13 +28,14 @@ from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from giod.errors import ConflictError, DataError, IntegrityError, NotFound, StorageError, TooLarge
+from giod.errors import ConflictError, DataError, GiodError, IntegrityError, NotFound, StorageError, TooLarge
 from giod.names import dataset_of_path
 from giod.server.auth import Caller
 from giod.server.byteranges import RangeRefused, file_chunks, multipart, parse_range
 from giod.server.routes import pull
 from giod.server.state import ServerState, need, state
 from giod.storage.checksum import Checksum
+from giod.storage.formats.arrow.served import served_ranges
 from giod.storage.site import LocalSite, check_relpath
 
 router = APIRouter(tags=["files"])
@@ -42,6 +43,7 @@ router = APIRouter(tags=["files"])
 CONTENT_TYPE = "application/vnd.apache.parquet"
 UPLOAD_BUFFER = 1 << 20  # bytes of an upload gathered before each write (done in a worker thread)
 ARROW_CONTENT_TYPE = "application/vnd.apache.arrow.file"  # the IANA name of Arrow's file format
+MAX_COLUMNS_TEXT = 8 << 10  # characters of the columns a planned read names
 
 
 def content_type(path: str) -> str:
@@ -195,8 +197,13 @@ def get_file(request: Request, site: str, path: str) -> Response:
             headers["content-length"] = str(size)
             return StreamingResponse(_stream(st, fd, file_chunks(fd, 0, size)), headers=headers,
                                      media_type=content_type(path))
-        ranges = parse_range(header, size, max_ranges=st.limits.max_ranges,
-                             max_bytes=st.limits.max_request_bytes)
+        planned = _planned(request, fd, size, path, st.limits.max_request_bytes) if header is not None else None
+        if planned is not None:  # the plan's ranges, whatever the Range asked (the tail, for a plain server)
+            ranges, whole = planned
+            headers["x-giod-plan"] = "whole" if whole else "metadata"
+        else:
+            ranges = parse_range(header, size, max_ranges=st.limits.max_ranges,
+                                 max_bytes=st.limits.max_request_bytes)
     except RangeRefused as exc:
         os.close(fd)
         extra = {"content-range": f"bytes */{size}"} if exc.status == 416 else {}
@@ -213,6 +220,27 @@ def get_file(request: Request, site: str, path: str) -> Response:
     headers["content-length"] = str(length)
     return StreamingResponse(_stream(st, fd, body), status_code=206, headers=headers,
                              media_type=f"multipart/byteranges; boundary={boundary}")
+
+
+def _planned(request: Request, fd: int, size: int, path: str, max_bytes: int
+             ) -> tuple[list[tuple[int, int]], bool] | None:
+    """For ``?columns=a,b``: the ranges a read of those columns of an Arrow file asks for (footer, batches'
+    metadata, the columns' buffers when within ``max_bytes``), so that they travel in one round trip, and
+    whether the buffers are among them; None for any other request or file (the Range is answered)."""
+    asked = request.query_params.get("columns")
+    if not asked or not path.endswith(".arrow"):
+        return None
+    columns = [c for c in asked.split(",") if c]
+    if not columns or len(asked) > MAX_COLUMNS_TEXT:
+        raise RangeRefused(400, f"columns: 1 to {MAX_COLUMNS_TEXT} characters of comma-separated names")
+
+    def read_at(start: int, stop: int) -> bytes:
+        return os.pread(fd, stop - start, start)
+
+    try:
+        return served_ranges(read_at, size, columns, max_bytes)
+    except GiodError:
+        return None  # not a file the server can plan: the reader plans it from the bytes it asked for
 
 
 def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
