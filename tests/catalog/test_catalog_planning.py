@@ -178,3 +178,24 @@ def test_the_migration_fills_what_the_triggers_keep(catalog: Catalog) -> None:
     box = {"ht": (2.0, 2.2)}
     kept_ids, covered = _plan(catalog, "old", before, box)  # a snapshot older than the fill: the full check
     assert covered is None and kept_ids == [r.database_id for r in results[:3]]
+
+
+def test_statistics_as_wide_as_doubles_go_are_committed_and_planned(catalog: Catalog) -> None:
+    """max - min of finite bounds may overflow a double: PostgreSQL would refuse the commit."""
+    if not catalog.sites():
+        catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    name = f"wide{next(_names)}"
+    catalog.create_dataset(name, schema_id)
+    huge = 1.7e308
+    ids = [catalog.commit_database(_commit(name, schema_id, k, s)).database_id for k, s in enumerate(
+        [{"ht": (-huge, huge)}, {"ht": (huge, huge)}, {"ht": (-math.inf, -math.inf)}, {"ht": (1.0, 2.0)}])]
+    catalog.commit_databases([_commit(name, schema_id, 9, {"ht": (-huge, 0.0)}),
+                              _commit(name, schema_id, 10, {"ht": (0.0, huge)})])
+    version = catalog.version()
+    assert _coverage(catalog, name, version, "ht") == 6
+    for box in ({"ht": (1.5, 1.6)}, {"ht": (-1e308, -1e308)}, {"ht": (huge, math.inf)}, {"ht": (-math.inf, -1e300)}):
+        kept, covered = _plan(catalog, name, version, box)
+        assert covered is not None and covered[1] == math.inf
+        assert kept == sorted(db.id for db in catalog.databases(name, version) if overlaps(db.tag_stats, box))
+    assert ids[0] in _plan(catalog, name, version, {"ht": (1.5, 1.6)})[0]

@@ -38,13 +38,25 @@ _by_min = Index("tag_stats_by_field_min", _stats.c.field, _stats.c.min)
 _by_max = Index("tag_stats_by_field_max", _stats.c.field, _stats.c.max)
 
 
-def _widened(width: str) -> str:
+# infinity in each dialect's SQL (PostgreSQL reads 9e999 as a numeric too large for a double)
+_INFINITY = {"sqlite": "9e999", "postgresql": "CAST('Infinity' AS DOUBLE PRECISION)"}
+
+
+def _span(high: str, low: str, infinity: str) -> str:
+    """``high - low`` (high >= low), infinite where it overflows: PostgreSQL refuses a double
+    overflowing (1e308 - -1e308), which would refuse a sound commit; halves never overflow."""
+    return (f"CASE WHEN {high} = {low} THEN 0 WHEN {high} / 2 - {low} / 2 >= 8.98e307 THEN {infinity} "
+            f"ELSE {high} - {low} END")
+
+
+def _widened(width: str, infinity: str) -> str:
     """The width kept after a row with NEW.min, NEW.max, given ``width`` before it."""
+    span = _span("NEW.max", "NEW.min", infinity)
     return (f"CASE WHEN {width} IS NULL OR NEW.min > NEW.max THEN NULL "
-            f"WHEN NEW.max - NEW.min > {width} THEN NEW.max - NEW.min ELSE {width} END")
+            f"WHEN {span} > {width} THEN {span} ELSE {width} END")
 
 
-def _change(ds: str, field: str, version: str, delta: str, widen: bool) -> str:
+def _change(ds: str, field: str, version: str, delta: str, widen: bool, infinity: str) -> str:
     """Two SQL statements adding ``delta`` to the coverage of (ds, field) from ``version`` on.
 
     The row at ``version`` is made from the latest one before it (or zero), or changed
@@ -52,7 +64,8 @@ def _change(ds: str, field: str, version: str, delta: str, widen: bool) -> str:
     order). ``widen``: the row's bounds may widen the width. Every piece is SQL of this module.
     """
     base = "CASE WHEN p.n_databases IS NULL THEN 0 ELSE p.width END"
-    made, kept, later = (_widened(base), _widened("tag_coverage.width"), _widened("width")) if widen else (
+    made, kept, later = (_widened(base, infinity), _widened("tag_coverage.width", infinity),
+                         _widened("width", infinity)) if widen else (
         base, "tag_coverage.width", "width")
     return f"""
     INSERT INTO tag_coverage (dataset_id, field, version, n_databases, width)
@@ -73,15 +86,15 @@ _DATASET = "(SELECT d.dataset_id FROM databases d WHERE d.id = NEW.database_id)"
 
 _SQLITE = [
     f"""CREATE TRIGGER tag_coverage_added AFTER INSERT ON tag_stats BEGIN
-    {_change(_DATASET, "NEW.field", "NEW.created_version", "1", widen=True)}
+    {_change(_DATASET, "NEW.field", "NEW.created_version", "1", widen=True, infinity=_INFINITY["sqlite"])}
     END""",
     f"""CREATE TRIGGER tag_coverage_added_deleted AFTER INSERT ON tag_stats
     WHEN NEW.deleted_version IS NOT NULL BEGIN
-    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", widen=False)}
+    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", widen=False, infinity=_INFINITY["sqlite"])}
     END""",
     f"""CREATE TRIGGER tag_coverage_deleted AFTER UPDATE OF deleted_version ON tag_stats
     WHEN OLD.deleted_version IS NULL AND NEW.deleted_version IS NOT NULL BEGIN
-    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", widen=False)}
+    {_change(_DATASET, "NEW.field", "NEW.deleted_version", "-1", widen=False, infinity=_INFINITY["sqlite"])}
     END""",
 ]
 
@@ -91,10 +104,10 @@ _POSTGRES = [
     BEGIN
       SELECT d.dataset_id INTO ds FROM databases d WHERE d.id = NEW.database_id;
       IF TG_OP = 'INSERT' THEN
-        {_change("ds", "NEW.field", "NEW.created_version", "1", widen=True)}
+        {_change("ds", "NEW.field", "NEW.created_version", "1", widen=True, infinity=_INFINITY["postgresql"])}
       END IF;
       IF NEW.deleted_version IS NOT NULL AND (TG_OP = 'INSERT' OR OLD.deleted_version IS NULL) THEN
-        {_change("ds", "NEW.field", "NEW.deleted_version", "-1", widen=False)}
+        {_change("ds", "NEW.field", "NEW.deleted_version", "-1", widen=False, infinity=_INFINITY["postgresql"])}
       END IF;
       RETURN NULL;
     END $$""",  # noqa: S608
@@ -108,7 +121,7 @@ INSERT INTO tag_coverage (dataset_id, field, version, n_databases, width)
 SELECT d.dataset_id, t.field, f.version,
        sum(CASE WHEN t.deleted_version IS NULL THEN 1 ELSE 0 END),
        CASE WHEN max(CASE WHEN t.min > t.max THEN 1 ELSE 0 END) = 1 THEN NULL
-            ELSE coalesce(max(t.max - t.min), 0) END
+            ELSE coalesce(max({span}), 0) END
 FROM tag_stats t JOIN databases d ON d.id = t.database_id JOIN datasets ds ON ds.id = d.dataset_id
 CROSS JOIN federation f
 WHERE ds.deleted_version IS NULL
@@ -120,6 +133,7 @@ def upgrade(conn: Connection) -> None:
     _coverage.create(conn, checkfirst=False)
     _by_min.create(conn, checkfirst=False)
     _by_max.create(conn, checkfirst=False)
-    conn.execute(text(_FILL))
+    infinity = _INFINITY["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    conn.execute(text(_FILL.format(span=_span("t.max", "t.min", infinity))))
     for statement in _POSTGRES if conn.dialect.name == "postgresql" else _SQLITE:
         conn.exec_driver_sql(statement)
