@@ -18,7 +18,7 @@ import pyarrow.ipc as ipc
 
 from giod.errors import StorageError
 from giod.storage.checksum import Checksum, ChecksummingSink
-from giod.storage.formats.arrow.blocks import BLOCK, CRC_KEY, SCHEMA_KEY, block_table, canonical, has_block_layout
+from giod.storage.formats.arrow.blocks import BLOCK, CRC_KEY, SCHEMA_KEY, checksummed, has_block_layout
 from giod.storage.formats.arrow.frame import crc32c, ipc_options, parse_footer
 from giod.storage.pending import PendingFile
 
@@ -146,8 +146,8 @@ class ArrowFileWriter:
         self._sink.begin()
         for b in batches:  # one: every column of a combined table is one chunk
             if self._blocks:
-                b = canonical(b)
-                self._writer.write_batch(b, custom_metadata={CRC_KEY: block_table(b)})
+                b, table = checksummed(b)
+                self._writer.write_batch(b, custom_metadata={CRC_KEY: table})
             else:
                 self._writer.write_batch(b)
         self._stream.flush()
