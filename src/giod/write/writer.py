@@ -119,6 +119,7 @@ class Writer:
         cluster_bytes: int | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        min_savings: float | None = None,
         byte_stream_split: bool | None = None,
         page_checksums: bool | None = None,
         options: WriteOptions | None = None,
@@ -133,7 +134,8 @@ class Writer:
     ):
         chosen, cfg = encoding(dataset.store.root, dataset.record, options, container_format=container_format,
                                compression=compression, compression_level=compression_level,
-                               byte_stream_split=byte_stream_split, page_checksums=page_checksums,
+                               min_savings=min_savings, byte_stream_split=byte_stream_split,
+                               page_checksums=page_checksums,
                                database_events=database_events, database_bytes=database_bytes,
                                cluster_bytes=cluster_bytes)
         database_events, database_bytes = cfg["database_events"], cfg["database_bytes"]
