@@ -60,12 +60,15 @@ def writer_identity() -> str:
 
 
 _POOL: ThreadPoolExecutor | None = None
+#: uncompressed bytes below which events are added to a writer's containers one after the other: handing
+#: small tables to threads cost more than it saved (docs/decisions.md)
+PARALLEL_BYTES = 1 << 20
 
 
-def _each(fn: Callable[[str], Any], names: list[str]) -> list[Any]:
-    """``fn`` over container names, in threads when there are several."""
+def _each(fn: Callable[[str], Any], names: list[str], parallel: bool = True) -> list[Any]:
+    """``fn`` over container names, in threads when there are several and ``parallel``."""
     global _POOL
-    if len(names) < 2:
+    if len(names) < 2 or not parallel:
         return [fn(n) for n in names]
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2),
@@ -213,7 +216,7 @@ class Writer:
                 return ContainerSpec(name, w.path, w.checksum, w.size, w.cluster_entries, self._schema_id,
                                      format=w.format, cluster_checksums=w.cluster_checksums)
 
-            written = _each(finish, list(db.buffers))
+            written = _each(finish, list(db.buffers))  # in threads however small: each waits for its fsyncs
             index = self._tag_index(db, written)
             if index is not None:
                 written.append(index)
@@ -364,7 +367,8 @@ class Writer:
     def _add(self, db: _OpenDatabase, tables: Mapping[str, pa.Table], n: int) -> None:
         # containers are independent files and pyarrow releases the GIL while it
         # encodes and compresses: write them side by side
-        _each(lambda c: db.buffers[c].add(tables[c]), list(tables))
+        _each(lambda c: db.buffers[c].add(tables[c]), list(tables),
+              parallel=sum(t.nbytes for t in tables.values()) >= PARALLEL_BYTES)
         for c, t in tables.items():
             db.nbytes += t.nbytes
             if c == TAG_CONTAINER:

@@ -126,7 +126,8 @@ class ArrowFileWriter:
             if first.nbytes > TRIAL_BYTES:
                 first = first.slice(0, max(1, first.num_rows * TRIAL_BYTES // first.nbytes))
             raw = _ipc_size(first, ipc_options("none", None))
-            packed = _ipc_size(first, ipc_options(compression, level))
+            # in this thread: a trial of a small cluster costs less than handing its buffers to a pool
+            packed = _ipc_size(first, ipc_options(compression, level, threads=False))
             if packed > raw * (1 - self._min_savings):
                 compression = "none"
         self.compression = compression
