@@ -136,6 +136,8 @@ class ArrowFileWriter:
     def prepare(self, table: pa.Table) -> None:
         """Choose the codec on ``table``, the first cluster, unless it is chosen already."""
         if self._writer is None:
+            if table.nbytes > TRIAL_BYTES:  # the trial's share alone is made one batch: not a copy of it all
+                table = table.slice(0, max(1, table.num_rows * TRIAL_BYTES // table.nbytes))
             batches = table.combine_chunks().to_batches()
             self._open(batches[0] if batches else None)
 
