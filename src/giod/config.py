@@ -60,6 +60,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("container_format", "arrow", "container files: arrow (Arrow IPC file) or parquet"),
     Setting("compression", "zstd", "compression codec (zstd, lz4, none; snappy for Parquet only)"),
     Setting("compression_level", 1, "codec level (zstd: 1 fast … 22 small)"),
+    Setting("min_savings", 0.25, "Arrow containers: a codec stays only where it saves this share of the bytes "
+            "(0: size first, every container compressed)"),
     Setting("byte_stream_split", True, "byte-stream-split encoding of float columns"),
     Setting("page_checksums", True, "CRC-32 per Parquet page, verified on read"),
     Setting("upload_quota_bytes", 64 << 30,

@@ -47,9 +47,17 @@ def test_daq(tmp_path: Path) -> None:
     data, output = _bench(tmp_path, "daq", "--quick", "--events", "400", "--writers", "2")
     rows = data["results"]
     writers = {(r["writer"], r["writers"]) for r in rows}
-    for model in ("giod multi-container", "giod one-container"):
+    for model in ("giod multi-container", "giod multi-container, size first", "giod one-container"):
         assert (model, 2) in writers
     assert {"pyarrow Parquet", "uproot TTree"} <= {r["writer"] for r in rows}
+    by = {(r["writer"], r["writers"]): r for r in rows}
+    # size first: every container compressed, so fewer bytes than the default layout of the same events
+    assert by[("giod multi-container, size first", 2)]["stored_mb"] < by[("giod multi-container", 2)]["stored_mb"]
+    if ("uproot RNTuple", 1) in by:  # rates and bytes beside RNTuple's, from the same run
+        for r in rows:
+            if r["writer"].startswith("giod"):
+                assert _positive(r["vs_rntuple"]) and _positive(r["bytes_vs_rntuple"]), r
+        assert "× RNTuple" in output
     for r in rows:
         assert _positive(r["mb_per_s"]), r
         assert _positive(r["seconds"]), r

@@ -1,7 +1,8 @@
 """DAQ benchmark: aggregate write rate of concurrent writer processes (the GIOD DAQ test).
 
 1, 2, 4, 8 writer processes each write their share of the same synthetic
-events through their own ``ds.writer()``, once with the multi-container model
+events through their own ``ds.writer()``, once with the multi-container model,
+once with it written size first (``min_savings=0``: every container compressed)
 and once with a one-container variant of it. Beside them, in the same run:
 the raw disk (``dd`` with ``conv=fdatasync``) and one process writing the
 same events with plain pyarrow Parquet (the same Parquet settings as giod),
@@ -82,7 +83,11 @@ WRITERS = (1, 2, 4, 8)
 BATCH_EVENTS = 10_000  # events per append: what an event builder hands a writer at once
 DD = "dd (raw disk)"
 MULTI = "giod multi-container"
+SIZE_FIRST = "giod multi-container, size first"
 ONE = "giod one-container"
+RNTUPLE = "uproot RNTuple"
+#: the writer settings of each giod model
+MODEL_SETTINGS: dict[str, dict[str, Any]] = {MULTI: {}, SIZE_FIRST: {"min_savings": 0.0}, ONE: {}}
 _WRITER_TIMEOUT = 3600.0
 
 
@@ -113,7 +118,8 @@ def _now() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)  # one clock for every process of the machine
 
 
-def _writer_main(root: str, dataset: str, start: int, stop: int, batch: int, barrier: Any, results: Any) -> None:
+def _writer_main(root: str, dataset: str, start: int, stop: int, batch: int, barrier: Any, results: Any,
+                 settings: dict[str, Any]) -> None:
     try:
         events = _SHARED["events"]
         fed = giod.open(root, create=False)
@@ -121,7 +127,7 @@ def _writer_main(root: str, dataset: str, start: int, stop: int, batch: int, bar
         parts = [events[i : min(i + batch, stop)] for i in range(start, stop, batch)]
         barrier.wait(_WRITER_TIMEOUT)
         began = _now()
-        with ds.writer() as w:
+        with ds.writer(**settings) as w:
             for part in parts:
                 w.append(part)
         ended = _now()
@@ -132,12 +138,13 @@ def _writer_main(root: str, dataset: str, start: int, stop: int, batch: int, bar
         results.put((0.0, 0.0, f"{type(exc).__name__}: {exc}"))
 
 
-def write_concurrently(root: Path, dataset: str, events: ak.Array, n_writers: int, batch: int = BATCH_EVENTS) -> float:
+def write_concurrently(root: Path, dataset: str, events: ak.Array, n_writers: int, batch: int = BATCH_EVENTS,
+                       settings: dict[str, Any] | None = None) -> float:
     """Seconds from the first writer's start to the last writer's commit.
 
     ``n_writers`` processes each append their contiguous share of ``events``
-    to ``dataset`` through their own writer. The processes are forked so
-    that they share the events without copying them.
+    to ``dataset`` through their own writer (``ds.writer(**settings)``). The
+    processes are forked so that they share the events without copying them.
     """
     if "fork" not in mp.get_all_start_methods():
         raise ConfigError("the DAQ benchmark needs the 'fork' start method (Linux or macOS)")
@@ -150,7 +157,8 @@ def write_concurrently(root: Path, dataset: str, events: ak.Array, n_writers: in
         ctx.Process(
             target=_writer_main,
             daemon=True,
-            args=(str(root), dataset, int(bounds[k]), int(bounds[k + 1]), batch, barrier, results),
+            args=(str(root), dataset, int(bounds[k]), int(bounds[k + 1]), batch, barrier, results,
+                  dict(settings or {})),
         )
         for k in range(n_writers)
     ]
@@ -175,13 +183,14 @@ def write_concurrently(root: Path, dataset: str, events: ak.Array, n_writers: in
 # -------------------------------------------------------------- benchmark
 
 
-def _giod_run(work: Path, schema: Schema, events: ak.Array, n_writers: int, label: str) -> tuple[float, int]:
+def _giod_run(work: Path, schema: Schema, events: ak.Array, n_writers: int, label: str,
+              settings: dict[str, Any]) -> tuple[float, int]:
     """One measurement in a fresh federation, removed afterwards: (seconds, stored bytes)."""
     root = work / f"fed-{label}"
     fed = giod.open(root, create=True)
     try:
         ds = fed.create_dataset("daq", schema)
-        seconds = write_concurrently(root, "daq", events, n_writers)
+        seconds = write_concurrently(root, "daq", events, n_writers, settings=settings)
         stored = int(ds.summary()["bytes"])
         if len(ds) != len(events):
             raise StorageError(f"{len(ds)} events committed, {len(events)} written")
@@ -243,11 +252,11 @@ def run(
             notes.append("dd not found: no raw disk bandwidth")
         else:
             clocks[(DD, 1)] = lambda i: raw_disk_seconds(work / "dd.bin", megabytes) or 0.0
-        for model, schema in ((MULTI, multi), (ONE, one)):
+        for model, schema in ((MULTI, multi), (SIZE_FIRST, multi), (ONE, one)):
             for n in writers:
 
                 def giod_clock(i: int, key: tuple[str, int] = (model, n), s: Schema = schema) -> float:
-                    seconds, stored[key] = _giod_run(work, s, data, key[1], f"{key[1]}-{i}")
+                    seconds, stored[key] = _giod_run(work, s, data, key[1], f"{key[1]}-{i}", MODEL_SETTINGS[key[0]])
                     return seconds
 
                 clocks[(model, n)] = giod_clock
@@ -256,7 +265,7 @@ def run(
             "uproot TTree": lambda p: write_ttree(p, flat, chunk),
         }
         if rntuple_supported():
-            peers["uproot RNTuple"] = lambda p: write_rntuple(p, data, chunk)
+            peers[RNTUPLE] = lambda p: write_rntuple(p, data, chunk)
         else:
             notes.append("this uproot cannot write RNTuple (no mkrntuple): RNTuple row left out")
         for label, write in peers.items():
@@ -311,11 +320,15 @@ def run(
 
 
 def _add_ratios(rows: list[dict[str, Any]]) -> None:
+    """Rates beside plain pyarrow, RNTuple and the disk; stored bytes beside RNTuple's (all from one run)."""
     by = {r["writer"]: r for r in rows if r["writers"] == 1}
     disk = next((r["mb_per_s"] for r in rows if r["writer"] == DD), None)
     pyarrow = by.get("pyarrow Parquet", {}).get("mb_per_s")
+    rntuple = by.get(RNTUPLE, {})
     for r in rows:
         r["vs_pyarrow"] = ratio(r["mb_per_s"], pyarrow)
+        r["vs_rntuple"] = ratio(r["mb_per_s"], rntuple.get("mb_per_s"))
+        r["bytes_vs_rntuple"] = ratio(r["stored_mb"], rntuple.get("stored_mb"))
         r["vs_disk"] = ratio(r["mb_per_s"], disk)
 
 
@@ -324,6 +337,7 @@ COLUMNS = [
     Column("stored_mb", "stored MB", "{:.1f}"), Column("compression", "compr.", "{:.2f}"),
     Column("seconds", "s (median)", "{:.2f}"), Column("mb_per_s", "MB/s", "{:.0f}"),
     Column("events_per_s", "events/s", "{:,.0f}"), Column("vs_pyarrow", "× pyarrow", "{:.2f}"),
+    Column("vs_rntuple", "× RNTuple", "{:.2f}"), Column("bytes_vs_rntuple", "bytes × RNTuple", "{:.3f}"),
     Column("vs_disk", "× disk", "{:.2f}"),
 ]  # fmt: skip
 
@@ -332,7 +346,7 @@ def plot(outcome: Outcome, path: Path) -> None:
     """Aggregate MB/s against writer processes, with the disk and the peers as lines."""
     rows = outcome.table("results").rows
     fig, (ax,) = figure("giod DAQ write: aggregate rate")
-    for model in (MULTI, ONE):
+    for model in (MULTI, SIZE_FIRST, ONE):
         pts = [(r["writers"], r["mb_per_s"]) for r in rows if r["writer"] == model]
         if pts:
             ax.plot(*zip(*pts, strict=True), marker="o", label=model)

@@ -176,7 +176,7 @@ class PassWriter:
     leaving it by an exception aborts.
 
     The encoding keywords are a writer's (``compression``, ``compression_level``,
-    ``byte_stream_split``, ``page_checksums``, ``container_format``,
+    ``min_savings``, ``byte_stream_split``, ``page_checksums``, ``container_format``,
     ``cluster_bytes``, ``cluster_events`` or ``options``); a pass writes no new
     database, so ``database_events`` and the idempotency keys do not apply.
 
@@ -187,6 +187,7 @@ class PassWriter:
 
     def __init__(self, dataset: Snapshot, *, replace: bool = False, site: str | None = None,
                  compression: str | None = None, compression_level: int | None = None,
+                 min_savings: float | None = None,
                  byte_stream_split: bool | None = None, page_checksums: bool | None = None,
                  container_format: str | None = None, cluster_bytes: int | None = None,
                  cluster_events: int | None = None, options: WriteOptions | None = None,
@@ -199,7 +200,8 @@ class PassWriter:
         self.site = dataset.store.site(site)
         self.options, cfg = encoding(dataset.store.root, dataset.record, options, container_format=container_format,
                                      compression=compression, compression_level=compression_level,
-                                     byte_stream_split=byte_stream_split, page_checksums=page_checksums,
+                                     min_savings=min_savings, byte_stream_split=byte_stream_split,
+                                     page_checksums=page_checksums,
                                      cluster_bytes=cluster_bytes)
         if cluster_events is not None and cluster_events <= 0:
             raise DataError("cluster_events must be positive")

@@ -57,8 +57,12 @@ def write_options(cfg: Mapping[str, Any], container_format: str | None = None) -
                               f"(one of: {', '.join(available_codecs())}, none)")
         if not pa.Codec.supports_compression_level(codec):
             level = None  # snappy has no levels: the setting does not apply rather than fail every write
+    min_savings = float(cfg["min_savings"])
+    if not 0.0 <= min_savings < 1.0:
+        raise ConfigError(f"min_savings is a share of the bytes, from 0 (size first) to below 1, not {min_savings!r}")
     return WriteOptions(container_format=fmt, compression=codec, compression_level=level,
-                        byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"])
+                        byte_stream_split=cfg["byte_stream_split"], page_checksums=cfg["page_checksums"],
+                        min_savings=min_savings)
 
 
 def dataset_options(record: DatasetRecord, options: WriteOptions, asked: str | None = None) -> WriteOptions:
@@ -83,15 +87,16 @@ def available_codecs() -> list[str]:
 
 def encoding(root: Path | None, record: DatasetRecord, options: WriteOptions | None, *,
              container_format: str | None = None, compression: str | None = None,
-             compression_level: int | None = None, byte_stream_split: bool | None = None,
-             page_checksums: bool | None = None, **settings: Any) -> tuple[WriteOptions, dict[str, Any]]:
+             compression_level: int | None = None, min_savings: float | None = None,
+             byte_stream_split: bool | None = None, page_checksums: bool | None = None,
+             **settings: Any) -> tuple[WriteOptions, dict[str, Any]]:
     """The write options and effective settings of a writer of either kind (new databases or a pass).
 
     ``options`` and the encoding keywords exclude each other (ConfigError); ``settings`` are further
     settings by name (``database_events``, ``cluster_bytes``, ...), None meaning "from the settings".
     """
     given: dict[str, Any] = dict(compression=compression, compression_level=compression_level,
-                 byte_stream_split=byte_stream_split, page_checksums=page_checksums)
+                 min_savings=min_savings, byte_stream_split=byte_stream_split, page_checksums=page_checksums)
     if options is not None and any(v is not None for v in given.values()):
         named = ", ".join(k for k, v in given.items() if v is not None)
         raise ConfigError(f"give either options=WriteOptions(...) or {named}, not both")

@@ -60,12 +60,15 @@ def writer_identity() -> str:
 
 
 _POOL: ThreadPoolExecutor | None = None
+#: uncompressed bytes below which events are added to a writer's containers one after the other: handing
+#: small tables to threads cost more than it saved (docs/decisions.md)
+PARALLEL_BYTES = 1 << 20
 
 
-def _each(fn: Callable[[str], Any], names: list[str]) -> list[Any]:
-    """``fn`` over container names, in threads when there are several."""
+def _each(fn: Callable[[str], Any], names: list[str], parallel: bool = True) -> list[Any]:
+    """``fn`` over container names, in threads when there are several and ``parallel``."""
     global _POOL
-    if len(names) < 2:
+    if len(names) < 2 or not parallel:
         return [fn(n) for n in names]
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2),
@@ -119,6 +122,7 @@ class Writer:
         cluster_bytes: int | None = None,
         compression: str | None = None,
         compression_level: int | None = None,
+        min_savings: float | None = None,
         byte_stream_split: bool | None = None,
         page_checksums: bool | None = None,
         options: WriteOptions | None = None,
@@ -133,7 +137,8 @@ class Writer:
     ):
         chosen, cfg = encoding(dataset.store.root, dataset.record, options, container_format=container_format,
                                compression=compression, compression_level=compression_level,
-                               byte_stream_split=byte_stream_split, page_checksums=page_checksums,
+                               min_savings=min_savings, byte_stream_split=byte_stream_split,
+                               page_checksums=page_checksums,
                                database_events=database_events, database_bytes=database_bytes,
                                cluster_bytes=cluster_bytes)
         database_events, database_bytes = cfg["database_events"], cfg["database_bytes"]
@@ -211,7 +216,7 @@ class Writer:
                 return ContainerSpec(name, w.path, w.checksum, w.size, w.cluster_entries, self._schema_id,
                                      format=w.format, cluster_checksums=w.cluster_checksums)
 
-            written = _each(finish, list(db.buffers))
+            written = _each(finish, list(db.buffers))  # in threads however small: each waits for its fsyncs
             index = self._tag_index(db, written)
             if index is not None:
                 written.append(index)
@@ -362,7 +367,8 @@ class Writer:
     def _add(self, db: _OpenDatabase, tables: Mapping[str, pa.Table], n: int) -> None:
         # containers are independent files and pyarrow releases the GIL while it
         # encodes and compresses: write them side by side
-        _each(lambda c: db.buffers[c].add(tables[c]), list(tables))
+        _each(lambda c: db.buffers[c].add(tables[c]), list(tables),
+              parallel=sum(t.nbytes for t in tables.values()) >= PARALLEL_BYTES)
         for c, t in tables.items():
             db.nbytes += t.nbytes
             if c == TAG_CONTAINER:

@@ -26,8 +26,8 @@ import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError
 
-__all__ = ["BLOCK", "CRC_KEY", "SCHEMA_KEY", "Message", "Node", "block_table", "canonical", "check_batch",
-           "has_block_layout", "layout", "parse_message"]
+__all__ = ["BLOCK", "CRC_KEY", "SCHEMA_KEY", "Message", "Node", "block_crcs", "block_table", "canonical", "check_batch",
+           "checksummed", "has_block_layout", "layout", "parse_message"]
 
 #: bytes per checksummed block: small enough that one event's members cost a block each
 BLOCK = 1024
@@ -66,13 +66,103 @@ def _buffers(batch: pa.RecordBatch) -> list[pa.Buffer | None]:
     return [b for col in batch.columns for b in col.buffers()]
 
 
+def _size(buf: pa.Buffer | None) -> int:
+    return 0 if buf is None else buf.size
+
+
+def _own_buffers(arr: pa.Array) -> list[pa.Buffer | None] | None:
+    """The buffers of ``arr`` and its children in IPC order, if the IPC writer stores them unchanged.
+
+    None when it would cut, shift or drop any of them (an offset, a list whose offsets do not start
+    at 0, a buffer longer than its values, a validity bitmap with no null): then only
+    :func:`canonical` knows what it stores. Every test here asks for exact sizes, so a None is
+    never wrong, only slower.
+    """
+    t, n = arr.type, len(arr)
+    if arr.offset != 0 or n == 0:
+        return None
+    own = arr.buffers()
+    if arr.null_count == 0:
+        if own[0] is not None:
+            return None  # written as an empty buffer, read back as none: canonical knows
+        out: list[pa.Buffer | None] = [None]
+    elif _size(own[0]) != -(-n // 8):
+        return None
+    else:
+        out = [own[0]]
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            child = arr.field(i)
+            sub = _own_buffers(child) if len(child) == n else None
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if pa.types.is_fixed_size_list(t):
+        values = arr.values
+        sub = _own_buffers(values) if len(values) == n * t.list_size else None
+        return None if sub is None else out + sub
+    variable = (pa.types.is_list(t), pa.types.is_large_list(t), pa.types.is_string(t), pa.types.is_binary(t),
+                pa.types.is_large_string(t), pa.types.is_large_binary(t))
+    if any(variable):
+        width = 8 if (variable[1] or variable[4] or variable[5]) else 4
+        if _size(own[1]) != (n + 1) * width:
+            return None
+        offsets = np.frombuffer(own[1], dtype=f"<i{width}")
+        if offsets[0] != 0:
+            return None
+        end = int(offsets[-1])
+        if variable[0] or variable[1]:
+            values = arr.values
+            sub = _own_buffers(values) if len(values) == end and end > 0 else None
+            return None if sub is None else [*out, own[1], *sub]
+        return [*out, own[1], own[2]] if _size(own[2]) == end else None
+    if not t.bit_width or _size(own[1]) != -(-n * t.bit_width // 8):
+        return None
+    return [*out, own[1]]
+
+
+def block_crcs(data: np.ndarray, block: int = BLOCK) -> list[int]:
+    """The CRC-32C of each ``block`` bytes of ``data`` (the last block may be short).
+
+    The whole blocks are rows of one 2-D view handed to the C function by ``map``: a Python loop
+    with a slice per block cost 4× more than the checksums themselves (docs/decisions.md).
+    """
+    whole = len(data) // block
+    out = list(map(google_crc32c.value, data[:whole * block].reshape(whole, block)))
+    if len(data) > whole * block:
+        out.append(_crc(data[whole * block:]))
+    return out
+
+
+def checksummed(batch: pa.RecordBatch, block: int = BLOCK) -> tuple[pa.RecordBatch, bytes]:
+    """The batch to hand the IPC writer and its checksum table (:func:`block_table`).
+
+    A batch whose buffers the writer stores unchanged is itself (the common case: a cluster
+    concatenated from whole tables); any other is made :func:`canonical` first, a copy of it.
+    """
+    buffers: list[pa.Buffer | None] = []
+    for col in batch.columns:
+        own = _own_buffers(col)
+        if own is None:
+            batch = canonical(batch)
+            buffers = _buffers(batch)
+            break
+        buffers += own
+    return batch, _table(buffers, block)
+
+
 def block_table(batch: pa.RecordBatch, block: int = BLOCK) -> bytes:
     """The checksum table of a canonical batch: per buffer, its CRC-32C then one per block."""
+    return _table(_buffers(batch), block)
+
+
+def _table(buffers: list[pa.Buffer | None], block: int) -> bytes:
     out: list[int] = []
-    for buf in _buffers(batch):
+    for buf in buffers:
         data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
         out.append(_crc(data))
-        out.extend(_crc(data[i:i + block]) for i in range(0, len(data), block))
+        out.extend(block_crcs(data, block))
     return np.asarray(out, dtype="<u4").tobytes()
 
 

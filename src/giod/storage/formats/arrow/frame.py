@@ -33,13 +33,15 @@ def crc32c(data: Any) -> int:
     return int(google_crc32c.extend(0, np.frombuffer(data, dtype=np.uint8)))
 
 
-def ipc_options(compression: str, level: int | None) -> ipc.IpcWriteOptions:
-    """The IPC writer's options for ``compression`` (one of :data:`CODECS`; StorageError otherwise)."""
+def ipc_options(compression: str, level: int | None, threads: bool = True) -> ipc.IpcWriteOptions:
+    """The IPC writer's options for ``compression`` (one of :data:`CODECS`; StorageError otherwise);
+    ``threads``: buffers compressed side by side in Arrow's thread pool."""
     if compression not in CODECS:
         raise StorageError(f"Arrow containers take compression {', '.join(CODECS)}, not {compression!r}")
     if compression == "none":
         return ipc.IpcWriteOptions(compression=None)
-    return ipc.IpcWriteOptions(compression=pa.Codec(compression, level if compression == "zstd" else None))
+    return ipc.IpcWriteOptions(compression=pa.Codec(compression, level if compression == "zstd" else None),
+                               use_threads=threads)
 
 
 def parse_footer(footer: bytes | memoryview) -> np.ndarray:

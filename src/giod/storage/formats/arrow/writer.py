@@ -18,7 +18,7 @@ import pyarrow.ipc as ipc
 
 from giod.errors import StorageError
 from giod.storage.checksum import Checksum, ChecksummingSink
-from giod.storage.formats.arrow.blocks import BLOCK, CRC_KEY, SCHEMA_KEY, block_table, canonical, has_block_layout
+from giod.storage.formats.arrow.blocks import BLOCK, CRC_KEY, SCHEMA_KEY, checksummed, has_block_layout
 from giod.storage.formats.arrow.frame import crc32c, ipc_options, parse_footer
 from giod.storage.pending import PendingFile
 
@@ -126,7 +126,8 @@ class ArrowFileWriter:
             if first.nbytes > TRIAL_BYTES:
                 first = first.slice(0, max(1, first.num_rows * TRIAL_BYTES // first.nbytes))
             raw = _ipc_size(first, ipc_options("none", None))
-            packed = _ipc_size(first, ipc_options(compression, level))
+            # in this thread: a trial of a small cluster costs less than handing its buffers to a pool
+            packed = _ipc_size(first, ipc_options(compression, level, threads=False))
             if packed > raw * (1 - self._min_savings):
                 compression = "none"
         self.compression = compression
@@ -135,6 +136,8 @@ class ArrowFileWriter:
     def prepare(self, table: pa.Table) -> None:
         """Choose the codec on ``table``, the first cluster, unless it is chosen already."""
         if self._writer is None:
+            if table.nbytes > TRIAL_BYTES:  # the trial's share alone is made one batch: not a copy of it all
+                table = table.slice(0, max(1, table.num_rows * TRIAL_BYTES // table.nbytes))
             batches = table.combine_chunks().to_batches()
             self._open(batches[0] if batches else None)
 
@@ -146,8 +149,8 @@ class ArrowFileWriter:
         self._sink.begin()
         for b in batches:  # one: every column of a combined table is one chunk
             if self._blocks:
-                b = canonical(b)
-                self._writer.write_batch(b, custom_metadata={CRC_KEY: block_table(b)})
+                b, table = checksummed(b)
+                self._writer.write_batch(b, custom_metadata={CRC_KEY: table})
             else:
                 self._writer.write_batch(b)
         self._stream.flush()

@@ -1,0 +1,73 @@
+"""The block checksum table the Arrow writer puts in every record batch: the fast paths against the plain ones."""
+
+from __future__ import annotations
+
+import google_crc32c
+import numpy as np
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from giod.columns import containers_in, to_tables
+from giod.storage.formats.arrow.blocks import block_crcs, block_table, canonical, checksummed
+from giod.testing import synthetic
+from tests.schema.strategies import events_for, schemas
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.binary(max_size=5000), block=st.sampled_from([1, 7, 64, 1024]))
+def test_block_crcs_are_the_crcs_of_each_slice(data: bytes, block: int) -> None:
+    array = np.frombuffer(data, dtype=np.uint8)
+    want = [int(google_crc32c.value(data[i:i + block])) for i in range(0, len(data), block)]
+    assert block_crcs(array, block) == want
+
+
+def _same(batch: pa.RecordBatch) -> None:
+    """``checksummed`` gives a batch equal to ``batch`` whose table is that of its canonical form."""
+    out, table = checksummed(batch, 64)
+    assert out.equals(batch)
+    assert table == block_table(canonical(batch), 64)
+    assert block_table(canonical(out), 64) == table  # what the IPC writer stores of it has that very table
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_checksummed_batches_match_their_canonical_form(data: st.DataObject) -> None:
+    schema = data.draw(schemas())
+    events = data.draw(events_for(schema, 8))
+    if not events:
+        return
+    for container in schema.containers:
+        table = pa.Table.from_pylist(events, schema=schema.arrow_schema(container))
+        start = data.draw(st.integers(0, len(events) - 1))
+        stop = data.draw(st.integers(start + 1, len(events)))
+        # whole, sliced, and concatenated from pieces as a writer's cluster is
+        pieces = [table.slice(0, start), table.slice(start, stop - start), table.slice(stop)]
+        for t in (table, table.slice(start, stop - start), pa.concat_tables(pieces).combine_chunks()):
+            for batch in t.combine_chunks().to_batches():
+                _same(batch)
+
+
+def test_a_cluster_of_whole_appends_is_written_without_a_copy() -> None:
+    model = synthetic.schema()
+    events = synthetic.events(300, seed=3)
+    parts = [to_tables(events[i:i + 100], model, containers_in(events, model)) for i in range(0, 300, 100)]
+    for name in parts[0]:
+        batch = pa.concat_tables([p[name] for p in parts]).combine_chunks().to_batches()[0]
+        out, table = checksummed(batch)
+        assert out is batch, name
+        assert table == block_table(canonical(batch))
+        sliced = batch.slice(10, 50)
+        out, table = checksummed(sliced)
+        assert out is not sliced and table == block_table(canonical(sliced))
+
+
+def test_nulls_and_bitmaps_without_nulls() -> None:
+    values = np.arange(20, dtype=np.float32)
+    with_nulls = pa.array(values, mask=values % 3 == 0)
+    no_nulls = pa.array(values, mask=np.zeros(20, dtype=bool))  # may keep an all-valid bitmap
+    lists = pa.ListArray.from_arrays(pa.array([0, 2, 2, 5], pa.int32()), pa.array([1, None, 3, 4, 5], pa.int64()))
+    strings = pa.array(["a", None, "ccc", ""])
+    for batch in (pa.record_batch({"a": with_nulls, "b": no_nulls}), pa.record_batch({"l": lists}),
+                  pa.record_batch({"s": strings}), pa.record_batch({"a": with_nulls}).slice(3, 9)):
+        _same(batch)
