@@ -89,16 +89,34 @@ def _gaps(ranges: list[tuple[int, int]], n_entries: int) -> list[tuple[int, int]
 # ---------------------------------------------------------------- reading
 
 
-def _column(chunk: ak.Array, key: str) -> ak.contents.Content:
-    if "." in key:  # a field inside an RNTuple collection
-        return chunk[tuple(key.split("."))].layout
-    # straight to the layout: high-level field access costs more than the conversion
-    return chunk.layout.content(key)
+class _Columns:
+    """The branches of one chunk by name, looked up in a dict.
+
+    awkward finds a record's field by a search through its list of fields:
+    for a chunk of about 1,000 branches, read member by member, that search
+    costs more than the conversion itself.
+    """
+
+    def __init__(self, chunk: ak.Array) -> None:
+        self.chunk = chunk
+        record = chunk.layout
+        self.n = len(chunk)
+        fields = record.fields if isinstance(record, ak.contents.RecordArray) else []
+        self.top = dict(zip(fields, record.contents, strict=True)) if fields else {}
+
+    def __call__(self, key: str) -> ak.contents.Content:
+        if "." in key:  # a field inside an RNTuple collection
+            return self.chunk[tuple(key.split("."))].layout
+        content = self.top.get(key)
+        if content is None:  # let awkward say what is missing
+            return self.chunk.layout.content(key)
+        # as RecordArray.content: a field longer than its record is cut to the record's length
+        return content if content.length == self.n else content[: self.n]
 
 
-def _flat(chunk: ak.Array, key: str, where: str) -> np.ndarray:
+def _flat(column: _Columns, key: str, where: str) -> np.ndarray:
     """All values of one branch in the chunk, as one numpy array."""
-    layout = _column(chunk, key)
+    layout = column(key)
     # the usual layouts, taken apart directly: ak.flatten costs more than the copy
     if isinstance(layout, ak.contents.NumpyArray):
         return np.asarray(layout.data)
@@ -114,11 +132,11 @@ def _flat(chunk: ak.Array, key: str, where: str) -> np.ndarray:
         raise DataError(f"{where}: branch {key!r} does not hold plain numbers") from exc
 
 
-def _counts(chunk: ak.Array, plan: CollectionPlan) -> np.ndarray:
+def _counts(column: _Columns, plan: CollectionPlan) -> np.ndarray:
     if plan.counter is not None:
-        return np.asarray(chunk[plan.counter], dtype=np.int64)
+        return np.asarray(ak.Array(column(plan.counter)), dtype=np.int64)
     first = next(iter(plan.members.values())).keys[0]
-    return np.asarray(ak.num(ak.Array(_column(chunk, first)), axis=1), dtype=np.int64)
+    return np.asarray(ak.num(ak.Array(column(first)), axis=1), dtype=np.int64)
 
 
 def _in_range(idx: np.ndarray, limit: np.ndarray) -> np.ndarray:
@@ -133,40 +151,43 @@ def _offsets(counts: np.ndarray) -> ak.index.Index64:
     return ak.index.Index64(out)
 
 
-def _member(chunk: ak.Array, m: Member, n_obj: int, limit: np.ndarray | None, where: str) -> ak.contents.Content:
+def _member(column: _Columns, m: Member, n_obj: int, limit: np.ndarray | None, where: str) -> ak.contents.Content:
     """One field, relation or tag of one chunk; ``limit``: size of the target per object."""
     if m.many:
-        per_object = _flat(chunk, m.keys[0], where).astype(np.int64)
-        idx = _flat(chunk, m.keys[1], where)
+        per_object = _flat(column, m.keys[0], where).astype(np.int64)
+        idx = _flat(column, m.keys[1], where)
         if len(per_object) != n_obj or int(per_object.sum()) != len(idx) or limit is None:
             raise DataError(f"{where}: list lengths do not match the stored indices")
         values = _in_range(idx, np.repeat(limit, per_object))
         return ak.contents.ListOffsetArray(_offsets(per_object), ak.contents.NumpyArray(values))
     if m.dtype == STRING:  # one string per event (a tag): awkward's layout is already giod's
-        text = _column(chunk, m.keys[0])
+        text = column(m.keys[0])
         if text.parameter("__array__") != "string" or text.length != n_obj:
             raise DataError(f"{where}: branch {m.keys[0]!r} does not hold one string per event")
         return text
-    flats = [_flat(chunk, k, where) for k in m.keys]
+    flats = [_flat(column, k, where) for k in m.keys]
     values = flats[0] if len(flats) == 1 else np.stack(flats, axis=-1)
     if len(values) != n_obj:  # a broken file
         raise DataError(f"{where}: {len(values)} values for {n_obj} objects")
     if limit is not None:
         return ak.contents.NumpyArray(_in_range(values, limit))
     values = values.reshape((n_obj, *m.shape)).astype(numpy_dtype(m.dtype), copy=False)
+    if values.ndim == 1:  # what ak.from_numpy makes of it, without its dispatch (a fixed cost per branch)
+        return ak.contents.NumpyArray(values)
     return ak.from_numpy(values, regulararray=True, highlevel=False)
 
 
 def _events_from_chunk(chunk: ak.Array, layout: TreeLayout) -> ak.Array:
     """One chunk of branches as giod events, built from whole numpy buffers."""
     n_events = len(chunk)
-    counts = {coll: _counts(chunk, plan) for coll, plan in layout.collections.items()}
+    column = _Columns(chunk)
+    counts = {coll: _counts(column, plan) for coll, plan in layout.collections.items()}
     columns: dict[str, ak.contents.Content] = {}
     for coll, plan in layout.collections.items():
         n_obj = int(counts[coll].sum())
         event_of = np.repeat(np.arange(n_events), counts[coll])
         parts = [
-            _member(chunk, m, n_obj, None if m.target is None else counts[m.target][event_of], f"{coll}.{n}")
+            _member(column, m, n_obj, None if m.target is None else counts[m.target][event_of], f"{coll}.{n}")
             for n, m in plan.members.items()
         ]
         records = ak.contents.RecordArray(
@@ -174,7 +195,7 @@ def _events_from_chunk(chunk: ak.Array, layout: TreeLayout) -> ak.Array:
         )
         columns[coll] = ak.contents.ListOffsetArray(_offsets(counts[coll]), records)
     for tag, m in layout.tags.items():
-        columns[tag] = _member(chunk, m, n_events, None, f"tag {tag}")
+        columns[tag] = _member(column, m, n_events, None, f"tag {tag}")
     return ak.Array(ak.contents.RecordArray(list(columns.values()), list(columns), length=n_events))
 
 
