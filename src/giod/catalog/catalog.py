@@ -274,14 +274,25 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """``{"n_events", "n_databases", "bytes"}`` of the dataset at ``version``.
 
         One index lookup: the totals the latest change at or before ``version`` kept
-        (``dataset_totals``); a version older than those (a catalog migrated from
-        before level 9) is counted database by database.
+        (``dataset_totals``), found with the dataset in one statement, which on
+        PostgreSQL runs alone (no BEGIN, no COMMIT: one round trip; a statement
+        sees one snapshot). A version older than those totals (a catalog migrated
+        from before level 9) is counted database by database, and a missing
+        dataset named with close matches, in a read transaction of their own.
         """
         d, c, ds, t = databases, containers, datasets, dataset_totals
-        kept = select(t.c.n_databases, t.c.n_events, t.c.bytes).where(t.c.dataset_id == bindparam("id"))
+        before = t.alias("before")
+        last = select(func.max(before.c.version)).where(before.c.dataset_id == ds.c.id)
         if version is not None:
-            kept = kept.where(t.c.version <= version)
-        kept = kept.order_by(t.c.version.desc()).limit(1)
+            last = last.where(before.c.version <= version)
+        found = (
+            select(t.c.n_databases, t.c.n_events, t.c.bytes)
+            .select_from(ds.outerjoin(t, (t.c.dataset_id == ds.c.id) & (t.c.version == last.scalar_subquery())))
+            .where(ds.c.name == name, visible(ds, version))
+        )
+        row = self._read_statement(lambda conn: conn.execute(found).first())
+        if row is not None and row[0] is not None:
+            return {"n_events": int(row[1]), "n_databases": int(row[0]), "bytes": int(row[2])}
         size = (
             select(func.coalesce(func.sum(c.c.size), 0))
             .select_from(c.join(d, d.c.id == c.c.database_id))
@@ -296,12 +307,9 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         )
 
         def work(conn: Connection) -> dict[str, int]:
-            found = dataset_row(conn, name, version)
-            if found is None:
+            if dataset_row(conn, name, version) is None:
                 raise missing_dataset(conn, name, version)
-            row = conn.execute(kept, {"id": found.id}).first()
-            if row is None:
-                row = conn.execute(q).one()
+            row = conn.execute(q).one()
             return {"n_events": int(row[1]), "n_databases": int(row[0]), "bytes": int(row[2])}
 
         return self._read(work)

@@ -34,6 +34,7 @@ from giod.catalog.migrations import (
     v0008_exchange,
     v0009_dataset_totals,
     v0010_nearline_tier,
+    v0011_commit_checks,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -51,6 +52,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     8: v0008_exchange.upgrade,
     9: v0009_dataset_totals.upgrade,
     10: v0010_nearline_tier.upgrade,
+    11: v0011_commit_checks.upgrade,
 }
 
 _KEY = "schema_version"
