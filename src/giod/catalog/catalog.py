@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, cast, func, insert, select, update
+from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, cast, func, insert, select, update
 
 from giod.catalog import migrations
 from giod.catalog.bookkeeping import BookkeepingMethods
@@ -29,7 +29,7 @@ from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
 from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
-from giod.catalog.prepared import add_totals, execute
+from giod.catalog.prepared import Prepared, add_totals, execute
 from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.queries import (
     IN_CHUNK,
@@ -79,6 +79,31 @@ from giod.storage.container import check_dataset_format
 __all__ = ["Catalog"]
 
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
+
+
+_SUMMARIES: dict[tuple[str, bool], Prepared] = {}
+
+
+def _summary_statement(dialect: Dialect, *, pinned: bool) -> Prepared:
+    """``dataset_summary``'s statement, compiled once per process: each federation opened
+    anew has an engine of its own, whose compile cache starts empty (milliseconds a call)."""
+    key = (dialect.name, pinned)
+    if key not in _SUMMARIES:
+        ds, t = datasets, dataset_totals
+        before = t.alias("before")
+        last = select(func.max(before.c.version)).where(before.c.dataset_id == ds.c.id)
+        seen: ColumnElement[bool] = ds.c.deleted_version.is_(None)
+        if pinned:
+            at = bindparam("version", type_=BigInteger)
+            last = last.where(before.c.version <= at)
+            seen = (ds.c.created_version <= at) & (seen | (ds.c.deleted_version > at))
+        _SUMMARIES[key] = Prepared(
+            select(t.c.n_databases, t.c.n_events, t.c.bytes)
+            .select_from(ds.outerjoin(t, (t.c.dataset_id == ds.c.id) & (t.c.version == last.scalar_subquery())))
+            .where(ds.c.name == bindparam("name"), seen),
+            dialect,
+        )
+    return _SUMMARIES[key]
 
 
 class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, LeaseMethods, ExchangeMethods,
@@ -280,17 +305,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         from before level 9) is counted database by database, and a missing
         dataset named with close matches, in a read transaction of their own.
         """
-        d, c, ds, t = databases, containers, datasets, dataset_totals
-        before = t.alias("before")
-        last = select(func.max(before.c.version)).where(before.c.dataset_id == ds.c.id)
-        if version is not None:
-            last = last.where(before.c.version <= version)
-        found = (
-            select(t.c.n_databases, t.c.n_events, t.c.bytes)
-            .select_from(ds.outerjoin(t, (t.c.dataset_id == ds.c.id) & (t.c.version == last.scalar_subquery())))
-            .where(ds.c.name == name, visible(ds, version))
-        )
-        row = self._read_statement(lambda conn: conn.execute(found).first())
+        d, c, ds = databases, containers, datasets
+        found = _summary_statement(self._engine.dialect, pinned=version is not None)
+        values = found.params({"name": name, "version": version})
+        row = self._read_statement(lambda conn: conn.exec_driver_sql(found.sql, values).first())
         if row is not None and row[0] is not None:
             return {"n_events": int(row[1]), "n_databases": int(row[0]), "bytes": int(row[2])}
         size = (
