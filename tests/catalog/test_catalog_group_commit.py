@@ -223,3 +223,25 @@ def test_threads_racing_without_a_held_lock_all_land(catalog_url: str) -> None:
         assert sorted(v for vs in per_thread for v in vs) == list(range(4, 4 + THREADS * 10))
         assert all(vs == sorted(vs) for vs in per_thread)
         assert catalog.dataset_summary(DATASET)["n_databases"] == THREADS * 10
+
+
+def test_a_leader_waits_for_as_many_callers_as_the_group_before(
+    catalog_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Callers committing in a loop come back as one group, not two alternating halves."""
+    from giod.catalog import commits
+
+    monkeypatch.setattr(commits, "GROUP_WAIT", 60.0)  # long: only the callers' arrival ends the wait
+    with Catalog.open(catalog_url) as catalog:
+        schema_id = _prepare(catalog)
+        sizes: list[int] = []
+        run = catalog._run_group
+        monkeypatch.setattr(catalog, "_run_group", lambda batch: (sizes.append(len(batch)), run(batch)))
+        alone = catalog.commit_database(_commit(schema_id, "alone"))  # nobody before it: no wait
+        assert sizes == [1] and catalog._group_callers == 1
+        catalog._group_callers = 3  # as after a group of three
+        with ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(lambda i: catalog.commit_database(_commit(schema_id, f"t{i}")), range(3)))
+        assert sizes == [1, 3]  # whoever led waited for the other two
+        assert sorted(r.version for r in results) == [alone.version + 1, alone.version + 2, alone.version + 3]
+        assert catalog.dataset_summary(DATASET)["n_databases"] == 4

@@ -146,8 +146,10 @@ def duplicate(result: CommitResult) -> CommitResult:
 # Every table's rows travel as arrays; ``ord`` (1..k) numbers the group's commits, and commit
 # ``ord`` gets version ``base + ord``, which is unique, so the rows of the later tables find their
 # database by its version. Data-modifying CTEs all run, referenced or not; foreign keys are checked
-# at the end of the statement, when every row is in. A dataset that is missing leaves its commits
-# out of ``d``: the caller sees fewer rows than commits and takes the savepoint path.
+# at the end of the statement, when every row is in. The statement refuses itself rather than
+# write less: a missing dataset leaves ``databases.dataset_id`` NULL and a missing site
+# ``replicas.site_id`` (looked up here by name: no foreign key checks it from level 12), each a
+# NOT NULL violation, so the caller may send the COMMIT with the statement, before its answer.
 
 _GROUP = """
 WITH v AS (
@@ -167,7 +169,7 @@ WITH v AS (
               %(idempotency_key)b::text[])
        WITH ORDINALITY AS u(dataset, off, n_events, bytes, writer, program, program_version, parameters,
                             idempotency_key, ord)
-  JOIN e ON e.name = u.dataset CROSS JOIN v
+  LEFT JOIN e ON e.name = u.dataset CROSS JOIN v
   RETURNING id, dataset_id, first_entry, created_version
 ), c AS (
   INSERT INTO containers (database_id, name, path, checksum, size, cluster_entries, schema_id, created_version,
@@ -184,8 +186,8 @@ WITH v AS (
   RETURNING id, created_version
 ), r AS (
   INSERT INTO replicas (container_id, site_id, state, checked)
-  SELECT c.id, s.site_id, 'good', %(now)s
-  FROM unnest(%(s_ord)b::bigint[], %(s_site)b::bigint[]) AS s(ord, site_id)
+  SELECT c.id, (SELECT id FROM sites WHERE name = s.site), 'good', %(now)s
+  FROM unnest(%(s_ord)b::bigint[], %(s_site)b::text[]) AS s(ord, site)
   CROSS JOIN v JOIN c ON c.created_version = v.base + s.ord
 ), t AS (
   INSERT INTO tag_stats (database_id, field, created_version, min, max)
@@ -210,8 +212,9 @@ SELECT id, first_entry, created_version FROM d ORDER BY created_version
 """
 
 
-def group_statement(commits: Sequence[PreparedCommit], sites: dict[str, int], now: float) -> tuple[str, dict[str, Any]]:
-    """The one statement that registers ``commits`` (none a duplicate) and its parameters."""
+def group_statement(commits: Sequence[PreparedCommit], now: float) -> tuple[str, dict[str, Any]]:
+    """The one statement that registers ``commits`` (none a duplicate, each with containers) and its
+    parameters."""
     p: dict[str, Any] = {"k": len(commits), "now": now}
     totals: dict[str, int] = {}
     sums: dict[str, tuple[int, int, int]] = {}
@@ -222,7 +225,7 @@ def group_statement(commits: Sequence[PreparedCommit], sites: dict[str, int], no
         "database_id", "created_version", "created")}
     ccols["c_ord"] = []
     s_ord: list[int] = []
-    s_site: list[int] = []
+    s_site: list[str] = []
     t_ord: list[int] = []
     t_field: list[str] = []
     t_min: list[float | None] = []
@@ -245,7 +248,7 @@ def group_statement(commits: Sequence[PreparedCommit], sites: dict[str, int], no
                     ccols[key].append(row[key[2:]])
         if pc.containers:
             s_ord.append(ord_)
-            s_site.append(sites[c.site])
+            s_site.append(c.site)
         for st in pc.stats:
             t_ord.append(ord_)
             t_field.append(st["field"])

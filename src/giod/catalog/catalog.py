@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, cast, func, insert, select, update
 
 from giod.catalog import entries, migrations, planning
 from giod.catalog.bookkeeping import BookkeepingMethods
@@ -30,7 +30,7 @@ from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
 from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
-from giod.catalog.prepared import add_totals
+from giod.catalog.prepared import Prepared, add_totals, execute
 from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.queries import (
     IN_CHUNK,
@@ -79,6 +79,31 @@ from giod.storage.container import check_dataset_format
 __all__ = ["Catalog"]
 
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
+
+
+_SUMMARIES: dict[tuple[str, bool], Prepared] = {}
+
+
+def _summary_statement(dialect: Dialect, *, pinned: bool) -> Prepared:
+    """``dataset_summary``'s statement, compiled once per process: each federation opened
+    anew has an engine of its own, whose compile cache starts empty (milliseconds a call)."""
+    key = (dialect.name, pinned)
+    if key not in _SUMMARIES:
+        ds, t = datasets, dataset_totals
+        before = t.alias("before")
+        last = select(func.max(before.c.version)).where(before.c.dataset_id == ds.c.id)
+        seen: ColumnElement[bool] = ds.c.deleted_version.is_(None)
+        if pinned:
+            at = bindparam("version", type_=BigInteger)
+            last = last.where(before.c.version <= at)
+            seen = (ds.c.created_version <= at) & (seen | (ds.c.deleted_version > at))
+        _SUMMARIES[key] = Prepared(
+            select(t.c.n_databases, t.c.n_events, t.c.bytes)
+            .select_from(ds.outerjoin(t, (t.c.dataset_id == ds.c.id) & (t.c.version == last.scalar_subquery())))
+            .where(ds.c.name == bindparam("name"), seen),
+            dialect,
+        )
+    return _SUMMARIES[key]
 
 
 class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, LeaseMethods, ExchangeMethods,
@@ -274,14 +299,18 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """``{"n_events", "n_databases", "bytes"}`` of the dataset at ``version``.
 
         One index lookup: the totals the latest change at or before ``version`` kept
-        (``dataset_totals``); a version older than those (a catalog migrated from
-        before level 9) is counted database by database.
+        (``dataset_totals``), found with the dataset in one statement, which on
+        PostgreSQL runs alone (no BEGIN, no COMMIT: one round trip; a statement
+        sees one snapshot). A version older than those totals (a catalog migrated
+        from before level 9) is counted database by database, and a missing
+        dataset named with close matches, in a read transaction of their own.
         """
-        d, c, ds, t = databases, containers, datasets, dataset_totals
-        kept = select(t.c.n_databases, t.c.n_events, t.c.bytes).where(t.c.dataset_id == bindparam("id"))
-        if version is not None:
-            kept = kept.where(t.c.version <= version)
-        kept = kept.order_by(t.c.version.desc()).limit(1)
+        d, c, ds = databases, containers, datasets
+        found = _summary_statement(self._engine.dialect, pinned=version is not None)
+        values = found.params({"name": name, "version": version})
+        row = self._read_statement(lambda conn: conn.exec_driver_sql(found.sql, values).first())
+        if row is not None and row[0] is not None:
+            return {"n_events": int(row[1]), "n_databases": int(row[0]), "bytes": int(row[2])}
         size = (
             select(func.coalesce(func.sum(c.c.size), 0))
             .select_from(c.join(d, d.c.id == c.c.database_id))
@@ -296,12 +325,9 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         )
 
         def work(conn: Connection) -> dict[str, int]:
-            found = dataset_row(conn, name, version)
-            if found is None:
+            if dataset_row(conn, name, version) is None:
                 raise missing_dataset(conn, name, version)
-            row = conn.execute(kept, {"id": found.id}).first()
-            if row is None:
-                row = conn.execute(q).one()
+            row = conn.execute(q).one()
             return {"n_events": int(row[1]), "n_databases": int(row[0]), "bytes": int(row[2])}
 
         return self._read(work)
@@ -440,25 +466,33 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
         The listing a person reads (``giod show``): id, entries, events, bytes,
         version, program and container names, from one query grouped in entry
-        order (the index ``databases_by_dataset_entry``), fetched in batches
-        (a server-side cursor on PostgreSQL). Close the iterator (or exhaust it)
-        to end the read transaction.
+        order, fetched in batches on the driver's own cursor (a server-side
+        cursor on PostgreSQL): a row costs one tuple from the driver, not a
+        SQLAlchemy row as well (a third of the time of a listing before).
+        Close the iterator (or exhaust it) to end the read transaction.
         """
         d, c = databases, containers
-        query = (
-            select(d.c.id, d.c.first_entry, d.c.n_events, func.coalesce(func.sum(c.c.size), 0),
-                   d.c.created_version, d.c.program, func.coalesce(func.aggregate_strings(c.c.name, ","), ""))
-            .select_from(d.outerjoin(c, (c.c.database_id == d.c.id) & visible(c, version)))
-            .where(d.c.dataset_id == bindparam("id"), visible(d, version))
-            .group_by(d.c.first_entry, d.c.id)  # the index's order: no sort
-            .order_by(d.c.first_entry, d.c.id)
-        )
         with self._reader.connect() as conn, conn.begin():
             row = dataset_row(conn, dataset, version)
             if row is None:
                 raise missing_dataset(conn, dataset, version)
-            for got in conn.execution_options(yield_per=10_000).execute(query, {"id": row.id}):
-                yield DatabaseRow._make(got)
+            query = (
+                select(d.c.id, d.c.first_entry, d.c.n_events,
+                       cast(func.coalesce(func.sum(c.c.size), 0), BigInteger),  # PostgreSQL's sum is numeric
+                       d.c.created_version, d.c.program, func.coalesce(func.aggregate_strings(c.c.name, ","), ""))
+                .select_from(d.outerjoin(c, (c.c.database_id == d.c.id) & visible(c, version)))
+                .where(d.c.dataset_id == row.id, visible(d, version))
+                .group_by(d.c.first_entry, d.c.id)
+                .order_by(d.c.first_entry, d.c.id)
+            )
+            driver: Any = conn.connection.dbapi_connection
+            cursor = driver.cursor(name="giod_database_rows") if self.dialect == "postgresql" else driver.cursor()
+            try:
+                execute(cursor, self._engine.dialect, query)
+                while batch := cursor.fetchmany(10_000):
+                    yield from map(DatabaseRow._make, batch)
+            finally:
+                cursor.close()
 
     def database_at(self, dataset: str, entry: int, version: int | None = None) -> DatabaseRecord:
         """The database of ``dataset`` holding entry ``entry`` at ``version``; NotFound when none does.

@@ -8,8 +8,10 @@ after ``BEGIN``: the version bump, one ``UPDATE datasets ... RETURNING``
 that finds the dataset and takes its entry range, one ``INSERT databases
 ... ON CONFLICT DO NOTHING RETURNING id`` that also detects a landed
 idempotency key, one batch of containers, one ``INSERT replicas ... SELECT``,
-one batch of tag statistics and the log line. Sites and schemas are looked up
-once per ``Catalog`` (they are never renamed or deleted).
+one batch of tag statistics and the log line. Schemas are looked up once per
+``Catalog`` (they are never deleted); a site in the transaction, by the
+statement that takes the entries (a site may be removed), since on
+PostgreSQL no foreign key checks either (level 12).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ __all__ = ["CommitMethods"]
 _INT64 = 2**63  # sizes and counts are BIGINT columns
 
 GROUP_MAX = 256  # commits per shared transaction: bounds how long one group holds the lock
+# seconds a group's leader waits for the callers of the group before, who commit again at once in a
+# loop of commits; without it the callers split into two halves whose groups alternate, each half size
+GROUP_WAIT = 0.005
 
 
 class _Pending:
@@ -148,10 +153,11 @@ class CommitMethods(Transactions):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._group_lock = threading.Lock()
+        self._group_arrived = threading.Condition(self._group_lock)
         self._group_queue: list[_Pending] = []
         self._group_running = False
+        self._group_callers = 0  # the last group's commits and those that queued while it ran
         self._group_pid = os.getpid()
-        self._sites: dict[str, int] = {}  # name -> id, filled on use
         self._schemas: set[int] = set()  # ids known to exist
         self._statements: CommitStatements | None = None
 
@@ -208,12 +214,13 @@ class CommitMethods(Transactions):
         s = self._prepared()
 
         def work(cur: Any, v: int) -> CommitResult:
-            row = s.take_entries.execute(cur, {"name": commit.dataset, "n": n}).fetchone()
+            row = s.take_entries_at_site.execute(cur, {"name": commit.dataset, "n": n, "site": commit.site}
+                                                 ).fetchone()
             if row is None:
                 raise self._not_found(cur, "dataset", commit.dataset, datasets.c.name)
             for c in commit.containers:  # after the dataset is known: "no dataset" says more than a path
                 check_container_path(commit.dataset, c.path)
-            dataset_id, first = int(row[0]), int(row[1]) - n
+            dataset_id, first, site_id = int(row[0]), int(row[1]) - n, row[2]
             now = time.time()
             new = s.insert_database.execute(
                 cur,
@@ -236,7 +243,8 @@ class CommitMethods(Transactions):
                 db_id, at, version = s.landed.execute(cur, key).fetchone()
                 raise Unchanged(CommitResult(int(db_id), int(at), int(version), duplicate=True))
             db_id = int(new[0])
-            site_id = self._site_id(cur, commit.site)
+            if site_id is None:  # after the idempotency key: a retry of a landed commit gets its result
+                raise self._not_found(cur, "site", commit.site, sites.c.name)
             self._require_schemas(cur, wanted_schemas)
             if parents:
                 self._require_databases(cur, parents, live=False)
@@ -245,7 +253,7 @@ class CommitMethods(Transactions):
                     ({"database_id": db_id, "parent_id": p, "position": i}
                      for i, p in enumerate(parents)),
                 )  # fmt: skip
-            self._insert_containers(cur, v, now, [(db_id, held)], site_id)
+            self._insert_containers(cur, v, now, [(db_id, held)], int(site_id))
             s.insert_tag_stats.executemany(
                 cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
             )
@@ -264,26 +272,37 @@ class CommitMethods(Transactions):
         The first caller to find no group running leads: it takes every
         waiting change (its own included, up to GROUP_MAX) into one
         transaction, hands each waiter its outcome, and passes the lead to
-        the first change that queued meanwhile. Followers only wait.
+        the first change that queued meanwhile. Followers only wait. A
+        leader first waits up to GROUP_WAIT for as many callers as the last
+        group and those queued behind it: callers committing in a loop come
+        back as one group instead of two alternating halves.
         """
         me = _Pending(work)
         if self._group_pid != os.getpid():  # forked: the parent's queue and lock are not ours
             self._group_lock, self._group_queue, self._group_running = threading.Lock(), [], False
+            self._group_arrived, self._group_callers = threading.Condition(self._group_lock), 0
             self._group_pid = os.getpid()
         with self._group_lock:
             self._group_queue.append(me)
             me.lead = not self._group_running
             self._group_running = True
+            self._group_arrived.notify()
         if not me.lead:
             me.wake.wait()
         if me.lead:
+            batch: list[_Pending] = []
             try:
                 with self._group_lock:
+                    expected = min(self._group_callers, GROUP_MAX)
+                    deadline = time.monotonic() + GROUP_WAIT
+                    while len(self._group_queue) < expected and (left := deadline - time.monotonic()) > 0:
+                        self._group_arrived.wait(left)
                     batch = self._group_queue[:GROUP_MAX]
                     del self._group_queue[:GROUP_MAX]
                 self._run_group(batch)
             finally:
                 with self._group_lock:
+                    self._group_callers = len(batch) + len(self._group_queue)
                     if self._group_queue:
                         nxt = self._group_queue[0]
                         nxt.lead = True
@@ -464,21 +483,25 @@ class CommitMethods(Transactions):
     def _bulk_statement(self, cur: Any, commits: list[PreparedCommit], fresh: list[int],
                         first_of: dict[tuple[str, str], int], outcomes: list[tuple[bool, Any]]
                         ) -> list[tuple[bool, Any]]:
-        """PostgreSQL: the group's rows in one statement (``bulk.group_statement``): one round trip."""
+        """PostgreSQL: the group's rows in one statement (``bulk.group_statement``), sent with the lock
+        before it and the COMMIT after it: one round trip. The statement refuses itself (a missing
+        dataset or site), so nothing is read before the COMMIT."""
         for i in fresh:
+            if not commits[i].containers:  # no replica row would check its site: the savepoint path does
+                raise Refused("a commit without containers")
             for c in commits[i].commit.containers:
                 check_container_path(commits[i].commit.dataset, c.path)
         self._require_schemas(cur, set().union(*(commits[i].schemas for i in fresh)))
-        sites = {name: self._site_id(cur, name) for name in {commits[i].commit.site for i in fresh}}
-        sql, params = group_statement([commits[i] for i in fresh], sites, time.time())
+        sql, params = group_statement([commits[i] for i in fresh], time.time())
         if not first_of and not any(p.commit.idempotency_key for p in commits):
             # the lock first, as a statement of its own: a statement reads the snapshot of its start,
             # and the group's totals must be read after the last writer before it committed
             cur.execute(BulkStatements.lock)
         cur.execute(sql, params)
+        cur.connection.commit()  # in the pipeline: lock, statement and COMMIT travel together
         rows = cur.fetchall()
-        if len(rows) != len(fresh):
-            raise Refused("no such dataset")
+        if len(rows) != len(fresh):  # cannot be: every commit has its row, or the statement failed
+            raise CatalogError(f"catalog {self._shown}: a group of {len(fresh)} commits wrote {len(rows)}")
         for i, (db_id, first, version) in zip(fresh, rows, strict=True):
             outcomes[i] = (True, CommitResult(int(db_id), int(first), int(version)))
         for i, p in enumerate(commits):
@@ -633,12 +656,11 @@ class CommitMethods(Transactions):
         return not_found(kind, name, names)
 
     def _site_id(self, cur: Any, name: str) -> int:
-        if name not in self._sites:
-            row = self._prepared().site_id.execute(cur, {"name": name}).fetchone()
-            if row is None:
-                raise self._not_found(cur, "site", name, sites.c.name)
-            self._sites[name] = int(row[0])
-        return self._sites[name]
+        """The site's id, looked up in the transaction (never cached: a site may be removed)."""
+        row = self._prepared().site_id.execute(cur, {"name": name}).fetchone()
+        if row is None:
+            raise self._not_found(cur, "site", name, sites.c.name)
+        return int(row[0])
 
     def _require_schemas(self, cur: Any, ids: set[int]) -> None:
         unknown = ids - self._schemas

@@ -194,6 +194,7 @@ class Transactions:
         self._pid = os.getpid()
         self._writer: Engine
         self._reader: Engine
+        self._single: Engine
         if dialect == "sqlite":
             self._writer = engine.execution_options(**{WRITE: True})
             self._reader = engine
@@ -201,6 +202,9 @@ class Transactions:
             self._writer = engine
             # One snapshot for the several statements of a read.
             self._reader = engine.execution_options(isolation_level="REPEATABLE READ")
+        # a read of one statement needs no transaction around it (it sees one snapshot):
+        # on PostgreSQL that saves the BEGIN and COMMIT, two of its three round trips
+        self._single = engine.execution_options(isolation_level="AUTOCOMMIT") if dialect == "postgresql" else engine
         dbapi = engine.dialect.dbapi
         self._driver_error: type[Exception] = dbapi.Error if dbapi is not None else sqlite3.Error
         self._driver_integrity: type[Exception] = (
@@ -309,6 +313,15 @@ class Transactions:
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         return self._run(work, write=False)
+
+    def _read_statement(self, work: Callable[[Connection], T]) -> T:
+        """A read whose ``work`` runs ONE statement: on PostgreSQL outside any transaction."""
+
+        def attempt() -> T:
+            with self._single.connect() as conn:
+                return work(conn)
+
+        return self._retrying(attempt)
 
     # -- DB-API transactions (the commit path) -----------------------------------
 

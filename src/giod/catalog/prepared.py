@@ -135,6 +135,17 @@ class CommitStatements:
             .values(next_entry=datasets.c.next_entry + bindparam("n", type_=BigInteger))
             .returning(datasets.c.id, datasets.c.next_entry)
         )
+        # the single commit's: also the id of its site (NULL when there is none), with no round trip of its own
+        self.take_entries_at_site = prepared(
+            sql_update(datasets)
+            .where(datasets.c.name == bindparam("name"), visible(datasets, None))
+            .values(next_entry=datasets.c.next_entry + bindparam("n", type_=BigInteger))
+            .returning(
+                datasets.c.id,
+                datasets.c.next_entry,
+                select(sites.c.id).where(sites.c.name == bindparam("site")).scalar_subquery(),
+            )
+        )
         upsert = pg_dialect.insert if dialect.name == "postgresql" else sqlite_dialect.insert
         self.insert_database = prepared(
             upsert(d)

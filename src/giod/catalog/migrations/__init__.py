@@ -35,6 +35,7 @@ from giod.catalog.migrations import (
     v0009_dataset_totals,
     v0010_nearline_tier,
     v0011_tag_coverage,
+    v0012_commit_checks,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -53,6 +54,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     9: v0009_dataset_totals.upgrade,
     10: v0010_nearline_tier.upgrade,
     11: v0011_tag_coverage.upgrade,
+    12: v0012_commit_checks.upgrade,
 }
 
 _KEY = "schema_version"
