@@ -16,7 +16,7 @@ from typing import Any
 from catalog_samples import SITE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, planning
 from giod.catalog.migrations import v0011_tag_coverage
@@ -163,7 +163,7 @@ def test_the_migration_fills_what_the_triggers_keep(catalog: Catalog) -> None:
 
     def migrated(conn: Connection) -> set[tuple]:
         conn.execute(c.delete())  # as if the catalog had reached level 11 only now
-        conn.execute(text(v0011_tag_coverage._FILL))
+        v0011_tag_coverage.fill(conn)
         return {tuple(r) for r in conn.execute(c.select())}
 
     kept = {r for r in catalog._read(lambda conn: {tuple(x) for x in conn.execute(c.select())})

@@ -129,11 +129,16 @@ GROUP BY d.dataset_id, t.field, f.version
 """
 
 
+def fill(conn: Connection) -> None:
+    """One row per live dataset and tag field at the current version, counted from ``tag_stats``."""
+    infinity = _INFINITY["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    conn.execute(text(_FILL.format(span=_span("t.max", "t.min", infinity))))
+
+
 def upgrade(conn: Connection) -> None:
     _coverage.create(conn, checkfirst=False)
     _by_min.create(conn, checkfirst=False)
     _by_max.create(conn, checkfirst=False)
-    infinity = _INFINITY["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
-    conn.execute(text(_FILL.format(span=_span("t.max", "t.min", infinity))))
+    fill(conn)
     for statement in _POSTGRES if conn.dialect.name == "postgresql" else _SQLITE:
         conn.exec_driver_sql(statement)
