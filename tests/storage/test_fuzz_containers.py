@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import giod
+from giod.errors import GiodError
+from giod.storage.formats.arrow.served import served_ranges
 from giod_bench import crafted, fuzz
 
 CASES = int(os.environ.get("GIOD_FUZZ_CASES", "12"))
@@ -57,6 +59,28 @@ def test_mutated_containers_are_read_right_or_refused(bases: dict[bool, Path], c
     fuzz.apply(bases[compressed], case, m)
     outcome = child.run(case)
     assert not fuzz.bad(outcome), (m, compressed, outcome)
+
+
+@settings(max_examples=CASES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(m=mutations, compressed=st.booleans(),
+       columns=st.sampled_from([("hits.x",), ("tracks",), ("jets.pt", "ht"), ("nonexistent",), ("a.b.c",)]))
+@example(m=fuzz.Mutation(kind="footer", container="reco", batch=3, which=38806, at=1048156, value=3000),
+         compressed=False, columns=("tracks",))  # a footer pyarrow's verifier refuses with an OSError
+def test_the_servers_planned_read_of_a_mutated_container_is_planned_or_refused(
+        bases: dict[bool, Path], tmp_path_factory: pytest.TempPathFactory, m: fuzz.Mutation, compressed: bool,
+        columns: tuple[str, ...]) -> None:
+    """``GET …?columns=`` plans from the stored file's footer and metadata: a crafted one is a GiodError (the
+    server then answers the Range as asked), never another exception (a 500)."""
+    case = tmp_path_factory.getbasetemp() / "fuzz-served"
+    fuzz.apply(bases[compressed], case, m)
+    for path in sorted(case.rglob("*.arrow")):
+        data = path.read_bytes()
+        try:
+            ranges, _ = served_ranges(lambda a, b: data[a:b], len(data), columns, 1 << 20)
+        except GiodError:
+            continue
+        assert all(0 <= a < b <= len(data) for a, b in ranges), (m, path.name)
 
 
 parquet_mutations = st.builds(fuzz.Mutation, kind=st.sampled_from(fuzz.PARQUET_KINDS),

@@ -101,8 +101,12 @@ def describe(data: bytes | memoryview) -> tuple[tuple[int, ...], tuple[int, ...]
 
 
 def schema_of(footer: bytes | memoryview) -> pa.Schema:
-    """The schema an IPC footer holds."""
+    """The schema an IPC footer holds; IntegrityError when pyarrow cannot read it, whatever its complaint
+    (a footer whose flatbuffer fails pyarrow's verification is an OSError, not an ArrowException)."""
     # pyarrow finds the schema in a footer alone: give it the footer between the two magics
     n = len(footer).to_bytes(4, "little")
     shell = pa.py_buffer(MAGIC + b"\0\0" + bytes(footer) + n + MAGIC)
-    return ipc.open_file(pa.BufferReader(shell)).schema
+    try:
+        return ipc.open_file(pa.BufferReader(shell)).schema
+    except (pa.ArrowException, ValueError, OSError) as exc:
+        raise IntegrityError(f"unreadable Arrow footer: {exc}") from exc
