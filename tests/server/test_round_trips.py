@@ -182,3 +182,21 @@ def test_a_sparse_selection_reads_each_footer_once(recorded: Recorded) -> None:
     assert 0 < len(want) < 40  # a few events per database: the page-level reads, not whole columns
     # the footer (kept when the file is opened again), the batches' metadata, the events' buffers
     assert files and max(files.values()) <= 3
+
+
+def test_the_snapshots_the_open_brings_stay_within_the_databases_asked(recorded: Recorded) -> None:
+    """A dataset with more databases than ``snapshots=N`` allows is left to its own request; N is bounded."""
+    import urllib3
+
+    def federation(query: str) -> tuple[int, Any]:
+        r = urllib3.request("GET", f"{recorded.url}/api/v1/federation?{query}",
+                            headers={"authorization": f"Bearer {recorded.token}"})
+        return r.status, r.json() if r.status == 200 else None
+
+    status, doc = federation(f"snapshots={DATABASES}")
+    assert status == 200 and len(doc["snapshots"]["d"]["databases"]) == DATABASES
+    status, doc = federation(f"snapshots={DATABASES - 1}")
+    assert status == 200 and doc["snapshots"] == {}
+    assert "snapshots" not in federation("")[1]
+    for bad in ("snapshots=-1", "snapshots=10001", "snapshots=abc"):
+        assert federation(bad)[0] in (400, 422), bad
