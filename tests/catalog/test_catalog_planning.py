@@ -192,9 +192,13 @@ def test_statistics_as_wide_as_doubles_go_are_committed_and_planned(catalog: Cat
         [{"ht": (-huge, huge)}, {"ht": (huge, huge)}, {"ht": (-math.inf, -math.inf)}, {"ht": (1.0, 2.0)}])]
     catalog.commit_databases([_commit(name, schema_id, 9, {"ht": (-huge, 0.0)}),
                               _commit(name, schema_id, 10, {"ht": (0.0, huge)})])
+    # the smallest doubles: a quotient or product of them underflows, which PostgreSQL refuses too
+    catalog.commit_databases([_commit(name, schema_id, 11, {"ht": (5e-324, 1e-323)}),
+                              _commit(name, schema_id, 12, {"ht": (-5e-324, 5e-324)})])
     version = catalog.version()
-    assert _coverage(catalog, name, version, "ht") == 6
-    for box in ({"ht": (1.5, 1.6)}, {"ht": (-1e308, -1e308)}, {"ht": (huge, math.inf)}, {"ht": (-math.inf, -1e300)}):
+    assert _coverage(catalog, name, version, "ht") == 8
+    for box in ({"ht": (1.5, 1.6)}, {"ht": (-1e308, -1e308)}, {"ht": (huge, math.inf)}, {"ht": (-math.inf, -1e300)},
+                {"ht": (0.0, 0.0)}, {"ht": (1e-323, 1e-323)}):
         kept, covered = _plan(catalog, name, version, box)
         assert covered is not None and covered[1] == math.inf
         assert kept == sorted(db.id for db in catalog.databases(name, version) if overlaps(db.tag_stats, box))

@@ -43,9 +43,11 @@ _INFINITY = {"sqlite": "9e999", "postgresql": "CAST('Infinity' AS DOUBLE PRECISI
 
 
 def _span(high: str, low: str, infinity: str) -> str:
-    """``high - low`` (high >= low), infinite where it overflows: PostgreSQL refuses a double
-    overflowing (1e308 - -1e308), which would refuse a sound commit; halves never overflow."""
-    return (f"CASE WHEN {high} = {low} THEN 0 WHEN {high} / 2 - {low} / 2 >= 8.98e307 THEN {infinity} "
+    """``high - low`` (high >= low), infinite where it would overflow: PostgreSQL refuses a double that
+    overflows (1e308 - -1e308), and one that underflows in a product or quotient (5e-324 / 2), either of
+    which would refuse a sound commit; so the test is a sum: high - low > 1.79e308 only if low < 0 and
+    high > 1.79e308 + low, which neither overflows nor underflows (1.79e308 leaves room for rounding)."""
+    return (f"CASE WHEN {high} = {low} THEN 0 WHEN {low} < 0 AND {high} > 1.79e308 + {low} THEN {infinity} "
             f"ELSE {high} - {low} END")
 
 
