@@ -10,7 +10,6 @@ the record is the one ``queries.load_databases`` builds.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Dialect, String, bindparam, cast, func, literal_column, select
 
 from giod.catalog.prepared import Prepared
-from giod.catalog.records import ContainerRecord, DatabaseRecord
+from giod.catalog.records import ContainerRecord, DatabaseRecord, row_list, row_object
 from giod.catalog.tables import containers, database_parents, databases, datasets, replicas, tag_stats, visible
 
 __all__ = ["EntryStatements", "find", "statements"]
@@ -86,9 +85,12 @@ def statements(dialect: Dialect, pinned: bool) -> EntryStatements:
 
 def _container(row: Any) -> ContainerRecord:
     sites = tuple(sorted(int(x) for x in row[9].split(","))) if row[9] else ()
-    checksums = tuple(json.loads(row[15])) if row[15] != "[]" else ()
-    return ContainerRecord(row[0], row[1], row[2], row[3], row[4], row[5], tuple(json.loads(row[6])), row[7],
-                           row[8], sites, row[10], row[11], json.loads(row[12]), row[13], row[14], checksums)
+    what = f"container {row[0]}"
+    checksums = row_list(row[15], f"cluster checksums of {what}") if row[15] != "[]" else ()
+    entries = row_list(row[6], f"cluster entries of {what}")
+    parameters = row_object(row[12], f"parameters of {what}")
+    return ContainerRecord(row[0], row[1], row[2], row[3], row[4], row[5], entries, row[7], row[8], sites, row[10],
+                           row[11], parameters, row[13], row[14], checksums)
 
 
 def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int | None
@@ -107,6 +109,7 @@ def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int
     return True, DatabaseRecord(
         id=row[0], dataset_id=row[1], first_entry=row[2], n_events=row[3], bytes=sum(c.size for c in held),
         created=row[4], created_version=row[5], writer=row[6], program=row[7], program_version=row[8],
-        parameters=json.loads(row[9]), parents=parents, idempotency_key=row[10], containers=held,
+        parameters=row_object(row[9], f"parameters of database {row[0]}"), parents=parents,
+        idempotency_key=row[10], containers=held,
         tag_stats=stats,
     )

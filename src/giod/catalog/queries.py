@@ -8,7 +8,6 @@ three queries whatever the number of databases.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import time
 from collections.abc import Iterable, Iterator
@@ -31,7 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import update as sql_update
 
-from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord
+from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, row_list, row_object
 from giod.catalog.tables import (
     containers,
     database_parents,
@@ -283,7 +282,7 @@ def load_databases(
     out = []
     for db_id, row in heads.items():
         if row[9] not in parameters:
-            parameters[row[9]] = json.loads(row[9])
+            parameters[row[9]] = row_object(row[9], f"parameters of database {row[0]}")
         out.append(
             DatabaseRecord(
                 id=db_id,
@@ -347,11 +346,11 @@ def _load_containers(
     for row in conn.execute(query).all():
         text, site_ids, params = row[6], row[9], row[12]
         if text not in entries:
-            entries[text] = tuple(json.loads(text))
+            entries[text] = row_list(text, f"cluster entries of container {row[0]}")
         if site_ids not in holders:
             holders[site_ids] = tuple(sorted(int(x) for x in site_ids.split(",")))
         if params not in parameters:
-            parameters[params] = json.loads(params)
+            parameters[params] = row_object(params, f"parameters of container {row[0]}")
         held[row[1]].append(
             ContainerRecord(
                 row[0],
@@ -369,7 +368,7 @@ def _load_containers(
                 dict(parameters[params]),
                 row[13],
                 row[14],
-                tuple(json.loads(row[15])) if row[15] != "[]" else (),
+                row_list(row[15], f"cluster checksums of container {row[0]}") if row[15] != "[]" else (),
             )
         )
     return held

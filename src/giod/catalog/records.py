@@ -6,12 +6,13 @@ sees SQLAlchemy rows.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from giod.errors import ConfigError
+from giod.errors import CatalogError, ConfigError
 from giod.storage.formats import FORMATS
 
 
@@ -281,3 +282,25 @@ def keyed_ranges(databases: Iterable[DatabaseRecord], key: str) -> list[tuple[in
         else:
             merged.append((lo, hi))
     return merged
+
+
+def row_list(text: str, what: str) -> tuple[int, ...]:
+    """A catalog row's JSON list of integers (cluster entries, checksums); CatalogError when it is none."""
+    try:
+        got = json.loads(text)
+        if isinstance(got, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in got):
+            return tuple(got)
+    except (TypeError, ValueError):
+        pass
+    raise CatalogError(f"malformed catalog row: {what} is not a JSON list of integers: {str(text)[:80]!r}")
+
+
+def row_object(text: str, what: str) -> dict[str, Any]:
+    """A catalog row's JSON object (parameters); CatalogError when it is none."""
+    try:
+        got = json.loads(text)
+        if isinstance(got, dict):
+            return got
+    except (TypeError, ValueError):
+        pass
+    raise CatalogError(f"malformed catalog row: {what} is not a JSON object: {str(text)[:80]!r}")
