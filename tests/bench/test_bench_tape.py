@@ -21,6 +21,7 @@ def test_bench_tape_small(tmp_path: Path) -> None:
     for job in ("select", "map"):
         planned, alone = by[(job, "planned")], by[(job, "one at a time")]
         assert planned["identical"] and alone["identical"]
+        assert planned["reads"] > 0 and alone["reads"] > 0  # each run a job of its own: nothing kept spares a read
         assert planned["mounts"] == planned["cartridges"] <= 20
         assert alone["mounts"] > planned["mounts"] and alone["tape_s"] > planned["tape_s"]
         assert planned["ratio_unmounts"] == pytest.approx(1.0, abs=0.35)

@@ -13,13 +13,14 @@ from tests.tape.conftest import tape_url
 
 @pytest.fixture
 def served(fed, tmp_path):
-    # a clock that runs with real time (a 30 s mount takes 0.3 s), since nobody waits in the server's process
-    fed.add_site("vault", tape_url(tmp_path / "vault", time_scale=1e-2), distance=10)
+    # time scale 0: the library's clock stands still until the test moves it (advance), so a poll made
+    # before that sees the files staging however slow the machine is, and one made after sees them staged
+    fed.add_site("vault", tape_url(tmp_path / "vault"), distance=10)
     move_to_nearline(fed.store, "qcd", "vault")
     lib = fed.store.site("vault").library
     for p in lib.paths():
         lib.evict(p)
-    lib.unload()  # the drives empty, as long after the move: a stage mounts (0.3 s)
+    lib.unload()  # the drives empty, as long after the move: a stage mounts
     token = fed.catalog.create_token("read", note="tape rest")[1]
     with ServerThread(create_app(str(fed.root))) as url:
         yield url, token, lib, None
@@ -34,8 +35,13 @@ def test_bulk_stage_poll_release_and_archiveinfo(served):
     assert [i["locality"] for i in info] == ["TAPE"] * 6
     rid = client.stage(paths, lifetime_s=3600)
     first = client.poll(rid)
-    assert "STARTED" in {f["state"] for f in first["files"]} and first["estimatedSeconds"] > 0
+    assert {f["state"] for f in first["files"]} == {"STARTED"} and not any(f["onDisk"] for f in first["files"])
+    eta = first["estimatedSeconds"]
+    assert eta >= lib.settings.mount_s  # the drives were empty: at least a mount before the first file
+    assert client.poll(rid)["files"] == first["files"]  # the clock stands: nothing arrives by itself
+    lib.advance(lib.now() + eta)  # the test lets the library's time reach the last file's arrival
     done = client.wait(rid, interval=0.01)
+    assert done["estimatedSeconds"] == 0 and "completedAt" in done
     assert all(f["onDisk"] and f["state"] == "COMPLETED" for f in done["files"])
     assert [i["locality"] for i in client.archiveinfo(paths)] == ["DISK_AND_TAPE"] * 6
     assert all(lib.file(p.split("/", 2)[2]).pinned_until is not None for p in paths)

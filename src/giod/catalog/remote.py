@@ -69,6 +69,7 @@ class RemoteCatalog:
         self._databases: dict[tuple[str, int], list[DatabaseRecord]] = {}
         self._sites: tuple[float, list[SiteRecord]] | None = None  # (when listed, sites): briefly kept
         self._seen: tuple[float, int] | None = None  # (when, version) last reported by the server
+        self.nearline_sites: frozenset[str] | None = None  # the server's sites on tape (None: not told)
 
     @classmethod
     def open(cls, url: str, *, token: str | None = None, verify: bool | str = True) -> RemoteCatalog:
@@ -88,6 +89,8 @@ class RemoteCatalog:
             snapshots = doc.get("snapshots")
             for name, snap in (snapshots.items() if isinstance(snapshots, dict) else ()):
                 cat._keep_snapshot(str(name), v, snap)
+        if isinstance(doc, dict) and isinstance(doc.get("nearline"), list):
+            cat.nearline_sites = frozenset(str(n) for n in doc["nearline"])
         bounds = doc.get("limits") if isinstance(doc, dict) else None
         if isinstance(bounds, dict):
             cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})

@@ -19,7 +19,7 @@ from giod import config
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import GiodError
 from giod.read import tagindex
-from giod.tier.staging import StagePlan, has_nearline, stage_containers
+from giod.tier.staging import StagePlan, may_stage, stage_containers
 
 __all__ = ["copy_reads", "staged"]
 
@@ -44,7 +44,7 @@ def staged(src: Any, containers: Sequence[ContainerRecord]) -> Iterator[StagePla
     """While a copy reads ``containers`` from federation ``src``: one stage request per nearline site
     for those read from tape (None when there are none, or ``tape_bulk_staging`` is off), released after."""
     store = src.store
-    if not containers or not has_nearline(store) or not config.load(store.root)["tape_bulk_staging"]:
+    if not containers or not may_stage(store) or not config.load(store.root)["tape_bulk_staging"]:
         yield None
         return
     plan = stage_containers(store, containers)

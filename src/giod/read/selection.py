@@ -46,7 +46,7 @@ from giod.read.projection import (
     stored_containers,
 )
 from giod.schema import TAG_CONTAINER, Schema
-from giod.tier.staging import StagePlan, has_nearline, stage_databases
+from giod.tier.staging import StagePlan, may_stage, stage_databases
 
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
@@ -229,11 +229,11 @@ class Selection:
     def _stage(self, names: set[str] | None) -> None:
         """Stage on the way (``tape_bulk_staging``): what the job reads, in one request, before it reads."""
         store = self.dataset.store
-        if self.staging is None and has_nearline(store) and config.load(store.root)["tape_bulk_staging"]:
+        if self.staging is None and may_stage(store) and config.load(store.root)["tape_bulk_staging"]:
             self.staging = stage_databases(store, self.databases(), names)
 
     def _stage_for(self, columns: Sequence[str] | None) -> None:
-        if self.staging is None and has_nearline(self.dataset.store):
+        if self.staging is None and may_stage(self.dataset.store):
             self._stage(self._containers_for(columns))
 
     def _containers_for(self, columns: Sequence[str] | None) -> set[str] | None:

@@ -9,6 +9,7 @@ from giod.tier.staging import (
     StagePlan,
     StageProgress,
     has_nearline,
+    may_stage,
     nearline_holder,
     stage_containers,
     stage_databases,
@@ -16,4 +17,5 @@ from giod.tier.staging import (
 from giod.tier.status import TierCount, tier_counts, tier_summary
 
 __all__ = ["StagePlan", "StageProgress", "TierCount", "TierReport", "apply_tier_rules", "has_nearline", "is_nearline",
-           "move_to_nearline", "nearline_holder", "stage_containers", "stage_databases", "tier_counts", "tier_summary"]
+           "may_stage", "move_to_nearline", "nearline_holder", "stage_containers", "stage_databases", "tier_counts",
+           "tier_summary"]

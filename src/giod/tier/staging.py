@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from giod.catalog.records import ContainerRecord, DatabaseRecord
+from giod.storage.kind import Site
 from giod.storage.tape.site import NearlineSite
 from giod.store.snapshot import Store
+from giod.tier.remote import RemoteRequest, has_remote_sites, stage_remote
 
-__all__ = ["StagePlan", "StageProgress", "has_nearline", "nearline_holder", "stage_containers", "stage_databases"]
+__all__ = ["StagePlan", "StageProgress", "has_nearline", "may_stage", "nearline_holder", "stage_containers",
+           "stage_databases"]
 
 T = TypeVar("T")
 
@@ -46,10 +49,12 @@ class StagePlan:
     ready: dict[str, float] = field(default_factory=dict)  # container path -> simulated arrival (0: on disk)
     sites: dict[str, NearlineSite] = field(default_factory=dict)
     paths: dict[str, list[str]] = field(default_factory=dict)  # site -> its paths in this plan
+    remote: list[RemoteRequest] = field(default_factory=list)  # requests at servers, on disk when made
+    prepared: list[tuple[Site, list[str], str]] = field(default_factory=list)  # root:// site, paths, request id
 
     @property
     def empty(self) -> bool:
-        return not self.requests
+        return not self.requests and not self.remote and not self.prepared
 
     def arrival(self, db: DatabaseRecord, names: Iterable[str] | None = None) -> float:
         """When every (named) container of ``db`` is on disk; 0 for one that needs no staging."""
@@ -72,16 +77,48 @@ class StagePlan:
             total += len(state.files)
             on_disk += sum(f.on_disk for f in state.files)
             eta = max(eta, state.eta_s)
+        for r in self.remote:
+            d, _settled, t, e = r.poll()
+            on_disk, total, eta = on_disk + d, total + t, max(eta, e)
+        if self.prepared:
+            from giod.storage.tape import xrootd
+
+            for site, paths, _rid in self.prepared:
+                total += len(paths)
+                on_disk += len(paths) - len(xrootd.offline(site, paths))  # type: ignore[arg-type]
         return StageProgress(on_disk, total, eta)
 
     def release(self) -> int:
         """End the pins of this plan's requests (the copies stay until evicted); the number of pins ended."""
-        return sum(self.sites[name].library.release(rid) for name, rid in self.requests.items())
+        ended = (sum(self.sites[name].library.release(rid) for name, rid in self.requests.items())
+                 + sum(r.release() for r in self.remote))
+        if self.prepared:
+            from giod.storage.tape import xrootd
+
+            for site, paths, _rid in self.prepared:
+                xrootd.evict(site, paths)  # type: ignore[arg-type]
+                ended += len(paths)
+        return ended
 
 
 def has_nearline(store: Store) -> bool:
     """Whether the federation has a nearline site at all (a job without one plans nothing)."""
     return any(s.url.startswith("tape://") for s in store.sites())
+
+
+def may_stage(store: Store) -> bool:
+    """Whether a job may have files to stage: a nearline site, a giod server's site (whose server
+    may hold files on tape: :mod:`giod.tier.remote` asks it), or a ``root://…?nearline=1`` site."""
+    return has_nearline(store) or has_remote_sites(store) or any(_prepares(s.url) for s in store.sites())
+
+
+def _prepares(url: str) -> bool:
+    """Whether a site is a ``root://`` site marked nearline (staged with XRootD ``prepare``)."""
+    if not url.startswith(("root://", "roots://", "xroot://", "xroots://")):
+        return False
+    from giod.storage.tape.xrootd import is_nearline
+
+    return is_nearline(url)
 
 
 def nearline_holder(store: Store, container: ContainerRecord) -> NearlineSite | None:
@@ -112,14 +149,16 @@ def stage_containers(store: Store, containers: Iterable[ContainerRecord], *, pin
     :func:`stage_databases`, for a job that picks its files itself: a copy, a later pass)."""
     plan = StagePlan()
     by_id = {s.id: s for s in store.sites()}
-    if not any(s.url.startswith("tape://") for s in by_id.values()):
+    if not may_stage(store):
         return plan  # no nearline site: nothing to plan (and no site opened)
+    elsewhere: list[ContainerRecord] = []  # read from another site: a server's, perhaps on tape there
     for c in containers:
         held = [by_id[i] for i in c.site_ids if i in by_id]
         if not held:
             continue
         nearest = store.reads.order(held)[0]
         if not nearest.url.startswith("tape://"):
+            elsewhere.append(c)
             continue
         site = store.site(nearest.name)
         if isinstance(site, NearlineSite):
@@ -130,4 +169,18 @@ def stage_containers(store: Store, containers: Iterable[ContainerRecord], *, pin
         plan.requests[name] = state.id
         for f in state.files:
             plan.ready[f.path] = 0.0 if f.on_disk else f.ready
+    prepare: dict[str, list[str]] = {}  # root://…?nearline=1 site -> its paths
+    for c in elsewhere:
+        nearest = store.reads.order([by_id[i] for i in c.site_ids if i in by_id])[0]
+        if _prepares(nearest.url):
+            prepare.setdefault(nearest.name, []).append(c.path)
+    for name, paths in prepare.items():
+        from giod.storage.tape import xrootd
+
+        site = store.site(name)
+        rid = xrootd.stage(site, paths)  # type: ignore[arg-type]
+        xrootd.wait(site, paths)  # type: ignore[arg-type]
+        plan.prepared.append((site, paths, rid))
+    if elsewhere and has_remote_sites(store):  # waited for here: the server must not stage on a read
+        plan.remote = stage_remote(store, elsewhere, pin_s=pin_s)
     return plan

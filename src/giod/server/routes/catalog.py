@@ -121,7 +121,9 @@ def federation(request: Request, snapshots: int = Query(
     v = cat.version()
     names = [d.name for d in cat.datasets(v) if caller.sees(d.name)]
     doc = {"version": v, "datasets": names, "sites": [_site(s, caller) for s in cat.sites()],
-           "limits": vars(state(request).limits)}
+           "limits": vars(state(request).limits),
+           # which sites are on tape, which a client cannot tell from /files/<site>: it stages before it reads
+           "nearline": [s.name for s in cat.sites() if s.url.startswith("tape://")]}
     if snapshots:
         doc["snapshots"] = _snapshots(request, names, v, snapshots)
     return doc

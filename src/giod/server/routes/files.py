@@ -37,6 +37,7 @@ from giod.server.state import ServerState, need, state
 from giod.storage.checksum import Checksum
 from giod.storage.formats.arrow.served import served_ranges
 from giod.storage.site import LocalSite, check_relpath
+from giod.storage.tape.site import NearlineSite
 
 router = APIRouter(tags=["files"])
 
@@ -79,28 +80,32 @@ def _authorised(request: Request, scope: str, site: str, path: str) -> tuple[Cal
     for a dataset the caller may not see)."""
     st = state(request)
     who = need(request, scope, owner(st, path))
-    root, full = _confined(st, site, path)
+    root, full = _confined(st, site, path, scope)
     real = full.relative_to(root).as_posix()
     if real != path:
         if not who.sees(owner(st, real)):  # where the link leads is not told
             raise NotFound(f"file {path} not found on site {site}")
         need(request, scope, owner(st, real))
+    if scope == "read" and isinstance(s := st.federation.site(site), NearlineSite):
+        s.on_disk(real)  # a file only on tape is staged alone first, and the request waits for it
     return who, full
 
 
-def _root(st: ServerState, site: str) -> Path:
+def _root(st: ServerState, site: str, scope: str = "write") -> Path:
     s = st.federation.site(site)
+    if scope == "read" and isinstance(s, NearlineSite):
+        return s.library.buffer.resolve()  # where its files are read once staged; written only through it
     if not isinstance(s, LocalSite):
         raise NotFound(f"site {site} is not served by this server (it is not a local directory)")
     return s.root.resolve()
 
 
-def _confined(st: ServerState, site: str, path: str) -> tuple[Path, Path]:
+def _confined(st: ServerState, site: str, path: str, scope: str = "write") -> tuple[Path, Path]:
     try:
         check_relpath(path)
     except StorageError as exc:  # what the client asked for is malformed: 400, not a server fault (503)
         raise DataError(str(exc)) from exc
-    root = _root(st, site)
+    root = _root(st, site, scope)
     full = (root / path).resolve()
     if not full.is_relative_to(root):
         raise NotFound(f"file {path} not found on site {site}")  # a link out of the root: never followed

@@ -120,8 +120,11 @@ def _sites_of(request: Request, rid: str) -> list[Any]:
 def discovery(request: Request) -> dict[str, Any]:
     need(request, "read")
     base = str(request.base_url).rstrip("/")
+    # the nearline sites by name: a client reads every site as /files/<site> and cannot tell them otherwise
+    nearline = [s.name for s in state(request).federation.store.sites() if s.url.startswith("tape://")]
     return {"sitename": "giod", "description": "giod nearline sites (simulated tape libraries)",
-            "endpoints": [{"uri": f"{base}/api/v1/tape", "version": "v1", "metadata": {}}]}
+            "endpoints": [{"uri": f"{base}/api/v1/tape", "version": "v1",
+                           "metadata": {"giod": {"nearline": nearline}}}]}
 
 
 @router.post("/stage", status_code=201, summary="A bulk stage request; 201 with its id")

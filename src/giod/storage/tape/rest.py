@@ -24,10 +24,15 @@ __all__ = ["TapeRestClient"]
 class TapeRestClient:
     """The Tape REST endpoint at ``endpoint`` (``http://host:port/api/v1/tape``), with a bearer ``token``."""
 
-    def __init__(self, endpoint: str, token: str | None = None, *, timeout: float = 60.0):
+    def __init__(self, endpoint: str, token: str | None = None, *, timeout: float = 60.0, verify: bool | str = True):
         self.endpoint = endpoint.rstrip("/")
         self.token = token
-        self._http = urllib3.PoolManager(timeout=urllib3.Timeout(total=timeout), retries=False)
+        kw: dict[str, Any] = {}
+        if verify is False:
+            kw["cert_reqs"] = "CERT_NONE"
+        elif isinstance(verify, str):
+            kw["ca_certs"] = verify
+        self._http = urllib3.PoolManager(timeout=urllib3.Timeout(total=timeout), retries=False, **kw)
 
     @classmethod
     def discover(cls, server: str, token: str | None = None) -> TapeRestClient:
@@ -38,6 +43,10 @@ class TapeRestClient:
             if e.get("version") == "v1" and isinstance(e.get("uri"), str):
                 return cls(e["uri"], token)
         raise StorageError(f"{server} announces no v1 Tape REST endpoint")
+
+    def get(self, url: str) -> Any:
+        """The JSON answer of ``GET url`` (the discovery document, for one)."""
+        return self._call("GET", url)
 
     def _call(self, method: str, url: str, body: Any = None) -> Any:
         headers = {"accept": "application/json"}

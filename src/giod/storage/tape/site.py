@@ -84,6 +84,16 @@ class NearlineSite(Site):
             except FileNotFoundError:
                 raise NotFound(f"file {path} was evicted again before it could be opened on site {self.name}") from exc
 
+    def on_disk(self, path: str) -> None:
+        """Return once the staged copy of ``path`` is in the buffer (staged alone first when only on tape,
+        however long that takes: what a server does for a read that asked for nothing ahead)."""
+        path = check_relpath(path)
+        try:
+            self.library.wait([path], progress=self.progress)
+        except NotFound as exc:
+            raise NotFound(f"file {path} is missing on site {self.name}") from exc
+        self.library.touch(path)
+
     def size(self, path: str) -> int:
         try:
             return self.library.file(check_relpath(path)).size

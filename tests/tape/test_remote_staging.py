@@ -1,0 +1,129 @@
+"""A remote client reading a dataset that is on its server's tape: one bulk request through the Tape REST API,
+polled until every file is on disk, then the read; and the seed system's way, one file at a time, timing out.
+
+The server is ``giod serve`` in a child process over a federation whose dataset sits on a simulated tape
+library running on a real clock (scaled), with the drives empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import awkward as ak
+import pytest
+
+import giod
+from giod.errors import StorageError
+from giod.server.app import ServerThread, create_app
+from giod.storage import http
+from giod.testing import synthetic
+from giod.tier import move_to_nearline
+from giod.tier.remote import nearline_names
+from tests.replication.conftest import ServeProcess
+from tests.tape.conftest import PER_DATABASE, expected_events, tape_url
+
+COLUMNS = ["jets", "ht"]
+SELECTION = "njets >= 2"
+TIMEOUT_S = 2.0  # the client's read timeout in the timeout test
+
+
+def _serve(fed: giod.Federation, tmp_path: Path, scale: float) -> Iterator[tuple[str, str, object, list]]:
+    whole = ak.to_list(fed["qcd"].select(SELECTION).read(COLUMNS))  # the same read on disk
+    # 4 drives for the 4 cartridges of the write pool: a bulk request mounts them all at once
+    fed.add_site("vault", tape_url(tmp_path / "vault", time_scale=scale, drives=4), distance=10)
+    move_to_nearline(fed.store, "qcd", "vault")
+    lib = fed.store.site("vault").library
+    for p in lib.paths():
+        lib.evict(p)
+    lib.unload()  # as long after the move: every read needs a mount
+    token = fed.catalog.create_token("read", note="remote staging")[1]
+    fed.close()
+    server = ServeProcess(tmp_path / "home")
+    try:
+        yield server.start(), token, lib, whole
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def vault(fed, tmp_path):
+    # a 30 s mount takes 30 ms: the client polls while the drives work
+    yield from _serve(fed, tmp_path, 1e-3)
+
+
+@pytest.fixture
+def slow_vault(fed, tmp_path):
+    # a 30 s mount and a 3 s locate take 6.6 s, longer than the client's three tries of 2 s
+    yield from _serve(fed, tmp_path, 0.2)
+
+
+def test_a_remote_read_stages_its_tape_files_in_one_request_then_reads(vault):
+    url, token, lib, whole = vault
+    client = giod.open(url, token=token)
+    try:
+        # told by the opening (no request of its own), and by the Tape REST discovery alike
+        assert client.store.catalog.nearline_sites == {"archive", "vault"}
+        assert nearline_names(client.store.site("vault")) == {"archive", "vault"}
+        before = lib.counters()  # type: ignore[attr-defined]
+        sel = client["qcd"].select(SELECTION)
+        got = sel.read(COLUMNS)
+        assert ak.to_list(got) == whole
+        assert sel.staging is not None and len(sel.staging.remote) == 1  # one request at the server
+        progress = sel.staging.progress()
+        assert progress.on_disk == progress.total == sel.staging.remote[0].files > 0
+        c = lib.counters()  # type: ignore[attr-defined]
+        assert c["mounts"] - before["mounts"] == 4  # 4 cartridges, each mounted once
+        assert c["staged_files"] - before["staged_files"] == progress.total  # none staged again, on demand
+        assert sel.staging.release() == progress.total
+    finally:
+        client.close()
+    assert lib.requests() == []  # type: ignore[attr-defined]
+
+
+def test_a_server_without_tape_stages_nothing(tmp_path):
+    home = giod.open(tmp_path / "disk", create=True)
+    ds = home.create_dataset("qcd", synthetic.schema())
+    with ds.writer(database_events=PER_DATABASE) as w:
+        w.append(expected_events())
+    token = home.catalog.create_token("read")[1]
+    whole = ak.to_list(home["qcd"].select(SELECTION).read(COLUMNS))
+    home.close()
+    with ServerThread(create_app(str(tmp_path / "disk"))) as url:
+        client = giod.open(url, token=token)
+        try:
+            sel = client["qcd"].select(SELECTION)
+            assert ak.to_list(sel.read(COLUMNS)) == whole
+            assert sel.staging is not None and sel.staging.empty
+            assert client.store.catalog.nearline_sites == frozenset()
+            assert nearline_names(client.store.site("local")) == frozenset()
+        finally:
+            client.close()
+
+
+def _timeouts(caplog: pytest.LogCaptureFixture) -> int:
+    """The client's requests that the server did not answer within the read timeout (each try counts)."""
+    return sum("Read timed out" in r.getMessage() for r in caplog.records)
+
+
+def test_one_file_at_a_time_times_out_where_the_bulk_request_does_not(slow_vault, monkeypatch, caplog):
+    url, token, lib, whole = slow_vault
+    # the same client both ways, with a read timeout far shorter than a mount (its default is 60 s)
+    monkeypatch.setitem(http._ENDPOINTS, url, http.Endpoint(url, token, timeout=TIMEOUT_S))
+    client = giod.open(url, token=token)
+    try:
+        # the seed system's way: a read of a file on tape, which the server stages alone while the
+        # request waits, longer than the client's timeout (the RPC timeout of GIOD on HPSS); the client
+        # tries again, and a late try may find the file staged meanwhile, or time out as well
+        first = lib.paths()[0]  # type: ignore[attr-defined]
+        with contextlib.suppress(StorageError):
+            client.store.site("vault").open(first).read()
+        assert _timeouts(caplog) >= 1  # the first try at least: a mount is 6 s, the timeout 2 s
+        caplog.clear()
+        sel = client["qcd"].select(SELECTION)
+        assert ak.to_list(sel.read(COLUMNS)) == whole  # the bulk request: polled, then read
+        assert sel.staging is not None and len(sel.staging.remote) == 1
+        assert _timeouts(caplog) == 0
+    finally:
+        client.close()
