@@ -1,4 +1,5 @@
-"""Liveness: ``HEAD /healthz`` answers without a catalog statement, so that a probe costs the server nothing."""
+"""What the server does per request: a liveness probe runs no catalog statement, a file request walks no
+catalog route."""
 
 from __future__ import annotations
 
@@ -50,3 +51,27 @@ def test_a_liveness_probe_runs_no_catalog_statement(tmp_path: Path) -> None:
     finally:
         event.remove(engine, "before_cursor_execute", count)
         event.remove(engine, "checkout", checkout)
+
+
+def test_a_file_request_is_matched_before_the_catalog_routes(tmp_path: Path) -> None:
+    """Range requests are most of a server's requests: matching one does not walk the catalog's routes."""
+    from starlette.routing import Match
+
+    giod.open(tmp_path / "fed", create=True).close()
+    app = create_app(str(tmp_path / "fed"))
+    scope = {"type": "http", "path": "/files/local/d/db/raw.arrow", "method": "GET", "root_path": "",
+             "headers": [], "query_string": b""}
+    tried = []
+    for route in app.router.routes:
+        tried.append(route)
+        if route.matches(scope)[0] is Match.FULL:
+            break
+    assert tried[-1].matches(scope)[0] is Match.FULL
+    assert not any(c.startswith("/api/") for r in tried for c in _paths(r))
+
+
+def _paths(route: object) -> list[str]:
+    inner = getattr(route, "original_router", None)  # a router included whole (else its routes are flattened)
+    if inner is not None:
+        return [getattr(r, "path", "") for r in inner.routes]
+    return [getattr(route, "path", "")]

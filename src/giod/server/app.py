@@ -230,8 +230,10 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
         return st.metrics.render() + tape_routes.metrics_text(fed)
 
     app.add_middleware(RequestBounds)
-    app.include_router(catalog_routes.router)
+    # the file routes first: a range request, the most frequent by far, is matched against them before the
+    # catalog's many routes (which took 180 µs to refuse a /files path, several times the route's own work)
     app.include_router(file_routes.router)
+    app.include_router(catalog_routes.router)
     app.include_router(query_routes.router)
     app.include_router(display_routes.router)
     app.include_router(feed_routes.router)
