@@ -75,3 +75,30 @@ def _paths(route: object) -> list[str]:
     if inner is not None:
         return [getattr(r, "path", "") for r in inner.routes]
     return [getattr(route, "path", "")]
+
+
+def test_a_connection_that_sends_no_request_is_closed_like_an_idle_one(tmp_path: Path) -> None:
+    """Clients open connections ahead; one never used is closed after the keep-alive time, not held for good."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from giod.server.streams import connection_protocol
+
+    giod.open(tmp_path / "fed", create=True).close()
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(16)
+    server = uvicorn.Server(uvicorn.Config(create_app(str(tmp_path / "fed")), log_level="warning",
+                                           timeout_keep_alive=1, http=connection_protocol()))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(listening.getsockname()) as idle:
+            idle.settimeout(60)  # far beyond the keep-alive time: only a server that never closes reaches it
+            assert idle.recv(1) == b""  # closed by the server, before any request
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listening.close()
