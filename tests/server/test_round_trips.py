@@ -3,8 +3,7 @@
 Far away every request the client waits for costs a round trip, so their
 number is pinned here: the open brings the datasets' snapshots, and a read of
 one collection then costs the file requests alone, the same for every file.
-The requests that only open connections ahead (``HEAD /healthz``) wait for
-nothing and are left out.
+The connections opened ahead carry no request at all.
 """
 
 from __future__ import annotations
@@ -32,11 +31,13 @@ class Recorded:
     local: giod.Federation
     token: str
     seen: list[tuple[str, str, str]] = field(default_factory=list)  # method, path, query
+    ports: list[int] = field(default_factory=list)  # the client's port of each request seen
 
     def asked(self) -> list[tuple[str, str, str]]:
-        """What the server was asked since the last call, warming requests left out."""
-        got = [r for r in self.seen if r[1] != "/healthz"]
+        """What the server was asked since the last call."""
+        got = list(self.seen)
         self.seen.clear()
+        self.ports.clear()
         return got
 
 
@@ -49,14 +50,16 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
         w.append(synthetic.events(400 * DATABASES, seed=3))
     app = create_app(str(path))
     seen: list[tuple[str, str, str]] = []
+    ports: list[int] = []
 
     @app.middleware("http")
     async def record(request: Request, call_next: Any) -> Any:
         seen.append((request.method, request.url.path, request.url.query))
+        ports.append(request.client.port if request.client else 0)
         return await call_next(request)
 
     with ServerThread(app) as url:
-        yield Recorded(url, local, local.catalog.create_token("read")[1], seen)
+        yield Recorded(url, local, local.catalog.create_token("read")[1], seen, ports)
     local.close()
 
 
@@ -82,6 +85,24 @@ def test_open_brings_the_snapshot_and_a_whole_container_costs_one_request_per_fi
     files = _files(asked, "/raw.tracker.arrow")
     assert len(files) == DATABASES and set(files.values()) == {1}
     assert len(asked) == 1 + DATABASES  # nothing else: no HEAD for a size, no second look at a file
+
+
+def test_the_open_is_one_request_and_the_connections_opened_ahead_carry_the_reads(recorded: Recorded) -> None:
+    recorded.asked()
+    fed = giod.open(recorded.url, token=recorded.token)
+    try:
+        endpoint = fed.catalog.endpoint  # type: ignore[attr-defined]
+        for t in endpoint.warming:
+            t.join()
+        assert recorded.asked() == [("GET", "/api/v1/federation", "snapshots=2000")]  # no warming request
+        pool = endpoint._http.connection_from_url(recorded.url)
+        ahead = {c.sock.getsockname()[1] for c in list(pool.pool.queue) if c is not None and c.sock is not None}
+        assert len(ahead) >= endpoint.streams  # opened, idle, waiting in the pool
+        fed.dataset("d").read(["hits"])
+        used = set(recorded.ports)
+    finally:
+        fed.close()
+    assert used and used <= ahead  # every read went on a connection opened before it was needed
 
 
 def test_a_partial_container_costs_one_request_per_file_planned_by_the_server(recorded: Recorded) -> None:

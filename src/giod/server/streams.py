@@ -101,6 +101,11 @@ def connection_protocol() -> type[asyncio.Protocol]:
             super().connection_made(transport)
             if self.client is not None:
                 _connections[(str(self.client[0]), int(self.client[1]))] = transport
+            # a connection that never sends a request is closed like one idle after its answer (uvicorn
+            # starts that clock only after an answer): clients open their connections ahead, and those a
+            # read did not need would otherwise be held, and counted against the server's limit, for good
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                self.timeout_keep_alive_handler)
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self.client is not None:

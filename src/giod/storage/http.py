@@ -100,6 +100,7 @@ class Endpoint:
         self.limits = Limits()
         self.requests = 0
         self.received = 0
+        self.warming: list[threading.Thread] = []  # the threads of warm(), for whoever must wait for them
         self._lock = threading.Lock()
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -162,15 +163,31 @@ class Endpoint:
         return exc
 
     def warm(self) -> None:
-        """Open the data connections in the background (a far server costs a round trip per connection)."""
-        def one() -> None:
-            try:
-                self.request("HEAD", "/healthz", ok=(200,), idempotent=False, what="warming up")
-            except GiodError:
-                pass  # only a head start: the reads open their connections themselves
+        """Open the data connections in the background, while the first request goes its own way.
 
-        for _ in range(self.streams):
-            threading.Thread(target=one, daemon=True, name="giod-warm").start()
+        Far away a fresh connection costs a round trip (two with TLS); opening it
+        ahead takes that off the first reads. No request is sent on it: the server
+        does no work for a connection until it is used.
+        """
+        import urllib3
+
+        pool = self._http.connection_from_url(self.base)
+        # taken out of the pool together, so that each thread opens a connection of its own (one put back
+        # early would be taken again by the next thread: a few connections, opened in turn)
+        taken = [pool._get_conn() for _ in range(self.streams)]
+
+        def one(conn: Any) -> None:
+            try:
+                if not conn.is_connected:
+                    conn.connect()
+            except (OSError, urllib3.exceptions.HTTPError):
+                conn.close()  # only a head start: the reads open their connections themselves
+            finally:
+                pool._put_conn(conn)
+
+        self.warming = [threading.Thread(target=one, args=(c,), daemon=True, name="giod-warm") for c in taken]
+        for t in self.warming:
+            t.start()
 
     def json(self, method: str, path: str, payload: Any = None, **kw: Any) -> Any:
         body = None if payload is None else json.dumps(payload).encode()

@@ -31,7 +31,7 @@ from fastapi.responses import StreamingResponse
 from giod.errors import ConflictError, DataError, GiodError, IntegrityError, NotFound, StorageError, TooLarge
 from giod.names import dataset_of_path
 from giod.server.auth import Caller
-from giod.server.byteranges import RangeRefused, file_chunks, multipart, parse_range
+from giod.server.byteranges import CHUNK, RangeRefused, file_chunks, multipart, parse_range
 from giod.server.routes import pull
 from giod.server.state import ServerState, need, state
 from giod.storage.checksum import Checksum
@@ -86,18 +86,32 @@ def _authorised(request: Request, scope: str, site: str, path: str) -> tuple[Cal
         if not who.sees(owner(st, real)):  # where the link leads is not told
             raise NotFound(f"file {path} not found on site {site}")
         need(request, scope, owner(st, real))
-    if scope == "read" and isinstance(s := st.federation.site(site), NearlineSite):
-        s.on_disk(real)  # a file only on tape is staged alone first, and the request waits for it
+    if scope == "read" and (tape := st.extra["site_roots"][(site, True)][2]) is not None:
+        tape.on_disk(real)  # a file only on tape is staged alone first, and the request waits for it
     return who, full
 
 
+ROOTS_SECONDS = 2.0  # a site's resolved root is kept this long (a file request asked for it every time)
+
+
 def _root(st: ServerState, site: str, scope: str = "write") -> Path:
-    s = st.federation.site(site)
-    if scope == "read" and isinstance(s, NearlineSite):
-        return s.library.buffer.resolve()  # where its files are read once staged; written only through it
-    if not isinstance(s, LocalSite):
-        raise NotFound(f"site {site} is not served by this server (it is not a local directory)")
-    return s.root.resolve()
+    """The resolved root a ``scope`` request reads or writes below; a tape site is read from its buffer
+    (its site kept beside the root for staging)."""
+    now = time.monotonic()
+    roots = st.extra.setdefault("site_roots", {})
+    key = (site, scope == "read")
+    held = roots.get(key)
+    if held is None or now - held[0] > ROOTS_SECONDS:
+        s = st.federation.site(site)
+        if scope == "read" and isinstance(s, NearlineSite):
+            # where its files are read once staged; written only through it
+            held = roots[key] = (now, s.library.buffer.resolve(), s)
+        elif not isinstance(s, LocalSite):
+            raise NotFound(f"site {site} is not served by this server (it is not a local directory)")
+        else:
+            held = roots[key] = (now, s.root.resolve(), None)
+    root: Path = held[1]
+    return root
 
 
 def _confined(st: ServerState, site: str, path: str, scope: str = "write") -> tuple[Path, Path]:
@@ -106,10 +120,25 @@ def _confined(st: ServerState, site: str, path: str, scope: str = "write") -> tu
     except StorageError as exc:  # what the client asked for is malformed: 400, not a server fault (503)
         raise DataError(str(exc)) from exc
     root = _root(st, site, scope)
-    full = (root / path).resolve()
+    full = _resolved(root, path)
     if not full.is_relative_to(root):
         raise NotFound(f"file {path} not found on site {site}")  # a link out of the root: never followed
     return root, full
+
+
+def _resolved(root: Path, path: str) -> Path:
+    """``(root / path).resolve()`` for a resolved ``root``: the components below the root are looked at one
+    by one (the root's own are not looked at again, as a full resolve would, on every request), and any
+    link among them is resolved the full way."""
+    at = str(root)
+    for part in path.split("/"):
+        at = os.path.join(at, part)
+        try:
+            if stat_.S_ISLNK(os.lstat(at).st_mode):
+                return (root / path).resolve()
+        except OSError:
+            break  # nothing there (or not a directory): as resolve() does, the rest is taken as written
+    return Path(os.path.normpath(os.path.join(str(root), path)))
 
 
 def _limit_headers(st: ServerState) -> dict[str, str]:
@@ -199,14 +228,12 @@ def get_file(request: Request, site: str, path: str) -> Response:
         if header is not None and if_range is not None and if_range.strip() != etag:
             header = None  # the client's part is of another file (or a date, never matched): send it whole
         if header is None:
-            headers["content-length"] = str(size)
-            return StreamingResponse(_stream(st, fd, file_chunks(fd, 0, size)), headers=headers,
-                                     media_type=content_type(path))
+            ranges: list[tuple[int, int]] = []  # the whole file
         planned = _planned(request, fd, size, path, st.limits.max_request_bytes) if header is not None else None
         if planned is not None:  # the plan's ranges, whatever the Range asked (the tail, for a plain server)
             ranges, whole = planned
             headers["x-giod-plan"] = "whole" if whole else "metadata"
-        else:
+        elif header is not None:
             ranges = parse_range(header, size, max_ranges=st.limits.max_ranges,
                                  max_bytes=st.limits.max_request_bytes)
     except RangeRefused as exc:
@@ -216,15 +243,34 @@ def get_file(request: Request, site: str, path: str) -> Response:
     except BaseException:
         os.close(fd)
         raise
+    if not ranges:
+        headers["content-length"] = str(size)
+        return _answer(st, fd, file_chunks(fd, 0, size), size, 200, headers, content_type(path))
     if len(ranges) == 1:
         a, b = ranges[0]
         headers |= {"content-range": f"bytes {a}-{b - 1}/{size}", "content-length": str(b - a)}
-        return StreamingResponse(_stream(st, fd, file_chunks(fd, a, b)), status_code=206, headers=headers,
-                                 media_type=content_type(path))
+        return _answer(st, fd, file_chunks(fd, a, b), b - a, 206, headers, content_type(path))
     boundary, length, body = multipart(fd, ranges, size, content_type(path))
     headers["content-length"] = str(length)
-    return StreamingResponse(_stream(st, fd, body), status_code=206, headers=headers,
-                             media_type=f"multipart/byteranges; boundary={boundary}")
+    return _answer(st, fd, body, length, 206, headers, f"multipart/byteranges; boundary={boundary}")
+
+
+def _answer(st: ServerState, fd: int, chunks: Iterator[bytes], length: int, status: int, headers: dict[str, str],
+            media_type: str) -> Response:
+    """The answer of ``length`` bytes from ``chunks`` of the open file ``fd`` (closed once they are read).
+
+    An answer of one chunk at most is read here, in the route's worker thread, and sent whole: a stream
+    would hand each of its chunks, and its end, to a worker thread of its own (three thread hops, not one,
+    for the footers, metadata and small ranges a far reader asks for).
+    """
+    if length <= CHUNK:
+        try:
+            data = b"".join(chunks)
+        finally:
+            os.close(fd)
+        st.metrics.add("bytes_sent", len(data))
+        return Response(data, status_code=status, headers=headers, media_type=media_type)
+    return StreamingResponse(_stream(st, fd, chunks), status_code=status, headers=headers, media_type=media_type)
 
 
 def _planned(request: Request, fd: int, size: int, path: str, max_bytes: int
