@@ -83,8 +83,9 @@ def test_copies_go_on_while_a_registration_is_written(home, tmp_path: Path, monk
     r = replicate(home.catalog, home.site, "qcd", "backup", streams=1, progress=Bytes())
     assert r.ok and r.copied == len(paths)
     assert waited == [True]  # every copy's bytes were moved while the first registration waited
+    # the first registration holds what was copied when it began (one copy, or more on a loaded machine);
     # the rest went into one transaction, or two when the last copy was still being published
-    assert batches[0] == 1 and sum(batches) == len(paths) and len(batches) <= 3
+    assert sum(batches) == len(paths) and len(batches) <= 3
     _checked(home, "backup", paths)
 
 
