@@ -41,6 +41,7 @@ from giod.expression import Expression
 from giod.schema import TAG_INDEX as TAG_INDEX  # the index's container name, where the store can see it
 from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
 from giod.storage.formats.arrow import CODECS
+from giod.storage.pending import FolderSyncs
 from giod.storage.site import Site
 
 #: positions of a field's sorted order per record batch (and per directory entry)
@@ -91,9 +92,10 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
 
 
 def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: str, options: WriteOptions,
-          metadata: Mapping[str, str]) -> WrittenContainer | None:
+          metadata: Mapping[str, str], folders: FolderSyncs | None = None) -> WrittenContainer | None:
     """Write the index of ``tags`` (stored in the tag container ``tag_path``) to ``path``; ``metadata``
-    joins the directory in the footer. None when no tag can be indexed."""
+    joins the directory in the footer. None when no tag can be indexed. ``folders``: as
+    :meth:`ContainerWriter.close` takes it."""
     built = build(tags, tag_path, tag_checksum)
     if built is None:
         return None
@@ -107,7 +109,7 @@ def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: st
     w = ContainerWriter(site, path, table.schema, options, {**metadata, **directory})
     for start in range(0, table.num_rows, BLOCK):
         w.write_cluster(table.slice(start, BLOCK))
-    return w.close()
+    return w.close(folders)
 
 
 def same_file(indexed: str, path: str) -> bool:
