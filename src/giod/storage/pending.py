@@ -137,7 +137,7 @@ class LocalPending(PendingFile):
         self.path = path
         self._final = root / path
         self._made = tuple(make_folders(self._final.parent))
-        self._tmp = temporary_name(self._final)
+        self._tmp = self._final.with_name(f".{self._final.name}{TMP_MARK}{uuid.uuid4().hex}")  # its folder is made
         self._fh: BinaryIO | None = open(self._tmp, "xb")  # noqa: SIM115 - closed in publish/discard
         self._writeback = WritebackRange()
 
