@@ -58,6 +58,24 @@ def indexable(dtype: pa.DataType) -> bool:
     return bool(pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype))
 
 
+def _values(array: pa.Array) -> np.ndarray:
+    """A numeric or boolean Arrow array without nulls as numpy, from its buffer: ``to_numpy`` imports pandas on
+    its first call (0.6 s, which a process's first write paid here)."""
+    t, n = array.type, len(array)
+    if pa.types.is_boolean(t):
+        bits = array.buffers()[1]
+        if not n or bits is None:
+            return np.zeros(0, dtype=bool)
+        return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[array.offset:array.offset + n] \
+            .astype(bool)
+    kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
+    dtype = np.dtype(f"={kind}{t.bit_width // 8}")
+    data = array.buffers()[1]
+    if not n or data is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(data, dtype=dtype)[array.offset:array.offset + n]
+
+
 def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, dict[str, str]] | None:
     """The index table of one database's tags (one row per event and position) and its directory as
     schema metadata; None when no tag can be indexed."""
@@ -76,7 +94,7 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
         order = pc.array_sort_indices(key, null_placement="at_end")
         values = col.take(order)
         valid = n - col.null_count
-        head = values.slice(0, valid).to_numpy(zero_copy_only=False)
+        head = _values(values.slice(0, valid))
         numeric = valid - (int(np.count_nonzero(np.isnan(head))) if head.dtype.kind == "f" else 0)
         starts = np.arange(0, numeric, BLOCK)
         ends = np.minimum(starts + BLOCK, numeric) - 1
