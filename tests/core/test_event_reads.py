@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import awkward as ak
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -64,3 +65,17 @@ def test_fixed_size_lists_gathered_across_clusters():
     got = clusters.gather([(ka, np.array([0, 4])), (kb, np.array([1]))])
     want = pa.concat_arrays([whole.slice(2, 5).take([0, 4]), whole.take([1])])
     assert got.column("c").combine_chunks().equals(want)
+
+
+def test_event_is_four_momenta_only_with_all_four_fields(local_fed, model):
+    """vector's behaviour comes with the collections read with pt, eta, phi and mass, not with pt alone."""
+    ds = local_fed.create_dataset("qcd", model)
+    events = synthetic.events(100, seed=6)
+    with ds.writer(cluster_events=50) as w:
+        w.append(events)
+    entry = int(np.flatnonzero(ak.num(events.jets) > 0)[0])
+    ev = ds.event(entry)
+    jet = events.jets[entry][0]
+    assert float(ev.jets[0].px) == pytest.approx(float(jet.pt * np.cos(jet.phi)), rel=1e-5)
+    assert "Jet" in (ev.behavior or {})
+    assert "Jet" not in (ds.event(entry, ["jets.pt"]).behavior or {})
