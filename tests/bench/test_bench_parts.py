@@ -14,7 +14,7 @@ import uproot
 from giod.errors import ConfigError
 from giod.schema import TAG_CONTAINER
 from giod.testing import synthetic
-from giod_bench import daq, granularity
+from giod_bench import commitcycle, daq, granularity
 from giod_bench.report import Column, round_robin, stopwatch
 
 
@@ -97,3 +97,12 @@ def test_round_robin_takes_every_clock_once_per_round() -> None:
         round_robin({"a": clock("a", 1.0)}, 0)
     assert Column("x", "x", "{:.1f}").format(float("nan")) == "–"
     assert Column("x", "x", "{:.1f}").format(2.25) == "2.2"
+
+
+def test_commit_cycle_counts_every_database_and_refuses_fewer_commits_than_writers(tmp_path: Path) -> None:
+    out = commitcycle.cycle(6, 2, tmp_path)
+    assert out["commits_per_s"] == pytest.approx(6 / out["seconds"])
+    assert out["cpu_ms_per_commit"] > 0
+    assert list(tmp_path.iterdir()) == []  # its federation is removed
+    with pytest.raises(ConfigError, match="at least as many commits"):
+        commitcycle.cycle(1, 2, tmp_path)

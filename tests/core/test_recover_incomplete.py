@@ -40,16 +40,23 @@ KILLED = textwrap.dedent("""
             out.pop("containers", None)
             return out
         writer.Writer._footer = _footer
-    another = threading.Event()
+    published = [0]
+    moved = threading.Condition()
     publish = LocalPending.publish
+    # the tag index is written once the tag container is in place, beside the other containers: stopped
+    # before it, the writer first lets every container reach its place; any other file waits for one
+    others = 4 if stop_at == "tag-index" else 1
 
     def stopping(self):
         if os.path.basename(self.path).startswith(stop_at + "."):
-            another.wait()  # at least one other container of the database is in place
+            with moved:
+                moved.wait_for(lambda: published[0] >= others)
             os.write(fd, b"k")
             threading.Event().wait()  # until the SIGKILL
         publish(self)
-        another.set()
+        with moved:
+            published[0] += 1
+            moved.notify_all()
 
     LocalPending.publish = stopping
     fed = giod.open(target, create=False)
@@ -107,7 +114,7 @@ def test_a_database_killed_between_its_renames_is_debris_not_a_lost_commit(targe
 
 
 def test_recover_registers_a_complete_database_of_the_same_writer(target: Path):
-    # killed before the tag index, the last file it writes: every container of the database is in place
+    # killed before the tag index, once every container of the database is in place
     _killed_writer(target, "tag-index")
     with giod.open(target, create=False) as fed:
         assert len(fsck(fed.store).by_kind("lost")) == 4  # raw.calo, raw.tracker, reco, tag

@@ -48,6 +48,11 @@ def bench() -> None:
     show_default=True,
     help="Comma-separated numbers of concurrent writer processes.",
 )
+@click.option("--commits", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also time this many small commits (10 events each) by --commit-writers processes: a "
+                   "writer's whole commit cycle, beside the goal of 500/s.")
+@click.option("--commit-writers", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Writer processes of the commit cycle.")
 def daq(
     events: int | None,
     repeat: int | None,
@@ -55,6 +60,8 @@ def daq(
     output: str,
     workdir: str | None,
     writers: str,
+    commits: int,
+    commit_writers: int,
 ) -> None:
     """Aggregate write rate of 1..N writer processes, beside dd, pyarrow and uproot.
 
@@ -72,7 +79,8 @@ def daq(
     if quick and writers == "1,2,4,8":
         counts = (1, 2)
     with Bars() as bars:
-        outcome = module.run(events=n, writers=counts, repeat=r, workdir=_workdir_path(workdir), bars=bars)
+        outcome = module.run(events=n, writers=counts, repeat=r, workdir=_workdir_path(workdir), bars=bars,
+                             commits=commits, commit_writers=commit_writers)
     _publish(outcome, output, module.plot)
 
 

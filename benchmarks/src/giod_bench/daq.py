@@ -6,7 +6,9 @@ once with it written size first (``min_savings=0``: every container compressed)
 and once with a one-container variant of it. Beside them, in the same run:
 the raw disk (``dd`` with ``conv=fdatasync``) and one process writing the
 same events with plain pyarrow Parquet (the same Parquet settings as giod),
-uproot TTree and uproot RNTuple (zstd level 1). Rates are payload MB/s, the
+uproot TTree and uproot RNTuple (zstd level 1). With ``commits``, a writer's
+whole commit cycle too: many small databases, one writer each
+(:mod:`giod_bench.commitcycle`). Rates are payload MB/s, the
 payload being the uncompressed Arrow bytes of the events; every file is
 fsync'ed before the clock stops, as giod's are.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +38,7 @@ from giod.columns import containers_in, to_tables
 from giod.errors import ConfigError, StorageError
 from giod.schema import Schema
 from giod.testing import synthetic
+from giod_bench import commitcycle
 from giod_bench.peerwriters import (  # noqa: F401 - ZSTD_LEVEL, _slice: re-exported
     ZSTD_LEVEL,
     _slice,
@@ -89,6 +93,7 @@ RNTUPLE = "uproot RNTuple"
 #: the writer settings of each giod model
 MODEL_SETTINGS: dict[str, dict[str, Any]] = {MULTI: {}, SIZE_FIRST: {"min_savings": 0.0}, ONE: {}}
 _WRITER_TIMEOUT = 3600.0
+COMMIT_WRITERS = 8  # the issue's setting: 8 writers committing small databases on 2 cores
 
 
 # ------------------------------------------------------------------ models
@@ -224,11 +229,15 @@ def run(
     repeat: int = 3,
     workdir: str | os.PathLike[str] | None = None,
     bars: Bars | None = None,
+    commits: int = 0,
+    commit_writers: int = COMMIT_WRITERS,
 ) -> Outcome:
     """Measure giod's aggregate write rate beside the disk and the peer writers.
 
     Every configuration runs once per round, ``repeat`` rounds, so that the
-    load of a shared machine falls on all of them alike.
+    load of a shared machine falls on all of them alike. With ``commits``, the
+    commit cycle too: that many small databases by ``commit_writers`` processes
+    (:mod:`giod_bench.commitcycle`), ``repeat`` times.
     """
     if events < 1 or repeat < 1 or not writers or min(writers) < 1:
         raise ConfigError("events, repeat and every writer count must be positive")
@@ -282,6 +291,12 @@ def run(
             clocks[(label, 1)] = peer_clock
         with bars.task("writing", repeat * len(clocks)) as advance:
             timings = round_robin(clocks, repeat, advance=advance)
+        cycles = []
+        if commits:
+            with bars.task("commit cycles", repeat) as advance:
+                for _ in range(repeat):
+                    cycles.append(commitcycle.cycle(commits, commit_writers, work))
+                    advance(1)
     rows = []
     for (label, n), timing in timings.items():
         if label == DD:
@@ -297,6 +312,9 @@ def run(
         f"median of {repeat} rounds, every configuration once per round; {os.cpu_count()} CPUs "
         "here, so more writers than CPUs measure contention, not scaling"
     )
+    tables = [Table("results", f"DAQ write: {events:,} events, {payload / MB:.0f} MB payload", COLUMNS, rows)]
+    if cycles:
+        tables.append(_cycle_table(cycles, commits, commit_writers))
     return Outcome(
         name="daq",
         parameters={
@@ -306,17 +324,32 @@ def run(
             "batch_events": BATCH_EVENTS,
             "peer_chunk_events": chunk,
             "zstd_level": ZSTD_LEVEL,
+            "commits": commits,
+            "commit_writers": commit_writers,
         },
-        tables=[
-            Table(
-                "results",
-                f"DAQ write: {events:,} events, {payload / MB:.0f} MB payload",
-                COLUMNS,
-                rows,
-            )
-        ],
+        tables=tables,
         notes=notes,
     )
+
+
+def _cycle_table(cycles: list[dict[str, float]], commits: int, writers: int) -> Table:
+    """The commit cycles' medians beside the goal."""
+    rate = statistics.median(c["commits_per_s"] for c in cycles)
+    row = {"writers": writers, "commits": commits, "events": commitcycle.EVENTS,
+           "seconds": statistics.median(c["seconds"] for c in cycles), "commits_per_s": rate,
+           "cpu_ms": statistics.median(c["cpu_ms_per_commit"] for c in cycles),
+           "goal": commitcycle.GOAL, "vs_goal": rate / commitcycle.GOAL,
+           "runs": [c["commits_per_s"] for c in cycles]}
+    return Table("commits", f"Commit cycle: {commits:,} databases of {commitcycle.EVENTS} events, "
+                 f"{writers} writer processes", CYCLE_COLUMNS, [row])
+
+
+CYCLE_COLUMNS = [
+    Column("writers", "procs", "{:d}"), Column("commits", "commits", "{:,d}"),
+    Column("events", "events each", "{:d}"), Column("seconds", "s (median)", "{:.2f}"),
+    Column("commits_per_s", "commits/s", "{:,.0f}"), Column("cpu_ms", "CPU ms/commit", "{:.1f}"),
+    Column("goal", "goal /s", "{:,.0f}"), Column("vs_goal", "× goal", "{:.2f}"),
+]  # fmt: skip
 
 
 def _add_ratios(rows: list[dict[str, Any]]) -> None:

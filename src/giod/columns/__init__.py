@@ -24,6 +24,7 @@ from giod.columns.fieldvalues import (
     fixed_width_array,
     flat_numpy,
     leaf_values,
+    numpy_array,
     offsets_of,
     range_message,
     strip_options,
@@ -184,8 +185,8 @@ def _collection_column(
 ) -> pa.Array:
     tdef = schema.collection_type(name)
     if int(counts[name].sum()) == 0:  # no object at all: the type may be unknown (list of dicts)
-        empty = pa.array([], type=schema.arrow_type(name).value_type)
-        return pa.ListArray.from_arrays(pa.array(offsets_of(counts[name])), empty, type=schema.arrow_type(name))
+        empty = pa.nulls(0, schema.arrow_type(name).value_type)
+        return pa.ListArray.from_arrays(numpy_array(offsets_of(counts[name])), empty, type=schema.arrow_type(name))
     objs = Objects(events[name])
     have = set(objs.fields())
     known = set(tdef.fields) | set(tdef.relations)
@@ -208,7 +209,7 @@ def _collection_column(
             continue
         flat = None if fdef.shape or fdef.dtype == STRING else objs.values(fname)
         if flat is not None:
-            arrays.append(pa.array(cast_field(flat, fdef, where), type=types[fname]))
+            arrays.append(numpy_array(cast_field(flat, fdef, where), types[fname]))
         else:
             arrays.append(field_array(objs.flat[fname], fdef, where, types[fname]))
         if fdef.precision is not None:
@@ -226,19 +227,19 @@ def _collection_column(
             if lists is not None and lists[1].dtype.kind in "iu":
                 inner, idx = lists
                 if inner[-1] <= np.iinfo(np.int32).max and _in_range(idx, inner[objs.offsets], limit, 0):
-                    column = pa.ListArray.from_arrays(pa.array(inner.astype(np.int32)),
-                                                      pa.array(idx.astype(np.int32, copy=False)), type=types[rname])
+                    column = pa.ListArray.from_arrays(numpy_array(inner.astype(np.int32)),
+                                                      numpy_array(idx.astype(np.int32, copy=False)), type=types[rname])
         else:
             one = objs.values(rname)
             if one is not None and one.dtype.kind in "iu" and _in_range(one, objs.offsets, limit, -1):
-                column = pa.array(one.astype(np.int32, copy=False))
+                column = numpy_array(one.astype(np.int32, copy=False))
         if column is None:  # another layout, or an index out of range: checked object by object
             event_of_object = np.repeat(np.arange(len(objs.coll)), counts[name])
             column = _relation_column(objs.flat[rname], rdef.many, rdef.target, limit[event_of_object], where,
                                       types[rname])
         arrays.append(column)
     struct = pa.StructArray.from_arrays(arrays, fields=list(item_type))
-    return pa.ListArray.from_arrays(pa.array(offsets_of(counts[name])), struct, type=schema.arrow_type(name))
+    return pa.ListArray.from_arrays(numpy_array(offsets_of(counts[name])), struct, type=schema.arrow_type(name))
 
 
 def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarray, where: str,
@@ -256,7 +257,8 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise DataError(f"{where}: index {int(idx[i])} out of range (the event has {int(lim[i])} {target})")
-        return pa.ListArray.from_arrays(pa.array(offsets_of(inner)), pa.array(idx.astype(np.int32)), type=arrow_type)
+        return pa.ListArray.from_arrays(numpy_array(offsets_of(inner)), numpy_array(idx.astype(np.int32)),
+                                        type=arrow_type)
     idx = flat_numpy(values, where, "integer indices")
     if idx.dtype.kind not in "iu":
         raise DataError(f"{where}: relation indices must be integers, got {idx.dtype}")
@@ -266,7 +268,7 @@ def _relation_column(values: ak.Array, many: bool, target: str, limit: np.ndarra
         raise DataError(
             f"{where}: index {int(idx[i])} out of range (the event has {int(limit[i])} {target}; -1 means none)"
         )
-    return pa.array(idx.astype(np.int32))
+    return numpy_array(idx.astype(np.int32))
 
 
 def _unknown_name(name: str, schema: Schema) -> DataError:
@@ -336,13 +338,13 @@ def to_tables(
                 if fld.name not in present:
                     if fdef.default is None:
                         raise DataError(f"tag {fld.name!r} is missing and has no default")
-                    columns.append(pa.array(np.full(len(events), fdef.default, dtype=fdef.dtype),
-                                            type=fld.type))
+                    columns.append(numpy_array(np.full(len(events), fdef.default, dtype=fdef.dtype),
+                                               fld.type))
                 else:
                     plain = top is not None and not fdef.shape and fdef.dtype != STRING
                     flat = leaf_values(top.content(fld.name)) if plain and top is not None else None
                     if flat is not None:
-                        columns.append(pa.array(cast_field(flat, fdef, f"tag {fld.name}"), type=fld.type))
+                        columns.append(numpy_array(cast_field(flat, fdef, f"tag {fld.name}"), fld.type))
                     else:
                         columns.append(field_array(events[fld.name], fdef, f"tag {fld.name}", fld.type))
                     if fdef.precision is not None:

@@ -114,10 +114,20 @@ def strip_options(layout: ak.contents.Content) -> ak.contents.Content:
     return layout
 
 
+def numpy_array(values: np.ndarray, arrow_type: pa.DataType | None = None) -> pa.Array:
+    """``pa.array(values, type=arrow_type)``, a flat numpy array of numbers wrapped as it is when its dtype is
+    the type's: ``pa.array`` imports pandas on its first call (0.6 s, paid by a process's first write)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iuf" and values.dtype.isnative:
+        own = pa.from_numpy_dtype(values.dtype)
+        if arrow_type is None or arrow_type == own:
+            return pa.Array.from_buffers(own, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
+    return pa.array(values, type=arrow_type)
+
+
 def fixed_width_array(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
     """Nest flat values into (possibly multi-dimensional) fixed-size lists of ``arrow_type``."""
     if not pa.types.is_fixed_size_list(arrow_type):
-        return pa.array(flat, type=arrow_type)
+        return numpy_array(flat, arrow_type)
     inner = fixed_width_array(flat, arrow_type.value_type)
     return pa.FixedSizeListArray.from_arrays(inner, type=arrow_type)
 
@@ -140,7 +150,7 @@ def field_array(values: ak.Array, fdef: FieldDef, where: str, arrow_type: pa.Dat
     flat = flat_numpy(values, where, fdef.type_string)
     if flat.ndim != 1:
         raise DataError(f"{where}: expected scalars, got {values.type}")
-    return pa.array(cast_field(flat, fdef, where), type=arrow_type)
+    return numpy_array(cast_field(flat, fdef, where), arrow_type)
 
 
 def _string_array(values: ak.Array, where: str, arrow_type: pa.DataType) -> pa.Array:

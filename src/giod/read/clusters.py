@@ -11,7 +11,9 @@ would show whatever the file holds later, unchecked); later reads only gather
 their rows from it, the rows of all the databases of a read at once
 (``gather``: one numpy indexing per buffer and cluster, one Arrow array per
 buffer in all). Kept clusters are bounded by :data:`CACHE_BYTES`, least
-recently used dropped first.
+recently used dropped first. A cluster that cannot be kept (a column with
+nulls or strings) is remembered as such, so that its reads go block by block
+without decoding it whole first on every read.
 
 The price is the first read of a cluster: it checks and maps the whole
 cluster, not only the blocks that hold its rows. Files are immutable under
@@ -51,6 +53,9 @@ _Key = tuple[str, str, int, tuple[str, ...]]  # (path, checksum, batch, columns)
 _LOCAL: weakref.WeakKeyDictionary[Site, bool] = weakref.WeakKeyDictionary()  # whether a site's files are local
 _KEPT: OrderedDict[_Key, tuple[_Cluster, int]] = OrderedDict()
 _HELD = [0]  # allocated bytes of the kept clusters
+#: clusters found not flat, whose rows are read block by block without decoding them whole again first
+_NOT_FLAT: OrderedDict[_Key, None] = OrderedDict()
+NOT_FLAT_KEYS = 4_096
 _LOCK = threading.Lock()
 
 
@@ -80,6 +85,7 @@ class _Flat:
     values: np.ndarray | None = None  # numbers
     offsets: np.ndarray | None = None  # lists: absolute in ``children[0]``
     children: tuple[_Flat, ...] = ()
+    size: int = 0  # fixed-size lists (``float32[3]``): the items of each, in ``children[0]``
 
     @classmethod
     def of(cls, array: pa.Array) -> _Flat | None:
@@ -90,6 +96,9 @@ class _Flat:
             child = cls.of(array.values)
             return None if child is None else cls(t, offsets=array.offsets.to_numpy().astype(np.int64, copy=True),
                                                   children=(child,))
+        if pa.types.is_fixed_size_list(t):
+            child = cls.of(array.flatten())  # the items of this slice only, unlike ``values``
+            return None if child is None else cls(t, children=(child,), size=t.list_size)
         if pa.types.is_struct(t):
             children = [cls.of(c) for c in array.flatten()]
             return None if any(c is None for c in children) else cls(t, children=tuple(children))  # type: ignore[arg-type]
@@ -118,6 +127,10 @@ class _Flat:
             offsets = pa.array(out, type=pa.int64() if large else pa.int32())
             cls = pa.LargeListArray if large else pa.ListArray
             return cls.from_arrays(offsets, child, type=self.type)
+        if self.size:
+            child = self.children[0].gather([(f.children[0], _ranges(r * self.size, (r + 1) * self.size))
+                                             for f, r in parts])
+            return pa.FixedSizeListArray.from_arrays(child, type=self.type)
         return pa.StructArray.from_arrays([c.gather([(f.children[i], r) for f, r in parts])
                                            for i, c in enumerate(self.children)], fields=list(self.type))
 
@@ -166,12 +179,18 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
         if found is not None:
             _KEPT.move_to_end(key)
             return found[0]
+        if key in _NOT_FLAT:
+            return None
     table = reader.read(list(paths), [batch])
     if table.num_rows != container.cluster_entries[batch]:
         raise IntegrityError(f"container {container.path}: cluster {batch} holds {table.num_rows} events, "
                              f"the catalog recorded {container.cluster_entries[batch]}")
     kept = _Cluster.of(table)
     if kept is None:
+        with _LOCK:
+            _NOT_FLAT[key] = None
+            while len(_NOT_FLAT) > NOT_FLAT_KEYS:
+                _NOT_FLAT.popitem(last=False)
         return None
     cost = kept.nbytes
     if cost <= CACHE_BYTES:
@@ -189,6 +208,7 @@ def forget() -> None:
     """Drop every kept cluster (as a new process starts with none)."""
     with _LOCK:
         _KEPT.clear()
+        _NOT_FLAT.clear()
         _HELD[0] = 0
 
 

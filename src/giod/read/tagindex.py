@@ -41,6 +41,7 @@ from giod.expression import Expression
 from giod.schema import TAG_INDEX as TAG_INDEX  # the index's container name, where the store can see it
 from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
 from giod.storage.formats.arrow import CODECS
+from giod.storage.pending import FolderSyncs
 from giod.storage.site import Site
 
 #: positions of a field's sorted order per record batch (and per directory entry)
@@ -55,6 +56,24 @@ _ENTRY = "#entry"  # suffix of a field's entry column: '#' cannot occur in a tag
 def indexable(dtype: pa.DataType) -> bool:
     """Whether selections can read a tag of this type (numbers and booleans)."""
     return bool(pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype))
+
+
+def _values(array: pa.Array) -> np.ndarray:
+    """A numeric or boolean Arrow array without nulls as numpy, from its buffer: ``to_numpy`` imports pandas on
+    its first call (0.6 s, which a process's first write paid here)."""
+    t, n = array.type, len(array)
+    if pa.types.is_boolean(t):
+        bits = array.buffers()[1]
+        if not n or bits is None:
+            return np.zeros(0, dtype=bool)
+        return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[array.offset:array.offset + n] \
+            .astype(bool)
+    kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
+    dtype = np.dtype(f"={kind}{t.bit_width // 8}")
+    data = array.buffers()[1]
+    if not n or data is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(data, dtype=dtype)[array.offset:array.offset + n]
 
 
 def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, dict[str, str]] | None:
@@ -75,7 +94,7 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
         order = pc.array_sort_indices(key, null_placement="at_end")
         values = col.take(order)
         valid = n - col.null_count
-        head = values.slice(0, valid).to_numpy(zero_copy_only=False)
+        head = _values(values.slice(0, valid))
         numeric = valid - (int(np.count_nonzero(np.isnan(head))) if head.dtype.kind == "f" else 0)
         starts = np.arange(0, numeric, BLOCK)
         ends = np.minimum(starts + BLOCK, numeric) - 1
@@ -91,9 +110,10 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
 
 
 def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: str, options: WriteOptions,
-          metadata: Mapping[str, str]) -> WrittenContainer | None:
+          metadata: Mapping[str, str], folders: FolderSyncs | None = None) -> WrittenContainer | None:
     """Write the index of ``tags`` (stored in the tag container ``tag_path``) to ``path``; ``metadata``
-    joins the directory in the footer. None when no tag can be indexed."""
+    joins the directory in the footer. None when no tag can be indexed. ``folders``: as
+    :meth:`ContainerWriter.close` takes it."""
     built = build(tags, tag_path, tag_checksum)
     if built is None:
         return None
@@ -107,7 +127,7 @@ def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: st
     w = ContainerWriter(site, path, table.schema, options, {**metadata, **directory})
     for start in range(0, table.num_rows, BLOCK):
         w.write_cluster(table.slice(start, BLOCK))
-    return w.close()
+    return w.close(folders)
 
 
 def same_file(indexed: str, path: str) -> bool:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.formats import FORMATS, SUFFIX, ContainerFormat, WriteOptions, WrittenContainer, find_format
 from giod.storage.kind import Site
+from giod.storage.pending import FolderSyncs
 
 __all__ = ["COMMIT_KEY", "FORMATS", "SUFFIX", "ContainerReader", "ContainerWriter", "WriteOptions",
            "WrittenContainer", "check_dataset_format", "check_format", "object_counts"]
@@ -95,8 +96,14 @@ class ContainerWriter:
     def n_events(self) -> int:
         return sum(self._clusters)
 
-    def close(self) -> WrittenContainer:
-        """Finish the file, make it durable and publish it under its final name."""
+    def close(self, folders: FolderSyncs | None = None) -> WrittenContainer:
+        """Finish the file, make it durable and publish it under its final name.
+
+        With ``folders``, the fsync of its folder is left to ``folders.sync()``, which must
+        come before anything names the file (``giod.storage.pending.FolderSyncs``).
+        """
+        if folders is not None:
+            self._pending.defer_folder_sync(folders)
         try:
             written = self._writer.close()
         except _WRITE_ERRORS as exc:

@@ -17,6 +17,7 @@ the files read by ordinary tools as any Arrow IPC file.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import google_crc32c
@@ -40,6 +41,7 @@ def _crc(data: np.ndarray) -> int:
     return int(google_crc32c.extend(0, data))
 
 
+@functools.lru_cache(maxsize=256)  # asked by every container writer, of the few schemas a process writes
 def has_block_layout(schema: pa.Schema) -> bool:
     """Whether every field's IPC layout is one giod reads event by event (buffers as Array.buffers() lists)."""
 
