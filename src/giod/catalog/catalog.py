@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, cast, func, insert, select, update
+from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, func, insert, select, update
 
 from giod.catalog import entries, migrations, planning
 from giod.catalog.bookkeeping import BookkeepingMethods
@@ -59,6 +59,7 @@ from giod.catalog.rows import BadRow, bad_rows, parse_rows, site_record
 from giod.catalog.rules import RuleMethods
 from giod.catalog.tables import (
     containers,
+    database_summaries,
     databases,
     dataset_schemas,
     dataset_totals,
@@ -289,6 +290,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 conn, v, containers.c.database_id.in_(dbs), tag_stats.c.database_id.in_(dbs)
             )
             conn.execute(update(databases).where(databases.c.id.in_(dbs)).values(deleted_version=v))
+            m = database_summaries
+            conn.execute(update(m).where(m.c.dataset_id == row.id, visible(m, None)).values(deleted_version=v))
             conn.execute(update(datasets).where(datasets.c.id == row.id).values(deleted_version=v))
             log(conn, v, f"delete dataset {name}")
             return v
@@ -465,25 +468,23 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """One line per database of the dataset at ``version``, by first entry, streamed.
 
         The listing a person reads (``giod show``): id, entries, events, bytes,
-        version, program and container names, from one query grouped in entry
-        order, fetched in batches on the driver's own cursor (a server-side
-        cursor on PostgreSQL): a row costs one tuple from the driver, not a
-        SQLAlchemy row as well (a third of the time of a listing before).
-        Close the iterator (or exhaust it) to end the read transaction.
+        version, program and container names (sorted), one row per database
+        of the summaries the writes keep (level 13, ``database_summaries``),
+        read in entry order along their index and fetched in batches on the
+        driver's own cursor (a server-side cursor on PostgreSQL): a row costs
+        one tuple from the driver, not a SQLAlchemy row as well. Close the
+        iterator (or exhaust it) to end the read transaction.
         """
-        d, c = databases, containers
+        m = database_summaries
         with self._reader.connect() as conn, conn.begin():
             row = dataset_row(conn, dataset, version)
             if row is None:
                 raise missing_dataset(conn, dataset, version)
             query = (
-                select(d.c.id, d.c.first_entry, d.c.n_events,
-                       cast(func.coalesce(func.sum(c.c.size), 0), BigInteger),  # PostgreSQL's sum is numeric
-                       d.c.created_version, d.c.program, func.coalesce(func.aggregate_strings(c.c.name, ","), ""))
-                .select_from(d.outerjoin(c, (c.c.database_id == d.c.id) & visible(c, version)))
-                .where(d.c.dataset_id == row.id, visible(d, version))
-                .group_by(d.c.first_entry, d.c.id)
-                .order_by(d.c.first_entry, d.c.id)
+                select(m.c.database_id, m.c.first_entry, m.c.n_events, m.c.bytes, m.c.database_version, m.c.program,
+                       m.c.containers)
+                .where(m.c.dataset_id == row.id, visible(m, version))
+                .order_by(m.c.first_entry, m.c.database_id)
             )
             driver: Any = conn.connection.dbapi_connection
             cursor = driver.cursor(name="giod_database_rows") if self.dialect == "postgresql" else driver.cursor()
@@ -561,6 +562,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             conn.execute(
                 update(databases).where(databases.c.id == database_id).values(deleted_version=v)
             )
+            m = database_summaries
+            conn.execute(update(m).where(m.c.database_id == database_id, visible(m, None)).values(deleted_version=v))
             log(conn, v, f"delete db {database_id}")
             return v
 

@@ -27,6 +27,7 @@ from giod.catalog.tables import (
     commit_keys,
     containers,
     database_parents,
+    database_summaries,
     databases,
     dataset_totals,
     datasets,
@@ -37,7 +38,7 @@ from giod.catalog.tables import (
     visible,
 )
 
-__all__ = ["CommitStatements", "Prepared", "add_totals", "execute"]
+__all__ = ["CommitStatements", "Prepared", "add_totals", "execute", "summary_names"]
 
 
 class Prepared:
@@ -98,6 +99,17 @@ _CONTAINER_COLUMNS = (
     "database_id", "name", "path", "checksum", "size", "cluster_entries", "schema_id",
     "created_version", "program", "program_version", "parameters", "created", "format", "cluster_checksums",
 )  # fmt: skip
+
+
+_SUMMARY_COLUMNS = (
+    "database_id", "created_version", "dataset_id", "first_entry", "n_events", "database_version", "program",
+    "bytes", "containers",
+)  # fmt: skip
+
+
+def summary_names(names: Iterable[str]) -> str:
+    """The ``containers`` text of a database summary (level 13): its container names, sorted, comma-separated."""
+    return ",".join(sorted(names))
 
 
 def _insert(table: Any, columns: Sequence[str]) -> ClauseElement:
@@ -209,3 +221,23 @@ class CommitStatements:
             select(commit_keys.c.version).where(commit_keys.c.key == bindparam("key"))
         )
         self.insert_key = prepared(_insert(commit_keys, ("key", "version", "created")))
+        m = database_summaries
+        self.insert_summary = prepared(_insert(m, _SUMMARY_COLUMNS))
+        # a later pass's summary: the live one's database columns with new bytes and names
+        self.extend_summary = prepared(
+            insert(m).from_select(
+                list(_SUMMARY_COLUMNS),
+                select(
+                    m.c.database_id, bindparam("version", type_=BigInteger), m.c.dataset_id, m.c.first_entry,
+                    m.c.n_events, m.c.database_version, m.c.program, bindparam("bytes", type_=BigInteger),
+                    bindparam("containers", type_=m.c.containers.type),
+                ).where(m.c.database_id == bindparam("database_id"), visible(m, None)),
+            )
+        )
+        # the summary a pass (``extend_summary``) or a deletion ends
+        self.retire_summary = prepared(
+            sql_update(m)
+            .where(m.c.database_id == bindparam("database_id"), visible(m, None),
+                   m.c.created_version < bindparam("version"))
+            .values(deleted_version=bindparam("version"))
+        )
