@@ -55,16 +55,18 @@ class EntryStatements:
         )
         self.parents = prepared(
             select(p.c.parent_id).where(p.c.database_id == bindparam("id")).order_by(p.c.position))
-        good = (r.c.container_id == c.c.id) & (r.c.state == literal_column("'good'"))
-        sites = func.aggregate_strings(cast(r.c.site_id, String), literal_column("','"))  # type: ignore[arg-type]
+        sites = (  # an index lookup per container (as in queries._load_containers)
+            select(func.aggregate_strings(cast(r.c.site_id, String), literal_column("','")))  # type: ignore[arg-type]
+            .where(r.c.container_id == c.c.id, r.c.state == literal_column("'good'"))
+            .correlate(c)
+            .scalar_subquery()
+        )
         self.containers = prepared(
             select(c.c.id, c.c.database_id, c.c.name, c.c.path, c.c.checksum, c.c.size, c.c.cluster_entries,
                    c.c.schema_id, c.c.created_version, sites,
                    c.c.program, c.c.program_version, c.c.parameters, c.c.created, c.c.format,
                    c.c.cluster_checksums)
-            .select_from(c.outerjoin(r, good))
             .where(c.c.database_id == bindparam("id"), _visible(c, pinned))
-            .group_by(c.c.id)
             .order_by(c.c.id)
         )
         self.tag_stats = prepared(
