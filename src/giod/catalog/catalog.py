@@ -499,7 +499,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """The database of ``dataset`` holding entry ``entry`` at ``version``; NotFound when none does.
 
         Four index lookups on the driver's cursor in one read transaction (``giod.catalog.entries``),
-        however many databases the dataset has.
+        however many databases the dataset has; on PostgreSQL sent together, one round trip.
         """
         s = entries.statements(self._engine.dialect, version is not None)
 
@@ -509,9 +509,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 cursor: Any = raw.cursor()
                 if self.dialect == "sqlite":
                     cursor.execute("BEGIN")  # one snapshot for the four statements
-                elif version is None:  # a pinned version's rows never change: any snapshot sees them alike
-                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                return entries.find(cursor, s, dataset, entry, version)
+                    return entries.find(cursor, s, dataset, entry, version)
+                # a pinned version's rows never change: any snapshot sees them alike
+                return entries.find_pipelined(raw.driver_connection, s, dataset, entry, version,
+                                              snapshot=version is None)
             finally:
                 with contextlib.suppress(Exception):  # a failed rollback must not hide the error
                     raw.rollback()

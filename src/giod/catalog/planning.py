@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, CompoundSelect, Connection, select, union
 
-from giod.catalog.queries import outside_bounds
+from giod.catalog.queries import chunks, outside_bounds
 from giod.catalog.records import Bounds
 from giod.catalog.tables import databases, dataset_totals, tag_coverage, tag_stats, visible
 
@@ -102,7 +102,7 @@ def kept_ids(conn: Connection, dataset_id: int | None, where: ColumnElement[bool
         return list(conn.execute(full).scalars())
     name, width = found
     lo, hi = bounds[name]
-    # the candidates get the full check (other fields, other datasets' rows of the same field), in the same
-    # statement: one round trip, and the index ranges joined to the databases by their key
-    near = _in_range(name, float(lo), float(hi), width, version)
-    return [int(i) for i in conn.execute(full.where(d.c.id.in_(near))).scalars()]
+    near = sorted(set(conn.execute(_in_range(name, float(lo), float(hi), width, version)).scalars()))
+    # the candidates get the full check (other fields, other datasets' rows of the same field); not in the
+    # same statement: SQLite reads that as a scan of the dataset's databases testing each against the ranges
+    return [int(i) for chunk in chunks(near) for i in conn.execute(full.where(d.c.id.in_(chunk))).scalars()]
