@@ -27,7 +27,7 @@ from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam
 from giod.catalog import entries, migrations, planning
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
-from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
+from giod.catalog.engine import NoCatalog, Unchanged, acquire_engine, parse_url
 from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
 from giod.catalog.prepared import Prepared, add_totals, execute
@@ -127,14 +127,14 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         ``synchronous`` (``FULL``, the default, or ``NORMAL``).
         """
         target = parse_url(url)
-        engine = create_catalog_engine(target, create=create)
+        engine = acquire_engine(target, create=create)
         if target.dialect == "sqlite" and "://" not in url:
             url = str(target.url)
         catalog = cls(url, target.dialect, engine, target.timeout)
         try:
             catalog._migrate(create)
         except BaseException:
-            engine.dispose()
+            catalog.close()
             raise
         return catalog
 
