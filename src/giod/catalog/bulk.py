@@ -46,6 +46,7 @@ class PreparedCommit:
     schemas: set[int]
     size: int
     names: str  # of its containers, as its summary keeps them (level 13)
+    release: int | None = None  # the lease its transaction releases
 
 
 _DATABASES = (

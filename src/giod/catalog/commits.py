@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate, group_statement
 from giod.catalog.engine import Transactions, Unchanged
@@ -36,6 +36,7 @@ from giod.catalog.tables import (
     containers,
     databases,
     datasets,
+    leases,
     schemas,
     sites,
     visible,
@@ -167,7 +168,7 @@ class CommitMethods(Transactions):
             self._statements = CommitStatements(self._engine.dialect)
         return self._statements
 
-    def commit_database(self, commit: DatabaseCommit) -> CommitResult:
+    def commit_database(self, commit: DatabaseCommit, *, release_lease: int | None = None) -> CommitResult:
         """Register one database with its containers, replicas and tag statistics.
 
         One transaction: entries ``[first_entry, first_entry + n_events)`` are
@@ -182,8 +183,16 @@ class CommitMethods(Transactions):
         transaction and one fsync (group commit): each still gets its own
         version and result, only once that transaction is durable, and a
         commit that fails is rolled back alone.
+
+        ``release_lease``: the id of a lease (``giod.catalog.leases``) the
+        same transaction releases, a writer's last commit: its files are
+        registered, and the writer saves a transaction (an fsync) of its own.
+        A commit that fails leaves the lease held.
         """
-        return self._grouped(self._commit_work(commit))  # type: ignore[no-any-return]
+        result: CommitResult = self._grouped(self._commit_work(commit, release_lease))
+        if release_lease is not None and result.duplicate:  # its transaction was rolled back
+            self._run(lambda conn: conn.execute(delete(leases).where(leases.c.id == release_lease)), write=True)
+        return result
 
     def commit_databases(self, commits: Sequence[DatabaseCommit]) -> list[CommitResult]:
         """Register many databases in one transaction: all of them, or none.
@@ -197,7 +206,7 @@ class CommitMethods(Transactions):
         works = [self._commit_work(c) for c in commits]
         return [value for _, value in self._commit_group(works, atomic=True)]
 
-    def _commit_work(self, commit: DatabaseCommit) -> _CommitWork:
+    def _commit_work(self, commit: DatabaseCommit, release: int | None = None) -> _CommitWork:
         """Check ``commit`` and prepare its rows; the transaction's work, to run after the bump."""
         n = commit.n_events
         if not 0 <= n < _INT64:
@@ -264,9 +273,11 @@ class CommitMethods(Transactions):
             )
             s.add_totals.execute(cur, {"dataset_id": dataset_id, "version": v, "dn": 1, "de": n, "db": size})
             self._log(cur, v, now, f"commit {commit.dataset} db {db_id}")
+            if release is not None:
+                s.release_lease.execute(cur, {"id": release})
             return CommitResult(db_id, first, v)
 
-        prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size, names)
+        prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size, names, release)
         return _CommitWork(prepared, work)
 
     # -- group commit --------------------------------------------------------------------
@@ -359,6 +370,8 @@ class CommitMethods(Transactions):
                 batch = raw.driver_connection.pipeline()  # type: ignore[union-attr]
             with batch:
                 outcomes = self._bulk_rows(cursor, commits)
+                released = [{"id": p.release} for p in commits if p.release is not None]
+                self._prepared().release_lease.executemany(cursor, released)
                 raw.commit()
             return outcomes
         except BaseException as exc:

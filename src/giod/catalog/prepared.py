@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Dialect, Double, bindparam, func, insert, literal_column, select
+from sqlalchemy import BigInteger, Dialect, Double, bindparam, delete, func, insert, literal_column, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -31,6 +31,7 @@ from giod.catalog.tables import (
     databases,
     dataset_totals,
     datasets,
+    leases,
     replicas,
     sites,
     tag_stats,
@@ -141,6 +142,8 @@ class CommitStatements:
         def prepared(statement: ClauseElement) -> Prepared:
             return Prepared(statement, dialect)
 
+        # a writer's lease released in its last commit's transaction (giod.catalog.leases)
+        self.release_lease = prepared(delete(leases).where(leases.c.id == bindparam("id")))
         self.take_entries = prepared(
             sql_update(datasets)
             .where(datasets.c.name == bindparam("name"), visible(datasets, None))
