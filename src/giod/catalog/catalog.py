@@ -162,7 +162,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def versions(self, limit: int = 100) -> list[VersionRecord]:
         """The latest ``limit`` versions, newest first."""
         q = select(versions).order_by(versions.c.version.desc()).limit(limit)
-        rows = self._read(lambda conn: conn.execute(q).all())
+        rows = self._read_statement(lambda conn: conn.execute(q).all())  # every writer's footer asks
         return [VersionRecord(int(r.version), float(r.created), r.description) for r in rows]
 
     # -- schemas -------------------------------------------------------------
@@ -365,7 +365,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def sites(self) -> list[SiteRecord]:
         """Every site, nearest first; a row that does not parse is left out, with a warning."""
         q = select(sites).order_by(sites.c.distance, sites.c.name)
-        return list(parse_rows(self.url, self._read(lambda conn: conn.execute(q).all()), site_record))
+        rows = self._read_statement(lambda conn: conn.execute(q).all())  # a writer with no site named asks
+        return list(parse_rows(self.url, rows, site_record))
 
     def bad_rows(self) -> list[BadRow]:
         """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""
