@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Table, insert, update
 from giod.catalog import Catalog, ContainerSpec
 from giod.catalog.tables import (
     containers,
+    database_summaries,
     databases,
     dataset_totals,
     federation,
@@ -88,6 +89,13 @@ def seed(catalog: Catalog, n: int) -> int:
         for i in range(1, n + 1)
         for f in TAGS
     ]
+    # the listing's line a commit keeps beside its rows (level 13)
+    summaries = [
+        {"database_id": i, "created_version": v, "dataset_id": dataset.id, "first_entry": 10 * (i - 1),
+         "n_events": 10, "database_version": v, "program": "seed", "bytes": 4_000,
+         "containers": ",".join(sorted(CONTAINERS))}
+        for i in range(1, n + 1)
+    ]
     good = [
         {"container_id": c["id"], "site_id": site_id, "state": "good", "checked": None}
         for c in held
@@ -98,6 +106,7 @@ def seed(catalog: Catalog, n: int) -> int:
             (containers, held),
             (replicas, good),
             (tag_stats, stats),
+            (database_summaries, summaries),
         ):
             bulk_insert(conn, table, values)
         conn.execute(update(federation).values(version=v))

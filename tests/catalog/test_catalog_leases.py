@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from giod.catalog import Catalog
 
 
@@ -78,3 +80,39 @@ def test_a_forked_child_cannot_release_or_confirm_its_parents_lease(catalog: Cat
     lease.confirm()
     lease.release()
     assert catalog.leases() == []
+
+
+def test_a_commit_releases_a_lease_in_its_own_transaction(ready: Catalog, make_commit) -> None:
+    from tests.catalog.test_catalog_group_commit import _transactions
+
+    from giod.errors import NotFound
+
+    lease = ready.take_lease("local", "qcd/a/", "host:1", 600)
+    kept = ready.take_lease("local", "qcd/b/", "host:2", 600)
+    with _transactions(ready) as count:
+        first = ready.commit_database(make_commit(idempotency_key="k"), release_lease=lease.id)
+    assert count() == 1  # the commit and the release: one transaction, one fsync
+    assert [x.id for x in ready.leases()] == [kept.id] and not first.duplicate
+
+    # a retried commit that had landed (its transaction rolled back) still releases
+    again = ready.take_lease("local", "qcd/c/", "host:3", 600)
+    repeat = ready.commit_database(make_commit(idempotency_key="k"), release_lease=again.id)
+    assert repeat.duplicate and repeat.database_id == first.database_id
+    assert [x.id for x in ready.leases()] == [kept.id]
+
+    # a refused commit leaves the lease held: its files are still the writer's
+    with pytest.raises(NotFound):
+        ready.commit_database(make_commit(dataset="nowhere"), release_lease=kept.id)
+    assert [x.id for x in ready.leases()] == [kept.id]
+
+
+def test_commits_grouped_from_threads_release_each_their_lease(ready: Catalog, make_commit) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    held = [ready.take_lease("local", f"qcd/{i}/", f"host:{i}", 600) for i in range(8)]
+    other = ready.take_lease("local", "qcd/other/", "host:9", 600)
+    commits = [make_commit() for _ in held]
+    with ThreadPoolExecutor(len(held)) as pool:
+        results = list(pool.map(lambda p: ready.commit_database(p[0], release_lease=p[1].id), zip(commits, held)))
+    assert len({r.version for r in results}) == len(held)
+    assert [x.id for x in ready.leases()] == [other.id]

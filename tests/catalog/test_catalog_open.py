@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Column, Connection, MetaData, Table, Text, insert, select
 
-from giod.catalog import Catalog, migrations
+from giod.catalog import Catalog, engine, migrations
 from giod.catalog.tables import meta, sites
 from giod.errors import CatalogError, ConfigError
 
@@ -136,3 +137,30 @@ def test_in_memory_catalog() -> None:
     with Catalog.open("sqlite://") as catalog:
         catalog.add_site("local", "file:///srv")
         assert catalog.version() == 1
+
+
+def test_catalogs_of_one_process_share_a_postgresql_engine(catalog_url: str) -> None:
+    """On PostgreSQL the catalogs a process has open on one URL share an engine (warm connections, statements
+    compiled once); the last one closed closes its connections. SQLite opens its own each time."""
+    first = Catalog.open(catalog_url)
+    second = Catalog.open(catalog_url)
+    shared = first._engine is second._engine
+    assert shared == (first.dialect == "postgresql")
+    assert second.version() == first.version()
+    second.close()
+    if shared:
+        assert first._engine.pool.checkedin() >= 1  # still open for the first
+    assert first.version() == 0
+    first.close()
+    assert first._engine.pool.checkedin() == 0
+    third = Catalog.open(catalog_url)  # a new engine once the last one is closed
+    assert third._engine is not first._engine
+    assert third.version() == 0
+    fourth = Catalog.open(catalog_url)
+    held = [n for e, n in engine._SHARED.values() if e is third._engine]
+    assert held == ([2] if shared else [])
+    del fourth  # collected unclosed: gives the engine back as close() does
+    gc.collect()
+    assert [n for e, n in engine._SHARED.values() if e is third._engine] == ([1] if shared else [])
+    third.close()
+    assert all(e is not third._engine for e, _ in engine._SHARED.values())

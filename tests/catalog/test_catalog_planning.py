@@ -203,3 +203,27 @@ def test_statistics_as_wide_as_doubles_go_are_committed_and_planned(catalog: Cat
         assert covered is not None and covered[1] == math.inf
         assert kept == sorted(db.id for db in catalog.databases(name, version) if overlaps(db.tag_stats, box))
     assert ids[0] in _plan(catalog, name, version, {"ht": (1.5, 1.6)})[0]
+
+
+def test_planning_a_covered_field_is_seven_statements(catalog: Catalog) -> None:
+    """The dataset, its totals and coverage (one), the candidates, their full check, the records (three): as
+    many whatever the number of databases."""
+    from sqlalchemy import event
+
+    catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    catalog.create_dataset("counted", schema_id)
+    results = catalog.commit_databases([_commit("counted", schema_id, k, {"ht": (10.0 * k, 10.0 * k + 4)})
+                                        for k in range(30)])
+    seen: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(catalog._engine, "before_cursor_execute", count)
+    try:
+        kept = catalog.databases("counted", overlapping={"ht": (101.0, 102.0)})
+    finally:
+        event.remove(catalog._engine, "before_cursor_execute", count)
+    assert [db.id for db in kept] == [results[10].database_id]
+    assert len([s for s in seen if s.lstrip().upper().startswith("SELECT")]) == 7

@@ -35,10 +35,10 @@ WRITER = textwrap.dedent("""
     if stop == "published":  # hold the writer between publishing its files and registering them
         real = fed.catalog.commit_database
 
-        def held(commit):
+        def held(commit, **kw):
             print("published", flush=True)
             sys.stdin.readline()
-            return real(commit)
+            return real(commit, **kw)
 
         fed.catalog.commit_database = held
     w = fed.dataset("daq").writer(cluster_events=8)
@@ -187,3 +187,29 @@ def test_gc_spares_a_pass_until_it_commits(target: str):
         assert fsck(fed.store).problems == []
     finally:
         fed.close()
+
+
+def test_a_writer_of_one_database_runs_two_write_transactions(tmp_path: Path) -> None:
+    """Taking its lease, and the commit that registers the database and releases the lease: no
+    transaction of its own for the release, nor for a renewal of the lease just taken."""
+    from sqlalchemy import event
+
+    fed = giod.open(str(tmp_path / "fed"), create=True)
+    ds = fed.create_dataset("daq", synthetic.schema())
+    with ds.writer() as w:  # the keeper thread started, the site known
+        w.append(synthetic.events(10, seed=1))
+    seen: list[str] = []
+
+    def checkout(conn, _record, _proxy) -> None:
+        conn.set_trace_callback(lambda sql: seen.append(sql.strip().upper()))
+
+    event.listen(fed.catalog._engine, "checkout", checkout)
+    try:
+        for seed in range(5):
+            with ds.writer() as w:
+                w.append(synthetic.events(10, seed=seed))
+    finally:
+        event.remove(fed.catalog._engine, "checkout", checkout)
+    assert sum(1 for sql in seen if sql == "BEGIN IMMEDIATE") == 2 * 5
+    assert fed.catalog.leases() == [] and len(fed.dataset("daq").databases()) == 6
+    fed.close()

@@ -335,9 +335,9 @@ def test_commit_interrupted_after_upload_leaves_no_database(daq_fed: tuple[Path,
         fed = giod.open(server.url, token=token)
         commit = fed.catalog.commit_database
 
-        def kill_then_commit(c: object) -> object:
+        def kill_then_commit(c: object, **kw: object) -> object:
             server.kill()  # every container is uploaded; the catalog transaction is next
-            return commit(c)
+            return commit(c, **kw)
 
         fed.catalog.commit_database = kill_then_commit  # type: ignore[method-assign]
         with pytest.raises(giod.StorageError), fed.dataset("qcd").writer(database_events=10_000) as w:

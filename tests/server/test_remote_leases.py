@@ -17,13 +17,13 @@ def test_gc_on_the_server_spares_a_remote_writers_published_files(served):
     seen = {}
     real = remote.catalog.commit_database
 
-    def held(commit):  # between publishing on the server and registering there
+    def held(commit, **kw):  # between publishing on the server and registering there
         seen["files"] = sorted(i.path for i in served.local.site().walk())
         (lease,) = served.local.catalog.leases()
         seen["covered"] = all(lease.covers(p) for p in seen["files"])
         seen["removed"] = gc(served.local.store, grace_seconds=0)
         seen["containers"] = len(commit.containers)
-        return real(commit)
+        return real(commit, **kw)
 
     remote.catalog.commit_database = held
     with remote.dataset("daq").writer() as w:

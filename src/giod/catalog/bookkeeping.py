@@ -14,6 +14,7 @@ from giod.catalog.tables import (
     REPLICA_STATES,
     containers,
     database_parents,
+    database_summaries,
     databases,
     dataset_schemas,
     dataset_totals,
@@ -177,6 +178,7 @@ class BookkeepingMethods(Transactions):
                 )
             )
             conn.execute(d.delete().where(gone(d)))
+            conn.execute(database_summaries.delete().where(gone(database_summaries)))  # level 13: their lines
             conn.execute(
                 dataset_schemas.delete().where(
                     dataset_schemas.c.dataset_id.in_(select(ds.c.id).where(gone(ds)))

@@ -45,6 +45,8 @@ class PreparedCommit:
     parents: list[int]
     schemas: set[int]
     size: int
+    names: str  # of its containers, as its summary keeps them (level 13)
+    release: int | None = None  # the lease its transaction releases
 
 
 _DATABASES = (
@@ -63,6 +65,11 @@ _TAG_STATS = (
     ("max", "float8"),
 )  # fmt: skip
 _VERSIONS = (("version", "bigint"), ("created", "float8"), ("description", "text"))
+_SUMMARIES = (
+    ("database_id", "bigint"), ("created_version", "bigint"), ("dataset_id", "bigint"), ("first_entry", "bigint"),
+    ("n_events", "bigint"), ("database_version", "bigint"), ("program", "text"), ("bytes", "bigint"),
+    ("containers", "text"),
+)  # fmt: skip
 
 
 def _unnest(columns: Sequence[tuple[str, str]]) -> str:
@@ -113,6 +120,7 @@ class BulkStatements:
         "WHERE dataset_id = u.dataset_id ORDER BY version DESC LIMIT 1) AS t"
     )
     log = f"INSERT INTO versions {_unnest(_VERSIONS)}"
+    summaries = f"INSERT INTO database_summaries {_unnest(_SUMMARIES)}"
 
     @staticmethod
     def container_params(rows: Sequence[dict[str, Any]], held_by: list[int], sites: list[int], now: float
@@ -130,6 +138,10 @@ class BulkStatements:
     @staticmethod
     def tag_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
         return _arrays(_TAG_STATS, rows)
+
+    @staticmethod
+    def summary_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+        return _arrays(_SUMMARIES, rows)
 
     @staticmethod
     def log_params(rows: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -170,7 +182,7 @@ WITH v AS (
        WITH ORDINALITY AS u(dataset, off, n_events, bytes, writer, program, program_version, parameters,
                             idempotency_key, ord)
   LEFT JOIN e ON e.name = u.dataset CROSS JOIN v
-  RETURNING id, dataset_id, first_entry, created_version
+  RETURNING id, dataset_id, first_entry, created_version, n_events, program, bytes
 ), c AS (
   INSERT INTO containers (database_id, name, path, checksum, size, cluster_entries, schema_id, created_version,
                           program, program_version, parameters, created, format, cluster_checksums)
@@ -199,6 +211,13 @@ WITH v AS (
   INSERT INTO versions (version, created, description)
   SELECT d.created_version, %(now)s, 'commit ' || u.dataset || ' db ' || d.id
   FROM unnest(%(dataset)b::text[]) WITH ORDINALITY AS u(dataset, ord)
+  CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
+), sm AS (
+  INSERT INTO database_summaries (database_id, created_version, dataset_id, first_entry, n_events, database_version,
+                                  program, bytes, containers)
+  SELECT d.id, d.created_version, d.dataset_id, d.first_entry, d.n_events, d.created_version, d.program, d.bytes,
+         u.containers
+  FROM unnest(%(summary)b::text[]) WITH ORDINALITY AS u(containers, ord)
   CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
 ), tt AS (
   INSERT INTO dataset_totals (dataset_id, version, n_databases, n_events, bytes)
@@ -256,6 +275,7 @@ def group_statement(commits: Sequence[PreparedCommit], now: float) -> tuple[str,
             t_max.append(st["max"])
     p.update(cols)
     p.update(ccols)
+    p.update(summary=[pc.names for pc in commits])
     p.update(names=list(totals), ns=list(totals.values()), s_ord=s_ord, s_site=s_site, t_ord=t_ord,
              t_field=t_field, t_min=t_min, t_max=t_max)
     return _GROUP, p

@@ -22,12 +22,12 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, cast, func, insert, select, update
+from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, func, insert, select, update
 
 from giod.catalog import entries, migrations, planning
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
-from giod.catalog.engine import NoCatalog, Unchanged, create_catalog_engine, parse_url
+from giod.catalog.engine import NoCatalog, Unchanged, acquire_engine, parse_url
 from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
 from giod.catalog.prepared import Prepared, add_totals, execute
@@ -59,6 +59,7 @@ from giod.catalog.rows import BadRow, bad_rows, parse_rows, site_record
 from giod.catalog.rules import RuleMethods
 from giod.catalog.tables import (
     containers,
+    database_summaries,
     databases,
     dataset_schemas,
     dataset_totals,
@@ -126,14 +127,14 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         ``synchronous`` (``FULL``, the default, or ``NORMAL``).
         """
         target = parse_url(url)
-        engine = create_catalog_engine(target, create=create)
+        engine = acquire_engine(target, create=create)
         if target.dialect == "sqlite" and "://" not in url:
             url = str(target.url)
         catalog = cls(url, target.dialect, engine, target.timeout)
         try:
             catalog._migrate(create)
         except BaseException:
-            engine.dispose()
+            catalog.close()
             raise
         return catalog
 
@@ -161,7 +162,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def versions(self, limit: int = 100) -> list[VersionRecord]:
         """The latest ``limit`` versions, newest first."""
         q = select(versions).order_by(versions.c.version.desc()).limit(limit)
-        rows = self._read(lambda conn: conn.execute(q).all())
+        rows = self._read_statement(lambda conn: conn.execute(q).all())  # every writer's footer asks
         return [VersionRecord(int(r.version), float(r.created), r.description) for r in rows]
 
     # -- schemas -------------------------------------------------------------
@@ -289,6 +290,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 conn, v, containers.c.database_id.in_(dbs), tag_stats.c.database_id.in_(dbs)
             )
             conn.execute(update(databases).where(databases.c.id.in_(dbs)).values(deleted_version=v))
+            m = database_summaries
+            conn.execute(update(m).where(m.c.dataset_id == row.id, visible(m, None)).values(deleted_version=v))
             conn.execute(update(datasets).where(datasets.c.id == row.id).values(deleted_version=v))
             log(conn, v, f"delete dataset {name}")
             return v
@@ -362,7 +365,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def sites(self) -> list[SiteRecord]:
         """Every site, nearest first; a row that does not parse is left out, with a warning."""
         q = select(sites).order_by(sites.c.distance, sites.c.name)
-        return list(parse_rows(self.url, self._read(lambda conn: conn.execute(q).all()), site_record))
+        rows = self._read_statement(lambda conn: conn.execute(q).all())  # a writer with no site named asks
+        return list(parse_rows(self.url, rows, site_record))
 
     def bad_rows(self) -> list[BadRow]:
         """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""
@@ -465,25 +469,23 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """One line per database of the dataset at ``version``, by first entry, streamed.
 
         The listing a person reads (``giod show``): id, entries, events, bytes,
-        version, program and container names, from one query grouped in entry
-        order, fetched in batches on the driver's own cursor (a server-side
-        cursor on PostgreSQL): a row costs one tuple from the driver, not a
-        SQLAlchemy row as well (a third of the time of a listing before).
-        Close the iterator (or exhaust it) to end the read transaction.
+        version, program and container names (sorted), one row per database
+        of the summaries the writes keep (level 13, ``database_summaries``),
+        read in entry order along their index and fetched in batches on the
+        driver's own cursor (a server-side cursor on PostgreSQL): a row costs
+        one tuple from the driver, not a SQLAlchemy row as well. Close the
+        iterator (or exhaust it) to end the read transaction.
         """
-        d, c = databases, containers
+        m = database_summaries
         with self._reader.connect() as conn, conn.begin():
             row = dataset_row(conn, dataset, version)
             if row is None:
                 raise missing_dataset(conn, dataset, version)
             query = (
-                select(d.c.id, d.c.first_entry, d.c.n_events,
-                       cast(func.coalesce(func.sum(c.c.size), 0), BigInteger),  # PostgreSQL's sum is numeric
-                       d.c.created_version, d.c.program, func.coalesce(func.aggregate_strings(c.c.name, ","), ""))
-                .select_from(d.outerjoin(c, (c.c.database_id == d.c.id) & visible(c, version)))
-                .where(d.c.dataset_id == row.id, visible(d, version))
-                .group_by(d.c.first_entry, d.c.id)
-                .order_by(d.c.first_entry, d.c.id)
+                select(m.c.database_id, m.c.first_entry, m.c.n_events, m.c.bytes, m.c.database_version, m.c.program,
+                       m.c.containers)
+                .where(m.c.dataset_id == row.id, visible(m, version))
+                .order_by(m.c.first_entry, m.c.database_id)
             )
             driver: Any = conn.connection.dbapi_connection
             cursor = driver.cursor(name="giod_database_rows") if self.dialect == "postgresql" else driver.cursor()
@@ -498,7 +500,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """The database of ``dataset`` holding entry ``entry`` at ``version``; NotFound when none does.
 
         Four index lookups on the driver's cursor in one read transaction (``giod.catalog.entries``),
-        however many databases the dataset has.
+        however many databases the dataset has; on PostgreSQL sent together, one round trip.
         """
         s = entries.statements(self._engine.dialect, version is not None)
 
@@ -508,9 +510,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 cursor: Any = raw.cursor()
                 if self.dialect == "sqlite":
                     cursor.execute("BEGIN")  # one snapshot for the four statements
-                elif version is None:  # a pinned version's rows never change: any snapshot sees them alike
-                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                return entries.find(cursor, s, dataset, entry, version)
+                    return entries.find(cursor, s, dataset, entry, version)
+                # a pinned version's rows never change: any snapshot sees them alike
+                return entries.find_pipelined(raw.driver_connection, s, dataset, entry, version,
+                                              snapshot=version is None)
             finally:
                 with contextlib.suppress(Exception):  # a failed rollback must not hide the error
                     raw.rollback()
@@ -561,6 +564,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             conn.execute(
                 update(databases).where(databases.c.id == database_id).values(deleted_version=v)
             )
+            m = database_summaries
+            conn.execute(update(m).where(m.c.database_id == database_id, visible(m, None)).values(deleted_version=v))
             log(conn, v, f"delete db {database_id}")
             return v
 

@@ -25,17 +25,18 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate, group_statement
 from giod.catalog.engine import Transactions, Unchanged
-from giod.catalog.prepared import CommitStatements, execute
+from giod.catalog.prepared import CommitStatements, execute, summary_names
 from giod.catalog.queries import bound, chunks, not_found
 from giod.catalog.records import CONTAINER_FORMATS, CommitResult, ContainerSpec, DatabaseCommit
 from giod.catalog.tables import (
     containers,
     databases,
     datasets,
+    leases,
     schemas,
     sites,
     visible,
@@ -167,7 +168,7 @@ class CommitMethods(Transactions):
             self._statements = CommitStatements(self._engine.dialect)
         return self._statements
 
-    def commit_database(self, commit: DatabaseCommit) -> CommitResult:
+    def commit_database(self, commit: DatabaseCommit, *, release_lease: int | None = None) -> CommitResult:
         """Register one database with its containers, replicas and tag statistics.
 
         One transaction: entries ``[first_entry, first_entry + n_events)`` are
@@ -182,8 +183,16 @@ class CommitMethods(Transactions):
         transaction and one fsync (group commit): each still gets its own
         version and result, only once that transaction is durable, and a
         commit that fails is rolled back alone.
+
+        ``release_lease``: the id of a lease (``giod.catalog.leases``) the
+        same transaction releases, a writer's last commit: its files are
+        registered, and the writer saves a transaction (an fsync) of its own.
+        A commit that fails leaves the lease held.
         """
-        return self._grouped(self._commit_work(commit))  # type: ignore[no-any-return]
+        result: CommitResult = self._grouped(self._commit_work(commit, release_lease))
+        if release_lease is not None and result.duplicate:  # its transaction was rolled back
+            self._run(lambda conn: conn.execute(delete(leases).where(leases.c.id == release_lease)), write=True)
+        return result
 
     def commit_databases(self, commits: Sequence[DatabaseCommit]) -> list[CommitResult]:
         """Register many databases in one transaction: all of them, or none.
@@ -197,7 +206,7 @@ class CommitMethods(Transactions):
         works = [self._commit_work(c) for c in commits]
         return [value for _, value in self._commit_group(works, atomic=True)]
 
-    def _commit_work(self, commit: DatabaseCommit) -> _CommitWork:
+    def _commit_work(self, commit: DatabaseCommit, release: int | None = None) -> _CommitWork:
         """Check ``commit`` and prepare its rows; the transaction's work, to run after the bump."""
         n = commit.n_events
         if not 0 <= n < _INT64:
@@ -211,6 +220,7 @@ class CommitMethods(Transactions):
         parents = list(dict.fromkeys(commit.parents))
         wanted_schemas = {c.schema_id for c in commit.containers}
         size = sum(c.size for c in commit.containers)
+        names = summary_names(c.name for c in commit.containers)
         s = self._prepared()
 
         def work(cur: Any, v: int) -> CommitResult:
@@ -254,14 +264,20 @@ class CommitMethods(Transactions):
                      for i, p in enumerate(parents)),
                 )  # fmt: skip
             self._insert_containers(cur, v, now, [(db_id, held)], int(site_id))
+            s.insert_summary.execute(cur, {
+                "database_id": db_id, "created_version": v, "dataset_id": dataset_id, "first_entry": first,
+                "n_events": n, "database_version": v, "program": commit.program, "bytes": size, "containers": names,
+            })  # fmt: skip
             s.insert_tag_stats.executemany(
                 cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
             )
             s.add_totals.execute(cur, {"dataset_id": dataset_id, "version": v, "dn": 1, "de": n, "db": size})
             self._log(cur, v, now, f"commit {commit.dataset} db {db_id}")
+            if release is not None:
+                s.release_lease.execute(cur, {"id": release})
             return CommitResult(db_id, first, v)
 
-        prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size)
+        prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size, names, release)
         return _CommitWork(prepared, work)
 
     # -- group commit --------------------------------------------------------------------
@@ -354,6 +370,8 @@ class CommitMethods(Transactions):
                 batch = raw.driver_connection.pipeline()  # type: ignore[union-attr]
             with batch:
                 outcomes = self._bulk_rows(cursor, commits)
+                released = [{"id": p.release} for p in commits if p.release is not None]
+                self._prepared().release_lease.executemany(cursor, released)
                 raw.commit()
             return outcomes
         except BaseException as exc:
@@ -446,6 +464,7 @@ class CommitMethods(Transactions):
         stats: list[dict[str, Any]] = []
         log: list[dict[str, Any]] = []
         totals_rows: list[dict[str, Any]] = []
+        summaries: list[dict[str, Any]] = []
         grown: dict[int, tuple[int, int, int]] = {}  # dataset id -> the group's running sums
         for j, i in enumerate(fresh):
             p, db_id, v = commits[i], db_ids[j], version + j
@@ -457,6 +476,11 @@ class CommitMethods(Transactions):
             held += [{**r, "database_id": db_id, "created_version": v, "created": now} for r in p.containers]
             stats += [{**r, "database_id": db_id, "created_version": v} for r in p.stats]
             log.append({"version": v, "created": now, "description": f"commit {p.commit.dataset} db {db_id}"})
+            summaries.append({
+                "database_id": db_id, "created_version": v, "dataset_id": ds_id, "first_entry": placed[j][1],
+                "n_events": p.commit.n_events, "database_version": v, "program": p.commit.program, "bytes": p.size,
+                "containers": p.names,
+            })  # fmt: skip
             outcomes[i] = (True, CommitResult(db_id, placed[j][1], v))
         if pg:
             cur.execute(b.containers, b.container_params(
@@ -464,6 +488,7 @@ class CommitMethods(Transactions):
             if stats:
                 cur.execute(b.tag_stats, b.tag_params(stats))
             cur.execute(b.log, b.log_params(log))
+            cur.execute(b.summaries, b.summary_params(summaries))
             cur.execute(b.totals, b.totals_params(
                 [{**r, "dn": r["sums"][0], "de": r["sums"][1], "db": r["sums"][2]} for r in totals_rows]))
         else:
@@ -473,6 +498,7 @@ class CommitMethods(Transactions):
                  "version": version + j} for j, i in enumerate(fresh) if commits[i].containers))
             s.insert_tag_stats.executemany(cur, stats)
             s.log.executemany(cur, log)
+            s.insert_summary.executemany(cur, summaries)
             s.add_totals.executemany(cur, totals_rows)  # each sees the row before it: the increments chain
         for i, p in enumerate(commits):
             key = p.commit.idempotency_key
@@ -581,7 +607,8 @@ class CommitMethods(Transactions):
                 for c in specs:
                     check_container_path(dataset, c.path)
             self._require_schemas(cur, wanted_schemas)
-            clash = [row for row in self._live_containers(cur, ids) if row[1:3] in wanted]
+            live = list(self._live_containers(cur, ids))
+            clash = [row for row in live if row[1:3] in wanted]
             if clash and not replace:
                 _, db_id, name, _ = clash[0]
                 raise ConflictError(
@@ -609,6 +636,7 @@ class CommitMethods(Transactions):
                 ({**r, "database_id": db_id, "created_version": v}
                  for db_id, rows in stats for r in rows),
             )  # fmt: skip
+            self._summarise(cur, v, items, live, {row[0] for row in clash})
             if idempotency_key is not None:
                 s.insert_key.execute(cur, {"key": idempotency_key, "version": v, "created": now})
             verb = "replace" if clash else "add"
@@ -622,6 +650,23 @@ class CommitMethods(Transactions):
         return self._write_driver(work)
 
     # -- helpers on the driver's cursor -----------------------------------------------
+
+    def _summarise(self, cur: Any, version: int, items: AddItems, live: list[tuple[int, int, str, int]],
+                   replaced: set[int]) -> None:
+        """The new summaries (level 13) of the databases a pass gave containers: what stays, and what it adds."""
+        kept: dict[int, list[tuple[str, int]]] = {}
+        for cid, db_id, name, size in live:
+            if cid not in replaced:
+                kept.setdefault(db_id, []).append((name, size))
+        rows = []
+        for db_id, specs, _ in items:
+            if specs:  # statistics alone leave the line as it was
+                held = kept.get(db_id, []) + [(c.name, c.size) for c in specs]
+                rows.append({"database_id": db_id, "version": version, "bytes": sum(size for _, size in held),
+                             "containers": summary_names(name for name, _ in held)})
+        s = self._prepared()
+        s.extend_summary.executemany(cur, rows)  # reads the live summary before the next statement ends it
+        s.retire_summary.executemany(cur, rows)
 
     def _insert_containers(
         self,

@@ -18,7 +18,9 @@ import contextlib
 import os
 import random
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,10 @@ from sqlalchemy.pool import QueuePool, StaticPool
 from giod.catalog.tables import federation
 from giod.errors import CatalogError, ConfigError, ConflictError, needs_extra
 
-__all__ = ["CatalogURL", "NoCatalog", "Transactions", "Unchanged", "create_catalog_engine", "parse_url"]
+__all__ = [
+    "CatalogURL", "NoCatalog", "Transactions", "Unchanged", "acquire_engine", "create_catalog_engine", "parse_url",
+    "release_engine",
+]
 
 T = TypeVar("T")
 
@@ -170,6 +175,42 @@ def _postgresql_engine(sa_url: URL, timeout: float) -> Engine:
     return create_engine(sa_url, pool_size=5, max_overflow=10, connect_args=connect_args)
 
 
+# PostgreSQL engines shared by the catalogs a process has open on one URL: (URL, timeout, pid) ->
+# [engine, catalogs holding it]. A federation opened while another on the same catalog is open
+# finds warm connections (server processes that have read the tables' metadata once) and the
+# statements compiled already (SQLAlchemy's cache is per engine): planning a selection in a
+# federation opened anew, medians of 15 at 10,000 databases, 76-93 ms alone against 33-47 ms shared.
+_SHARED: dict[tuple[str, float, int], list[Any]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def acquire_engine(target: CatalogURL, *, create: bool = True) -> Engine:
+    """The engine for ``target``: on PostgreSQL the one the process's catalogs open on it share (give it
+    back with ``release_engine``), on SQLite a new one (connecting is a file open)."""
+    if target.dialect != "postgresql":
+        return create_catalog_engine(target, create=create)
+    key = (target.url.render_as_string(hide_password=False), target.timeout, os.getpid())
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+        if entry is None:
+            entry = _SHARED[key] = [create_catalog_engine(target, create=create), 0]
+        entry[1] += 1
+        return entry[0]  # type: ignore[no-any-return]
+
+
+def release_engine(engine: Engine) -> None:
+    """Give back an engine of ``acquire_engine``: the last catalog holding it closes its connections."""
+    with _SHARED_LOCK:
+        for key, entry in _SHARED.items():
+            if entry[0] is engine:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _SHARED[key]
+                break
+    engine.dispose()
+
+
 def _reason(orig: BaseException) -> str:
     lines = str(orig).strip().splitlines()
     return lines[0] if lines else type(orig).__name__
@@ -205,6 +246,8 @@ class Transactions:
         # a read of one statement needs no transaction around it (it sees one snapshot):
         # on PostgreSQL that saves the BEGIN and COMMIT, two of its three round trips
         self._single = engine.execution_options(isolation_level="AUTOCOMMIT") if dialect == "postgresql" else engine
+        # the engine goes back once, at close() or when the catalog is collected unclosed
+        self._release = weakref.finalize(self, release_engine, engine)
         dbapi = engine.dialect.dbapi
         self._driver_error: type[Exception] = dbapi.Error if dbapi is not None else sqlite3.Error
         self._driver_integrity: type[Exception] = (
@@ -212,8 +255,9 @@ class Transactions:
         )
 
     def close(self) -> None:
-        """Close every pooled connection."""
-        self._engine.dispose()
+        """Close every pooled connection (on PostgreSQL, once no other catalog of the process has the
+        same URL open: they share them)."""
+        self._release()
 
     def __enter__(self) -> Self:
         return self

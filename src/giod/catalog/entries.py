@@ -20,7 +20,7 @@ from giod.catalog.prepared import Prepared
 from giod.catalog.records import ContainerRecord, DatabaseRecord, row_list, row_object
 from giod.catalog.tables import containers, database_parents, databases, datasets, replicas, tag_stats, visible
 
-__all__ = ["EntryStatements", "find", "statements"]
+__all__ = ["EntryStatements", "find", "find_pipelined", "statements"]
 
 _KEPT: dict[tuple[str, str, bool], EntryStatements] = {}
 _LOCK = threading.Lock()
@@ -55,20 +55,43 @@ class EntryStatements:
         )
         self.parents = prepared(
             select(p.c.parent_id).where(p.c.database_id == bindparam("id")).order_by(p.c.position))
-        good = (r.c.container_id == c.c.id) & (r.c.state == literal_column("'good'"))
-        sites = func.aggregate_strings(cast(r.c.site_id, String), literal_column("','"))  # type: ignore[arg-type]
+        sites = (  # an index lookup per container (as in queries._load_containers)
+            select(func.aggregate_strings(cast(r.c.site_id, String), literal_column("','")))  # type: ignore[arg-type]
+            .where(r.c.container_id == c.c.id, r.c.state == literal_column("'good'"))
+            .correlate(c)
+            .scalar_subquery()
+        )
         self.containers = prepared(
             select(c.c.id, c.c.database_id, c.c.name, c.c.path, c.c.checksum, c.c.size, c.c.cluster_entries,
                    c.c.schema_id, c.c.created_version, sites,
                    c.c.program, c.c.program_version, c.c.parameters, c.c.created, c.c.format,
                    c.c.cluster_checksums)
-            .select_from(c.outerjoin(r, good))
             .where(c.c.database_id == bindparam("id"), _visible(c, pinned))
-            .group_by(c.c.id)
             .order_by(c.c.id)
         )
         self.tag_stats = prepared(
             select(t.c.field, t.c.min, t.c.max).where(t.c.database_id == bindparam("id"), _visible(t, pinned)))
+        # PostgreSQL: the same three keyed by the entry (the database found again in each, an index
+        # lookup), so that all of them travel in one pipeline with the first: one round trip in all
+        holder = (
+            select(d.c.id)
+            .where(d.c.dataset_id == dataset_id, d.c.first_entry <= bindparam("entry"), _visible(d, pinned))
+            .order_by(d.c.first_entry.desc())
+            .limit(literal_column("1"))
+            .scalar_subquery()
+        )
+        self.parents_at = prepared(
+            select(p.c.parent_id).where(p.c.database_id == holder).order_by(p.c.position))
+        self.containers_at = prepared(
+            select(c.c.id, c.c.database_id, c.c.name, c.c.path, c.c.checksum, c.c.size, c.c.cluster_entries,
+                   c.c.schema_id, c.c.created_version, sites,
+                   c.c.program, c.c.program_version, c.c.parameters, c.c.created, c.c.format,
+                   c.c.cluster_checksums)
+            .where(c.c.database_id == holder, _visible(c, pinned))
+            .order_by(c.c.id)
+        )
+        self.tag_stats_at = prepared(
+            select(t.c.field, t.c.min, t.c.max).where(t.c.database_id == holder, _visible(t, pinned)))
 
 
 def statements(dialect: Dialect, pinned: bool) -> EntryStatements:
@@ -102,14 +125,38 @@ def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int
     if row is None or entry >= row[2] + row[3]:
         return s.dataset.execute(cursor, {"name": dataset, **at}).fetchone() is not None, None
     key = {"id": row[0], **at}
-    parents = tuple(int(p) for (p,) in s.parents.execute(cursor, key).fetchall())
-    held = tuple(_container(c) for c in s.containers.execute(cursor, key).fetchall())
+    parents = s.parents.execute(cursor, key).fetchall()
+    held = s.containers.execute(cursor, key).fetchall()
+    return True, _record(row, parents, held, s.tag_stats.execute(cursor, key).fetchall())
+
+
+def find_pipelined(connection: Any, s: EntryStatements, dataset: str, entry: int, version: int | None, *,
+                   snapshot: bool) -> tuple[bool, DatabaseRecord | None]:
+    """``find`` on a psycopg connection: its statements sent together in one transaction (with
+    ``snapshot``, a repeatable-read one), one round trip."""
+    given = {"name": dataset, "entry": entry, **({} if version is None else {"version": version})}
+    cursors = [connection.cursor() for _ in range(5)]
+    with connection.pipeline():
+        if snapshot:
+            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        for cursor, statement in zip(cursors, (s.database, s.dataset, s.parents_at, s.containers_at,
+                                               s.tag_stats_at), strict=True):
+            statement.execute(cursor, given)
+    row, known, parents, held, stats = (cursors[0].fetchone(), cursors[1].fetchone(), cursors[2].fetchall(),
+                                        cursors[3].fetchall(), cursors[4].fetchall())
+    if row is None or entry >= row[2] + row[3]:
+        return known is not None, None
+    return True, _record(row, parents, held, stats)
+
+
+def _record(row: Any, parents: Any, held_rows: Any, stats_rows: Any) -> DatabaseRecord:
+    held = tuple(_container(c) for c in held_rows)
     stats = {field: (-math.inf if lo is None else lo, math.inf if hi is None else hi)
-             for field, lo, hi in s.tag_stats.execute(cursor, key).fetchall()}
-    return True, DatabaseRecord(
+             for field, lo, hi in stats_rows}
+    return DatabaseRecord(
         id=row[0], dataset_id=row[1], first_entry=row[2], n_events=row[3], bytes=sum(c.size for c in held),
         created=row[4], created_version=row[5], writer=row[6], program=row[7], program_version=row[8],
-        parameters=row_object(row[9], f"parameters of database {row[0]}"), parents=parents,
+        parameters=row_object(row[9], f"parameters of database {row[0]}"), parents=tuple(int(p) for (p,) in parents),
         idempotency_key=row[10], containers=held,
         tag_stats=stats,
     )

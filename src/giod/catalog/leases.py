@@ -3,7 +3,7 @@
 A writer takes a lease on a path prefix at a site (the folder of the
 database it writes) before it creates the first file there, keeps it while
 its files are pending and while they are published but not yet registered,
-and releases it after the commit. A thread of the writing process renews the
+and releases it after the commit, or in its last commit's own transaction. A thread of the writing process renews the
 lease every third of its term; a writer that crashed stops renewing, so its
 lease expires one term later and its leftovers become reclaimable. gc and
 fsck never touch a file under a live lease, whatever its age.
@@ -171,6 +171,12 @@ class Lease:
         with contextlib.suppress(GiodError):  # a catalog away now: the lease expires by itself
             self.catalog.release_lease(self.record.id)
 
+    def released_by_commit(self) -> None:
+        """Note that a commit released the lease in its own transaction (``commit_database(...,
+        release_lease=lease.record.id)``): stop renewing it, and :meth:`release` costs nothing."""
+        self.released = True
+        _KEEPER.forget(self)
+
 
 class _Keeper:
     """One thread per process renewing every lease the process holds, every third of the shortest term."""
@@ -179,6 +185,7 @@ class _Keeper:
         self._held: weakref.WeakSet[Lease] = weakref.WeakSet()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._period = float("inf")  # what the thread waits for now
 
     def hold(self, lease: Lease) -> None:
         with self._wake:
@@ -186,7 +193,10 @@ class _Keeper:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="giod-leases", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            # woken only when it must renew sooner: a wake renews every lease held, and a lease just
+            # taken needs none (a writer per commit paid a catalog transaction for it)
+            if lease.seconds / 3 < self._period:
+                self._wake.notify()
 
     def forget(self, lease: Lease) -> None:
         with self._wake:
@@ -196,8 +206,8 @@ class _Keeper:
         while True:
             with self._wake:
                 held = list(self._held)
-                period = min((lease.seconds for lease in held), default=60.0) / 3
-                self._wake.wait(period)
+                self._period = min((lease.seconds for lease in held), default=60.0) / 3
+                self._wake.wait(self._period)
                 held = [lease for lease in self._held if not lease.released and not lease.lost]
             groups: dict[tuple[int, float], list[Lease]] = {}
             for lease in held:

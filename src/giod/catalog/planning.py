@@ -39,29 +39,36 @@ _SLACK = 1e-9
 Covered = tuple[str, float]  # (field, width)
 
 
-def _latest(conn: Connection, query: Any, version_column: Any, version: int | None) -> Any:
+def _latest(column: Any, version_column: Any, version: int | None, *where: Any) -> Any:
+    """The scalar subquery of ``column`` in the latest row at or before ``version`` matching ``where``."""
+    query = select(column).where(*where)
     if version is not None:
         query = query.where(version_column <= version)
-    return conn.execute(query.order_by(version_column.desc()).limit(1)).first()
+    return query.order_by(version_column.desc()).limit(1).scalar_subquery()
 
 
 def covered_field(conn: Connection, dataset_id: int, version: int | None, bounds: Bounds) -> Covered | None:
     """A field of ``bounds`` with statistics in every database of the dataset at ``version``, with its width.
 
-    Two index lookups per field; None when no bounded field is covered.
+    One statement: the totals and each bounded field's coverage, an index lookup each; None when no
+    bounded field is covered.
     """
     t, c = dataset_totals, tag_coverage
-    total = _latest(conn, select(t.c.n_databases).where(t.c.dataset_id == dataset_id), t.c.version, version)
-    if total is None:
-        return None  # a snapshot from before the totals: nothing to compare with
     # two-sided ranges first: their index range is the narrowest
     fields = sorted((name for name, (lo, hi) in bounds.items() if lo > -math.inf or hi < math.inf),
                     key=lambda name: (not math.isfinite(bounds[name][0] - bounds[name][1]), name))
+    if not fields:
+        return None
+    looked = [_latest(t.c.n_databases, t.c.version, version, t.c.dataset_id == dataset_id)]
     for name in fields:
-        row = _latest(conn, select(c.c.n_databases, c.c.width).where(c.c.dataset_id == dataset_id, c.c.field == name),
-                      c.c.version, version)
-        n, width = (0, 0.0) if row is None else (int(row[0]), row[1])
-        if n == int(total[0]) and width is not None:
+        at = (c.c.dataset_id == dataset_id, c.c.field == name)
+        looked += [_latest(c.c.n_databases, c.c.version, version, *at), _latest(c.c.width, c.c.version, version, *at)]
+    total, *found = conn.execute(select(*looked)).one()
+    if total is None:
+        return None  # a snapshot from before the totals: nothing to compare with
+    for k, name in enumerate(fields):
+        n, width = found[2 * k], found[2 * k + 1]
+        if n is not None and int(n) == int(total) and width is not None:
             return name, float(width)
     return None
 
@@ -96,5 +103,6 @@ def kept_ids(conn: Connection, dataset_id: int | None, where: ColumnElement[bool
     name, width = found
     lo, hi = bounds[name]
     near = sorted(set(conn.execute(_in_range(name, float(lo), float(hi), width, version)).scalars()))
-    # the candidates get the full check (other fields, other datasets' rows of the same field)
+    # the candidates get the full check (other fields, other datasets' rows of the same field); not in the
+    # same statement: SQLite reads that as a scan of the dataset's databases testing each against the ranges
     return [int(i) for chunk in chunks(near) for i in conn.execute(full.where(d.c.id.in_(chunk))).scalars()]

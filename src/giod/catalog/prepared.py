@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Dialect, Double, bindparam, func, insert, literal_column, select
+from sqlalchemy import BigInteger, Dialect, Double, bindparam, delete, func, insert, literal_column, select
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -27,9 +27,11 @@ from giod.catalog.tables import (
     commit_keys,
     containers,
     database_parents,
+    database_summaries,
     databases,
     dataset_totals,
     datasets,
+    leases,
     replicas,
     sites,
     tag_stats,
@@ -37,7 +39,7 @@ from giod.catalog.tables import (
     visible,
 )
 
-__all__ = ["CommitStatements", "Prepared", "add_totals", "execute"]
+__all__ = ["CommitStatements", "Prepared", "add_totals", "execute", "summary_names"]
 
 
 class Prepared:
@@ -100,6 +102,17 @@ _CONTAINER_COLUMNS = (
 )  # fmt: skip
 
 
+_SUMMARY_COLUMNS = (
+    "database_id", "created_version", "dataset_id", "first_entry", "n_events", "database_version", "program",
+    "bytes", "containers",
+)  # fmt: skip
+
+
+def summary_names(names: Iterable[str]) -> str:
+    """The ``containers`` text of a database summary (level 13): its container names, sorted, comma-separated."""
+    return ",".join(sorted(names))
+
+
 def _insert(table: Any, columns: Sequence[str]) -> ClauseElement:
     """INSERT of exactly ``columns``, each bound by its own name."""
     return insert(table).values({name: bindparam(name, type_=table.c[name].type) for name in columns})
@@ -129,6 +142,8 @@ class CommitStatements:
         def prepared(statement: ClauseElement) -> Prepared:
             return Prepared(statement, dialect)
 
+        # a writer's lease released in its last commit's transaction (giod.catalog.leases)
+        self.release_lease = prepared(delete(leases).where(leases.c.id == bindparam("id")))
         self.take_entries = prepared(
             sql_update(datasets)
             .where(datasets.c.name == bindparam("name"), visible(datasets, None))
@@ -209,3 +224,23 @@ class CommitStatements:
             select(commit_keys.c.version).where(commit_keys.c.key == bindparam("key"))
         )
         self.insert_key = prepared(_insert(commit_keys, ("key", "version", "created")))
+        m = database_summaries
+        self.insert_summary = prepared(_insert(m, _SUMMARY_COLUMNS))
+        # a later pass's summary: the live one's database columns with new bytes and names
+        self.extend_summary = prepared(
+            insert(m).from_select(
+                list(_SUMMARY_COLUMNS),
+                select(
+                    m.c.database_id, bindparam("version", type_=BigInteger), m.c.dataset_id, m.c.first_entry,
+                    m.c.n_events, m.c.database_version, m.c.program, bindparam("bytes", type_=BigInteger),
+                    bindparam("containers", type_=m.c.containers.type),
+                ).where(m.c.database_id == bindparam("database_id"), visible(m, None)),
+            )
+        )
+        # the summary a pass (``extend_summary``) or a deletion ends
+        self.retire_summary = prepared(
+            sql_update(m)
+            .where(m.c.database_id == bindparam("database_id"), visible(m, None),
+                   m.c.created_version < bindparam("version"))
+            .values(deleted_version=bindparam("version"))
+        )

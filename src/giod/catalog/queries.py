@@ -318,7 +318,14 @@ def _load_containers(
     held: dict[int, list[ContainerRecord]] = {db_id: [] for db_id in heads}
     entries: dict[str, tuple[int, ...]] = {}
     holders: dict[str | None, tuple[int, ...]] = {None: ()}
-    good = (r.c.container_id == c.c.id) & (r.c.state == "good")
+    # the sites of its good copies, per container: an index lookup each, whatever the statistics say
+    # (grouped over an outer join, PostgreSQL without statistics scanned every replica: 48 ms for one database)
+    holding = (
+        select(func.aggregate_strings(cast(r.c.site_id, String), ","))
+        .where(r.c.container_id == c.c.id, r.c.state == "good")
+        .correlate(c)
+        .scalar_subquery()
+    )
     query = (
         select(
             c.c.id,
@@ -330,7 +337,7 @@ def _load_containers(
             c.c.cluster_entries,
             c.c.schema_id,
             c.c.created_version,
-            func.aggregate_strings(cast(r.c.site_id, String), ","),
+            holding,
             c.c.program,
             c.c.program_version,
             c.c.parameters,
@@ -338,9 +345,8 @@ def _load_containers(
             c.c.format,
             c.c.cluster_checksums,
         )
-        .select_from(c.join(d, d.c.id == c.c.database_id).outerjoin(r, good))
+        .select_from(c.join(d, d.c.id == c.c.database_id))
         .where(cond, visible(c, version))
-        .group_by(c.c.id)  # the other columns depend on the primary key
         .order_by(c.c.id)
     )
     for row in conn.execute(query).all():

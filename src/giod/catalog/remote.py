@@ -10,6 +10,7 @@ commit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -36,7 +37,7 @@ from giod.catalog.records import (
     overlaps,
 )
 from giod.catalog.rows import BadRow
-from giod.errors import CatalogError, ConfigError, NotFound, StorageError
+from giod.errors import CatalogError, ConfigError, GiodError, NotFound, StorageError
 from giod.names import check_container_path, check_name, dataset_of_path
 from giod.storage.container import check_dataset_format
 from giod.storage.http import Endpoint, Limits, connect
@@ -296,11 +297,14 @@ class RemoteCatalog:
                 return db
         raise NotFound(f"dataset {dataset} has no entry {entry}")
 
-    def commit_database(self, commit: DatabaseCommit) -> CommitResult:
+    def commit_database(self, commit: DatabaseCommit, *, release_lease: int | None = None) -> CommitResult:
         for c in commit.containers:
             check_container_path(commit.dataset, c.path)
         # an idempotency key makes a retried commit land once; without one a retry could land twice
         doc = self._post("/commit", wire.dump(commit), idempotent=commit.idempotency_key is not None)
+        if release_lease is not None:  # a request of its own here; a server away now: it expires by itself
+            with contextlib.suppress(GiodError):
+                self.release_lease(release_lease)
         return wire.load(CommitResult, doc)
 
     def add_containers(self, database_id: int, containers: Sequence[ContainerSpec], site: str, *,

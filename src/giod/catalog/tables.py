@@ -37,6 +37,7 @@ __all__ = [
     "commit_keys",
     "containers",
     "database_parents",
+    "database_summaries",
     "databases",
     "dataset_schemas",
     "dataset_totals",
@@ -157,6 +158,29 @@ dataset_totals = Table(
     Column("n_databases", BigInteger, nullable=False),
     Column("n_events", BigInteger, nullable=False),
     Column("bytes", BigInteger, nullable=False),
+)
+
+# One line of the listing per database and version that changed its containers (level 13):
+# what ``Catalog.database_rows`` prints, kept by every write that adds, replaces or deletes
+# containers, so that listing reads one row per database instead of grouping its containers.
+# Versioned like containers (visible while the database and that set of containers are); the
+# database's own columns are copied, since a database row never changes. ``containers``: the
+# names of its visible containers, sorted (by code point), comma-separated. No foreign key:
+# written with every commit, purged with the rows it sums.
+database_summaries = Table(
+    "database_summaries",
+    metadata,
+    Column("database_id", _Id, primary_key=True, autoincrement=False),
+    Column("created_version", BigInteger, primary_key=True, autoincrement=False),
+    Column("deleted_version", BigInteger),
+    Column("dataset_id", _Id, nullable=False),
+    Column("first_entry", BigInteger, nullable=False),
+    Column("n_events", BigInteger, nullable=False),
+    Column("database_version", BigInteger, nullable=False),  # the database's created_version
+    Column("program", Text, nullable=False),
+    Column("bytes", BigInteger, nullable=False),  # of its visible containers
+    Column("containers", Text, nullable=False),
+    Index("database_summaries_by_entry", "dataset_id", "first_entry", "database_id"),
 )
 
 # No foreign key on parent_id: lineage outlives a purged parent.

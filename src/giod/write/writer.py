@@ -180,6 +180,7 @@ class Writer:
         self._open: _OpenDatabase | None = None
         self._schema_id = dataset.schema_id
         self._closed = False
+        self._closing = False
 
     # ------------------------------------------------------------------ API
 
@@ -250,7 +251,10 @@ class Writer:
             parents=self.parents,
             idempotency_key=db.key,
         )
-        result = self.dataset.store.catalog.commit_database(commit)
+        last = self._lease if self._closing else None  # released in the last commit's own transaction
+        result = self.dataset.store.catalog.commit_database(commit, release_lease=last.record.id if last else None)
+        if last is not None:
+            last.released_by_commit()
         self._events_committed += db.n_events
         if result.duplicate:
             # the same commit landed before (a retried DAQ write): drop our copy
@@ -266,6 +270,7 @@ class Writer:
         block normally calls it; calling it again returns the same list.
         """
         if not self._closed:
+            self._closing = True
             try:
                 self.flush()
             finally:

@@ -36,6 +36,7 @@ from giod.catalog.migrations import (
     v0010_nearline_tier,
     v0011_tag_coverage,
     v0012_commit_checks,
+    v0013_database_summaries,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -55,6 +56,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     10: v0010_nearline_tier.upgrade,
     11: v0011_tag_coverage.upgrade,
     12: v0012_commit_checks.upgrade,
+    13: v0013_database_summaries.upgrade,
 }
 
 _KEY = "schema_version"
