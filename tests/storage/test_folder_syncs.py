@@ -41,9 +41,9 @@ def test_a_database_costs_one_fsync_per_file_and_one_per_folder_touched(tmp_path
         _record_fsyncs(monkeypatch, events)
         commit = fed.catalog.commit_database
 
-        def noted(spec):  # the catalog commit, in the same sequence as the fsyncs
+        def noted(spec, **kw):  # the catalog commit, in the same sequence as the fsyncs
             events.append(("catalog", spec.dataset))
-            return commit(spec)
+            return commit(spec, **kw)
 
         monkeypatch.setattr(fed.catalog, "commit_database", noted)
         with ds.writer() as w:
