@@ -124,6 +124,32 @@ def catalog(catalog_url: str) -> Iterator[Any]:
     opened.close()
 
 
+#: Session fixtures that take seconds to make (a simulation, an import of a CMS file, an npm install,
+#: a browser, a Dask cluster, two xrootd servers), by the group of tests that share one. ``make test``
+#: runs the tests in several processes (pytest-xdist, ``--dist loadgroup``): the tests of a group run
+#: in one of them, which makes the fixture once instead of once in each.
+SHARED_FIXTURES = {
+    "client": "dask-cluster",
+    "sim_root": "display",
+    "nano_root": "display",
+    "hzz_root": "display",
+    "phoenix_build": "display",
+    "browser": "display",
+    "xrootd_pair": "xrootd",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        used = getattr(item, "fixturenames", ())
+        group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # `giod bench` is the benchmarks distribution's entry point; where it is not installed
     # (benchmarks/src is on pytest's pythonpath), the tests still reach it through `giod`,
