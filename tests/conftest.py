@@ -144,10 +144,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
-        used = getattr(item, "fixturenames", ())
-        group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)
+        group = _shared_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_group(item: pytest.Item) -> str | None:
+    """The group of a test that shares a costly fixture: a session one named above, or any fixture
+    of module scope (the WAN benchmark's run, an RNTuple's import), whose module is then one group."""
+    used = getattr(item, "fixturenames", ())
+    group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)
+    if group is None:
+        info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the fixtures a test uses
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d and d[-1].scope == "module" for d in defs):
+            group = item.nodeid.split("::", 1)[0]
+    return group
 
 
 def pytest_configure(config: pytest.Config) -> None:
