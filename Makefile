@@ -42,8 +42,12 @@ ALL_TESTS := $(or $(filter 1 true yes,$(GIOD_TEST_ALL)),$(filter true,$(CI)))
 # dependencies from source again, seconds of CPU each. uv is told to compile at install for
 # the same reason (pip does by default).
 BYTECODE := PYTHONDONTWRITEBYTECODE=
+# The tests run in one process per core, at most four (pytest-xdist): each process makes the session's
+# fixtures again (a PostgreSQL database, servers, a Dask cluster of two workers). TEST_WORKERS=0 runs
+# them in this one process. Tests that share a costly fixture run in one process (tests/conftest.py).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 4 ? n : 4 )))
 test: $(STAMP)
-	$(BYTECODE) $(PY) -m pytest -q $(if $(ALL_TESTS),,-m "not slow")
+	$(BYTECODE) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(if $(ALL_TESTS),,-m "not slow")
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

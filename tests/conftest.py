@@ -124,6 +124,44 @@ def catalog(catalog_url: str) -> Iterator[Any]:
     opened.close()
 
 
+#: Session fixtures that take seconds to make (a simulation, an import of a CMS file, an npm install,
+#: a browser, a Dask cluster, two xrootd servers), by the group of tests that share one. ``make test``
+#: runs the tests in several processes (pytest-xdist, ``--dist loadgroup``): the tests of a group run
+#: in one of them, which makes the fixture once instead of once in each.
+SHARED_FIXTURES = {
+    "client": "dask-cluster",
+    "sim_root": "display",
+    "nano_root": "display",
+    "hzz_root": "display",
+    "phoenix_build": "display",
+    "browser": "display",
+    "xrootd_pair": "xrootd",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = _shared_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_group(item: pytest.Item) -> str | None:
+    """The group of a test that shares a costly fixture: a session one named above, or any fixture
+    of module scope (the WAN benchmark's run, an RNTuple's import), whose module is then one group."""
+    used = getattr(item, "fixturenames", ())
+    group = next((g for f, g in SHARED_FIXTURES.items() if f in used), None)
+    if group is None:
+        info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the fixtures a test uses
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d and d[-1].scope == "module" for d in defs):
+            group = item.nodeid.split("::", 1)[0]
+    return group
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # `giod bench` is the benchmarks distribution's entry point; where it is not installed
     # (benchmarks/src is on pytest's pythonpath), the tests still reach it through `giod`,

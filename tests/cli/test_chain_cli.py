@@ -15,6 +15,7 @@ from giod.cli import main
 from giod.physics.layout import model_text
 from giod.schema import Schema
 
+pytestmark = pytest.mark.slow  # the module's chain simulates and reconstructs (a minute on two cores)
 TINY = "schema_version: 1\nname: tiny\ntypes:\n  P: {fields: {x: float32}}\ncollections: {parts: P}\n"
 
 

@@ -20,6 +20,7 @@ import pytest
 import giod
 from giod.testing import synthetic
 
+pytestmark = pytest.mark.slow  # a child Python per check, with every import of giod from source
 SRC = Path(giod.__file__).resolve().parents[1]
 #: What the extras bring (giod[server], giod[postgres], giod[plots], giod[display], giod[sql]), by top-level name.
 EXTRAS = {

@@ -290,6 +290,7 @@ _COUNTER = itertools.count()
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.data_too_large])
+@pytest.mark.slow  # generated inputs, each written
 @given(_columns())
 def test_every_form_stores_the_value_given_or_refuses_alike(every_dtype, drawn):
     fed, schema = every_dtype

@@ -19,7 +19,7 @@ from giod.display import event_scene, phoenix_event
 from giod.display.content import Collection
 from giod.display.scene import helix_points
 
-pytestmark = pytest.mark.node
+pytestmark = [pytest.mark.node, pytest.mark.slow]  # installs Phoenix from the npm registry
 
 TYPES = ("Tracks", "Jets", "Hits", "CaloClusters", "CaloCells", "Muons", "Electrons", "Photons", "MissingEnergy")
 

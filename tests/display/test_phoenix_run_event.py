@@ -18,7 +18,7 @@ import giod
 from giod.display import phoenix_event
 from giod.interchange import import_root
 
-pytestmark = [pytest.mark.node, pytest.mark.rootdata]
+pytestmark = [pytest.mark.node, pytest.mark.rootdata, pytest.mark.slow]  # installs Phoenix from npm
 
 
 

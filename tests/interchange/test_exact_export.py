@@ -94,6 +94,7 @@ def _rntuple_columns(path: Path) -> dict[str, ak.Array]:
     return out
 
 
+@pytest.mark.slow  # the importer-style RNTuple takes half a minute to import
 @pytest.mark.parametrize("name", RNTUPLES)
 def test_rntuple_fixtures_come_back_as_ttree_branches(tmp_path: Path, name: str) -> None:
     source = DATA / name

@@ -91,6 +91,7 @@ def _events(target: str) -> np.ndarray:
         return np.sort(fed.dataset("zjets").read(["event"]).event.to_numpy())
 
 
+@pytest.mark.slow  # an import killed in a child process, then run again
 def test_a_killed_import_is_finished_exactly_by_the_same_command(target: str, tree_file: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _kill_mid_import(target, tree_file)

@@ -28,7 +28,7 @@ NATIVE = FIXTURES / "nanoaod_ttbar_native.rntuple.root"
 N = 20
 
 
-@pytest.fixture(scope="module", params=["importer", "native"])
+@pytest.fixture(scope="module", params=[pytest.param("importer", marks=pytest.mark.slow), "native"])
 def imported(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, TreeLayout, Any]]:

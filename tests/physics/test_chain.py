@@ -81,6 +81,7 @@ def test_stored_tags_agree_with_stored_objects(fed: giod.Federation, first_pass:
     assert np.array_equal(ak.to_numpy(arr.event), np.arange(200))
 
 
+@pytest.mark.slow  # a validation pass over a simulated sample
 def test_reconstructed_dataset_validates(fed: giod.Federation, first_pass: int, tmp_path: Path) -> None:
     summary = validate(fed.dataset("qcd"), tmp_path / "plots")
     assert summary["events"] == 200
@@ -97,6 +98,7 @@ def test_second_pass_is_refused_without_force(fed: giod.Federation, first_pass: 
     assert fed.version == before
 
 
+@pytest.mark.slow  # a second reconstruction, in worker processes
 def test_force_replaces_in_a_new_version_and_workers_give_identical_results(
     fed: giod.Federation, first_pass: int
 ) -> None:

@@ -81,6 +81,7 @@ def test_jet_matching_takes_the_nearest_within_range() -> None:
     assert match.tolist() == [0, 1, -1]
 
 
+@pytest.mark.slow  # a validation pass
 def test_validation_meets_loose_targets_on_a_small_sample(simulated: ak.Array, tmp_path: Path) -> None:
     summary = validate(simulated, tmp_path / "plots")
     tracking, jets = summary["tracking"], summary["jets"]

@@ -12,6 +12,7 @@ from giod.physics.validation import ETA_BINS, PT_BINS, TRACK_ETA_MAX, TRACK_PT_M
 from giod.physics.validation_plots import MIN_ENTRIES
 from tests.analysis.figures import capture, labelled_ticks, legend_overlaps, markers, texts, vertical_segments
 
+pytestmark = pytest.mark.slow  # the module's figures are a validation pass
 RATE_PLOTS = ("tracking_efficiency.png", "tracking_fake_rate.png")
 CMS_PLOTS = ("tracking_efficiency.png", "track_pt_resolution.png", "track_d0_resolution.png", "jet_resolution.png")
 

@@ -12,6 +12,7 @@ from giod.testing import synthetic
 from giod_bench import replicate as bench
 
 
+@pytest.mark.slow  # two giod serve processes, every peer
 def test_a_tiny_run_measures_every_peer_and_the_targets(tmp_path: Path):
     outcome = bench.run(events=64, streams=(2,), rtts_ms=(0.0, 20.0), repeat=1, workdir=tmp_path)
     rows = outcome.table("results").rows

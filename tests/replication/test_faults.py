@@ -223,6 +223,7 @@ def test_transfer_truncated_in_flight_is_never_registered_and_retried(home, remo
     assert len(states_at(home, "mirror")) == len(all_paths(home))
 
 
+@pytest.mark.slow  # a server killed and restarted
 def test_destination_server_killed_mid_replication_then_restarted(home, tmp_path, monkeypatch):
     root = tmp_path / "server-dest"
     dest = giod.open(root, create=True)

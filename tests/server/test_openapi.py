@@ -40,6 +40,7 @@ def test_spec_loads_and_lists_every_router(populated: Served) -> None:
     assert {"GET /files/{site}/{path}", "POST /api/v1/commit", "POST /api/v1/query", "GET /metrics"} <= labels
 
 
+@pytest.mark.slow  # schemathesis over every route
 @pytest.mark.timeout(240)
 def test_no_server_errors(populated: Served) -> None:
     from schemathesis import GenerationMode

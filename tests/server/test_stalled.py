@@ -60,6 +60,7 @@ def _dropped(s: socket.socket, within: float) -> bool:
     return bool(p.poll(within * 1000))
 
 
+@pytest.mark.slow  # stalled clients held until dropped
 @pytest.mark.timeout(300)
 def test_stalled_query_clients_hold_little_are_dropped_and_their_memory_goes(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:

@@ -146,6 +146,7 @@ def test_a_remote_read_fetches_the_buffers_of_its_columns(fed: Served, codec: st
 @given(codec=st.sampled_from(CODECS),
        collections=st.lists(st.sampled_from(["hits", "cells", "tracks", "jets"]), min_size=1, max_size=3,
                             unique=True))
+@pytest.mark.slow  # generated projections over a server
 def test_any_projection_reads_as_local_with_only_its_bytes(fed: Served, codec: str, collections: list[str]) -> None:
     _check_wire(fed, codec, collections)
 

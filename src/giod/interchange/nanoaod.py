@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import awkward as ak
 import numpy as np
@@ -247,6 +248,33 @@ def _iterate_tree(obj: Any, layout: TreeLayout, step_size: int | str, entry_star
         yield _events_from_chunk(chunk, layout)
 
 
+_T = TypeVar("_T")
+_END = object()
+
+
+def read_ahead(items: Iterable[_T]) -> Iterator[_T]:
+    """``items`` in order, the next one made in a thread while the caller uses this one.
+
+    An import reads and converts a chunk (uproot's decompression, numpy) while its writer encodes,
+    compresses and writes the one before (pyarrow): both spend most of their time outside the GIL,
+    so on two cores the slower of the two sets the pace instead of their sum. At most one chunk
+    more is held in memory. An error of the reading is raised at the item it would have given;
+    when the caller stops early (its own error), the chunk being read is finished, then dropped.
+    """
+    it = iter(items)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="giod-import-read") as pool:
+        try:
+            pending = pool.submit(next, it, _END)
+            while (item := pending.result()) is not _END:
+                pending = pool.submit(next, it, _END)
+                yield cast(_T, item)
+        finally:
+            pool.shutdown(wait=True)  # a generator cannot be closed while its thread runs it
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+
 # ---------------------------------------------------------------- importing
 
 
@@ -368,7 +396,7 @@ def _import_tree(fed_or_dataset: Any, path: str | os.PathLike[str], dataset_name
         for start, stop in todo:
             with ds.writer(program=IMPORT_PROGRAM, parameters=provenance, idempotency_key=key,
                            key_from=None if key is None else start) as writer:
-                for events in _read_tree(obj, layout, path, step_size, start, stop):
+                for events in read_ahead(_read_tree(obj, layout, path, step_size, start, stop)):
                     writer.append(events)
                     done += len(events)
                     chunks += 1
