@@ -91,7 +91,7 @@ class RemoteCatalog:
             for name, snap in (snapshots.items() if isinstance(snapshots, dict) else ()):
                 cat._keep_snapshot(str(name), v, snap)
         if isinstance(doc, dict) and isinstance(doc.get("nearline"), list):
-            cat.nearline_sites = frozenset(str(n) for n in doc["nearline"])
+            cat.nearline_sites = frozenset(n for n in doc["nearline"] if isinstance(n, str))
         bounds = doc.get("limits") if isinstance(doc, dict) else None
         if isinstance(bounds, dict):
             cat.endpoint.limits = Limits.from_headers({f"x-giod-{k.replace('_', '-')}": v for k, v in bounds.items()})

@@ -91,10 +91,12 @@ def nearline_names(site: RemoteSite, catalog: object = None) -> frozenset[str]:
     except (NotFound, AuthError, StorageError):
         doc = {}  # a server without the API (or refusing it to this caller): nothing staged through it
     names: set[str] = set()
-    for e in doc.get("endpoints", []) if isinstance(doc, dict) else []:
+    endpoints = doc.get("endpoints") if isinstance(doc, dict) else None  # another server's document: checked
+    for e in endpoints if isinstance(endpoints, list) else []:
         meta = e.get("metadata") if isinstance(e, dict) else None
-        found = meta.get("giod", {}).get("nearline", []) if isinstance(meta, dict) else []
-        names |= {str(n) for n in found} if isinstance(found, list) else set()
+        ours = meta.get("giod") if isinstance(meta, dict) else None
+        found = ours.get("nearline") if isinstance(ours, dict) else None
+        names |= {n for n in found if isinstance(n, str)} if isinstance(found, list) else set()
     with _known_lock:
         _known[key] = (now, frozenset(names))
     return frozenset(names)
