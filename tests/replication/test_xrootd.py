@@ -167,3 +167,37 @@ def test_announced_files_are_opened_and_their_tails_read_ahead(xrootd_pair: list
     site.release("ds/db0/reco.arrow")  # closed unread
     with site.open("ds/db0/reco.arrow") as fh:
         assert fh.read() == files["ds/db0/reco.arrow"]
+
+
+def test_handles_dropped_with_requests_in_flight_are_held_until_answered(xrootd_pair: list[Server]) -> None:
+    """A site collected with files announced, a reader dropped with reads ahead, a file released while it
+    opens: the client answers on its own threads, so every handle is held until its answer came."""
+    import gc
+
+    from giod.storage import xrootd
+
+    url = xrootd_url(xrootd_pair[0])
+    site = open_site("t", url)
+    assert isinstance(site, XRootDSite)
+    files = {f"held/db{i}/reco.arrow": os.urandom(3 << 20) for i in range(8)}
+    for path, data in files.items():
+        pending = site.create(path)
+        pending.write(data)
+        pending.publish()
+    for _ in range(5):
+        site = open_site("t", url)
+        assert isinstance(site, XRootDSite)
+        site.prefetch([(p, len(d), None) for p, d in files.items()])
+        site.release(next(iter(files)))  # released while its opening is in flight
+        fh = site.open(sorted(files)[1])
+        assert fh.read(10) == files[sorted(files)[1]][:10]  # and the reads ahead of it left in flight
+        del fh, site
+        gc.collect()
+    with xrootd._in_flight_lock:
+        held = list(xrootd._in_flight)
+    assert held, "the dropped handles' requests were not held"
+    for _handle, waiter in held:
+        waiter.wait()  # every request held gets its answer, and the process is still here to see it
+    again = open_site("t", url)
+    with again.open(sorted(files)[2]) as fh:
+        assert fh.read() == files[sorted(files)[2]]

@@ -418,6 +418,7 @@ class XRootDFile(RangeFile):
             status = self._f.read(self._next, length, timeout=TIMEOUT, callback=waiter)
             if not status.ok:
                 self._fail(status, "cannot read")
+            _keep(self._f, waiter)
             self._ahead[self._next] = (length, waiter)
             self._next += length
 
@@ -461,6 +462,7 @@ class XRootDFile(RangeFile):
             status = self._f.vector_read([(a, b - a) for a, b in req], timeout=TIMEOUT, callback=waiter)
             if not status.ok:
                 self._fail(status, "cannot read")
+            _keep(self._f, waiter)
             waiters.append(waiter)
         got: dict[tuple[int, int], bytes] = {}
         for waiter in waiters:
@@ -505,6 +507,8 @@ class _Prepared:
         status = self.file.open(site.file_url(path), timeout=TIMEOUT, callback=self.opening)
         if not status.ok:
             self.opening(status, None)
+        else:
+            _keep(self.file, self.opening)
 
 
 def _read_tails(prepared: Sequence[_Prepared]) -> None:
@@ -517,6 +521,7 @@ def _read_tails(prepared: Sequence[_Prepared]) -> None:
             start = max(0, p.size - TAIL)
             waiter = _Waiter()
             if p.file.read(start, p.size - start, timeout=TIMEOUT, callback=waiter).ok:
+                _keep(p.file, waiter)
                 p.tail = (start, waiter)
         except Exception:  # noqa: BLE001, S112 - the reader reads the tail itself and reports the problem
             continue
@@ -524,21 +529,29 @@ def _read_tails(prepared: Sequence[_Prepared]) -> None:
             p.ready.set()
 
 
-_closing: list[tuple[Any, _Waiter]] = []  # files closing, kept alive until the server answered
-_closing_lock = threading.Lock()
+# Every file handle with a request in flight (an open, a read, a write, a close) is kept here until the
+# server answered: the XRootD client answers on its own threads, and a handle freed before that (a
+# site collected with files announced, a reader dropped with reads ahead) would be answered freed.
+_in_flight: list[tuple[Any, _Waiter]] = []
+_in_flight_lock = threading.Lock()
+
+
+def _keep(handle: Any, waiter: _Waiter) -> None:
+    """Hold ``handle`` until ``waiter`` has its answer."""
+    with _in_flight_lock:
+        _in_flight[:] = [(f, w) for f, w in _in_flight if not w._done.is_set()]
+        _in_flight.append((handle, waiter))
 
 
 def _close_later(handle: Any) -> None:
     """Close a file without waiting for the answer (a round trip nobody needs)."""
     waiter = _Waiter()
-    with _closing_lock:
-        _closing[:] = [(f, w) for f, w in _closing if not w._done.is_set()]
-        try:
-            if not handle.close(timeout=TIMEOUT, callback=waiter).ok:
-                return
-        except Exception:  # noqa: BLE001 - a handle that was never opened
-            return
-        _closing.append((handle, waiter))
+    try:
+        if not handle.close(timeout=TIMEOUT, callback=waiter).ok:
+            return  # not open (its opening may still be in flight: _keep holds it until answered)
+    except Exception:  # noqa: BLE001 - a handle that was never opened
+        return
+    _keep(handle, waiter)
 
 
 def _done(data: bytes) -> _Waiter:
@@ -582,6 +595,7 @@ class _XRootDPending(PendingFile):
         status = self._f.write(block, self._sum.size, timeout=TIMEOUT, callback=waiter)
         if not status.ok:
             raise StorageError(f"cannot write {self.path} on site {self._site.name}: {status.message.strip()}")
+        _keep(self._f, waiter)
         self._sum.update(block)
         self._flight.append(waiter)
         if len(self._flight) >= WRITES_IN_FLIGHT:
