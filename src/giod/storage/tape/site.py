@@ -70,11 +70,7 @@ class NearlineSite(Site):
     def open(self, path: str) -> BinaryIO:
         """Open the staged copy, staging the file alone first when it is only on tape."""
         path = check_relpath(path)
-        try:
-            self.library.wait([path], progress=self.progress)
-        except NotFound as exc:
-            raise NotFound(f"file {path} is missing on site {self.name}") from exc
-        self.library.touch(path)
+        self.on_disk(path)
         try:
             return open(self.library.buffer / path, "rb")
         except FileNotFoundError as exc:  # evicted between the wait and the opening: once more
