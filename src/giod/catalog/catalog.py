@@ -156,7 +156,14 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     # -- versions ------------------------------------------------------------
 
     def version(self) -> int:
-        """The current federation version (0 for a fresh catalog)."""
+        """The current federation version (0 for a fresh catalog).
+
+        On a SQLite file read again only when another connection committed (``VersionWatch``).
+        """
+        if self._watch is not None:
+            found = self._watch.version()
+            if found is not None:
+                return found
         return self._read(lambda conn: int(conn.execute(select(federation.c.version)).scalar_one()))
 
     def versions(self, limit: int = 100) -> list[VersionRecord]:
