@@ -25,9 +25,9 @@ from giod.catalog.records import Bounds, DatabaseRecord, DatasetRecord, SiteReco
 from giod.catalog.remote import RemoteCatalog
 from giod.errors import ConfigError, DataError, NotFound, deprecated
 from giod.names import check_name
+from giod.read.event import read_event
 from giod.read.objects import OID
 from giod.read.output import with_behaviour
-from giod.read.projection import read_entry
 from giod.read.selection import Selection
 from giod.schema import Schema
 from giod.schema.parse import check_size
@@ -339,7 +339,7 @@ class Dataset:
 
     def event(self, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
         """One event by its entry number, relations navigable."""
-        return with_behaviour(read_entry(self.snapshot.pinned(), entry, columns), self.schema)
+        return read_event(self.snapshot, entry, columns)
 
 
 def _query_limit(limit: Any) -> int | None:

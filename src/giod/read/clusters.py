@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.storage.site import Site
 
-__all__ = ["CACHE_BYTES", "Piece", "forget", "gather", "kept", "pieces", "serves"]
+__all__ = ["CACHE_BYTES", "DERIVED_BYTES", "Piece", "derived", "forget", "gather", "keep_derived", "kept", "pieces",
+           "serves"]
 
 #: bytes of kept clusters per process (least recently used dropped first)
 CACHE_BYTES = 2 << 30
@@ -56,6 +57,10 @@ _HELD = [0]  # allocated bytes of the kept clusters
 #: clusters found not flat, whose rows are read block by block without decoding them whole again first
 _NOT_FLAT: OrderedDict[_Key, None] = OrderedDict()
 NOT_FLAT_KEYS = 4_096
+#: bytes of what is built from kept clusters and kept beside them (``giod.read.event``'s blocks of events)
+DERIVED_BYTES = 256 << 20
+_DERIVED: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+_DERIVED_HELD = [0]
 _LOCK = threading.Lock()
 
 
@@ -205,11 +210,40 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
 
 
 def forget() -> None:
-    """Drop every kept cluster (as a new process starts with none)."""
+    """Drop every kept cluster, and what was built from them (as a new process starts with none)."""
     with _LOCK:
         _KEPT.clear()
         _NOT_FLAT.clear()
         _HELD[0] = 0
+        _DERIVED.clear()
+        _DERIVED_HELD[0] = 0
+
+
+def derived(key: Hashable) -> object | None:
+    """What :func:`keep_derived` kept under ``key``, if it still is."""
+    with _LOCK:
+        found = _DERIVED.get(key)
+        if found is None:
+            return None
+        _DERIVED.move_to_end(key)
+        return found[0]
+
+
+def keep_derived(key: Hashable, value: object, cost: int) -> None:
+    """Keep ``value``, built from kept clusters (its key names their files and checksums), for
+    :func:`derived`; bounded by :data:`DERIVED_BYTES`, least recently used dropped first, and dropped by
+    :func:`forget` with the clusters."""
+    if cost > DERIVED_BYTES:
+        return
+    with _LOCK:
+        old = _DERIVED.pop(key, None)
+        if old is not None:
+            _DERIVED_HELD[0] -= old[1]
+        _DERIVED[key] = (value, cost)
+        _DERIVED_HELD[0] += cost
+        while _DERIVED_HELD[0] > DERIVED_BYTES and _DERIVED:
+            _, (_, dropped) = _DERIVED.popitem(last=False)
+            _DERIVED_HELD[0] -= dropped
 
 
 def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.store.snapshot import Snapshot
 
-__all__ = ["Projection", "assemble", "empty_table", "read_database", "read_databases", "read_entry",
-           "resolve_columns", "stored_containers"]
+__all__ = ["Projection", "assemble", "empty_table", "kept_pieces", "read_database", "read_databases", "read_entry",
+           "read_entry_of", "resolve_columns", "stored_containers"]
 
 
 #: rows of a database up to which its containers are read one after the other, not side by side
@@ -157,22 +157,9 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
         for container, paths in proj.columns.items():
             rec = db.container(container)
             found = None
-            if local is not None and rec is not None and rec.schema_id == dataset.schema_id \
-                    and len(local) < _events_in(rec):
-
-                def note(reader: ContainerReader, rec: ContainerRecord = rec, paths: list[str] = paths,
-                         local: np.ndarray = local) -> list[clusters.Piece] | None:
-                    return clusters.pieces(reader, rec, paths, local) if clusters.serves(reader, rec) else None
-
-                found = clusters.kept(rec, paths, local)
-                if found is None:
-                    try:
-                        found = dataset.store.read_container(rec, note)
-                    except IntegrityError:
-                        # a cluster damaged somewhere is not kept; the block-level read below still gives
-                        # the entries whose blocks are sound, and refuses the others itself
-                        found = None
-            if found is not None and sum(len(rows) for _, rows in found) == len(local):  # type: ignore[arg-type]
+            if local is not None and rec is not None and len(local) < _events_in(rec):
+                found = kept_pieces(dataset, rec, paths, local)
+            if found is not None:
                 pending[container].extend(found)
                 continue
             flush(container)
@@ -180,6 +167,31 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
     for container in proj.columns:
         flush(container)
     return tables
+
+
+def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local: np.ndarray
+                ) -> list[clusters.Piece] | None:
+    """The kept clusters of ``rec`` (columns ``paths``) holding the sorted local entries ``local``, each with its
+    rows, read and kept first if need be (``giod.read.clusters``); None when they cannot be kept (a remote or
+    Parquet file, a column with nulls or strings, a container of an older schema, a damaged cluster): such
+    reads go block by block."""
+    if rec.schema_id != dataset.schema_id:
+        return None
+
+    def note(reader: ContainerReader) -> list[clusters.Piece] | None:
+        return clusters.pieces(reader, rec, paths, local) if clusters.serves(reader, rec) else None
+
+    found = clusters.kept(rec, paths, local)
+    if found is None:
+        try:
+            found = dataset.store.read_container(rec, note)
+        except IntegrityError:
+            # a cluster damaged somewhere is not kept; the block-level read still gives the entries whose
+            # blocks are sound, and refuses the others itself
+            return None
+    if found is None or sum(len(rows) for _, rows in found) != len(local):
+        return None
+    return found
 
 
 def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str],
@@ -279,11 +291,18 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
 
 
 def read_entry(dataset: Snapshot, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
-    """One event by entry number, reading only the clusters that hold it."""
+    """One event by entry number, reading only the clusters that hold it (the general path, one event
+    built alone; ``ds.event`` is ``giod.read.event``)."""
     db = database_of(dataset.pinned(), entry)
     if db is not None:
-        proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
-        tables = read_databases(dataset, [(db, np.array([entry - db.first_entry]))], proj)
-        return assemble(dataset.schema, proj, {c: t[0] for c, t in tables.items()})[0]
+        return read_entry_of(dataset, db, entry, columns)
     n = int(dataset.store.catalog.dataset_summary(dataset.name, dataset.version)["n_events"])
     raise NotFound(f"dataset {dataset.name} has no entry {entry} (entries 0..{n - 1})")
+
+
+def read_entry_of(dataset: Snapshot, db: DatabaseRecord, entry: int, columns: Sequence[str] | None = None
+                  ) -> ak.Record:
+    """Event ``entry`` of database ``db`` (which holds it) built alone through the general path."""
+    proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
+    tables = read_databases(dataset, [(db, np.array([entry - db.first_entry]))], proj)
+    return assemble(dataset.schema, proj, {c: t[0] for c, t in tables.items()})[0]
