@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import awkward as ak
 import numpy as np
 import pytest
 
@@ -117,6 +118,20 @@ def test_relation_indices_outside_their_event_are_refused(tmp_path: Path, column
     source, target = column.split(".")[0], "hits" if column.startswith("tracks") else "tracks"
     outcome = _isolated(root, f'ds.read(["{source}", "{target}"]).{source}.pt.to_list()')
     assert outcome.startswith("IntegrityError") and f"{column.rstrip('[]')} to {target}" in outcome, outcome
+
+
+def test_a_bad_relation_fails_its_own_event_not_the_others_of_its_block(tmp_path: Path) -> None:
+    """``ds.event`` builds blocks of events at once: a block holding an event whose relation points outside it
+    is not kept, and each of its events is read alone, as before: the bad one refused, the others given."""
+    root = _federation(tmp_path / "fed")
+    jets = synthetic.events(200, seed=1).jets
+    bad = int(np.searchsorted(np.cumsum(ak.num(jets)), 2, side="right"))  # the event of the batch's jet 2
+    _craft(root, "reco", _offset("jets.leading", 2, 999))
+    outcome = _isolated(root, f'ds.event({bad}, ["jets", "tracks"]).jets.pt.to_list()')
+    assert outcome.startswith("IntegrityError") and "jets.leading to tracks" in outcome, outcome
+    good = bad + 1  # in the same block of events (and cluster)
+    want = jets.pt[good].to_list()
+    assert _isolated(root, f'ds.event({good}, ["jets", "tracks"]).jets.pt.to_list()') == f"OK {want}"
 
 
 def test_a_compressed_buffer_claiming_a_terabyte_allocates_nothing(tmp_path: Path) -> None:
