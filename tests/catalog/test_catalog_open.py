@@ -139,17 +139,17 @@ def test_in_memory_catalog() -> None:
         assert catalog.version() == 1
 
 
-def test_catalogs_of_one_process_share_a_postgresql_engine(catalog_url: str) -> None:
-    """On PostgreSQL the catalogs a process has open on one URL share an engine (warm connections, statements
-    compiled once); the last one closed closes its connections. SQLite opens its own each time."""
+def test_catalogs_of_one_process_share_an_engine(catalog_url: str) -> None:
+    """The catalogs a process has open on one catalog share an engine (warm connections, statements compiled
+    once); the last one closed closes its connections."""
+    first = Catalog.open(catalog_url)  # the file made: the next opening of it shares
+    first.close()
     first = Catalog.open(catalog_url)
     second = Catalog.open(catalog_url)
-    shared = first._engine is second._engine
-    assert shared == (first.dialect == "postgresql")
+    assert first._engine is second._engine
     assert second.version() == first.version()
     second.close()
-    if shared:
-        assert first._engine.pool.checkedin() >= 1  # still open for the first
+    assert first._engine.pool.checkedin() >= 1  # still open for the first
     assert first.version() == 0
     first.close()
     assert first._engine.pool.checkedin() == 0
@@ -158,9 +158,28 @@ def test_catalogs_of_one_process_share_a_postgresql_engine(catalog_url: str) -> 
     assert third.version() == 0
     fourth = Catalog.open(catalog_url)
     held = [n for e, n in engine._SHARED.values() if e is third._engine]
-    assert held == ([2] if shared else [])
+    assert held == [2]
     del fourth  # collected unclosed: gives the engine back as close() does
     gc.collect()
-    assert [n for e, n in engine._SHARED.values() if e is third._engine] == ([1] if shared else [])
+    assert [n for e, n in engine._SHARED.values() if e is third._engine] == [1]
     third.close()
     assert all(e is not third._engine for e, _ in engine._SHARED.values())
+
+
+def test_a_sqlite_file_replaced_under_its_path_gets_an_engine_of_its_own(tmp_path: Path) -> None:
+    """An engine is shared by the file, not the path: a catalog made anew where another was (moved away while
+    the first catalog stays open) is its own, versions and all."""
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    Catalog.open(url).close()
+    first = Catalog.open(url)
+    first.add_site("a", str(tmp_path / "a"), 0)
+    for suffix in ("", "-wal", "-shm"):
+        if (tmp_path / f"catalog.db{suffix}").exists():
+            (tmp_path / f"catalog.db{suffix}").rename(tmp_path / f"old.db{suffix}")
+    Catalog.open(url).close()  # a new, empty catalog at the same path
+    second = Catalog.open(url)
+    assert second._engine is not first._engine
+    assert second.version() == 0 and [s.name for s in second.sites()] == []
+    assert first.version() == 1
+    first.close()
+    second.close()

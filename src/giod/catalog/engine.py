@@ -175,21 +175,32 @@ def _postgresql_engine(sa_url: URL, timeout: float) -> Engine:
     return create_engine(sa_url, pool_size=5, max_overflow=10, connect_args=connect_args)
 
 
-# PostgreSQL engines shared by the catalogs a process has open on one URL: (URL, timeout, pid) ->
-# [engine, catalogs holding it]. A federation opened while another on the same catalog is open
-# finds warm connections (server processes that have read the tables' metadata once) and the
-# statements compiled already (SQLAlchemy's cache is per engine): planning a selection in a
-# federation opened anew, medians of 15 at 10,000 databases, 76-93 ms alone against 33-47 ms shared.
-_SHARED: dict[tuple[str, float, int], list[Any]] = {}
+# Engines shared by the catalogs a process has open on one catalog: key -> [engine, catalogs holding it].
+# A federation opened while another on the same catalog is open finds warm connections and the
+# statements compiled already (SQLAlchemy's cache is per engine). PostgreSQL, keyed by (URL, timeout,
+# pid): server processes that have read the tables' metadata once; planning a selection in a federation
+# opened anew, medians of 15 at 10,000 databases, 76-93 ms alone against 33-47 ms shared. SQLite files,
+# keyed by (URL, timeout, synchronous, pid) and the file's device and inode: a file replaced under the
+# same path (while a connection holds the old one open, the new one cannot get its inode) gets an
+# engine of its own.
+_SHARED: dict[tuple[Any, ...], list[Any]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def acquire_engine(target: CatalogURL, *, create: bool = True) -> Engine:
-    """The engine for ``target``: on PostgreSQL the one the process's catalogs open on it share (give it
-    back with ``release_engine``), on SQLite a new one (connecting is a file open)."""
+    """The engine for ``target``, shared by the process's catalogs open on it (give it back with
+    ``release_engine``); a new one for an in-memory SQLite catalog or a file not made yet."""
+    url = target.url.render_as_string(hide_password=False)
+    key: tuple[Any, ...] = (url, target.timeout, os.getpid())
     if target.dialect != "postgresql":
-        return create_catalog_engine(target, create=create)
-    key = (target.url.render_as_string(hide_password=False), target.timeout, os.getpid())
+        path = target.url.database
+        try:
+            found = os.stat(path) if path not in (None, "", ":memory:") else None
+        except (OSError, ValueError):
+            found = None
+        if found is None:
+            return create_catalog_engine(target, create=create)
+        key = (*key, target.synchronous, found.st_dev, found.st_ino)
     with _SHARED_LOCK:
         entry = _SHARED.get(key)
         if entry is None:
