@@ -104,11 +104,12 @@ def test_select(tmp_path: Path) -> None:
         assert r["selected"] == round(r["fraction"] * 3000)
         assert _positive(r["speedup"]) and _positive(r["scan_s"]) and _positive(r["select_s"])
         assert 0 < r["clusters_read"] <= 1
+        assert r["event_goal"] == ("met" if max(r["event_ms"], r["pinned_event_ms"]) <= 1.0 else "missed")
     # smaller clusters can only lower the share of clusters a selection touches
     small = {r["fraction"]: r["clusters_read"] for r in rows if r["cluster_events"] == 100}
     large = {r["fraction"]: r["clusters_read"] for r in rows if r["cluster_events"] is None}
     assert all(small[f] <= large[f] for f in small)
-    assert "speed-up" in output
+    assert "speed-up" in output and "event ≤ 1 ms" in output
 
 
 def test_granularity(tmp_path: Path) -> None:

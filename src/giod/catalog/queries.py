@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Connection,
     String,
@@ -120,13 +121,16 @@ def dataset_select(version: int | None) -> Any:
 
 
 _LIVE_DATASET = dataset_select(None).where(datasets.c.name == bindparam("name"))
+# one statement for every version (its cache key made once, not a statement built per version)
+_DATASET_AT = dataset_select(bindparam("version", type_=BigInteger)).where(  # type: ignore[arg-type]
+    datasets.c.name == bindparam("name"))
 
 
 def dataset_row(conn: Connection, name: str, version: int | None) -> Any:
     """The dataset's row at ``version``, or None."""
     if version is None:
         return conn.execute(_LIVE_DATASET, {"name": name}).first()
-    return conn.execute(dataset_select(version).where(datasets.c.name == name)).first()
+    return conn.execute(_DATASET_AT, {"name": name, "version": int(version)}).first()
 
 
 def dataset_record(row: Any) -> DatasetRecord:
