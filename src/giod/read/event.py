@@ -102,8 +102,9 @@ def _plan(schema: Schema, snapshot: Snapshot, db: DatabaseRecord, columns: Seque
             break
         parts.append((rec, paths, [0, *np.cumsum(rec.cluster_entries, dtype=np.int64).tolist()]))
     else:
-        files = (schema, key[1], tuple((rec.path, rec.checksum) for rec, _, _ in parts))
-        plan = _Plan(schema, proj, tuple(parts), files)
+        if parts:  # nothing to read (no column asked): the general path says what that is
+            files = (schema, key[1], tuple((rec.path, rec.checksum) for rec, _, _ in parts))
+            plan = _Plan(schema, proj, tuple(parts), files)
     with _LOCK:
         _PLANS[key] = (weakref.ref(db), plan)
         while len(_PLANS) > PLANS:
