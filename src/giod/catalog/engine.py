@@ -359,7 +359,8 @@ class Transactions:
         return self._run(work, write=False)
 
     def _read_statement(self, work: Callable[[Connection], T]) -> T:
-        """A read whose ``work`` runs ONE statement: on PostgreSQL outside any transaction."""
+        """A read whose ``work`` runs ONE statement (a second only to word an error): on PostgreSQL outside
+        any transaction, one round trip instead of three (BEGIN, the statement, COMMIT)."""
 
         def attempt() -> T:
             with self._single.connect() as conn:

@@ -47,11 +47,12 @@ def _latest(column: Any, version_column: Any, version: int | None, *where: Any) 
     return query.order_by(version_column.desc()).limit(1).scalar_subquery()
 
 
-def covered_field(conn: Connection, dataset_id: int, version: int | None, bounds: Bounds) -> Covered | None:
+def covered_field(conn: Connection, dataset_id: Any, version: int | None, bounds: Bounds) -> Covered | None:
     """A field of ``bounds`` with statistics in every database of the dataset at ``version``, with its width.
 
     One statement: the totals and each bounded field's coverage, an index lookup each; None when no
-    bounded field is covered.
+    bounded field is covered (or no dataset has the id). ``dataset_id``: the id, or a scalar subquery that
+    finds it (the dataset by name: no statement of its own).
     """
     t, c = dataset_totals, tag_coverage
     # two-sided ranges first: their index range is the narrowest
@@ -88,12 +89,13 @@ def _in_range(field: str, lo: float, hi: float, width: float, version: int | Non
     return union(*(select(t.c.database_id).where(t.c.field == field, row, visible(t, version)) for row in rows))
 
 
-def kept_ids(conn: Connection, dataset_id: int | None, where: ColumnElement[bool], version: int | None,
+def kept_ids(conn: Connection, dataset_id: Any, where: ColumnElement[bool], version: int | None,
              bounds: Bounds) -> list[int]:
     """Ids of the databases matching ``where`` at ``version`` whose statistics may overlap ``bounds``.
 
     The full check's answer, in no particular order; through the indexes when a field of ``bounds``
-    is covered (``covered_field``), else over every database that ``where`` selects.
+    is covered (``covered_field``), else over every database that ``where`` selects. ``dataset_id``:
+    the dataset's id, a scalar subquery finding it, or None (no index path).
     """
     d = databases
     full = select(d.c.id).where(where, visible(d, version), ~outside_bounds(bounds, version))
@@ -102,7 +104,12 @@ def kept_ids(conn: Connection, dataset_id: int | None, where: ColumnElement[bool
         return list(conn.execute(full).scalars())
     name, width = found
     lo, hi = bounds[name]
-    near = sorted(set(conn.execute(_in_range(name, float(lo), float(hi), width, version)).scalars()))
+    near = _in_range(name, float(lo), float(hi), width, version)
+    if conn.dialect.name == "postgresql":
+        # one statement, one round trip: PostgreSQL plans the candidates' index ranges first, then the full
+        # check of each (EXPLAIN ANALYZE at 30,000 databases: a hash semi-join over the union's ids)
+        return [int(i) for i in conn.execute(full.where(d.c.id.in_(near.scalar_subquery()))).scalars()]
+    ids = sorted(set(conn.execute(near).scalars()))
     # the candidates get the full check (other fields, other datasets' rows of the same field); not in the
     # same statement: SQLite reads that as a scan of the dataset's databases testing each against the ranges
-    return [int(i) for chunk in chunks(near) for i in conn.execute(full.where(d.c.id.in_(chunk))).scalars()]
+    return [int(i) for chunk in chunks(ids) for i in conn.execute(full.where(d.c.id.in_(chunk))).scalars()]
