@@ -106,8 +106,9 @@ def kept_ids(conn: Connection, dataset_id: Any, where: ColumnElement[bool], vers
     lo, hi = bounds[name]
     near = _in_range(name, float(lo), float(hi), width, version)
     if conn.dialect.name == "postgresql":
-        # one statement, one round trip: PostgreSQL plans the candidates' index ranges first, then the full
-        # check of each (EXPLAIN ANALYZE at 30,000 databases: a hash semi-join over the union's ids)
+        # one statement, one round trip: PostgreSQL reads the candidates' index ranges first, then each
+        # candidate by its key and its full check (EXPLAIN ANALYZE at 30,000 databases, no table statistics:
+        # the union's ids hashed, a key lookup and an anti-join each; 0.25 ms)
         return [int(i) for i in conn.execute(full.where(d.c.id.in_(near.scalar_subquery()))).scalars()]
     ids = sorted(set(conn.execute(near).scalars()))
     # the candidates get the full check (other fields, other datasets' rows of the same field); not in the
