@@ -418,7 +418,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 found = [db for db in found if db.idempotency_key in wanted]
             return found
 
-        return self._read(work)
+        return self._read_pinned(work, version)
 
     @staticmethod
     def _load_overlapping(
@@ -528,8 +528,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
 
     def database(self, database_id: int, version: int | None = None) -> DatabaseRecord:
         """One database as it was at ``version``; NotFound if not visible there."""
-        found = self._read(
-            lambda conn: load_databases(conn, databases.c.id == database_id, version)
+        found = self._read_pinned(
+            lambda conn: load_databases(conn, databases.c.id == database_id, version), version
         )
         if not found:
             at = "" if version is None else f" at version {version}"
