@@ -113,6 +113,9 @@ def test_planning_equals_the_full_check_at_every_version(catalog: Catalog, ops: 
                 assert all(covered[0] in db.tag_stats for db in listed)
             pruned = catalog.databases(name, version, overlapping=box)
             assert pruned == [db for db in listed if overlaps(db.tag_stats, box)]
+    listed = catalog.databases(name)
+    for box in bounds:  # live: the plan's statements built without a version
+        assert catalog.databases(name, overlapping=box) == [db for db in listed if overlaps(db.tag_stats, box)]
     assert catalog.databases(other)[0].tag_stats["ht"] == (-100.0, 100.0)
 
 

@@ -408,7 +408,9 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             where = where & databases.c.idempotency_key.in_(sorted(wanted))
 
         def work(conn: Connection) -> list[DatabaseRecord]:
-            if overlapping:
+            if overlapping and changed_since is None and keys is None:  # a selection's plan
+                found = self._load_ids(conn, planning.kept_ids_by_name(conn, dataset, version, overlapping), version)
+            elif overlapping:
                 found = self._load_overlapping(conn, ds_id, where, version, overlapping)
             else:
                 found = load_databases(conn, where, version)
@@ -426,7 +428,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     ) -> list[DatabaseRecord]:
         # the pruning runs once, over the ids: in each of the listing's three queries
         # it would check every database's statistics three times
-        ids = planning.kept_ids(conn, dataset_id, where, version, overlapping)
+        return Catalog._load_ids(conn, planning.kept_ids(conn, dataset_id, where, version, overlapping), version)
+
+    @staticmethod
+    def _load_ids(conn: Connection, ids: list[int], version: int | None) -> list[DatabaseRecord]:
         found = [
             db for chunk in chunks(ids) for db in load_databases(conn, databases.c.id.in_(chunk), version)
         ]
