@@ -141,8 +141,10 @@ def test_catalog_sqlite(tmp_path: Path) -> None:
     for r in rows:
         assert _positive(r["rate"]) and _positive(r["seconds"]) and _positive(r["list_seconds"])
         assert _positive(r["prune_seconds"]) and r["kept"] == 0  # mjj >= 500: 1 database in 101
+        assert r["goal"] == 500 and r["met"] == ("yes" if r["rate"] >= 500 else "no")
     assert data["parameters"]["writers"] == 8
-    assert "registrations/s" in output and "prune s" in output
+    assert "registrations/s" in output and "prune s" in output and "goal /s" in output
+    assert "against the goal of 500/s" in output
 
 
 def test_databases_sqlite(tmp_path: Path) -> None:
@@ -181,6 +183,7 @@ def test_catalog_postgres(tmp_path: Path) -> None:
         ("PostgreSQL", 20),
     ]
     assert all(_positive(r["rate"]) for r in data["results"])
+    assert {r["backend"]: r["goal"] for r in data["results"]} == {"SQLite": 500, "PostgreSQL": 2_000}
 
     def exists(name: str) -> bool:
         with psycopg.connect(POSTGRES_URL) as conn:

@@ -133,7 +133,7 @@ def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int
 def find_pipelined(connection: Any, s: EntryStatements, dataset: str, entry: int, version: int | None, *,
                    snapshot: bool) -> tuple[bool, DatabaseRecord | None]:
     """``find`` on a psycopg connection: its statements sent together in one transaction (with
-    ``snapshot``, a repeatable-read one), one round trip."""
+    ``snapshot``, a repeatable-read one) and its COMMIT after them, one round trip."""
     given = {"name": dataset, "entry": entry, **({} if version is None else {"version": version})}
     cursors = [connection.cursor() for _ in range(5)]
     with connection.pipeline():
@@ -142,6 +142,7 @@ def find_pipelined(connection: Any, s: EntryStatements, dataset: str, entry: int
         for cursor, statement in zip(cursors, (s.database, s.dataset, s.parents_at, s.containers_at,
                                                s.tag_stats_at), strict=True):
             statement.execute(cursor, given)
+        connection.commit()  # in the pipeline too: the transaction ends with the answers, no round trip of its own
     row, known, parents, held, stats = (cursors[0].fetchone(), cursors[1].fetchone(), cursors[2].fetchall(),
                                         cursors[3].fetchall(), cursors[4].fetchall())
     if row is None or entry >= row[2] + row[3]:
