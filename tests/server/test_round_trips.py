@@ -189,7 +189,11 @@ def test_a_plan_beyond_the_servers_bound_sends_the_metadata_and_the_client_plans
     local.close()
 
 
-def test_a_sparse_selection_reads_each_footer_once(recorded: Recorded) -> None:
+def test_a_sparse_selection_read_from_the_files_reads_each_footer_once(recorded: Recorded,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from giod.read import selection
+
+    monkeypatch.setattr(selection, "AT_SOURCE_SHARE", 0.0)  # as a dense one: the client reads the files
     expression = "ht > 400"
     recorded.asked()
     fed = giod.open(recorded.url, token=recorded.token)
@@ -203,6 +207,25 @@ def test_a_sparse_selection_reads_each_footer_once(recorded: Recorded) -> None:
     assert 0 < len(want) < 40  # a few events per database: the page-level reads, not whole columns
     # the footer (kept when the file is opened again), the batches' metadata, the events' buffers
     assert files and max(files.values()) <= 3
+
+
+def test_a_sparse_selection_is_planned_and_read_at_the_source_in_two_requests(recorded: Recorded) -> None:
+    expression = "ht > 400"
+    recorded.asked()
+    fed = giod.open(recorded.url, token=recorded.token)
+    try:
+        sel = fed.dataset("d").select(expression)
+        n = len(sel)
+        counted = recorded.asked()
+        got = sel.read(["jets"])
+        read = recorded.asked()
+    finally:
+        fed.close()
+    want = recorded.local.dataset("d").select(expression)
+    assert n == len(want) and ak.to_list(got) == ak.to_list(want.read(["jets"]))
+    assert str(got.type) == str(want.read(["jets"]).type)  # the same records, behaviours and all
+    assert [r[:2] for r in counted] == [("GET", "/api/v1/federation"), ("POST", "/api/v1/select")]
+    assert [r[:2] for r in read] == [("POST", "/api/v1/select")]  # no file request at all
 
 
 def test_the_snapshots_the_open_brings_stay_within_the_databases_asked(recorded: Recorded) -> None:

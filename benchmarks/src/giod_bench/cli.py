@@ -115,6 +115,15 @@ def read(events: int | None, repeat: int | None, quick: bool, output: str, workd
     show_default=True,
     help="Comma-separated numbers of databases the events are spread over (one dataset each).",
 )
+@click.option(
+    "--served-rtt",
+    "served_rtt",
+    type=click.FloatRange(min=0),
+    default=250.0,
+    show_default=True,
+    help="Round-trip time (ms) of the remote client that counts and reads the 0.1 % cut through giod serve.",
+)
+@click.option("--no-served", is_flag=True, help="Leave out the run through a server.")
 def select(
     events: int | None,
     repeat: int | None,
@@ -123,6 +132,8 @@ def select(
     workdir: str | None,
     clusters: str,
     databases: str,
+    served_rtt: float,
+    no_served: bool,
 ) -> None:
     """Tag selections of 0.1 %, 1 %, 10 % then one collection, beside a full scan.
 
@@ -145,7 +156,7 @@ def select(
         raise ConfigError(f"--databases wants comma-separated integers, got {databases!r}") from None
     with Bars() as bars:
         outcome = module.run(events=n, clusters=sizes, repeat=r, databases=spread, workdir=_workdir_path(workdir),
-                             bars=bars)
+                             bars=bars, served_rtt_ms=None if no_served else served_rtt)
     _publish(outcome, output, module.plot)
 
 

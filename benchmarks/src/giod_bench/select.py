@@ -16,6 +16,13 @@ the writer cuts a database every ``events / databases`` events), so that the
 table shows what a selection costs as the events spread over more databases;
 beside it, ``len`` of the selection alone (the count) and ``ds.event(i)``
 (one event, every container; median over random entries, warm).
+
+Through a server (``served_rtt_ms``, default 250 ms): the dataset with the
+most databases is served by ``giod serve`` on loopback behind the latency
+proxy, and the 0.1 % cut is counted and read by a remote client: the time in
+round trips and the requests it made, planned and read where the data are
+(``POST /api/v1/select``) beside the client reading the files itself (the
+path before, measured once: it takes a round trip per database).
 """
 
 from __future__ import annotations
@@ -132,8 +139,10 @@ def run(
     databases: Sequence[int] = DATABASES,
     workdir: str | os.PathLike[str] | None = None,
     bars: Bars | None = None,
+    served_rtt_ms: float | None = 250.0,
 ) -> Outcome:
-    """Measure tag selections and the full scan for each cluster size."""
+    """Measure tag selections and the full scan for each cluster size (and through a server at
+    ``served_rtt_ms``; None: not)."""
     if events < 1 or repeat < 1 or not fractions or not clusters:
         raise ConfigError("events, repeat, fractions and cluster sizes must be given and positive")
     if any(not 0 < f < 1 for f in fractions):
@@ -163,6 +172,12 @@ def run(
             timings = round_robin(clocks, repeat, advance=advance)
         for k, (ds, layout) in enumerate(zip(datasets, layouts, strict=True)):
             rows += _rows(ds, k, layout, cuts, expected, timings)
+        served: list[dict[str, Any]] = []
+        if served_rtt_ms is not None:
+            k = max(range(len(layouts)), key=lambda i: (layouts[i][1], layouts[i][0] is None))
+            with bars.task(f"through a server at {served_rtt_ms:g} ms", 1):
+                served = _served(fed, datasets[k].name, layouts[k][1], cuts[0], expected[0], repeat,
+                                 served_rtt_ms / 1e3)
         fed.close()
     notes = [
         f"{events:,} events, {HITS_PER_EVENT} hits per event on average; the full scan reads "
@@ -193,7 +208,10 @@ def run(
                 f"select: {events:,} events, cut on {TAG}, read {COLLECTION}",
                 COLUMNS,
                 rows,
-            )
+            ),
+            *([Table("served", f"the {cuts[0][0]:.1%} cut through a server at {served_rtt_ms:g} ms RTT "
+                     "(goal: at most 3 round trips plus the selected bytes)", SERVED_COLUMNS, served)]
+              if served else []),
         ],
         notes=notes,
     )
@@ -239,6 +257,58 @@ def _clocks(
         out[(k, "query", j)] = stopwatch(query)
         out[(k, "read", j)] = stopwatch(read)
     return out
+
+
+def _served(fed: Any, name: str, databases: int, cut: tuple[float, float], want: int, repeat: int,
+            rtt: float) -> list[dict[str, Any]]:
+    """Count and read of one cut by a remote client through a latency proxy: at the source, then the files."""
+    from giod.server.app import ServerThread, create_app
+    from giod.testing.netlab import LatencyProxy
+
+    expr = f"{TAG} > {cut[1]!r}"
+    local = ak.to_list(fed.dataset(name).select(expr).read([COLLECTION]))
+    token = fed.catalog.create_token("read")[1]
+    rows = []
+    with ServerThread(create_app(str(fed.root))) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with LatencyProxy(target=("127.0.0.1", port), rtt=rtt) as proxy:
+            for how, rounds in (("at the source", repeat), ("client reads the files", 1)):
+                counts, reads, asked = [], [], []
+                for _ in range(rounds):
+                    remote = giod.open(f"http://127.0.0.1:{proxy.port}", token=token)
+                    catalog: Any = remote.catalog
+                    try:
+                        if how != "at the source":
+                            catalog._no_select = True  # the client plans and reads, as before
+                        ds = remote.dataset(name)
+                        before = catalog.endpoint.requests
+                        start = time.perf_counter()
+                        n = len(ds.select(expr))
+                        counts.append(time.perf_counter() - start)
+                        start = time.perf_counter()
+                        got = ds.select(expr).read([COLLECTION])
+                        reads.append(time.perf_counter() - start)
+                        asked.append(catalog.endpoint.requests - before)
+                    finally:
+                        remote.close()
+                    if n != want or ak.to_list(got) != local:
+                        raise StorageError(f"{how}: the remote selection differs from the local one")
+                count, read = float(np.median(counts)), float(np.median(reads))
+                row: dict[str, Any] = {"how": how, "databases": databases, "selected": want, "rtt_ms": rtt * 1e3,
+                             "count_s": count, "count_rtts": count / rtt if rtt else None,
+                             "read_s": read, "read_rtts": read / rtt if rtt else None,
+                             "requests": int(np.median(asked)), "rounds": rounds}
+                rows.append(row)
+    rows[0]["speedup"] = ratio(float(rows[1]["read_s"]), float(rows[0]["read_s"]))
+    return rows
+
+
+SERVED_COLUMNS = [
+    Column("how", "remote client"), Column("databases", "databases", "{:,}"), Column("selected", "events", "{:,}"),
+    Column("count_s", "count s", "{:.3f}"), Column("count_rtts", "count RTTs", "{:.1f}"),
+    Column("read_s", "select+read s", "{:.3f}"), Column("read_rtts", "select+read RTTs", "{:.1f}"),
+    Column("requests", "requests", "{:,}"), Column("speedup", "speed-up", "{:.1f}×"),
+]  # fmt: skip
 
 
 def _rows(

@@ -557,6 +557,13 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """None: a local catalog does not select events; the reader does (``Dataset.query``)."""
         return None
 
+    selects_at_source = False
+
+    def select_at_source(self, dataset: str, where: str, version: int, *, columns: Sequence[str] | None = None,
+                         read: bool = False) -> None:
+        """None: the reader plans a selection of a local catalog itself (``giod.read.selection``)."""
+        return None
+
     def delete_database(self, database_id: int) -> int:
         """Delete a database from a new version on; returns it."""
 

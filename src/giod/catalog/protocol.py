@@ -6,6 +6,9 @@ kinds have in full; each kind still answers them, saying what it can:
 
 * ``query``: a server selects and projects where the data are and returns
   the table; a local catalog returns None (the reader computes the answer);
+* ``select_at_source`` (``selects_at_source``): a server plans a selection
+  (and reads a sparse one's stored columns) in one request for every
+  database; a local catalog returns None;
 * ``leases`` / ``drop_expired_leases``: a server keeps its leases to itself
   (no lease to list, none to drop from a client);
 * ``mark_damaged``: one transaction locally, two calls through a server;
@@ -25,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
     from giod.catalog.leases import LeaseRecord
@@ -56,6 +60,7 @@ class CatalogAPI(Protocol):
     """The catalog of a federation, whatever its kind (see the module's docstring)."""
 
     url: str
+    selects_at_source: bool
 
     def close(self) -> None: ...
     def credentials(self) -> tuple[str | None, bool | str]: ...
@@ -104,6 +109,8 @@ class CatalogAPI(Protocol):
     # ------------------------------------------------ abilities some kinds have only in part
     def query(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
               limit: int | None = None, version: int | None = None) -> pa.Table | None: ...
+    def select_at_source(self, dataset: str, where: str, version: int, *, columns: Sequence[str] | None = None,
+                         read: bool = False) -> tuple[np.ndarray, dict[str, pa.Table]] | None: ...
     def leases(self, site: str | None = None, *, expired: bool = False) -> list[LeaseRecord]: ...
     def drop_expired_leases(self) -> int: ...
     def mark_damaged(self, container_id: int, site: str) -> str: ...

@@ -50,6 +50,12 @@ SITES_SECONDS = 5.0  # a site list is reused this long (sites are rarely added; 
 SNAPSHOT_DATABASES = 2_000  # databases of the datasets' snapshots the open asks to come with it, at most
 
 
+def pa_is_int64(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(t == pa.int64())
+
+
 def _q(version: int | None = None, **more: Any) -> str:
     params = {k: v for k, v in {"version": version, **more}.items() if v is not None}
     return "?" + urlencode(params) if params else ""
@@ -71,6 +77,7 @@ class RemoteCatalog:
         self._sites: tuple[float, list[SiteRecord]] | None = None  # (when listed, sites): briefly kept
         self._seen: tuple[float, int] | None = None  # (when, version) last reported by the server
         self.nearline_sites: frozenset[str] | None = None  # the server's sites on tape (None: not told)
+        self._no_select = False  # the server makes no selections at the source (an older level)
 
     @classmethod
     def open(cls, url: str, *, token: str | None = None, verify: bool | str = True) -> RemoteCatalog:
@@ -344,6 +351,42 @@ class RemoteCatalog:
         self.endpoint.json("DELETE", f"{API}/leases/{int(lease_id)}", idempotent=True)
 
     # -- server-side query ----------------------------------------------------------
+
+    selects_at_source = True
+
+    def select_at_source(self, dataset: str, where: str, version: int, *, columns: Sequence[str] | None = None,
+                         read: bool = False) -> tuple[Any, dict[str, Any]] | None:
+        """The server's plan of a selection at ``version``, as runs ``[start, stop)`` of entries (an (n, 2)
+        array), and with ``read`` the stored tables of ``columns`` (one per container) of the events it
+        selects: one request however many databases hold them. None when the server does not make them
+        (a server of an older level, a federation with sites on tape: the client stages those first);
+        ``TooLarge`` when the answer would be past the server's bound."""
+        import numpy as np
+
+        from giod.catalog import framed
+
+        if self.nearline_sites or self._no_select:
+            return None
+        what = f"selection {where!r} on {dataset}"
+        body = {"dataset": dataset, "where": where, "version": int(version),
+                "columns": list(columns) if columns is not None else None, "read": bool(read)}
+        try:
+            r = self.endpoint.request("POST", f"{API}/select", body=json.dumps(body).encode(),
+                                      headers={"content-type": "application/json"}, idempotent=True, what=what)
+        except NotFound as exc:
+            if str(exc) != f"{what}: not found":
+                raise  # the server's own word (an unknown dataset), not a route it lacks
+            self._no_select = True  # an older server: the client plans, as before
+            return None
+        tables = framed.decode(r.data, what)
+        runs = tables.pop("", None)
+        if runs is None or runs.column_names != ["start", "stop"] or runs.num_rows and (
+                not all(pa_is_int64(t) for t in runs.schema.types) or runs.column(0).null_count
+                or runs.column(1).null_count):
+            raise CatalogError(f"{what}: the answer's runs are malformed")
+        arr = np.stack([runs.column(0).to_numpy(), runs.column(1).to_numpy()], axis=1) if runs.num_rows \
+            else np.zeros((0, 2), dtype=np.int64)
+        return arr.astype(np.int64, copy=False), tables
 
     def query(self, dataset: str, where: str | None = None, columns: Sequence[str] | None = None,
               limit: int | None = None, version: int | None = None) -> Any:

@@ -23,16 +23,15 @@ processing of a selection is ``giod.distributed.map_selection``, a layer above.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
 
 from giod import config
 from giod.catalog.records import ContainerRecord, DatabaseRecord
-from giod.errors import DataError, GiodError, IntegrityError
+from giod.errors import DataError, GiodError, IntegrityError, TooLarge
 from giod.expression import Expression, match_all, parse
 from giod.read import datasetindex, output, tagindex
 from giod.read.locate import locate
@@ -51,6 +50,34 @@ from giod.tier.staging import StagePlan, may_stage, stage_databases
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.store.snapshot import Snapshot
+
+
+T = TypeVar("T")
+
+
+class once(Generic[T]):
+    """``functools.cached_property`` without its lock: Python 3.11's holds one lock for every instance of
+    a class, so two selections planned at once (a server's threads, or a client and the server it asks in
+    one process) would wait on each other. Two threads may both compute it; the value is the same."""
+
+    def __init__(self, fn: Callable[[Any], T]):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> once[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | once[T]:
+        if obj is None:
+            return self
+        value: T = self.fn(obj)
+        obj.__dict__[self.name] = value  # found there from now on: this descriptor is not asked again
+        return value
 
 
 def parse_selection(schema: Schema, text: str | None) -> Expression:
@@ -108,6 +135,39 @@ def _select_objects(dataset: Snapshot, db: DatabaseRecord, expression: Expressio
 
 #: candidate databases from which a selection over tags goes through the dataset's merged tag index
 MERGE_FROM = 8
+#: a selection of a served federation reads its events through the server, in one request for every
+#: database, when it selects at most this share of the events of the databases it touches and none whole
+AT_SOURCE_SHARE = 0.1
+
+
+def plan_of_runs(dataset: Snapshot, runs: np.ndarray, what: str) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
+    """The plan (database, its selected local entries or None for all) of runs ``[start, stop)`` of entries.
+
+    The runs come from elsewhere (a server): they must be sorted, disjoint, not empty and each within one
+    database of ``dataset``; anything else is an IntegrityError naming ``what``."""
+    runs = np.asarray(runs, dtype=np.int64).reshape(-1, 2)
+    if not len(runs):
+        return []
+    starts, stops = runs[:, 0], runs[:, 1]
+    if (stops <= starts).any() or (starts[1:] < stops[:-1]).any():
+        raise IntegrityError(f"{what}: the selected runs are not sorted, disjoint and non-empty")
+    dbs, at = locate(dataset, starts)
+    if (at < 0).any():
+        raise IntegrityError(f"{what}: a selected run starts at an entry no database holds")
+    ends = np.array([dbs[i].stop_entry for i in range(len(dbs))], dtype=np.int64)
+    if (stops > ends[at]).any():
+        raise IntegrityError(f"{what}: a selected run goes past the end of its database")
+    plan: list[tuple[DatabaseRecord, np.ndarray | None]] = []
+    cuts = np.flatnonzero(np.diff(at)) + 1
+    for part in np.split(np.arange(len(runs)), cuts):
+        db = dbs[int(at[part[0]])]
+        if len(part) == 1 and starts[part[0]] == db.first_entry and stops[part[0]] == db.stop_entry:
+            plan.append((db, None))
+            continue
+        lengths = stops[part] - starts[part]
+        local = np.repeat(starts[part] - np.cumsum(lengths) + lengths - db.first_entry, lengths)
+        plan.append((db, local + np.arange(int(lengths.sum()), dtype=np.int64)))
+    return plan
 
 
 class Selection:
@@ -119,16 +179,17 @@ class Selection:
         self.dataset = dataset
         self.version: int = dataset.version  # type: ignore[assignment]
         self.expression: Expression = parse_selection(dataset.schema, expression)
+        self.text = expression
         self.staging: StagePlan | None = None  # the bulk stage request of its nearline files, once made
 
     def __repr__(self) -> str:
         return f"<giod.Selection {self.dataset.name} [{self.expression}] at version {self.version}>"
 
-    @cached_property
+    @once
     def _databases(self) -> list[DatabaseRecord]:
         return self.dataset.databases()
 
-    @cached_property
+    @once
     def _candidates(self) -> list[DatabaseRecord]:
         # the catalog prunes by the expression's ranges in SQL: records only for what is left
         box = self.expression.necessary_box()
@@ -200,8 +261,27 @@ class Selection:
             plan.append((db, None if len(local) == db.n_events else local))
         return plan
 
-    @cached_property
+    def _at_source(self, columns: Sequence[str] | None = None, *, read: bool = False
+                   ) -> tuple[list[tuple[DatabaseRecord, np.ndarray | None]], dict[str, pa.Table]] | None:
+        """The plan (and with ``read`` the stored tables of ``columns``) as the federation's server made them
+        where the data are: one request for every database. None when the catalog is not a server's."""
+        if self.text is None:
+            return None  # every event: the snapshot is the plan
+        got = self.dataset.store.catalog.select_at_source(self.dataset.name, self.text, self.version,
+                                                           columns=columns, read=read)
+        if got is None:
+            return None
+        runs, tables = got
+        return plan_of_runs(self.dataset, runs, f"selection {self.text!r} on {self.dataset.name}"), tables
+
+    @once
     def _plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
+        try:
+            source = self._at_source()
+        except TooLarge:
+            source = None  # more runs than the server sends at once: planned here, database by database
+        if source is not None:
+            return source[0]
         merged = self._merged()
         if merged is not None:
             return merged
@@ -265,6 +345,22 @@ class Selection:
     def __len__(self) -> int:
         return sum(db.n_events if sel is None else len(sel) for db, sel in self._plan)
 
+    def plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
+        """Per database holding selected events, in entry order: its selected local entries (None: all)."""
+        return list(self._plan)
+
+    def runs(self) -> np.ndarray:
+        """The selected entries as runs ``[start, stop)`` in order, none across databases: shape (n, 2)."""
+        parts = []
+        for db, sel in self._plan:
+            if sel is None:
+                parts.append(np.array([[db.first_entry, db.stop_entry]], dtype=np.int64))
+            elif len(sel):
+                e = np.asarray(sel, dtype=np.int64) + db.first_entry
+                cut = np.flatnonzero(np.diff(e) != 1) + 1
+                parts.append(np.stack([e[np.r_[0, cut]], e[np.r_[cut - 1, len(e) - 1]] + 1], axis=1))
+        return np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+
     def entries(self) -> np.ndarray:
         """Entry numbers of the selected events, in order."""
         parts = [np.arange(db.first_entry, db.stop_entry) if sel is None else sel + db.first_entry
@@ -303,6 +399,10 @@ class Selection:
         output.check_library(library)
         self._stage_for(columns)
         proj = self.projection(columns)
+        schema = self.dataset.schema
+        source = self._read_at_source(proj, columns)
+        if source is not None:
+            return output.convert(assemble(schema, proj, source), schema, library)
         self._prefetch(proj)
         if self.staging is None:
             tables = read_databases(self.dataset, self._plan, proj)
@@ -314,10 +414,58 @@ class Selection:
             for db, _sel in self._plan:
                 for container, table in read[db.id].items():
                     tables[container].append(table)
-        schema = self.dataset.schema
         # nothing selected (or nothing written yet): no events, but every field asked for
         return output.convert(assemble(schema, proj, {c: _concat(t) if t else empty_table(schema, c, proj.columns[c])
                                                       for c, t in tables.items()}), schema, library)
+
+    def stored(self, columns: Sequence[str] | None = None) -> dict[str, pa.Table]:
+        """The selected events' columns as stored, one table per container of the projection (what a
+        server sends for a selection made at the source; :meth:`read` assembles them)."""
+        proj = self.projection(columns)
+        self._prefetch(proj)
+        tables = read_databases(self.dataset, self._plan, proj)
+        schema = self.dataset.schema
+        return {c: _concat(t) or empty_table(schema, c, proj.columns[c]) for c, t in tables.items()}
+
+    def _read_at_source(self, proj: Projection, columns: Sequence[str] | None) -> dict[str, pa.Table | None] | None:
+        """The stored tables of a sparse selection of a served federation, read by its server in one request;
+        None when the selection is dense (the files are read in parallel then) or the catalog is local."""
+        if (self.staging is not None and not self.staging.empty) or self.text is None \
+                or not self.dataset.store.catalog.selects_at_source:
+            return None
+        plan = self._plan
+        selected = sum(db.n_events if sel is None else len(sel) for db, sel in plan)
+        touched = sum(db.n_events for db, _ in plan)
+        if not selected or any(sel is None for _, sel in plan) or selected > AT_SOURCE_SHARE * touched:
+            return None
+        what = f"selection {self.text!r} on {self.dataset.name}"
+        try:
+            got = self._at_source(columns, read=True)
+        except TooLarge:
+            return None  # more than the server sends at once: the files are read instead
+        if got is None:
+            return None
+        again, tables = got
+        if [(db.id, None if s is None else s.tolist()) for db, s in again] != \
+                [(db.id, None if s is None else s.tolist()) for db, s in plan]:
+            raise IntegrityError(f"{what}: the server selected other events the second time")
+        if set(tables) != set(proj.columns):
+            raise IntegrityError(f"{what}: the server sent containers {sorted(tables)}, "
+                                 f"not {sorted(proj.columns)}")
+        out: dict[str, pa.Table | None] = {}
+        schema = self.dataset.schema
+        for container, table in tables.items():
+            want = empty_table(schema, container, proj.columns[container]).schema
+            if table.num_rows != selected:
+                raise IntegrityError(f"{what}: the server sent {table.num_rows} rows of {container}, "
+                                     f"not {selected}")
+            if not table.schema.equals(want):
+                try:
+                    table = table.cast(want)
+                except (pa.ArrowException, ValueError) as exc:
+                    raise IntegrityError(f"{what}: the server sent {container} in other types: {exc}") from exc
+            out[container] = table
+        return out
 
     def iterate(self, columns: Sequence[str] | None = None, step_size: int | str = 100_000, *,
                 library: str = "ak") -> Iterator[Any]:

@@ -25,12 +25,14 @@ import pyarrow as pa
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
+from giod.catalog import framed
 from giod.errors import DataError, TooLarge
 from giod.server.cache import QueryCache
 from giod.server.state import need, state
 from giod.server.streams import PacedStream
 
-__all__ = ["ARROW_STREAM", "BATCH_BYTES", "BATCH_ROWS", "MAX_ROWS", "QueryIn", "ipc_stream", "router"]
+__all__ = ["ARROW_STREAM", "BATCH_BYTES", "BATCH_ROWS", "MAX_ROWS", "MAX_RUNS", "MAX_SELECTED_BYTES", "QueryIn",
+           "SelectIn", "ipc_stream", "router"]
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
@@ -40,6 +42,8 @@ BATCH_ROWS = 65_536  # events per record batch at most (fewer where a database e
 BATCH_BYTES = 2 << 20  # about this many bytes of columns per record batch: what a stalled client holds
 MIN_BATCH_ROWS = 256
 EXPANSION = 4  # bytes in memory per byte on disk, guessed high (zstd of event data): batches err small
+MAX_RUNS = 4_000_000  # runs of selected entries in one plan made at the source (64 MB before compression)
+MAX_SELECTED_BYTES = 256 << 20  # stored bytes of a sparse selection read at the source, estimated high
 
 
 class QueryIn(BaseModel):
@@ -173,3 +177,55 @@ def query(request: Request, body: QueryIn) -> Response:
     return PacedStream(_kept(chain([first], pieces), st.cache, key, lambda n: st.metrics.add("bytes_sent", n)),
                        send_timeout=st.streams.send_timeout, release=lambda: slots.give_back(holder),
                        media_type=ARROW_STREAM, headers=headers | {"x-giod-cache": "miss"})
+
+
+class SelectIn(BaseModel):
+    dataset: str = Field(min_length=1, max_length=200)
+    where: str = Field(min_length=1, max_length=10_000, description="Selection over tags and objects.")
+    version: int = Field(ge=0, description="Snapshot version.")
+    columns: list[str] | None = Field(None, max_length=1000,
+                                      description="With read: collections, fields or tags (all when absent).")
+    read: bool = Field(False, description="Also the selected events' stored columns, one table per container.")
+
+
+def _estimate(sel: Any, columns: list[str] | None) -> int:
+    """Bytes in memory of the stored columns of the selected events, from the catalog's sizes (errs high)."""
+    chosen = set(sel.projection(columns).columns)
+    total = 0.0
+    for db, local in sel.plan():
+        share = 1.0 if local is None else len(local) / max(db.n_events, 1)
+        total += share * sum(c.size for c in db.containers if c.name in chosen)
+    return int(total * EXPANSION)
+
+
+@router.post("/select", summary="Plan a selection where the data are (and read a sparse one): one request for "
+             "every database", response_class=Response, responses={200: {"content": {framed.MEDIA_TYPE: {}}},
+                                                                   413: {"description": "more runs or bytes than "
+                                                                         "one answer holds"}})
+def select_at_source(request: Request, body: SelectIn) -> Response:
+    """Runs ``[start, stop)`` of the selected entries at ``version`` and, with ``read``, the stored columns
+    of those events, as named Arrow IPC streams (``giod.catalog.framed``)."""
+    who = need(request, "read", body.dataset)
+    st = state(request)
+    fed = st.federation
+    if body.version > fed.version:
+        raise DataError(f"version {body.version} is in the future (the federation is at {fed.version})")
+    slots = st.streams.query
+    holder = slots.take(who, request.client and (request.client.host, request.client.port))
+    try:
+        sel = fed.dataset(body.dataset, body.version).select(body.where)
+        runs = sel.runs()
+        if len(runs) > MAX_RUNS:
+            raise TooLarge(f"the selection is {len(runs):,} runs of entries; one answer holds at most "
+                           f"{MAX_RUNS:,}: the client plans it")
+        tables: list[tuple[str, pa.Table]] = [("", framed.runs_table(runs))]
+        if body.read:
+            if (size := _estimate(sel, body.columns)) > MAX_SELECTED_BYTES:
+                raise TooLarge(f"the selected events hold about {size:,} bytes; one answer holds at most "
+                               f"{MAX_SELECTED_BYTES:,}: the client reads the files")
+            tables += sel.stored(body.columns).items()
+        data = framed.encode(tables)
+    finally:
+        slots.give_back(holder)
+    st.metrics.add("bytes_sent", len(data))
+    return Response(data, media_type=framed.MEDIA_TYPE, headers={"x-giod-version": str(body.version)})
