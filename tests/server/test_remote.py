@@ -140,8 +140,10 @@ def test_missing_dataset_is_not_found(filled):
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])
 def test_sparse_selection_uses_multi_range_requests(filled, monkeypatch, fmt):
     served, events = filled
+    from giod.read import selection
     from giod.storage import remote
 
+    monkeypatch.setattr(selection, "AT_SOURCE_SHARE", 0.0)  # read from the files, not at the source
     name = f"qcd_{fmt}"
     with served.local.create_dataset(name, synthetic.schema()).writer(
             database_events=300, cluster_events=50, container_format=fmt) as w:
