@@ -127,3 +127,9 @@ def test_claims_drop_copies_under_way_and_finished_since_the_mark() -> None:
     assert [t.container.id for t in claims.claim(late, [T(1), T(2), T(3)])] == []
     # no mark left open: finished copies are forgotten, a fresh plan (read after they were registered) may claim
     assert [t.container.id for t in claims.claim(claims.mark(), [T(1)])] == [1]
+    # a copy finished before a mark was taken (a failed one, to try again) is a later plan's to claim
+    keep = claims.mark()
+    claims.release([T(1)])
+    after = claims.mark()
+    assert claims.claim(after, [T(1)]) != [] and claims.claim(keep, [T(2)]) != []
+    assert claims.claim(claims.mark(), [T(1)]) == []  # under way again, claimed by ``after``

@@ -204,7 +204,7 @@ class Claims:
             mine = []
             for t in transfers:
                 key = (t.container.id, t.site)
-                if key in self._busy or self._done.get(key, -1) >= since:
+                if key in self._busy or self._done.get(key, -1) > since:
                     continue
                 self._busy.add(key)
                 mine.append(t)
