@@ -74,6 +74,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query_streams", 256, "server: query answers of all tokens at once (an unrestricted admin passes)"),
     Setting("tape_bulk_staging", True, "a job asks for all the nearline files it needs in one request, ordered by "
             "cartridge, and reads what is on disk first (false: one file at a time, in the job's order)"),
+    Setting("third_party_fallback", True, "a copy between two XRootD servers that cannot be made server to server "
+            "(third-party copy failed, or not offered) goes through this process, with a warning; false: it fails"),
     Setting("send_timeout_seconds", 60.0, "server: a client that takes nothing of a streamed answer for this long "
             "is disconnected"),
 )

@@ -95,7 +95,9 @@ def test_a_file_damaged_at_the_server_is_found_without_reading_it_here(home: gio
 
 
 def test_copies_go_server_to_server_and_to_a_local_disk(home: giod.Federation, xrootd_pair: list[Server],
-                                                        tmp_path: Path) -> None:
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a third-party copy that fails is tried again, never carried through here unnoticed: it fails with its reason
+    monkeypatch.setenv("GIOD_THIRD_PARTY_FALLBACK", "false")
     cern, fnal = xrootd_url(xrootd_pair[0]), xrootd_url(xrootd_pair[1])
     home.add_site("cern", cern, 20)
     home.add_site("fnal", fnal, 30)
@@ -110,7 +112,9 @@ def test_copies_go_server_to_server_and_to_a_local_disk(home: giod.Federation, x
     for p, data in ((right, origin[right]), (wrong, b"not the container file")):
         _place(_directory(xrootd_pair, 1, fnal), p, data)
     rep = replicate(home.catalog, home.site, "qcd", "fnal", containers=tags, streams=3)
-    assert rep.ok and (rep.adopted, rep.copied) == (1, len(origin) - 1)
+    assert rep.ok and (rep.adopted, rep.copied) == (1, len(origin) - 1), rep.failed
+    destination = home.site("fnal")
+    assert isinstance(destination, XRootDSite) and destination.through_here == 0
     assert source.opened == opened  # third-party: no byte passed through here
     assert files_under(_directory(xrootd_pair, 1, fnal)) == origin
     assert states_at(home, "fnal") == dict.fromkeys(origin, "good")
@@ -119,6 +123,56 @@ def test_copies_go_server_to_server_and_to_a_local_disk(home: giod.Federation, x
     assert replicate(home.catalog, home.site, "qcd", "disk", containers=tags).ok
     assert source.opened > opened
     assert files_under(tmp_path / "disk") == origin
+
+
+def test_a_copy_that_cannot_go_server_to_server_is_said_counted_or_refused(
+        home: giod.Federation, xrootd_pair: list[Server], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A destination server without third-party copies: the bytes go through here with a warning giving the
+    servers' reason, counted on the site; with the fallback refused the copy fails with that reason instead."""
+    import logging
+    import shutil
+    import tempfile
+
+    from giod_bench.xrootd import XRootDServer
+
+    cern = xrootd_url(xrootd_pair[0])
+    home.add_site("cern", cern, 20)
+    tags = ["tag"]
+    assert replicate(home.catalog, home.site, "qcd", "cern", containers=tags).ok
+    _not_at_home(home)
+    source = home.site("cern")
+    origin = files_under(_directory(xrootd_pair, 0, cern))
+    served = Path(tempfile.mkdtemp(prefix="giod-xrootd-site-"))
+    served.chmod(0o777)
+    try:
+        with XRootDServer(served, writable=True, third_party=False) as plain:
+            urls = [xrootd_url((plain, served)) for _ in range(2)]
+            home.add_site("plain", urls[0], 30)
+            opened = source.opened
+            with caplog.at_level(logging.WARNING, logger="giod.storage"):
+                rep = replicate(home.catalog, home.site, "qcd", "plain", containers=tags, streams=2)
+            assert rep.ok and rep.copied == len(origin), rep.failed
+            plain_site = home.site("plain")
+            assert isinstance(plain_site, XRootDSite)
+            assert plain_site.through_here == len(origin) and plain_site.third_party_failures == 2 * len(origin)
+            assert source.opened - opened == len(origin)  # each file read through here
+            said = [r.getMessage() for r in caplog.records if "goes through this process" in r.getMessage()]
+            assert len(said) == len(origin) and all("tpc not supported" in m for m in said), said
+            assert files_under(served / urls[0].rsplit("//", 1)[1]) == origin
+
+            monkeypatch.setenv("GIOD_THIRD_PARTY_FALLBACK", "false")
+            home.add_site("strict", urls[1], 40)
+            opened = source.opened
+            rep = replicate(home.catalog, home.site, "qcd", "strict", containers=tags, streams=2, attempts=1)
+            assert not rep.ok and len(rep.failed) == len(origin)
+            assert all("refused (setting third_party_fallback)" in why and "tpc not supported" in why
+                       for _, _, why in rep.failed), rep.failed
+            strict = home.site("strict")
+            assert isinstance(strict, XRootDSite) and strict.through_here == 0 and source.opened == opened
+            assert files_under(served / urls[1].rsplit("//", 1)[1]) == {} and states_at(home, "strict") == {}
+    finally:
+        shutil.rmtree(served, ignore_errors=True)
 
 
 def test_vectored_and_sequential_reads(xrootd_pair: list[Server]) -> None:

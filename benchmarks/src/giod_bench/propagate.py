@@ -163,8 +163,8 @@ def _env(values: dict[str, str]) -> Iterator[None]:
 
 
 def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAULT_EVENTS, rtt_ms: float = 250.0,
-        kills: int = 2, seed: int = 1, workdir: str | None = None) -> Outcome:
-    """The soak (see the module docstring)."""
+        kills: int = 2, seed: int = 1, workdir: str | None = None, pass_interval: float = 60.0) -> Outcome:
+    """The soak (see the module docstring); ``pass_interval``: seconds between the replicator's full passes."""
     import giod
     from giod.replication import replicate
     from giod.storage.http import site_token_env
@@ -172,8 +172,8 @@ def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAU
     from giod.testing.netlab import LatencyProxy
     from giod_bench.wanpeers import serve_federation
 
-    if seconds <= 0 or rate <= 0 or events < 1 or rtt_ms < 0 or kills < 0:
-        raise ConfigError("seconds, rate and events must be positive, rtt and kills not negative")
+    if seconds <= 0 or rate <= 0 or events < 1 or rtt_ms < 0 or kills < 0 or pass_interval <= 0:
+        raise ConfigError("seconds, rate, events and the pass interval must be positive, rtt and kills not negative")
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="giod-bench-propagate-", dir=workdir) as tmp, ExitStack() as stack:
         work = Path(tmp)
@@ -237,7 +237,8 @@ def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAU
         writer = _Child([sys.executable, "-c", WRITER, str(daq.root), str(rate), str(events)], work / "writer.log")
         follower = _Child(_giod("copy", DATASET, "--from", str(daq.root), "--to", str(analysis.root), "--follow"),
                           work / "follower.log")
-        replicator = _Child(_giod("replicator", "--follow", "-f", str(daq.root)), work / "replicator.log")
+        replicator = _Child(_giod("replicator", "--follow", "--interval", f"{pass_interval:g}", "-f",
+                                      str(daq.root)), work / "replicator.log")
         children = [writer, follower, replicator]
         def kill_all() -> None:
             for c in children:
@@ -277,9 +278,11 @@ def run(seconds: float = DEFAULT_SECONDS, rate: float = 1.0, events: int = DEFAU
             t.join(5)
         dups_analysis = len(copied()) - len(set(copied()))
         keys = [db.idempotency_key for db in written.values()]
-        return _outcome(seconds, rate, events, rtt_ms, written, at_analysis, at_far, started, transfer_s, db_bytes,
-                        t_start, events_log, dups_analysis, len(keys) - len(set(keys)), writer.kills,
-                        follower.kills)
+        outcome = _outcome(seconds, rate, events, rtt_ms, written, at_analysis, at_far, started, transfer_s,
+                           db_bytes, t_start, events_log, dups_analysis, len(keys) - len(set(keys)), writer.kills,
+                           follower.kills)
+        outcome.parameters["pass_interval"] = pass_interval
+        return outcome
 
 
 def _restarts(kills: list[float], seen: dict[int, float]) -> list[tuple[float, float]]:
@@ -400,8 +403,11 @@ def plot(outcome: Outcome, path: Path) -> None:
 @click.option("--kills", type=click.IntRange(min=0), default=None,
               help="Times the writer, and the follower, are each killed and restarted [default: 3; 1 with --quick].")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the kill times.")
+@click.option("--pass-interval", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Seconds between the replicator's full passes (its --interval).")
 def command(events: int | None, repeat: int | None, quick: bool, output: str, workdir: str | None,
-            seconds: float | None, rate: float, rtt_ms: float, kills: int | None, seed: int) -> None:
+            seconds: float | None, rate: float, rtt_ms: float, kills: int | None, seed: int,
+            pass_interval: float) -> None:
     """A DAQ writer committing at a steady rate; a following federation and a rule-bound remote site.
 
     Commit-to-visible latency over time (median, p99, max) beside the transfer
@@ -412,5 +418,5 @@ def command(events: int | None, repeat: int | None, quick: bool, output: str, wo
     """
     outcome = run(seconds or (QUICK_SECONDS if quick else DEFAULT_SECONDS), rate,
                   events or (QUICK_EVENTS if quick else DEFAULT_EVENTS), rtt_ms,
-                  kills if kills is not None else (1 if quick else 3), seed, _workdir_path(workdir))
+                  kills if kills is not None else (1 if quick else 3), seed, _workdir_path(workdir), pass_interval)
     _publish(outcome, output, plot)

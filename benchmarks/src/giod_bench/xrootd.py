@@ -49,7 +49,7 @@ class XRootDServer:
     ``writable`` (then the directory must be writable by the server's user).
 
     The server computes CRC-32C checksums on request (``xrootd.chksum``) and,
-    when ``xrdcp`` is installed, makes third-party copies (``ofs.tpc``).
+    when ``xrdcp`` is installed and ``third_party`` is true, makes third-party copies (``ofs.tpc``).
     Paths in its URLs are relative to ``directory``
     (``root://127.0.0.1:PORT//events.root``), as on a site whose files live
     under a local root. Starting raises MissingDependency without the
@@ -59,9 +59,10 @@ class XRootDServer:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, port: int | None = None, timeout: float = 30.0,
-                 writable: bool = False):
+                 writable: bool = False, third_party: bool = True):
         self.directory = Path(directory).resolve()
         self.writable = writable
+        self.third_party = third_party
         self.host = "127.0.0.1"
         self.port = 0
         self.requested_port = port
@@ -120,7 +121,7 @@ class XRootDServer:
                 "xrd.allow host localhost\n"
                 # giod's checksum, computed by the server on request (uploads and replicas checked in place)
                 "xrootd.chksum max 4 crc32c\n"
-                + (f"ofs.tpc pgm {xrdcp} --server\n" if (xrdcp := shutil.which("xrdcp")) else "")
+                + (f"ofs.tpc pgm {xrdcp} --server\n" if self.third_party and (xrdcp := shutil.which("xrdcp")) else "")
             )
             config.chmod(0o644)
             attempts = 1 if self.requested_port is not None else 3

@@ -30,6 +30,7 @@ from typing import Any
 from giod.errors import CatalogError, GiodError, QuotaExceeded, StorageError, TooLarge
 from giod.exchange.copy import ExchangeReport, copy_dataset
 from giod.exchange.feed import Feed, open_feed
+from giod.replication.rules import Claims
 
 __all__ = ["Backoff", "follow", "follow_rules", "permanent", "start_copies"]
 
@@ -111,20 +112,23 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
     """Replicator passes, one as soon as the federation commits, until ``stop`` is set.
 
     A full pass (``replicator_pass``: sites probed, damaged replicas
-    repaired) runs first and every ``interval`` seconds, in a thread of its
-    own, so that a commit never waits for it. Each commit starts, at once,
-    the copies the rules now miss (``start_copies``),
-    beside those still under way: a database committed while another is on
-    its way does not queue behind it. Nothing is probed on that path, so a
-    site away shows as failed copies, and the next pass is a full one,
-    ``retry`` seconds later.
+    repaired, every replica listed) runs first and every ``interval``
+    seconds, in a thread of its own, so that a commit never waits for it:
+    every round, the one that starts a full pass included, starts at once
+    the copies the rules now miss (``start_copies``), beside those still
+    under way, so a database committed while another is on its way does not
+    queue behind it. The full pass and these copies share only their claims
+    (``Claims``: which copies are under way), never a lock held while the
+    catalog is read, so a pass reading thousands of databases holds back no
+    copy. Nothing is probed on the commits' path, so a site away shows as
+    failed copies, and the next pass is a full one, ``retry`` seconds later.
     """
     from giod.replication import replicator_pass
 
     stop = stop or threading.Event()
     own = feed is None
     feed = feed or open_feed(fed, stop=stop)
-    planning = threading.Lock()
+    claims = Claims()  # copies under way in this process, full pass or commits'
     running: list[threading.Thread] = []
     failed = threading.Event()
     last_full = -math.inf
@@ -138,12 +142,11 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
         if on_pass is not None:
             on_pass(result)
 
-    busy: set[tuple[int, str]] = set()  # copies under way in this process, full pass or commit's
     full: threading.Thread | None = None
 
     def full_pass() -> None:
         try:
-            report(replicator_pass(fed.catalog, fed.site, streams=streams, lock=planning, busy=busy))
+            report(replicator_pass(fed.catalog, fed.site, streams=streams, claims=claims))
         except GiodError as exc:
             log.error("replicator pass failed: %s", exc)
             failed.set()
@@ -153,21 +156,20 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
             seen = int(fed.catalog.version())  # read before planning: a commit meanwhile wakes the next round
             if (full is None or not full.is_alive()) and (failed.is_set()
                                                           or time.monotonic() - last_full >= interval):
-                # beside the commits' copies, never in front of them: a pass that probes far sites and
-                # lists every replica takes seconds, and a commit meanwhile must not wait for it
                 failed.clear()
                 full = threading.Thread(target=full_pass, name="giod-full-pass", daemon=True)
                 full.start()
                 last_full = time.monotonic()
-            else:  # the full pass plans everything up to now; what is committed later is the next round's
-                try:
-                    started = start_copies(fed.catalog, fed.site, streams=streams, on_done=report,
-                                           lock=planning, since=planned, busy=busy)
-                except GiodError as exc:
-                    log.error("planning copies failed: %s", exc)
-                    failed.set()
-                    started = None
-                running[:] = [t for t in running if t.is_alive()] + ([started] if started is not None else [])
+            # the commits' copies, every round, beside a full pass and never behind it (what both plan,
+            # the first to claim it copies)
+            try:
+                started = start_copies(fed.catalog, fed.site, streams=streams, on_done=report, since=planned,
+                                       claims=claims)
+            except GiodError as exc:
+                log.error("planning copies failed: %s", exc)
+                failed.set()
+                started = None
+            running[:] = [t for t in running if t.is_alive()] + ([started] if started is not None else [])
             # what was committed up to ``seen`` is planned (or, if planning failed, the full pass's next)
             planned = seen
             if failed.is_set():
@@ -186,37 +188,43 @@ def follow_rules(fed: Any, *, streams: int = 4, interval: float = 60.0, stop: th
 
 
 def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int = 4,
-                 on_done: Callable[[Any], None] | None = None,
-                 lock: threading.Lock | None = None, since: int | None = None,
-                 busy: set[tuple[int, str]] | None = None) -> threading.Thread | None:
+                 on_done: Callable[[Any], None] | None = None, since: int | None = None,
+                 claims: Claims | None = None) -> threading.Thread | None:
     """Start, in a thread, the copies every rule misses and no other copy is making; None if there are none.
 
-    Planning and marking the copies ``copying`` happen under ``lock``, so
-    two rounds never plan the same copy; a replica left ``copying`` by a
-    crashed run is the full pass's to redo. ``on_done`` gets a
-    ``PassReport`` of the copies when they are over. ``since``: plan only
-    for what was committed after that version (what earlier rounds planned
-    is under way, or failed and left to the full pass). ``busy``: the copies other threads of this
-    process are making (a full pass), left to them; these copies are added while they run.
+    Planning reads the catalog without a lock; the copies are then claimed
+    (``claims``, a ``giod.replication.rules.Claims`` shared with the other
+    threads of this process: a full pass, earlier rounds) and marked
+    ``copying``, so two threads never make the same copy; a replica left
+    ``copying`` by a crashed run is the full pass's to redo. ``on_done``
+    gets a ``PassReport`` of the copies when they are over. ``since``: plan
+    only for what was committed after that version (what earlier rounds
+    planned is under way, or failed and left to the full pass).
     """
     from giod.replication import PassReport, rule_state, run_transfers
 
-    lock = lock or threading.Lock()
-    busy = busy if busy is not None else set()
-    with lock:
+    claims = claims if claims is not None else Claims()
+    mark = claims.mark()
+    planned: list[Any] = []
+    try:
         sites = catalog.sites()
-        planned: set[tuple[int, str]] = set(busy)
-        transfers = []
+        seen: set[tuple[int, str]] = set()
         for rule in catalog.rules():
             for t in rule_state(catalog, rule, sites, changed_since=since).transfers:
-                if t.previous != "copying" and (t.container.id, t.site) not in planned:
-                    planned.add((t.container.id, t.site))
-                    transfers.append(t)
-        if not transfers:
-            return None
+                if t.previous != "copying" and (t.container.id, t.site) not in seen:
+                    seen.add((t.container.id, t.site))
+                    planned.append(t)
+    except BaseException:
+        claims.claim(mark, ())
+        raise
+    transfers = claims.claim(mark, planned)
+    if not transfers:
+        return None
+    try:
         catalog.set_replica_states([(t.container.id, t.site, "copying") for t in transfers])
-        mine = {(t.container.id, t.site) for t in transfers}
-        busy |= mine
+    except BaseException:
+        claims.release(transfers)
+        raise
 
     def run() -> None:
         try:
@@ -226,8 +234,7 @@ def start_copies(catalog: Any, open_site: Callable[[str], Any], *, streams: int 
             result = PassReport()
             result.transfers.failed.append(("", "", str(exc)))
         finally:
-            with lock:
-                busy.difference_update(mine)
+            claims.release(transfers)
         if on_done is not None:
             on_done(result)
 

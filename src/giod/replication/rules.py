@@ -21,10 +21,10 @@ fewer copies, leaves the replicas that exist.
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from giod.replication.copy import Progress, Transfer, TransferReport, run_transf
 from giod.replication.sites import probe
 from giod.storage.site import Site
 
-__all__ = ["PassReport", "RuleState", "replicator", "replicator_pass", "rule_state", "rule_states"]
+__all__ = ["Claims", "PassReport", "RuleState", "replicator", "replicator_pass", "rule_state", "rule_states"]
 
 log = logging.getLogger("giod.replication")
 
@@ -170,43 +170,102 @@ def _repairs(catalog: Any, away: set[str], report: PassReport) -> list[Transfer]
     return out
 
 
+class Claims:
+    """The copies (container id, site) the threads of one process are making, and those they finished.
+
+    Planning reads the catalog without any lock (a full pass reads every
+    replica of every dataset: seconds, during which a commit's copies must
+    not wait); only the claim is under the lock, and it is a set operation.
+    A planner takes a ``mark()`` before it reads the catalog; its ``claim``
+    then drops every copy another thread is making, and every copy one
+    finished after the mark (the planner may have read its state before
+    it was registered), so that no copy is made twice.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy: set[tuple[int, str]] = set()
+        self._done: dict[tuple[int, str], int] = {}  # copy -> the tick it finished at
+        self._tick = 0
+        self._marks: dict[int, int] = {}  # an open mark -> its tick
+        self._next = 0
+
+    def mark(self) -> int:
+        """A mark to take before reading the catalog; give it to ``claim``."""
+        with self._lock:
+            self._next += 1
+            self._marks[self._next] = self._tick
+            return self._next
+
+    def claim(self, mark: int, transfers: Iterable[Any]) -> list[Any]:
+        """The transfers no other thread makes, nor finished since ``mark``; they are now this caller's."""
+        with self._lock:
+            since = self._marks.pop(mark, self._tick)
+            mine = []
+            for t in transfers:
+                key = (t.container.id, t.site)
+                if key in self._busy or self._done.get(key, -1) > since:
+                    continue
+                self._busy.add(key)
+                mine.append(t)
+            oldest = min(self._marks.values(), default=self._tick + 1)
+            for key in [k for k, at in self._done.items() if at < oldest]:
+                del self._done[key]  # no open mark can still see these as unfinished
+            return mine
+
+    def release(self, transfers: Iterable[Any]) -> None:
+        """The caller's copies are over (registered, or failed)."""
+        with self._lock:
+            self._tick += 1
+            for t in transfers:
+                key = (t.container.id, t.site)
+                self._busy.discard(key)
+                if self._marks:
+                    self._done[key] = self._tick
+
+    @property
+    def busy(self) -> frozenset[tuple[int, str]]:
+        with self._lock:
+            return frozenset(self._busy)
+
+
 def replicator_pass(catalog: Any, open_site: SiteOpener, *, streams: int = 4,
-                    progress: Progress | None = None, lock: Any = None,
-                    busy: set[tuple[int, str]] | None = None) -> PassReport:
+                    progress: Progress | None = None, claims: Claims | None = None) -> PassReport:
     """One pass: repair damaged replicas, then make every rule's missing copies (see the module docstring).
 
-    ``busy``: the copies (container id, site) other threads of this process are making, left to them;
-    the pass adds its own while they run. It plans under ``lock``, as they do, so that no copy is
-    planned twice.
+    ``claims``: the copies other threads of this process are making (a follower's copies of new commits),
+    left to them. The pass plans without holding anything they wait for, and claims its own copies there.
     """
     report = PassReport()
-    sites = catalog.sites()
-    for s in sites:
-        try:
-            health = probe(open_site(s.name))
-        except GiodError as exc:
-            report.away[s.name] = str(exc)
-            continue
-        if not health.reachable:
-            report.away[s.name] = health.detail
-    away = set(report.away)
-    busy = busy if busy is not None else set()
-    with lock if lock is not None else contextlib.nullcontext():
-        transfers = [t for t in _repairs(catalog, away, report) if (t.container.id, t.site) not in busy]
-        report.repairs = len(transfers)
-        planned = {(t.container.id, t.site) for t in transfers} | busy
+    claims = claims or Claims()
+    mark = claims.mark()
+    try:
+        sites = catalog.sites()
+        for s in sites:
+            try:
+                health = probe(open_site(s.name))
+            except GiodError as exc:
+                report.away[s.name] = str(exc)
+                continue
+            if not health.reachable:
+                report.away[s.name] = health.detail
+        away = set(report.away)
+        planned = _repairs(catalog, away, report)
+        seen = {(t.container.id, t.site) for t in planned}
         for rule in catalog.rules():
             for t in rule_state(catalog, rule, sites, away).transfers:
-                if (t.container.id, t.site) not in planned:  # two rules may want the same copy
-                    planned.add((t.container.id, t.site))
-                    transfers.append(t)
-        mine = {(t.container.id, t.site) for t in transfers}
-        busy |= mine
+                if (t.container.id, t.site) not in seen:  # two rules may want the same copy
+                    seen.add((t.container.id, t.site))
+                    planned.append(t)
+    except BaseException:
+        claims.claim(mark, ())
+        raise
+    transfers = claims.claim(mark, planned)
+    report.repairs = sum(1 for t in transfers if t.previous in ("bad", "lost"))
     try:
         report.transfers = run_transfers(catalog, open_site, transfers, streams=streams, progress=progress)
     finally:
-        with lock if lock is not None else contextlib.nullcontext():
-            busy -= mine
+        claims.release(transfers)
     report.rules = [rule_state(catalog, r, sites) for r in catalog.rules()]
     return report
 

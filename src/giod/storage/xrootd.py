@@ -25,6 +25,7 @@ it was read back), so a reader never sees a partial or damaged file.
 from __future__ import annotations
 
 import contextlib
+import logging
 import posixpath
 import threading
 import uuid
@@ -32,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
+from giod import config
 from giod.errors import ConfigError, ConflictError, IntegrityError, MissingDependency, NotFound, StorageError
 from giod.storage.checksum import ALGORITHM, Checksum
 from giod.storage.kind import FileInfo, RangeFile, Site, SiteHealth, check_relpath
@@ -50,6 +52,9 @@ READ_PIECE = 8 << 20
 #: writes in flight while a file is uploaded
 WRITES_IN_FLIGHT = 8
 TIMEOUT = 300  # seconds one request may take
+TPC_TRIES = 2  # tries of a third-party copy before it goes through this process (or fails, if that is refused)
+
+log = logging.getLogger("giod.storage")
 #: bytes read from the end of an announced file with its opening (where a container keeps its footer)
 TAIL = 64 << 10
 
@@ -120,6 +125,10 @@ class XRootDSite(Site):
         self._algorithm: str | None = ""  # "" until asked: the server's checksum, None when it has none
         # what passed through this client: files opened for reading, bytes received, vectored read requests
         self.opened = self.received = self.vector_reads = 0
+        # third-party copies to this site that failed (each try), and copies that went through this process
+        # instead; with ``third_party_fallback`` off, the copy fails with the server's reason
+        self.third_party_failures = self.through_here = 0
+        self.third_party_fallback = bool(config.load()["third_party_fallback"])
 
     # ------------------------------------------------------------- paths and errors
 
@@ -267,9 +276,12 @@ class XRootDSite(Site):
         The copy lands under a temporary name and is renamed into place only
         when this server's checksum of it is ``checksum``. ``"copied"`` or
         ``"adopted"`` (the right file was already there); None when the source
-        is not an XRootD server, or one of the servers cannot copy (no
-        ``ofs.tpc``, no checksums): the bytes must then pass through the caller.
-        ConflictError when another file is at ``path``.
+        is not an XRootD server, or when one of the servers cannot copy (no
+        ``ofs.tpc``, no checksums) or the copy failed ``TPC_TRIES`` times: the
+        bytes must then pass through the caller. That fallback is logged as a
+        warning with the servers' reason and counted (``through_here``); with
+        the setting ``third_party_fallback`` off it is refused: StorageError,
+        with the reason. ConflictError when another file is at ``path``.
         """
         if not isinstance(source, XRootDSite):
             return None
@@ -278,25 +290,28 @@ class XRootDSite(Site):
         except NotFound:
             found = ""
         if found is None:
-            return None  # nothing to check the copy with here
+            self._through_here(source, path, f"site {self.name} computes no checksum to check a copy with")
+            return None
         if found:
             if found == checksum and self.size(path) == size:
                 return "adopted"
             raise ConflictError(f"another file is at {path} on site {self.name} ({found}, expected {checksum})")
-        tmp = _temporary(path)
-        process = self._client.CopyProcess()
-        process.add_job(source.file_url(path), self.file_url(tmp), thirdparty="only", mkdir=True, force=True)
-        status = process.prepare()
-        if status.ok:
-            status, results = process.run()
-            if status.ok and results and not results[0]["status"].ok:
-                status = results[0]["status"]
-        if not status.ok:
+        why = ""
+        for _ in range(TPC_TRIES):
+            tmp = _temporary(path)
+            status = self._third_party(source.file_url(path), tmp)
+            if status.ok:
+                break
             with contextlib.suppress(*_QUIET):
                 self.remove(tmp)
             if status.errno == _NOT_FOUND:
                 raise NotFound(f"file {path} is missing on site {source.name}")
-            return None  # no third-party copy between these servers: the caller copies through itself
+            with self._lock:
+                self.third_party_failures += 1
+            why = (status.message or "").strip() or f"error {status.errno}"
+        else:
+            self._through_here(source, path, f"the third-party copy failed ({TPC_TRIES} tries): {why}")
+            return None
         try:
             landed = self.server_checksum(tmp)
             n = self.size(tmp)
@@ -311,6 +326,26 @@ class XRootDSite(Site):
         if advance is not None:
             advance(size)
         return "copied"
+
+    def _third_party(self, source_url: str, tmp: str) -> Any:
+        """One third-party copy of ``source_url`` to ``tmp`` on this server: its status."""
+        process = self._client.CopyProcess()
+        process.add_job(source_url, self.file_url(tmp), thirdparty="only", mkdir=True, force=True)
+        status = process.prepare()
+        if status.ok:
+            status, results = process.run()
+            if status.ok and results and not results[0]["status"].ok:
+                status = results[0]["status"]
+        return status
+
+    def _through_here(self, source: XRootDSite, path: str, why: str) -> None:
+        """A copy from ``source`` that must pass through this process: said, counted, or refused."""
+        if not self.third_party_fallback:
+            raise StorageError(f"{path} from site {source.name} to site {self.name}: {why}; a copy through this "
+                               "process is refused (setting third_party_fallback)")
+        with self._lock:
+            self.through_here += 1
+        log.warning("%s from site %s to site %s goes through this process: %s", path, source.name, self.name, why)
 
     def _rename(self, tmp: str, path: str) -> None:
         status, _ = self.fs.mv(self._full(tmp), self._full(path), timeout=TIMEOUT)
