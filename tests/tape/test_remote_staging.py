@@ -143,3 +143,47 @@ def test_a_read_of_a_file_on_tape_is_answered_later_not_held(slow_vault, monkeyp
         assert _timeouts(caplog) == 0
     finally:
         client.close()
+
+
+def test_a_remote_read_takes_the_staged_databases_first_while_the_rest_arrive(fed, tmp_path):
+    # every event, no tag cut: a cut over 8 databases or more reads every database's tag index at once, merged
+    # a clock that never moves on its own (time scale 0): the test moves it, one arrival at a time
+    fed.add_site("vault", tape_url(tmp_path / "vault", time_scale=0, drives=1), distance=10)
+    move_to_nearline(fed.store, "qcd", "vault")
+    lib = fed.store.site("vault").library
+    for p in lib.paths():
+        lib.evict(p)
+    lib.unload()
+    early = fed.catalog.databases("qcd")[-4:]  # staged at the server before the client asks
+    lib.wait([c.path for db in early for c in db.containers])
+    token = fed.catalog.create_token("read", note="remote arrival")[1]
+    root = str(fed.root)
+    fed.close()
+    with ServerThread(create_app(root)) as url:
+        client = giod.open(url, token=token)
+        try:
+            sel = client["qcd"].select()
+            plan = sel.stage(COLUMNS)  # one request, answered at once: nothing waits for the rest
+            assert len(plan.remote) == 1
+            first = plan.progress()
+            assert 0 < first.on_disk < first.total
+            waits: list[tuple[int, int]] = []
+
+            def arrive(progress: object) -> None:  # what was read before each wait; then the next file lands
+                waits.append((progress.on_disk, client.store.reads.served["vault"]))  # type: ignore[attr-defined]
+                lib.advance(min(f.ready for f in lib.files().values() if f.state == "staging"))
+
+            plan.waiting = arrive
+            got = ak.to_list(sel.read(COLUMNS))
+            assert waits, "the rest of the files had to arrive while the read went on"
+            # the databases on disk were read before the first wait for the others
+            assert waits[0][0] == first.on_disk and waits[0][1] >= len(early)
+            assert [w[0] for w in waits] == sorted({w[0] for w in waits})  # each wait after a new arrival
+            done = plan.progress()
+            assert done.on_disk == done.total
+            order = list(plan.arriving(client["qcd"].databases(), lambda db: db))  # all on disk: kept as given
+            assert [db.id for db in order] == [db.id for db in client["qcd"].databases()]
+        finally:
+            client.close()
+    with giod.open(root) as again:
+        assert got == ak.to_list(again["qcd"].select().read(COLUMNS))  # the same events as at home
