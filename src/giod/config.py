@@ -74,6 +74,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query_streams", 256, "server: query answers of all tokens at once (an unrestricted admin passes)"),
     Setting("tape_bulk_staging", True, "a job asks for all the nearline files it needs in one request, ordered by "
             "cartridge, and reads what is on disk first (false: one file at a time, in the job's order)"),
+    Setting("record_reads", True, "record when each database was last read (batched, at most once an hour per "
+            "database and process), for tier rules by last read (giod rule add … --unread-for 30d)"),
     Setting("send_timeout_seconds", 60.0, "server: a client that takes nothing of a streamed answer for this long "
             "is disconnected"),
 )

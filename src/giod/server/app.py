@@ -188,6 +188,7 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         feed_routes.close_watch(app.state.giod)  # its thread would watch the catalog after the server is gone
+        app.state.giod.federation.store.close()  # the last reads of what it served, not written yet
 
     app = FastAPI(title="giod", version=giod.__version__,
                   description="A federated object store for particle-physics event data.",

@@ -221,6 +221,7 @@ def get_file(request: Request, site: str, path: str) -> Response:
     st = state(request)
     _, full = _authorised(request, "read", site, path)
     fd, info = _open(full, path, site)
+    st.federation.store.read_log.note_path(path)  # its database's last read, written later in a batch
     size = info.st_size
     try:
         etag = _etag(st, site, path, info)
