@@ -16,8 +16,8 @@ from giod.catalog.tables import meta
 from giod.cli import main
 from giod.errors import ConfigError
 from giod.server.app import ServerThread, create_app
+from giod.store.lastread import ReadLog
 from giod.tier import apply_tier_rules
-from giod.tier.reads import ReadLog
 from tests.tape.conftest import tape_url
 
 DAY = 86400.0

@@ -340,7 +340,7 @@ tier_rules = Table(
     sqlite_autoincrement=True,
 )
 
-# When each database was last read (level 14), as readers recorded it (``giod.tier.reads``: batched, at
+# When each database was last read (level 14), as readers recorded it (``giod.store.lastread``: batched, at
 # most once per database per interval). Not versioned: an access time, not federation content.
 database_reads = Table(
     "database_reads",

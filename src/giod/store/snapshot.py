@@ -27,6 +27,7 @@ from giod.storage import validation
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site, check_site_url, open_site
 from giod.storage.validation import check_schema
+from giod.store.lastread import ReadLog
 
 __all__ = ["SNAPSHOT_CACHE", "Snapshot", "Store"]
 
@@ -77,14 +78,13 @@ class Store:
         self._site_ids: dict[int, SiteRecord] | None = None
         self._readers: OrderedDict[tuple[str, int, str], ContainerReader] = OrderedDict()
         self._readers_lock = threading.Lock()
-        self._read_log: Any = None
+        self._read_log: ReadLog | None = None
 
     @property
-    def read_log(self) -> Any:
-        """The databases read, written to the catalog in batches (``giod.tier.reads``), made on first use."""
+    def read_log(self) -> ReadLog:
+        """The databases read, written to the catalog in batches (``giod.store.lastread``), made on first use."""
         if self._read_log is None:
             from giod import config
-            from giod.tier.reads import ReadLog
 
             self._read_log = ReadLog(self.catalog, enabled=bool(config.load(self.root)["record_reads"]))
         return self._read_log

@@ -57,7 +57,7 @@ def move_to_nearline(store: Store, dataset: str, site: str, *, older_than: float
     """Move the databases of ``dataset`` older than ``older_than`` seconds to the nearline site ``site``.
 
     ``unread_for``: only those not read for that many seconds either (the last reads the catalog
-    recorded, ``giod.tier.reads``; a database never read counts from its creation). ConfigError when
+    recorded, ``giod.store.lastread``; a database never read counts from its creation). ConfigError when
     ``site`` is not nearline; files that fail to copy are listed in the report and keep their disk replicas.
     """
     catalog = store.catalog

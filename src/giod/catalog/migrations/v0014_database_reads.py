@@ -3,7 +3,7 @@
 A tier rule moved a dataset's databases to tape by age alone; ``giod rule add
 qcd --tier nearline --unread-for 30d`` keeps on disk what was read lately.
 ``database_reads`` holds one row per database that was read: the time of its
-last read that a reader recorded (``giod.tier.reads``: batched, at most once
+last read that a reader recorded (``giod.store.lastread``: batched, at most once
 per database per interval, off the read's path). Like leases it is not
 federation content: not versioned, and recording a read never bumps the
 version. ``tier_rules.unread_for`` is the rule's age since the last read
