@@ -8,13 +8,16 @@ federation of another place, its Tape REST discovery document
 (``/.well-known/wlcg-tape-rest-api``, ``metadata.giod.nearline``) is asked,
 once per :data:`KNOWN_S`. A read whose nearest copy of a file is on one of
 them sends the server ONE bulk stage request for every such file it needs
-(the server's library plans it by cartridge and position), polls it, telling
-``progress`` how far it is, until every file is on disk, and only then reads.
+(the server's library plans it by cartridge and position) and polls it: a
+selection reads the databases already on disk first and each of the others as a
+poll finds it staged (``StagePlan.arriving``); a copy polls until every file is
+on disk, and only then reads.
 
 Without this, the server stages a file when a read of it arrives, alone, and
-holds the request open until the file is on disk: a mount, a locate and the
-transfer, longer than a client's read timeout whenever a drive is far from the
-file (the RPC timeout GIOD met on HPSS). Every call here answers at once.
+answers "later" (503 with ``Retry-After``) until it is on disk, a mount, a
+locate and the transfer later: the client waits, one file at a time (it no longer
+meets the RPC timeout GIOD met on HPSS, but pays a mount per file). Every call
+here answers at once.
 """
 
 from __future__ import annotations

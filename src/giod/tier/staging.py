@@ -53,7 +53,7 @@ class StagePlan:
     ready: dict[str, float] = field(default_factory=dict)  # container path -> simulated arrival (0: on disk)
     sites: dict[str, NearlineSite] = field(default_factory=dict)
     paths: dict[str, list[str]] = field(default_factory=dict)  # site -> its paths in this plan
-    remote: list[RemoteRequest] = field(default_factory=list)  # requests at servers, on disk when made
+    remote: list[RemoteRequest] = field(default_factory=list)  # requests at servers (``pending``: still on the way)
     prepared: list[tuple[Site, list[str], str]] = field(default_factory=list)  # root:// site, paths, request id
     #: told while :meth:`arriving` waits for files a server is still staging (default: a log line)
     waiting: Callable[[StageProgress], None] | None = None
