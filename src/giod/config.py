@@ -76,6 +76,8 @@ SETTINGS: tuple[Setting, ...] = (
             "cartridge, and reads what is on disk first (false: one file at a time, in the job's order)"),
     Setting("third_party_fallback", True, "a copy between two XRootD servers that cannot be made server to server "
             "(third-party copy failed, or not offered) goes through this process, with a warning; false: it fails"),
+    Setting("record_reads", True, "record when each database was last read (batched, at most once an hour per "
+            "database and process), for tier rules by last read (giod rule add … --unread-for 30d)"),
     Setting("send_timeout_seconds", 60.0, "server: a client that takes nothing of a streamed answer for this long "
             "is disconnected"),
 )

@@ -39,6 +39,7 @@ __all__ = [
     "NotFound",
     "QuotaExceeded",
     "SchemaError",
+    "Staging",
     "StorageError",
     "TooLarge",
     "deprecated",
@@ -93,6 +94,15 @@ class ConflictError(CatalogError):
 
 class StorageError(GiodError):
     """A site or one of its files could not be read or written."""
+
+
+class Staging(StorageError):
+    """A file is being staged from tape: asked again after ``retry_after_s`` seconds it may be on disk (HTTP 503
+    with ``Retry-After``: the server holds no thread for it meanwhile)."""
+
+    def __init__(self, message: str, retry_after_s: float = 1.0):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class IntegrityError(StorageError):

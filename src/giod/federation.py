@@ -95,6 +95,7 @@ class Federation:
 
     def close(self) -> None:
         """Close the catalog (its connections, or the session with a server)."""
+        self.store.close()  # the last reads noted (giod.store.lastread)
         self.catalog.close()
 
     def __enter__(self) -> Federation:

@@ -37,6 +37,7 @@ __all__ = [
     "commit_keys",
     "containers",
     "database_parents",
+    "database_reads",
     "database_summaries",
     "databases",
     "dataset_schemas",
@@ -333,9 +334,19 @@ tier_rules = Table(
     Column("site", Text, nullable=False),
     Column("older_than", Double, nullable=False),
     Column("created", Double, nullable=False),  # unix time
+    Column("unread_for", Double),  # level 14: seconds since the last read (NULL: by age only)
     CheckConstraint("older_than >= 0", name="tier_rules_age"),
     CheckConstraint("tier IN ('nearline')", name="tier_rules_tier"),
     sqlite_autoincrement=True,
+)
+
+# When each database was last read (level 14), as readers recorded it (``giod.store.lastread``: batched, at
+# most once per database per interval). Not versioned: an access time, not federation content.
+database_reads = Table(
+    "database_reads",
+    metadata,
+    Column("database_id", _Id, primary_key=True, autoincrement=False),
+    Column("last_read", Double, nullable=False),  # unix time
 )
 
 # Writers' leases on the files they are writing (level 5). Not versioned: liveness,

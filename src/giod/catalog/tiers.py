@@ -12,14 +12,15 @@ container is never dropped this way.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select
 
 from giod.catalog.engine import Transactions, Unchanged
-from giod.catalog.queries import dataset_row, log, missing, missing_dataset, site_id
-from giod.catalog.tables import replicas, sites, tier_rules
+from giod.catalog.queries import chunks, dataset_row, log, missing, missing_dataset, site_id
+from giod.catalog.tables import containers, database_reads, databases, datasets, replicas, sites, tier_rules, visible
 from giod.errors import ConfigError, ConflictError, NotFound
 
 __all__ = ["TIERS", "TierMethods", "TierRuleRecord"]
@@ -37,22 +38,37 @@ class TierRuleRecord:
     site: str
     older_than: float
     created: float  # unix time
+    unread_for: float | None = None  # and not read for this many seconds (None: by age only; level 14)
 
 
 def _record(row: Any) -> TierRuleRecord:
-    return TierRuleRecord(int(row.id), row.dataset, row.tier, row.site, float(row.older_than), float(row.created))
+    unread = None if row.unread_for is None else float(row.unread_for)
+    return TierRuleRecord(int(row.id), row.dataset, row.tier, row.site, float(row.older_than), float(row.created),
+                          unread)
+
+
+def _upsert(dialect: str) -> Any:
+    """The dialect's INSERT with ON CONFLICT (both spell it the same way)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if dialect == "postgresql" else sqlite.insert
 
 
 class TierMethods(Transactions):
     """``add_tier_rule``, ``tier_rules``, ``remove_tier_rule`` and ``drop_replica_kept_at`` of ``Catalog``."""
 
     def add_tier_rule(self, dataset: str, site: str, *, tier: str = "nearline",
-                      older_than: float = 0.0) -> TierRuleRecord:
-        """Add a tier rule; NotFound for an unknown dataset or site, ConfigError for a bad tier or age."""
+                      older_than: float = 0.0, unread_for: float | None = None) -> TierRuleRecord:
+        """Add a tier rule; NotFound for an unknown dataset or site, ConfigError for a bad tier or age.
+
+        ``unread_for``: only databases not read for this many seconds either (their last read as readers
+        recorded it, :meth:`record_reads`; a database never read counts from its creation)."""
         if tier not in TIERS:
             raise ConfigError(f"unknown tier {tier!r} (known: {', '.join(TIERS)})")
-        if not older_than >= 0:
+        if not older_than >= 0 or older_than == float("inf"):
             raise ConfigError(f"an age is zero seconds or more, not {older_than!r}")
+        if unread_for is not None and (not unread_for >= 0 or unread_for == float("inf")):
+            raise ConfigError(f"a time since the last read is zero seconds or more, not {unread_for!r}")
 
         def work(conn: Connection) -> TierRuleRecord:
             if dataset_row(conn, dataset, None) is None:
@@ -63,9 +79,11 @@ class TierMethods(Transactions):
             if not str(url).startswith("tape://"):
                 raise ConfigError(f"site {site} is not nearline ({url}): a nearline site has a tape:// URL")
             now = time.time()
-            row = {"dataset": dataset, "tier": tier, "site": site, "older_than": float(older_than), "created": now}
+            unread = None if unread_for is None else float(unread_for)
+            row = {"dataset": dataset, "tier": tier, "site": site, "older_than": float(older_than), "created": now,
+                   "unread_for": unread}
             new = int(conn.execute(insert(tier_rules).values(row).returning(tier_rules.c.id)).scalar_one())
-            return TierRuleRecord(new, dataset, tier, site, float(older_than), now)
+            return TierRuleRecord(new, dataset, tier, site, float(older_than), now, unread)
 
         return self._run(work, write=True)
 
@@ -83,6 +101,46 @@ class TierMethods(Transactions):
                 raise NotFound(f"no tier rule {rule_id} (giod rule ls)")
 
         self._run(work, write=True)
+
+    # -- last reads (level 14) -------------------------------------------------
+
+    def record_reads(self, database_ids: Iterable[int], when: float | None = None, *,
+                     paths: Iterable[str] = ()) -> int:
+        """Record that ``database_ids`` (and the databases of the container files ``paths``) were read at
+        ``when`` (default: now), in one transaction that never bumps the version; a time older than the one
+        recorded is kept out, and so are ids of no database. The number of databases given or found."""
+        ids = {int(i) for i in database_ids}
+        wanted = sorted(set(paths))
+        at = time.time() if when is None else float(when)
+        upsert = _upsert(self.dialect)
+
+        def work(conn: Connection) -> int:
+            found = set(ids)
+            for names in chunks(wanted):
+                found.update(int(i) for i in conn.execute(
+                    select(containers.c.database_id).where(containers.c.path.in_(names))).scalars())
+            for part in chunks(sorted(found)):
+                known = conn.execute(select(databases.c.id).where(databases.c.id.in_(part))).scalars().all()
+                if not known:
+                    continue
+                q = upsert(database_reads).values([{"database_id": int(i), "last_read": at} for i in known])
+                conn.execute(q.on_conflict_do_update(
+                    index_elements=[database_reads.c.database_id], set_={"last_read": q.excluded.last_read},
+                    where=database_reads.c.last_read < q.excluded.last_read))
+            return len(found)
+
+        if not ids and not wanted:
+            return 0
+
+        return self._run(work, write=True)
+
+    def last_reads(self, dataset: str) -> dict[int, float]:
+        """database id -> the time of its last recorded read, for the live databases of ``dataset`` read at all."""
+        d, r = databases, database_reads
+        q = (select(r.c.database_id, r.c.last_read).select_from(r.join(d, d.c.id == r.c.database_id))
+             .join(datasets, datasets.c.id == d.c.dataset_id)
+             .where(datasets.c.name == dataset, visible(datasets, None), visible(d, None)))
+        return {int(i): float(t) for i, t in self._read(lambda conn: conn.execute(q).all())}
 
     def drop_replica_kept_at(self, container_id: int, site: str, kept: str) -> bool:
         """Drop the replica of ``container_id`` at ``site`` because ``kept`` holds a good one; False if none.

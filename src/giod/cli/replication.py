@@ -209,24 +209,33 @@ def rule() -> None:
 @click.option("--tier", default=None, type=click.Choice(["nearline"]),
               help="A tier rule instead: databases live on the nearline site --sites names (giod tier apply).")
 @click.option("--older-than", default="0", help="With --tier: only databases older than this (30d, 12h, 0).")
+@click.option("--unread-for", default=None,
+              help="With --tier: only databases not read for this long either (30d, 12h; never read: since written).")
 @federation_option
 def rule_add(dataset: str, copies: int | None, sites: str | None, containers: str | None, tier: str | None,
-             older_than: str, federation: str) -> None:
+             older_than: str, unread_for: str | None, federation: str) -> None:
     """Add a rule; `giod replicator` makes the federation satisfy it, new databases included.
 
     Example: giod rule add qcd --copies 2 --sites cern,caltech --containers tag,reco
 
     Example: giod rule add qcd --tier nearline --sites archive --older-than 30d
+
+    Example: giod rule add qcd --tier nearline --sites archive --unread-for 90d
     """
     fed = _open(federation)
+    if unread_for is not None and tier is None:
+        raise ConfigError("--unread-for belongs to a tier rule (--tier nearline)")
     if tier is not None:
         from giod.cli.tape import duration
 
         where = _names(sites) or ()
         if len(where) != 1 or copies is not None or containers is not None:
             raise ConfigError("a tier rule names one nearline site (--sites) and no --copies or --containers")
-        tr = fed.catalog.add_tier_rule(dataset, where[0], tier=tier, older_than=duration(older_than, "--older-than"))
-        click.echo(f"tier rule {tr.id}: databases of {dataset} older than {tr.older_than:g} s live on "
+        unread = None if unread_for is None else duration(unread_for, "--unread-for")
+        tr = fed.catalog.add_tier_rule(dataset, where[0], tier=tier, older_than=duration(older_than, "--older-than"),
+                                       unread_for=unread)
+        also = "" if tr.unread_for is None else f" and not read for {tr.unread_for:g} s"
+        click.echo(f"tier rule {tr.id}: databases of {dataset} older than {tr.older_than:g} s{also} live on "
                    f"{tr.site} ({tr.tier}); giod tier apply moves them")
         return
     if copies is None:
@@ -253,8 +262,10 @@ def rule_ls(federation: str) -> None:
     _table("rules", ["id", "dataset", "copies", "sites", "containers", "covers", "state"], rows)
     tiers: list[Any] = getattr(fed.catalog, "tier_rules", list)()
     if tiers:
-        _table("tier rules (giod rule rm ID --tier)", ["id", "dataset", "tier", "site", "older than (s)"],
-               [[t.id, t.dataset, t.tier, t.site, f"{t.older_than:g}"] for t in tiers])
+        _table("tier rules (giod rule rm ID --tier)", ["id", "dataset", "tier", "site", "older than (s)",
+                                                        "unread for (s)"],
+               [[t.id, t.dataset, t.tier, t.site, f"{t.older_than:g}",
+                 "-" if t.unread_for is None else f"{t.unread_for:g}"] for t in tiers])
 
 
 hidden_alias(rule, "list", rule_ls)

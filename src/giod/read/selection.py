@@ -23,7 +23,7 @@ processing of a selection is ``giod.distributed.map_selection``, a layer above.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -287,13 +287,15 @@ class Selection:
             return merged
         plan = []
         candidates = self.databases()
+        self._stage(self._mask_containers())
         if self.expression.fields:  # the tags of every candidate, fetched ahead from remote sites
             names = sorted(self.expression.fields)
-            # (an index reads only its footer and the blocks that match: nothing to fetch ahead)
+            # (an index reads only its footer and the blocks that match: nothing to fetch ahead; nor a file a
+            # server is still staging)
             self.dataset.store.prefetch(
                 [(c, names) for db in candidates
-                 if (c := db.container(TAG_CONTAINER)) is not None and db.container(tagindex.TAG_INDEX) is None])
-        self._stage(self._mask_containers())
+                 if (c := db.container(TAG_CONTAINER)) is not None and db.container(tagindex.TAG_INDEX) is None
+                 and not self._on_the_way(c.path)])
         order = {db.id: i for i, db in enumerate(candidates)}
         for db in self._by_arrival(candidates, self._mask_containers()):  # what is on disk first
             sel = self._mask(db)
@@ -310,7 +312,7 @@ class Selection:
         """Stage on the way (``tape_bulk_staging``): what the job reads, in one request, before it reads."""
         store = self.dataset.store
         if self.staging is None and may_stage(store) and config.load(store.root)["tape_bulk_staging"]:
-            self.staging = stage_databases(store, self.databases(), names)
+            self.staging = stage_databases(store, self.databases(), names, wait_remote=False)
 
     def _stage_for(self, columns: Sequence[str] | None) -> None:
         if self.staging is None and may_stage(self.dataset.store):
@@ -336,11 +338,15 @@ class Selection:
         how long the staged copies are kept (default: the library's).
         """
         self.staging = stage_databases(self.dataset.store, self.databases(), self._containers_for(columns),
-                                       pin_s=pin_s, request=request)
+                                       pin_s=pin_s, request=request, wait_remote=False)
         return self.staging
 
-    def _by_arrival(self, dbs: list[DatabaseRecord], names: set[str] | None) -> list[DatabaseRecord]:
-        return dbs if self.staging is None else self.staging.order(dbs, lambda db: db, names)
+    def _on_the_way(self, path: str) -> bool:
+        return self.staging is not None and self.staging.on_the_way(path)
+
+    def _by_arrival(self, dbs: list[DatabaseRecord], names: set[str] | None) -> Iterable[DatabaseRecord]:
+        """``dbs`` as their files reach disk (each as a server's poll finds it staged), when any are on tape."""
+        return dbs if self.staging is None else self.staging.arriving(dbs, lambda db: db, names)
 
     def __len__(self) -> int:
         return sum(db.n_events if sel is None else len(sel) for db, sel in self._plan)
@@ -380,7 +386,7 @@ class Selection:
                 continue  # page-level reads fetch just their pages, in parallel
             for container, paths in proj.columns.items():
                 rec = db.container(container)
-                if rec is not None:
+                if rec is not None and not self._on_the_way(rec.path):  # a file a server stages: read on arrival
                     # every column of a file: no need to read its footer first to plan the fetch
                     every = whole[container] and rec.schema_id == self.dataset.schema_id
                     items.append((rec, None if every else list(paths) or None))

@@ -9,6 +9,7 @@ and mounts the catalog API, the file byte ranges, the server-side query,
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,6 +34,7 @@ from giod.errors import (
     MissingDependency,
     NotFound,
     QuotaExceeded,
+    Staging,
     StorageError,
     TooLarge,
 )
@@ -50,7 +52,7 @@ from giod.server.routes import query as query_routes
 from giod.server.routes import tape as tape_routes
 from giod.server.state import ServerState, StreamBounds, need
 from giod.server.streams import connection_protocol
-from giod.storage.http import Limits
+from giod.storage.http import STAGING_HEADER, STAGING_RETRY_MAX_S, Limits
 
 __all__ = ["create_app", "status_of"]
 
@@ -85,6 +87,9 @@ _READING_POSTS = frozenset({"/api/v1/query"})
 def _error(exc: GiodError, message: str | None = None) -> JSONResponse:
     status = status_of(exc)
     headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    if isinstance(exc, Staging):  # ask again then: whole seconds (RFC 9110), the estimate itself for giod clients
+        wait = min(max(exc.retry_after_s, 0.0), STAGING_RETRY_MAX_S)
+        headers = {"retry-after": str(max(1, math.ceil(wait))), STAGING_HEADER: f"{wait:.3f}"}
     return JSONResponse({"error": type(exc).__name__, "message": str(exc) if message is None else message},
                         status_code=status, headers=headers)
 
@@ -183,6 +188,7 @@ def create_app(target: str | Federation, *, anonymous_read: bool = False, limits
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         feed_routes.close_watch(app.state.giod)  # its thread would watch the catalog after the server is gone
+        app.state.giod.federation.store.close()  # the last reads of what it served, not written yet
 
     app = FastAPI(title="giod", version=giod.__version__,
                   description="A federated object store for particle-physics event data.",

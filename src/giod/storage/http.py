@@ -10,7 +10,9 @@ its endpoint.
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
@@ -19,9 +21,35 @@ from giod import config, errors
 from giod.config import TOKEN_ENV, site_token_env
 from giod.errors import AuthError, ConfigError, GiodError, NotFound, StorageError, TooLarge
 
-__all__ = ["TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "error_from", "site_token_env"]
+__all__ = ["STAGING_HEADER", "TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "error_from",
+           "site_token_env"]
 
 RETRIES = 3  # tries of an idempotent request that failed on the way (urllib3 retries it RETRIES - 1 times)
+#: A 503 with this header (and ``Retry-After``) says a file is being staged from tape: the seconds until it
+#: should be on disk. A GET or HEAD is sent again then, as long as the server answers so (a staging never
+#: times out); the server holds nothing for it meanwhile.
+STAGING_HEADER = "x-giod-staging"
+STAGING_RETRY_MAX_S = 30.0  # the longest a client waits before it asks again
+STAGING_RETRY_MIN_S = 0.05
+
+log = logging.getLogger("giod.http")
+_RETRY: Any = None
+
+
+def _retry_class() -> Any:
+    """urllib3's Retry that leaves a 503 with ``Retry-After`` (a staging file) to :meth:`Endpoint._send`."""
+    global _RETRY
+    if _RETRY is None:
+        import urllib3
+
+        class StagingAware(urllib3.Retry):
+            def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+                if status_code == 503 and has_retry_after:
+                    return False
+                return bool(super().is_retry(method, status_code, has_retry_after))
+
+        _RETRY = StagingAware
+    return _RETRY
 
 
 @dataclass(frozen=True)
@@ -136,14 +164,26 @@ class Endpoint:
         if idempotent if idempotent is not None else method in ("GET", "HEAD"):
             # connection failures, answers cut short and 5xx, with a short exponential back-off; the
             # last 5xx is returned (not raised) so that the server's own error reaches the caller
-            retries = urllib3.Retry(total=RETRIES - 1, allowed_methods=None, status_forcelist=range(500, 600),
-                                    backoff_factor=0.05, raise_on_status=False, respect_retry_after_header=False)
-        try:
-            r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
-                                   preload_content=preload, redirect=False, retries=retries)
-        except urllib3.exceptions.HTTPError as exc:
-            reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
-            raise StorageError(f"{what}: {self.base} unreachable: {reason}") from exc
+            retries = _retry_class()(total=RETRIES - 1, allowed_methods=None, status_forcelist=range(500, 600),
+                                     backoff_factor=0.05, raise_on_status=False, respect_retry_after_header=False)
+        waited = 0.0
+        while True:
+            try:
+                r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
+                                       preload_content=preload, redirect=False, retries=retries)
+            except urllib3.exceptions.HTTPError as exc:
+                reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+                raise StorageError(f"{what}: {self.base} unreachable: {reason}") from exc
+            pause = _staging(r) if method in ("GET", "HEAD") else None
+            if pause is None:
+                break
+            if not preload:
+                r.drain_conn()
+                r.release_conn()
+            if not waited:
+                log.info("%s: the server stages the file from tape; asked again every few seconds", what)
+            waited += pause
+            time.sleep(pause)  # the server's library delivers on its own clock
         with self._lock:
             self.requests += 1
             if preload:
@@ -200,6 +240,22 @@ class Endpoint:
 
     def close(self) -> None:
         self._http.clear()
+
+
+def _staging(r: Any) -> float | None:
+    """The seconds to wait before asking again when ``r`` says its file is being staged; else None."""
+    if r.status != 503:
+        return None
+    told = r.headers.get(STAGING_HEADER)
+    if told is None:
+        return None
+    try:
+        wait = float(told)
+    except ValueError:
+        wait = STAGING_RETRY_MAX_S
+    if not wait == wait:  # NaN
+        wait = STAGING_RETRY_MAX_S
+    return min(max(wait, STAGING_RETRY_MIN_S), STAGING_RETRY_MAX_S)
 
 
 _ENDPOINTS: dict[str, Endpoint] = {}

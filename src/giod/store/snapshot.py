@@ -27,6 +27,7 @@ from giod.storage import validation
 from giod.storage.container import ContainerReader
 from giod.storage.site import Site, check_site_url, open_site
 from giod.storage.validation import check_schema
+from giod.store.lastread import ReadLog
 
 __all__ = ["SNAPSHOT_CACHE", "Snapshot", "Store"]
 
@@ -77,6 +78,21 @@ class Store:
         self._site_ids: dict[int, SiteRecord] | None = None
         self._readers: OrderedDict[tuple[str, int, str], ContainerReader] = OrderedDict()
         self._readers_lock = threading.Lock()
+        self._read_log: ReadLog | None = None
+
+    @property
+    def read_log(self) -> ReadLog:
+        """The databases read, written to the catalog in batches (``giod.store.lastread``), made on first use."""
+        if self._read_log is None:
+            from giod import config
+
+            self._read_log = ReadLog(self.catalog, enabled=bool(config.load(self.root)["record_reads"]))
+        return self._read_log
+
+    def close(self) -> None:
+        """Write the reads noted and not written yet (the catalog itself is the caller's to close)."""
+        if self._read_log is not None:
+            self._read_log.close()
 
     @property
     def version(self) -> int:
@@ -185,6 +201,7 @@ class Store:
         damaged replica is marked (see ``giod.replication.reads``). A file whose own schema is not its
         container's in the data model it was written with is damaged too (``check_schema``).
         """
+        (self._read_log or self.read_log).note(container.database_id)  # written later, by another thread
         schema = self.schema(container.schema_id)
         if container.name not in schema.containers and container.name != TAG_CONTAINER:
             return self._read_kept(container, read)

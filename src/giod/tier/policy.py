@@ -52,11 +52,13 @@ class TierReport:
 
 
 def move_to_nearline(store: Store, dataset: str, site: str, *, older_than: float = 0.0, now: float | None = None,
-                     streams: int = 2, on_database: Callable[[int], None] | None = None) -> TierReport:
+                     streams: int = 2, on_database: Callable[[int], None] | None = None,
+                     unread_for: float | None = None) -> TierReport:
     """Move the databases of ``dataset`` older than ``older_than`` seconds to the nearline site ``site``.
 
-    ConfigError when ``site`` is not nearline; files that fail to copy are
-    listed in the report and keep their disk replicas.
+    ``unread_for``: only those not read for that many seconds either (the last reads the catalog
+    recorded, ``giod.store.lastread``; a database never read counts from its creation). ConfigError when
+    ``site`` is not nearline; files that fail to copy are listed in the report and keep their disk replicas.
     """
     catalog = store.catalog
     drop = getattr(catalog, "drop_replica_kept_at", None)
@@ -65,8 +67,13 @@ def move_to_nearline(store: Store, dataset: str, site: str, *, older_than: float
     rec = catalog.site(site)
     if not is_nearline(rec.url):
         raise ConfigError(f"site {site} is not nearline ({rec.url}): a nearline site has a tape:// URL")
-    cutoff = (time.time() if now is None else now) - older_than
+    at = time.time() if now is None else now
+    cutoff = at - older_than
     old = [db for db in catalog.databases(dataset) if db.created <= cutoff]
+    if unread_for is not None and old:
+        store.read_log.flush()  # this process's own reads count too
+        last = getattr(catalog, "last_reads")(dataset)  # noqa: B009 - a local catalog's (drop_replica_kept_at too)
+        old = [db for db in old if max(db.created, last.get(db.id, 0.0)) <= at - unread_for]
     ids = {db.id for db in old}
     report = TierReport(databases=len(old))
     transfers, _ = plan_copies(catalog, dataset, site)
@@ -104,5 +111,5 @@ def apply_tier_rules(store: Store, *, now: float | None = None, streams: int = 2
     total = TierReport()
     for rule in listing():
         total.add(move_to_nearline(store, rule.dataset, rule.site, older_than=rule.older_than, now=now,
-                                   streams=streams))
+                                   streams=streams, unread_for=rule.unread_for))
     return total

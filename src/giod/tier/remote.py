@@ -8,13 +8,16 @@ federation of another place, its Tape REST discovery document
 (``/.well-known/wlcg-tape-rest-api``, ``metadata.giod.nearline``) is asked,
 once per :data:`KNOWN_S`. A read whose nearest copy of a file is on one of
 them sends the server ONE bulk stage request for every such file it needs
-(the server's library plans it by cartridge and position), polls it, telling
-``progress`` how far it is, until every file is on disk, and only then reads.
+(the server's library plans it by cartridge and position) and polls it: a
+selection reads the databases already on disk first and each of the others as a
+poll finds it staged (``StagePlan.arriving``); a copy polls until every file is
+on disk, and only then reads.
 
 Without this, the server stages a file when a read of it arrives, alone, and
-holds the request open until the file is on disk: a mount, a locate and the
-transfer, longer than a client's read timeout whenever a drive is far from the
-file (the RPC timeout GIOD met on HPSS). Every call here answers at once.
+answers "later" (503 with ``Retry-After``) until it is on disk, a mount, a
+locate and the transfer later: the client waits, one file at a time (it no longer
+meets the RPC timeout GIOD met on HPSS, but pays a mount per file). Every call
+here answers at once.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from giod.catalog.records import ContainerRecord
 from giod.errors import AuthError, NotFound, StorageError
@@ -50,13 +53,19 @@ class RemoteRequest:
     client: TapeRestClient
     id: str
     files: int
+    paths: dict[str, str] = field(default_factory=dict)  # the request's paths (/<site>/<file>) -> container path
+    pending: set[str] = field(default_factory=set)  # container paths neither on disk nor failed at the last poll
 
     def poll(self) -> tuple[int, int, int, float]:
-        """``(on disk, settled, total, estimated seconds)`` from one poll; settled: on disk or failed."""
+        """``(on disk, settled, total, estimated seconds)`` from one poll; settled: on disk or failed.
+
+        ``pending`` is left with the container paths still on their way."""
         state = self.client.poll(self.id)
         files = state.get("files", [])
         on_disk = sum(bool(f.get("onDisk")) for f in files)
         failed = sum(not f.get("onDisk") and f.get("state") in ("FAILED", "CANCELLED") for f in files)
+        self.pending = {self.paths.get(str(f.get("path")), str(f.get("path"))) for f in files
+                        if not f.get("onDisk") and f.get("state") not in ("FAILED", "CANCELLED")}
         return on_disk, on_disk + failed, len(files), float(state.get("estimatedSeconds") or 0.0)
 
     def release(self) -> int:
@@ -103,15 +112,17 @@ def nearline_names(site: RemoteSite, catalog: object = None) -> frozenset[str]:
 
 
 def stage_remote(store: Store, containers: Iterable[ContainerRecord], *, pin_s: float | None = None,
-                 progress: Progress | None = None) -> list[RemoteRequest]:
+                 progress: Progress | None = None, wait: bool = True) -> list[RemoteRequest]:
     """Stage, through their servers, the ``containers`` whose nearest copy is on a server's nearline site:
     one bulk request per server, polled until every file is on disk (or failed); the requests made.
 
     ``progress(on_disk, total, eta_s)`` is told after each poll (default: a log line when it changes).
+    ``wait=False``: polled once, not waited for; each request's ``pending`` says what is still on its way
+    (a reader takes what is on disk first: ``StagePlan.arriving``).
     A server that refuses the caller staging (an anonymous reader) is left to stage on demand.
     """
     by_id = {s.id: s for s in store.sites()}
-    wanted: dict[str, tuple[RemoteSite, list[str]]] = {}  # server -> a site of it, API paths
+    wanted: dict[str, tuple[RemoteSite, dict[str, str]]] = {}  # server -> a site of it, API path -> path
     for c in containers:
         held = [by_id[i] for i in c.site_ids if i in by_id]
         if not held:
@@ -122,10 +133,10 @@ def stage_remote(store: Store, containers: Iterable[ContainerRecord], *, pin_s: 
         site = store.site(nearest.name)
         if not isinstance(site, RemoteSite) or site.remote_name not in nearline_names(site, store.catalog):
             continue
-        wanted.setdefault(site.endpoint.base, (site, []))[1].append(f"/{site.remote_name}/{c.path}")
+        wanted.setdefault(site.endpoint.base, (site, {}))[1][f"/{site.remote_name}/{c.path}"] = c.path
     made: list[RemoteRequest] = []
-    for base, (site, paths) in wanted.items():
-        paths = list(dict.fromkeys(paths))
+    for base, (site, asked) in wanted.items():
+        paths = list(asked)
         client = TapeRestClient(f"{base}/api/v1/tape", site.endpoint.token, verify=site.endpoint.verify)
         lifetime = None if pin_s is None else max(0, round(pin_s))
         try:
@@ -133,7 +144,7 @@ def stage_remote(store: Store, containers: Iterable[ContainerRecord], *, pin_s: 
         except AuthError as exc:
             log.warning("%s: cannot stage %d files from tape (%s); they are read one at a time", base, len(paths), exc)
             continue
-        made.append(RemoteRequest(client, rid, len(paths)))
+        made.append(RemoteRequest(client, rid, len(paths), asked, set(asked.values())))
     told: list[tuple[int, int]] = []
 
     def tell(done: int, total: int, eta: float) -> None:
@@ -151,7 +162,7 @@ def stage_remote(store: Store, containers: Iterable[ContainerRecord], *, pin_s: 
             d, s, t, e = r.poll()
             done, settled, total, eta = done + d, settled + s, total + t, max(eta, e)
         tell(done, total, eta)
-        if settled >= total:  # a failed file is the read's to report
+        if settled >= total or not wait:  # a failed file is the read's to report
             break
         time.sleep(pause)  # a poll loop: the server's library delivers on its own clock
         pause = min(POLL_MAX_S, pause * 1.5)

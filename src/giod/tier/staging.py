@@ -13,7 +13,10 @@ staging is and how long the rest will take.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -21,12 +24,13 @@ from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.storage.kind import Site
 from giod.storage.tape.site import NearlineSite
 from giod.store.snapshot import Store
-from giod.tier.remote import RemoteRequest, has_remote_sites, stage_remote
+from giod.tier.remote import POLL_FIRST_S, POLL_MAX_S, RemoteRequest, has_remote_sites, stage_remote
 
 __all__ = ["StagePlan", "StageProgress", "has_nearline", "may_stage", "nearline_holder", "stage_containers",
            "stage_databases"]
 
 T = TypeVar("T")
+log = logging.getLogger("giod.tier")
 
 
 @dataclass(frozen=True)
@@ -49,18 +53,65 @@ class StagePlan:
     ready: dict[str, float] = field(default_factory=dict)  # container path -> simulated arrival (0: on disk)
     sites: dict[str, NearlineSite] = field(default_factory=dict)
     paths: dict[str, list[str]] = field(default_factory=dict)  # site -> its paths in this plan
-    remote: list[RemoteRequest] = field(default_factory=list)  # requests at servers, on disk when made
+    remote: list[RemoteRequest] = field(default_factory=list)  # requests at servers (``pending``: still on the way)
     prepared: list[tuple[Site, list[str], str]] = field(default_factory=list)  # root:// site, paths, request id
+    #: told while :meth:`arriving` waits for files a server is still staging (default: a log line)
+    waiting: Callable[[StageProgress], None] | None = None
 
     @property
     def empty(self) -> bool:
         return not self.requests and not self.remote and not self.prepared
 
     def arrival(self, db: DatabaseRecord, names: Iterable[str] | None = None) -> float:
-        """When every (named) container of ``db`` is on disk; 0 for one that needs no staging."""
+        """When every (named) container of ``db`` is on disk; 0 for one that needs no staging, infinite for
+        one a server was still staging at the last poll (its servers give no time per file)."""
         wanted = None if names is None else set(names)
-        return max([self.ready.get(c.path, 0.0) for c in db.containers if wanted is None or c.name in wanted]
-                   + [0.0])
+        paths = [c.path for c in db.containers if wanted is None or c.name in wanted]
+        if self.remote and any(p in r.pending for r in self.remote for p in paths):
+            return math.inf
+        return max([self.ready.get(p, 0.0) for p in paths] + [0.0])
+
+    def on_the_way(self, path: str) -> bool:
+        """Whether a server was still staging ``path`` at the last poll (not to be fetched ahead yet)."""
+        return any(path in r.pending for r in self.remote)
+
+    def arriving(self, items: Sequence[T], db_of: Callable[[T], DatabaseRecord],
+                 names: Iterable[str] | None = None) -> Iterator[T]:
+        """``items`` as their database's files reach disk: those on disk first, in :meth:`order`; then, for
+        files a server stages, each as soon as a poll finds its files on disk, while the rest arrive.
+
+        Files of a local library are read when their turn comes (the read waits for its own file); the
+        polls start quick and slow down (``giod.tier.remote``), and never give up while the server answers.
+        """
+        fixed = None if names is None else list(names)
+        pending = self.order(items, db_of, fixed)
+        pause = POLL_FIRST_S
+        told: tuple[int, int] | None = None
+        while pending:
+            ready = [it for it in pending if self.arrival(db_of(it), fixed) != math.inf]
+            if ready:
+                chosen = {id(it) for it in ready}
+                pending = [it for it in pending if id(it) not in chosen]
+                yield from ready
+                pause = POLL_FIRST_S
+                continue
+            progress = self._poll_remote()
+            if not any(self.arrival(db_of(it), fixed) != math.inf for it in pending):
+                if self.waiting is not None:
+                    self.waiting(progress)
+                elif told != (progress.on_disk, progress.total):
+                    log.info("staging from tape: %s", progress)
+                told = (progress.on_disk, progress.total)
+                time.sleep(pause)  # the server's library delivers on its own clock
+                pause = min(POLL_MAX_S, pause * 1.5)
+
+    def _poll_remote(self) -> StageProgress:
+        on_disk = total = 0
+        eta = 0.0
+        for r in self.remote:
+            d, _settled, t, e = r.poll()
+            on_disk, total, eta = on_disk + d, total + t, max(eta, e)
+        return StageProgress(on_disk, total, eta)
 
     def order(self, items: Sequence[T], db_of: Callable[[T], DatabaseRecord],
               names: Iterable[str] | None = None) -> list[T]:
@@ -77,9 +128,8 @@ class StagePlan:
             total += len(state.files)
             on_disk += sum(f.on_disk for f in state.files)
             eta = max(eta, state.eta_s)
-        for r in self.remote:
-            d, _settled, t, e = r.poll()
-            on_disk, total, eta = on_disk + d, total + t, max(eta, e)
+        far = self._poll_remote()
+        on_disk, total, eta = on_disk + far.on_disk, total + far.total, max(eta, far.eta_s)
         if self.prepared:
             from giod.storage.tape import xrootd
 
@@ -132,7 +182,7 @@ def nearline_holder(store: Store, container: ContainerRecord) -> NearlineSite | 
 
 
 def stage_databases(store: Store, databases: Sequence[DatabaseRecord], names: Iterable[str] | None = None, *,
-                    pin_s: float | None = None, request: str | None = None) -> StagePlan:
+                    pin_s: float | None = None, request: str | None = None, wait_remote: bool = True) -> StagePlan:
     """One bulk stage request per nearline site for the (named) containers of ``databases``.
 
     ``pin_s``: how long the staged copies are kept for this job (default: the
@@ -140,13 +190,17 @@ def stage_databases(store: Store, databases: Sequence[DatabaseRecord], names: It
     """
     wanted = None if names is None else set(names)
     return stage_containers(store, [c for db in databases for c in db.containers
-                                    if wanted is None or c.name in wanted], pin_s=pin_s, request=request)
+                                    if wanted is None or c.name in wanted], pin_s=pin_s, request=request,
+                            wait_remote=wait_remote)
 
 
 def stage_containers(store: Store, containers: Iterable[ContainerRecord], *, pin_s: float | None = None,
-                     request: str | None = None) -> StagePlan:
+                     request: str | None = None, wait_remote: bool = True) -> StagePlan:
     """One bulk stage request per nearline site for those of ``containers`` read from one (as
-    :func:`stage_databases`, for a job that picks its files itself: a copy, a later pass)."""
+    :func:`stage_databases`, for a job that picks its files itself: a copy, a later pass).
+
+    ``wait_remote``: wait until a server has staged every file asked of it (a job that reads in its own
+    order: a copy); False for a job that reads what is on disk first (:meth:`StagePlan.arriving`)."""
     plan = StagePlan()
     by_id = {s.id: s for s in store.sites()}
     if not may_stage(store):
@@ -181,6 +235,6 @@ def stage_containers(store: Store, containers: Iterable[ContainerRecord], *, pin
         rid = xrootd.stage(site, paths)  # type: ignore[arg-type]
         xrootd.wait(site, paths)  # type: ignore[arg-type]
         plan.prepared.append((site, paths, rid))
-    if elsewhere and has_remote_sites(store):  # waited for here: the server must not stage on a read
-        plan.remote = stage_remote(store, elsewhere, pin_s=pin_s)
+    if elsewhere and has_remote_sites(store):  # asked ahead: the server need not stage on a read
+        plan.remote = stage_remote(store, elsewhere, pin_s=pin_s, wait=wait_remote)
     return plan

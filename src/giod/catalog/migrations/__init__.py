@@ -37,6 +37,7 @@ from giod.catalog.migrations import (
     v0011_tag_coverage,
     v0012_commit_checks,
     v0013_database_summaries,
+    v0014_database_reads,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -57,6 +58,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     11: v0011_tag_coverage.upgrade,
     12: v0012_commit_checks.upgrade,
     13: v0013_database_summaries.upgrade,
+    14: v0014_database_reads.upgrade,
 }
 
 _KEY = "schema_version"

@@ -28,7 +28,7 @@ from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from giod.errors import ConflictError, DataError, GiodError, IntegrityError, NotFound, StorageError, TooLarge
+from giod.errors import ConflictError, DataError, GiodError, IntegrityError, NotFound, Staging, StorageError, TooLarge
 from giod.names import dataset_of_path
 from giod.server.auth import Caller
 from giod.server.byteranges import CHUNK, RangeRefused, file_chunks, multipart, parse_range
@@ -87,7 +87,12 @@ def _authorised(request: Request, scope: str, site: str, path: str) -> tuple[Cal
             raise NotFound(f"file {path} not found on site {site}")
         need(request, scope, owner(st, real))
     if scope == "read" and (tape := st.extra["site_roots"][(site, True)][2]) is not None:
-        tape.on_disk(real)  # a file only on tape is staged alone first, and the request waits for it
+        # a file only on tape: its staging started, the client told when to ask again (503, Retry-After);
+        # no thread of the server waits for a mount
+        wait = tape.on_disk_or_staging(real)
+        if wait is not None:
+            raise Staging(f"file {path} is being staged from tape on site {site}: ask again in {wait:.1f} s",
+                          wait)
     return who, full
 
 
@@ -216,6 +221,7 @@ def get_file(request: Request, site: str, path: str) -> Response:
     st = state(request)
     _, full = _authorised(request, "read", site, path)
     fd, info = _open(full, path, site)
+    st.federation.store.read_log.note_path(path)  # its database's last read, written later in a batch
     size = info.st_size
     try:
         etag = _etag(st, site, path, info)

@@ -18,14 +18,16 @@ from urllib.parse import unquote, urlsplit
 from giod.errors import ConfigError, NotFound, StorageError
 from giod.storage.kind import FileInfo, Site, SiteHealth, check_relpath
 from giod.storage.pending import LocalPending, PendingFile
-from giod.storage.tape.library import FileState, RequestState, TapeLibrary
+from giod.storage.tape.library import READ_PIN_S, FileState, RequestState, TapeLibrary
 from giod.storage.tape.settings import LibrarySettings
 
-__all__ = ["SCHEME", "NearlineSite", "parse_tape_url"]
+__all__ = ["ON_DEMAND", "SCHEME", "NearlineSite", "parse_tape_url"]
 
 SCHEME = "tape"
 
 Progress = Callable[[int, int, float], None]
+
+ON_DEMAND = "on-demand"  # the stage request of the files reads asked for without a request of their own
 
 
 def parse_tape_url(url: str) -> tuple[str, LibrarySettings]:
@@ -89,6 +91,31 @@ class NearlineSite(Site):
         except NotFound as exc:
             raise NotFound(f"file {path} is missing on site {self.name}") from exc
         self.library.touch(path)
+
+    def on_disk_or_staging(self, path: str) -> float | None:
+        """None once the staged copy of ``path`` is in the buffer (the read noted); else the real seconds until
+        it should be, its staging started if it is only on tape, without waiting (what a server does for a
+        read that asked for nothing ahead: it answers "later" and holds no thread).
+
+        On-demand stagings share one request (:data:`ON_DEMAND`), each file pinned for a read
+        (``READ_PIN_S``), so that many such reads add one pin per file, not a request each. A library whose
+        clock never sleeps (``time_scale`` 0) is waited for: its clock jumps.
+        """
+        path = check_relpath(path)
+        if not self.library.settings.time_scale:
+            self.on_disk(path)
+            return None
+        try:
+            state = self.library.file(path)
+            if state.state == "tape":
+                self.library.stage([path], pin_s=READ_PIN_S, request=ON_DEMAND)
+                state = self.library.file(path)
+        except NotFound as exc:
+            raise NotFound(f"file {path} is missing on site {self.name}") from exc
+        if state.on_disk:
+            self.library.touch(path)
+            return None
+        return max(0.0, state.ready - self.library.now()) * self.library.settings.time_scale
 
     def size(self, path: str) -> int:
         try:
