@@ -339,8 +339,13 @@ class Dataset:
         return self.select().iterate(columns, step_size=step_size, library=library)
 
     def event(self, entry: int, columns: Sequence[str] | None = None) -> ak.Record:
-        """One event by its entry number, relations navigable."""
-        return read_event(self.snapshot, entry, columns)
+        """One event by its entry number, relations navigable (a ``DataError`` for an entry that is not a
+        whole number or an empty list of columns; ``NotFound`` for an entry the dataset does not hold)."""
+        if isinstance(entry, bool) or not hasattr(entry, "__index__"):
+            raise DataError(f"an entry is a whole number, not {entry!r}")
+        if columns is not None and (isinstance(columns, str) or not list(columns)):
+            raise DataError(f"columns is a list of names (None for every one), not {columns!r}")
+        return read_event(self.snapshot, int(entry), columns)
 
 
 def _query_limit(limit: Any) -> int | None:

@@ -182,3 +182,20 @@ def test_warm_event_asks_the_catalog_only_its_version_and_sees_another_process_c
         assert [s.strip().upper() for s in seen] == ["PRAGMA DATA_VERSION"] * 2  # warm again at the new version
     finally:
         sa_event.remove(Pool, "connect", listener)
+
+
+def test_an_entry_that_is_not_a_whole_number_or_no_columns_is_a_data_error(local_fed, model):
+    from giod.errors import DataError
+
+    ds = local_fed.create_dataset("event_inputs", model)
+    with ds.writer() as w:
+        w.append(synthetic.events(3, seed=1))
+    for entry in ("1", 2.5, True, None):
+        with pytest.raises(DataError):
+            ds.event(entry)  # type: ignore[arg-type]
+    for columns in ([], "hits"):
+        with pytest.raises(DataError):
+            ds.event(0, columns)  # type: ignore[arg-type]
+    with pytest.raises(NotFound):
+        ds.event(3)
+    assert ds.event(np.int64(2)).to_list() == ds.event(2).to_list()
