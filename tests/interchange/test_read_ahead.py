@@ -68,7 +68,7 @@ def test_a_caller_that_stops_early_closes_the_source_and_leaves_no_thread() -> N
         for _ in read_ahead(items()):
             raise RuntimeError("the writer failed")
     assert closed.is_set()
-    assert not [t for t in threading.enumerate() if t.name.startswith("giod-import-read")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("giod-read-ahead")]
 
 
 def test_an_import_reads_through_read_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,6 +21,7 @@ import awkward as ak
 import numpy as np
 
 from giod.errors import DataError, GiodError, NotFound, SchemaError, StorageError
+from giod.interchange.ahead import read_ahead
 from giod.interchange.encoding import (  # noqa: F401 - the encoding's names stay importable from here
     NAMES_KEY,
     ROOT_NAMES,
@@ -341,15 +342,20 @@ def linked_trees(source: Any) -> dict[str, Any]:
 def _write_tree(file: Any, tree_name: str, arrays: Iterable[ak.Array] | ak.Array, model: Schema,
                 names: RootNames) -> None:
     enc = encode(model, names)
-    out: Any = None
     titles = _titles(model, enc, names)
-    for flat in _chunks(arrays, model):
-        branches, counter_of = _root_arrays(flat, model, enc)
-        if out is None:
-            out = _mktree(file, tree_name, branches, counter_of, enc, titles)
-        out.extend(branches)
-    if out is None:
-        _mktree(file, tree_name, *_root_arrays(_empty(model), model, enc), enc, titles)
+
+    def branches() -> Iterator[dict[str, Any]]:
+        for flat in _chunks(arrays, model):
+            yield _root_arrays(flat, model, enc)[0]
+
+    # The next chunk is read and taken apart in a thread while uproot compresses this one (zlib,
+    # outside the GIL). The tree is made from the schema (the branches of no events have the types
+    # of every chunk's: _flatten_events casts to the schema) while the first chunk is read: uproot's
+    # mktree costs seconds for a wide tree, in Python, and reading a chunk mostly does not need the GIL.
+    with read_ahead(branches()) as ahead:
+        out = _mktree(file, tree_name, *_root_arrays(_empty(model), model, enc), enc, titles)
+        for chunk in ahead:
+            out.extend(chunk)
 
 
 def write_root(

@@ -17,16 +17,16 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import awkward as ak
 import numpy as np
 
 from giod.catalog.records import keyed_ranges
 from giod.errors import ConfigError, ConflictError, DataError, NotFound, SchemaError
+from giod.interchange.ahead import read_ahead
 from giod.interchange.encoding import ROOT_NAMES, TREES_KEY, numpy_dtype
 from giod.interchange.rootfile import DEFAULT_TREE, find_tree, open_root, root_errors, tree_names
 from giod.interchange.treelayout import (  # noqa: F401 - Mapped: re-exported
@@ -248,33 +248,6 @@ def _iterate_tree(obj: Any, layout: TreeLayout, step_size: int | str, entry_star
         yield _events_from_chunk(chunk, layout)
 
 
-_T = TypeVar("_T")
-_END = object()
-
-
-def read_ahead(items: Iterable[_T]) -> Iterator[_T]:
-    """``items`` in order, the next one made in a thread while the caller uses this one.
-
-    An import reads and converts a chunk (uproot's decompression, numpy) while its writer encodes,
-    compresses and writes the one before (pyarrow): both spend most of their time outside the GIL,
-    so on two cores the slower of the two sets the pace instead of their sum. At most one chunk
-    more is held in memory. An error of the reading is raised at the item it would have given;
-    when the caller stops early (its own error), the chunk being read is finished, then dropped.
-    """
-    it = iter(items)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="giod-import-read") as pool:
-        try:
-            pending = pool.submit(next, it, _END)
-            while (item := pending.result()) is not _END:
-                pending = pool.submit(next, it, _END)
-                yield cast(_T, item)
-        finally:
-            pool.shutdown(wait=True)  # a generator cannot be closed while its thread runs it
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
-
-
 # ---------------------------------------------------------------- importing
 
 
@@ -396,12 +369,13 @@ def _import_tree(fed_or_dataset: Any, path: str | os.PathLike[str], dataset_name
         for start, stop in todo:
             with ds.writer(program=IMPORT_PROGRAM, parameters=provenance, idempotency_key=key,
                            key_from=None if key is None else start) as writer:
-                for events in read_ahead(_read_tree(obj, layout, path, step_size, start, stop)):
-                    writer.append(events)
-                    done += len(events)
-                    chunks += 1
-                    if progress is not None:
-                        progress(resumed + done, layout.n_entries)
+                with read_ahead(_read_tree(obj, layout, path, step_size, start, stop)) as ahead:
+                    for events in ahead:
+                        writer.append(events)
+                        done += len(events)
+                        chunks += 1
+                        if progress is not None:
+                            progress(resumed + done, layout.n_entries)
     except BaseException:
         if created:  # an import that created its dataset lands whole or not at all
             ds.federation.catalog.delete_dataset(dataset_name)
