@@ -80,7 +80,7 @@ def _plain_table(batch: pa.RecordBatch, block: int) -> bytes:
         for buf in col.buffers():
             data = b"" if buf is None else buf.to_pybytes()
             out.append(google_crc32c.value(data))
-            out += [google_crc32c.value(data[i:i + block]) for i in range(0, len(data), block)]
+            out += [google_crc32c.value(data[i : i + block]) for i in range(0, len(data), block)]
     return np.asarray(out, dtype="<u4").tobytes()
 
 
