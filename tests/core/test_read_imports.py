@@ -1,8 +1,9 @@
 """A process's first read imports no pandas (about half a second of a first ``giod show``, ``ds.read`` or
 ``ds.event``), and the buffer views that spare it give what ``to_numpy`` and ``pa.array`` give.
 
-Nothing on the read path is excluded: reads whole and by rows, selections over tags and objects, the tag
-index, one event, numpy output and the CLI's ``show`` and ``select`` all run without pandas.
+Nothing on the read path is excluded, in either container format (Arrow, Parquet): reads whole and by
+rows, selections over tags and objects, the tag index, one event, numpy output and the CLI's ``show``
+and ``select`` all run without pandas.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ for args in (["show", "qcd"], ["select", "qcd", "njets >= 2", "--limit", "3"]):
 """
 
 
-@pytest.fixture(scope="module")
-def federation(tmp_path_factory: pytest.TempPathFactory) -> str:
+@pytest.fixture(scope="module", params=["arrow", "parquet"])
+def federation(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     path = str(tmp_path_factory.mktemp("readimports") / "fed")
     fed = giod.open(path, create=True)
-    ds = fed.create_dataset("qcd", synthetic.schema())
+    ds = fed.create_dataset("qcd", synthetic.schema(), container_format=request.param)
     with ds.writer(database_events=100) as w:
         w.append(synthetic.events(250, seed=3))
     return path
