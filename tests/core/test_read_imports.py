@@ -1,9 +1,9 @@
-"""A process's first read imports no pandas (about half a second of a first ``giod show``, ``ds.read`` or
+"""A process's first read imports no pandas (about half a second of a first ``giod select``, ``ds.read`` or
 ``ds.event``), and the buffer views that spare it give what ``to_numpy`` and ``pa.array`` give.
 
 Nothing on the read path is excluded, in either container format (Arrow, Parquet): reads whole and by
-rows, selections over tags and objects, the tag index, one event, numpy output and the CLI's ``show``
-and ``select`` all run without pandas.
+rows, selections over tags and objects, the tag index, one event, numpy output and the CLI's ``show``,
+``select``, ``object`` and ``export-event`` all run without pandas.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ steps = [
 for name, step in steps:
     assert step(), name
     print(name, "pandas" in sys.modules)
-for args in (["show", "qcd"], ["select", "qcd", "njets >= 2", "--limit", "3"]):
+for args in (["show", "qcd"], ["select", "qcd", "njets >= 2", "--limit", "3"], ["object", "db1/jets/0#0"],
+             ["export-event", "qcd", "0", "-o", sys.argv[2]]):
     try:
         main(["-f", sys.argv[1], *args])
     except SystemExit as exc:
@@ -60,13 +61,16 @@ def federation(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
 def test_first_reads_import_no_pandas(federation: str) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    out = subprocess.run([sys.executable, "-c", _CHILD, federation], env=env, capture_output=True, text=True,
+    event = os.path.join(os.path.dirname(federation), "event.json")
+    out = subprocess.run([sys.executable, "-c", _CHILD, federation, event], env=env, capture_output=True, text=True,
                          timeout=300, check=False)
     assert out.returncode == 0, out.stderr
     steps = [line.rsplit(" ", 1) for line in out.stdout.splitlines() if line.endswith((" True", " False"))]
     assert [name for name, _ in steps] == ["read", "read columns", "read numpy", "select", "select objects",
-                                           "iterate", "event", "event late", "show", "select"]
+                                           "iterate", "event", "event late", "show", "select", "object",
+                                           "export-event"]
     assert [name for name, loaded in steps if loaded == "True"] == []
+    assert os.path.getsize(event) > 0
 
 
 _TYPES = [pa.bool_(), pa.int8(), pa.uint8(), pa.int16(), pa.uint32(), pa.int64(), pa.uint64(), pa.float16(),
