@@ -71,3 +71,41 @@ def test_nulls_and_bitmaps_without_nulls() -> None:
     for batch in (pa.record_batch({"a": with_nulls, "b": no_nulls}), pa.record_batch({"l": lists}),
                   pa.record_batch({"s": strings}), pa.record_batch({"a": with_nulls}).slice(3, 9)):
         _same(batch)
+
+
+def _plain_table(batch: pa.RecordBatch, block: int) -> bytes:
+    """The checksum table by its definition: per buffer in IPC order, its CRC-32C, then each block's."""
+    out: list[int] = []
+    for col in batch.columns:
+        for buf in col.buffers():
+            data = b"" if buf is None else buf.to_pybytes()
+            out.append(google_crc32c.value(data))
+            out += [google_crc32c.value(data[i : i + block]) for i in range(0, len(data), block)]
+    return np.asarray(out, dtype="<u4").tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 63, 64, 65, 200]), min_size=1, max_size=6))
+def test_the_table_of_buffers_around_one_block_is_its_definition(sizes: list[int]) -> None:
+    # a buffer of one block or less takes the short path (its CRC is its one block's); longer ones the long
+    rng = np.random.default_rng(len(sizes))
+    values = pa.array(rng.integers(0, 255, sum(sizes), dtype=np.uint8))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32))
+    # one list per row: offsets, then the values; and the same bytes as plain columns of each size
+    batch = pa.record_batch([pa.ListArray.from_arrays(offsets, values)], names=["lists"])
+    assert block_table(batch, 64) == _plain_table(batch, 64)
+    for n in sizes:
+        plain = pa.record_batch([pa.array(rng.integers(0, 255, n, dtype=np.uint8))], names=["c"])
+        assert block_table(plain, 64) == _plain_table(plain, 64)
+
+
+def test_the_block_layout_is_known_by_the_fields_whatever_the_footer_metadata() -> None:
+    from giod.storage.formats.arrow.blocks import _block_layout, has_block_layout
+
+    schema = synthetic.schema().arrow_schema("reco")
+    assert has_block_layout(schema.with_metadata({"giod.commit": "a"}))
+    hits = _block_layout.cache_info().hits
+    # every container file carries its own commit record: the answer is found again, not worked out again
+    assert has_block_layout(schema.with_metadata({"giod.commit": "b"}))
+    assert _block_layout.cache_info().hits == hits + 1
+    assert not has_block_layout(pa.schema([pa.field("m", pa.map_(pa.string(), pa.int32()))]))

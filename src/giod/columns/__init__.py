@@ -32,6 +32,7 @@ from giod.columns.fieldvalues import (
 from giod.errors import DataError
 from giod.schema import STRING, TAG_CONTAINER, FieldDef, Schema
 from giod.schema.precision import round_array
+from giod.storage import numpyview
 
 __all__ = ["as_events", "column_content", "containers_in", "field_width", "to_tables"]
 
@@ -367,7 +368,7 @@ def _content(array: pa.Array) -> ak.contents.Content:
         inner = _content(array.flatten())
         return ak.contents.RegularArray(inner, size, zeros_length=len(array))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        offsets = array.offsets.to_numpy()
+        offsets = numpyview.offsets(array)
         start, stop = int(offsets[0]), int(offsets[-1])
         inner = _content(array.values.slice(start, stop - start))
         if start:
@@ -379,13 +380,15 @@ def _content(array: pa.Array) -> ak.contents.Content:
         children = array.flatten()
         return ak.contents.RecordArray([_content(c) for c in children], names, length=len(array))
     if pa.types.is_boolean(t):
-        return ak.contents.NumpyArray(array.to_numpy(zero_copy_only=False))
+        return ak.contents.NumpyArray(numpyview.values(array))
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         if array.null_count:
             raise DataError(f"unexpected missing values in a {t} column")
         return strip_options(ak.from_arrow(array, highlevel=False))
     if array.null_count:
         raise DataError(f"unexpected missing values in a {t} column")
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return ak.contents.NumpyArray(numpyview.values(array))
     return ak.contents.NumpyArray(array.to_numpy(zero_copy_only=True))
 
 

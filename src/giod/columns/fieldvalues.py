@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from giod.errors import DataError
 from giod.schema import DTYPES, STRING, FieldDef
+from giod.storage.numpyview import numpy_array as numpy_array  # where writers have found it
 
 
 def field_width(fdef: FieldDef) -> int:
@@ -112,16 +113,6 @@ def strip_options(layout: ak.contents.Content) -> ak.contents.Content:
         inner = strip_options(layout.content)
         return layout if inner is layout.content else layout.copy(content=inner)
     return layout
-
-
-def numpy_array(values: np.ndarray, arrow_type: pa.DataType | None = None) -> pa.Array:
-    """``pa.array(values, type=arrow_type)``, a flat numpy array of numbers wrapped as it is when its dtype is
-    the type's: ``pa.array`` imports pandas on its first call (0.6 s, paid by a process's first write)."""
-    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iuf" and values.dtype.isnative:
-        own = pa.from_numpy_dtype(values.dtype)
-        if arrow_type is None or arrow_type == own:
-            return pa.Array.from_buffers(own, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
-    return pa.array(values, type=arrow_type)
 
 
 def fixed_width_array(flat: np.ndarray, arrow_type: pa.DataType) -> pa.Array:

@@ -43,6 +43,7 @@ from giod.expression.nodes import (
     ObjectField,
     Reduce,
 )
+from giod.storage.numpyview import chunked_values
 
 _CAST = {"bool": np.bool_, "int": np.int64, "float": np.float64}
 _PYTHON = {"bool": bool, "int": int, "float": float}
@@ -127,9 +128,9 @@ def _column(name: str, kind: Kind, column: Any) -> tuple[np.ndarray, np.ndarray 
     try:
         if isinstance(column, pa.ChunkedArray | pa.Array):
             if column.null_count:
-                mask = column.is_valid().to_numpy(zero_copy_only=False)
+                mask = chunked_values(column.is_valid())
                 column = column.fill_null(False if pa.types.is_boolean(column.type) else 0)
-            values = column.to_numpy(zero_copy_only=False)
+            values = chunked_values(column)
         elif isinstance(column, np.ma.MaskedArray):
             if np.ma.getmask(column) is not np.ma.nomask:
                 mask = ~np.ma.getmaskarray(column)

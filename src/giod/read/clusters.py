@@ -39,6 +39,8 @@ import pyarrow as pa
 
 from giod.catalog.records import ContainerRecord
 from giod.errors import IntegrityError
+from giod.storage import numpyview
+from giod.storage.numpyview import numpy_array
 
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
@@ -99,7 +101,7 @@ class _Flat:
             return None
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             child = cls.of(array.values)
-            return None if child is None else cls(t, offsets=array.offsets.to_numpy().astype(np.int64, copy=True),
+            return None if child is None else cls(t, offsets=numpyview.offsets(array).astype(np.int64, copy=True),
                                                   children=(child,))
         if pa.types.is_fixed_size_list(t):
             child = cls.of(array.flatten())  # the items of this slice only, unlike ``values``
@@ -109,7 +111,7 @@ class _Flat:
             return None if any(c is None for c in children) else cls(t, children=tuple(children))  # type: ignore[arg-type]
         if pa.types.is_integer(t) or pa.types.is_floating(t):
             # a copy: a view of the memory map would show whatever the file holds later, unchecked
-            return cls(t, values=array.to_numpy(zero_copy_only=True).copy())
+            return cls(t, values=numpyview.values(array).copy())
         return None
 
     def gather(self, parts: Sequence[tuple[_Flat, np.ndarray]]) -> pa.Array:
@@ -118,7 +120,7 @@ class _Flat:
         part, however few the rows)."""
         if self.values is not None:
             values = [f.values[r] for f, r in parts]  # type: ignore[index]
-            return pa.array(np.concatenate(values) if len(values) > 1 else values[0], type=self.type)
+            return numpy_array(np.concatenate(values) if len(values) > 1 else values[0], self.type)
         if self.offsets is not None:
             lengths, inner = [], []
             for f, r in parts:
@@ -129,7 +131,7 @@ class _Flat:
             np.cumsum(np.concatenate(lengths), out=out[1:])
             child = self.children[0].gather(inner)
             large = pa.types.is_large_list(self.type)
-            offsets = pa.array(out, type=pa.int64() if large else pa.int32())
+            offsets = numpy_array(out) if large else numpy_array(out).cast(pa.int32())
             cls = pa.LargeListArray if large else pa.ListArray
             return cls.from_arrays(offsets, child, type=self.type)
         if self.size:

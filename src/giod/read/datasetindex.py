@@ -40,6 +40,7 @@ from giod.expression import Expression
 from giod.read import tagindex
 from giod.read.projection import Projection, read_database
 from giod.schema import TAG_CONTAINER
+from giod.storage.numpyview import numpy_array, values
 
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
@@ -164,7 +165,7 @@ def _numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if array.null_count:  # nulls sit after ``valid``, where no selection looks at their values
         array = array.fill_null(False if pa.types.is_boolean(array.type) else 0)
-    return np.asarray(array.to_numpy(zero_copy_only=False))
+    return values(array)
 
 
 def _run(values: pa.ChunkedArray | pa.Array, entries: pa.ChunkedArray | pa.Array, valid: int,
@@ -262,8 +263,8 @@ def select(snapshot: Snapshot, expression: Expression) -> np.ndarray | None:
         positions = np.repeat(blocks * tagindex.BLOCK - (ends - sizes), sizes) + np.arange(int(ends[-1]))
         out = {}
         for n in names:
-            out[n] = pa.array(indexes[n].values[positions])
-            out[n + _ENTRY] = pa.array(indexes[n].entries[positions])
+            out[n] = numpy_array(indexes[n].values[positions])
+            out[n + _ENTRY] = numpy_array(indexes[n].entries[positions])
         return pa.table({c: out[c] for c in columns})
 
     return tagindex.select(expression, directory, read)

@@ -28,6 +28,7 @@ from giod.read import clusters
 from giod.read.locate import database_of
 from giod.read.objects import link
 from giod.schema import TAG_CONTAINER, Schema
+from giod.storage.numpyview import chunked_values
 from giod.storage.parallel import map_reads
 
 if TYPE_CHECKING:
@@ -281,7 +282,7 @@ def assemble(schema: Schema, proj: Projection, tables: dict[str, pa.Table | None
     for counter, collection in proj.counters.items():
         table = tables.get(schema.container_of(collection))
         if table is not None:
-            lengths = pc.list_value_length(table.column(collection)).to_numpy(zero_copy_only=False)
+            lengths = chunked_values(pc.list_value_length(table.column(collection)))
             contents[counter] = ak.contents.NumpyArray(lengths.astype(np.int64))
     names = [n for n in proj.names if n in contents]
     if not names:

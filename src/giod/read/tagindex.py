@@ -41,6 +41,8 @@ from giod.expression import Expression
 from giod.schema import TAG_INDEX as TAG_INDEX  # the index's container name, where the store can see it
 from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
 from giod.storage.formats.arrow import CODECS
+from giod.storage.numpyview import chunked_values, numpy_array
+from giod.storage.numpyview import values as _values  # numbers and booleans from their buffer
 from giod.storage.pending import FolderSyncs
 from giod.storage.site import Site
 
@@ -56,24 +58,6 @@ _ENTRY = "#entry"  # suffix of a field's entry column: '#' cannot occur in a tag
 def indexable(dtype: pa.DataType) -> bool:
     """Whether selections can read a tag of this type (numbers and booleans)."""
     return bool(pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype))
-
-
-def _values(array: pa.Array) -> np.ndarray:
-    """A numeric or boolean Arrow array without nulls as numpy, from its buffer: ``to_numpy`` imports pandas on
-    its first call (0.6 s, which a process's first write paid here)."""
-    t, n = array.type, len(array)
-    if pa.types.is_boolean(t):
-        bits = array.buffers()[1]
-        if not n or bits is None:
-            return np.zeros(0, dtype=bool)
-        return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[array.offset:array.offset + n] \
-            .astype(bool)
-    kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
-    dtype = np.dtype(f"={kind}{t.bit_width // 8}")
-    data = array.buffers()[1]
-    if not n or data is None:
-        return np.zeros(0, dtype=dtype)
-    return np.frombuffer(data, dtype=dtype)[array.offset:array.offset + n]
 
 
 def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, dict[str, str]] | None:
@@ -215,8 +199,8 @@ def select(expression: Expression, directory: Directory,
     kept: dict[str, tuple[np.ndarray, pa.ChunkedArray]] = {}
     for n in names:
         rows = np.isin(block_of, matched[n]) & (position < int(directory.fields[n]["valid"]))
-        mask = pa.array(rows)
-        entries = table.column(n + _ENTRY).filter(mask).to_numpy().astype(np.int64)
+        mask = numpy_array(rows)
+        entries = chunked_values(table.column(n + _ENTRY).filter(mask)).astype(np.int64)
         kept[n] = (entries, table.column(n).filter(mask))
         candidates = np.sort(entries) if candidates is None else np.intersect1d(candidates, entries,
                                                                                 assume_unique=True)
@@ -225,5 +209,5 @@ def select(expression: Expression, directory: Directory,
     for n, (entries, values) in kept.items():
         order = np.argsort(entries, kind="stable")
         at = order[np.searchsorted(entries[order], candidates)]
-        columns[n] = values.take(pa.array(at))
+        columns[n] = values.take(numpy_array(at))
     return np.asarray(candidates[expression.evaluate(columns, size=len(candidates))])

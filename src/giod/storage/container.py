@@ -27,6 +27,7 @@ import pyarrow as pa
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
 from giod.storage.formats import FORMATS, SUFFIX, ContainerFormat, WriteOptions, WrittenContainer, find_format
 from giod.storage.kind import Site
+from giod.storage.numpyview import offsets
 from giod.storage.pending import FolderSyncs
 
 __all__ = ["COMMIT_KEY", "FORMATS", "SUFFIX", "ContainerReader", "ContainerWriter", "WriteOptions",
@@ -148,7 +149,7 @@ class _ObjectCounts:
         lengths = {}
         for name, column in zip(table.column_names, table.columns, strict=True):
             if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-                parts = [np.diff(chunk.offsets.to_numpy()) for chunk in column.chunks]
+                parts = [np.diff(offsets(chunk)) for chunk in column.chunks]
                 lengths[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if not lengths:
             return

@@ -41,9 +41,15 @@ def _crc(data: np.ndarray) -> int:
     return int(google_crc32c.extend(0, data))
 
 
-@functools.lru_cache(maxsize=256)  # asked by every container writer, of the few schemas a process writes
 def has_block_layout(schema: pa.Schema) -> bool:
     """Whether every field's IPC layout is one giod reads event by event (buffers as Array.buffers() lists)."""
+    # asked by every container writer and reader; each file's schema carries its own footer metadata, so the
+    # answer is kept by the fields' types alone (a schema as key missed every time)
+    return _block_layout(tuple(f.type for f in schema))
+
+
+@functools.lru_cache(maxsize=256)  # of the few schemas a process writes and reads
+def _block_layout(types: tuple[pa.DataType, ...]) -> bool:
 
     def ok(t: pa.DataType) -> bool:
         if pa.types.is_struct(t):
@@ -53,7 +59,7 @@ def has_block_layout(schema: pa.Schema) -> bool:
         return bool(pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t)
                 or pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_temporal(t))
 
-    return all(ok(f.type) for f in schema)
+    return all(ok(t) for t in types)
 
 
 def canonical(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -162,9 +168,15 @@ def block_table(batch: pa.RecordBatch, block: int = BLOCK) -> bytes:
 def _table(buffers: list[pa.Buffer | None], block: int) -> bytes:
     out: list[int] = []
     for buf in buffers:
-        data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
-        out.append(_crc(data))
-        out.extend(block_crcs(data, block))
+        if buf is None or buf.size == 0:
+            out.append(0)  # the CRC-32C of nothing, and no block
+        elif buf.size <= block:
+            crc = google_crc32c.value(buf)  # one block: its CRC is the buffer's (small commits have mostly these)
+            out += (crc, crc)
+        else:
+            data = np.frombuffer(buf, dtype=np.uint8)
+            out.append(_crc(data))
+            out.extend(block_crcs(data, block))
     return np.asarray(out, dtype="<u4").tobytes()
 
 

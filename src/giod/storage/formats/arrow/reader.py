@@ -34,6 +34,7 @@ from giod.storage.formats.arrow.projection import project, top_columns
 from giod.storage.formats.arrow.rows import read_rows as read_batch_rows
 from giod.storage.formats.arrow.structure import buffer_sizes, check_layout
 from giod.storage.kind import Site
+from giod.storage.numpyview import numpy_array
 from giod.storage.validation import check_columns
 
 __all__ = ["ArrowContainerReader"]
@@ -288,7 +289,7 @@ class ArrowContainerReader:
         # where each batch read starts in ``table``, then each entry's place in it
         starts = np.zeros(self.num_batches, dtype=np.int64)
         starts[which] = np.concatenate([[0], np.cumsum(np.diff(first)[which])[:-1]])
-        return project(table.take(pa.array(starts[batch] + rows - first[batch])), columns)
+        return project(table.take(numpy_array(starts[batch] + rows - first[batch])), columns)
 
     def _read_few(self, columns: Sequence[str] | None, rows: np.ndarray, batch: np.ndarray, which: np.ndarray,
                   first: np.ndarray) -> pa.Table:
@@ -324,12 +325,12 @@ class ArrowContainerReader:
         parts: dict[int, pa.Table] = {}
         for i, got in zip(many, self._batches(np.asarray(many, dtype=np.int64), list(wanted)), strict=True):
             local = rows[batch == i] - first[i]
-            parts[i] = project(pa.Table.from_batches([got], schema=self.schema), columns).take(local)
+            parts[i] = project(pa.Table.from_batches([got], schema=self.schema), columns).take(numpy_array(local))
         for i, (msg, mapped) in compressed.items():
             start = int(self.blocks[i, 0] + self.meta[i])
             table = read_columns(self.schema, msg, start, mapped, self._ranges, list(wanted),
                                               self._where(i), self._key(i))
-            parts[i] = project(table, columns if columns is not None else None).take(few[i])
+            parts[i] = project(table, columns if columns is not None else None).take(numpy_array(few[i]))
         for i, (msg, meta, mapped) in messages.items():
             try:
                 parts[i] = read_batch_rows(self.schema, msg, meta, int(self.blocks[i, 0]), mapped, self._ranges,

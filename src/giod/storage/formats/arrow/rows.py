@@ -24,6 +24,7 @@ from giod.errors import IntegrityError
 from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, table_bases
 from giod.storage.formats.arrow.projection import project  # one projection rule for whole and partial reads
 from giod.storage.formats.arrow.structure import check_layout
+from giod.storage.numpyview import numpy_array
 from giod.storage.validation import check_columns
 
 __all__ = ["read_rows"]
@@ -205,6 +206,6 @@ def read_rows(schema: pa.Schema, msg: Message, meta: pa.Buffer, start: int, mapp
             body.load(strings)
     batch = ipc.read_record_batch(ipc.read_message(body.message), schema)
     paths = [c if m is None else f"{c}.list.element.{x}" for c, m in columns.items() for x in (m or [None])]
-    table = project(pa.Table.from_batches([batch]), [p for p in paths if p is not None]).take(pa.array(rows))
+    table = project(pa.Table.from_batches([batch]), [p for p in paths if p is not None]).take(numpy_array(rows))
     check_columns(zip(table.column_names, table.columns, strict=True), where)  # the few rows, as they came out
     return table

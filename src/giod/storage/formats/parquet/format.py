@@ -25,6 +25,7 @@ from giod.storage.formats.base import ContainerFormat, Described, FormatReader, 
 from giod.storage.formats.options import WriteOptions
 from giod.storage.formats.parquet.rows import read_rows
 from giod.storage.kind import Site
+from giod.storage.numpyview import numpy_array
 from giod.storage.pending import PendingFile
 from giod.storage.validation import check_columns
 
@@ -124,7 +125,7 @@ class _Reader(FormatReader):
         except IntegrityError:
             raise
         except StorageError:  # no page index: whole clusters
-            return self.read(columns, None).take(pa.array(rows))
+            return self.read(columns, None).take(numpy_array(rows))
         if table.num_rows != len(rows):
             raise IntegrityError(f"{self._where()} is corrupt: {table.num_rows} rows decoded of {len(rows)}")
         check_columns(zip(table.column_names, table.columns, strict=True), self._where())

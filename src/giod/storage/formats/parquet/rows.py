@@ -32,6 +32,7 @@ from giod.storage.formats.parquet.footer import PYARROW_ERRORS, Layout, parse_la
 from giod.storage.formats.parquet.minifile import decode, mini_file
 from giod.storage.formats.parquet.pageindex import LeafPages, page_header, page_values, select_pages
 from giod.storage.formats.parquet.source import Borrowed, Source
+from giod.storage.numpyview import numpy_array
 
 __all__ = ["read_rows"]
 
@@ -109,7 +110,7 @@ def _merge(t: pa.DataType, parts: list[pa.Array]) -> pa.Array:
             lo, hi = p.offsets[0].as_py(), p.offsets[-1].as_py()
             inner.append(p.values.slice(lo, hi - lo))
         raw = np.asarray(first.offsets)
-        offsets = pa.array(raw - raw[0] if raw[0] else raw)
+        offsets = numpy_array(raw - raw[0] if raw[0] else raw)
         if pa.types.is_map(t):
             entries = _merge(pa.struct([t.key_field, t.item_field]), inner)
             return pa.MapArray.from_arrays(offsets, entries.field(0), entries.field(1), type=t, mask=mask)
@@ -178,7 +179,7 @@ def read_rows(source: str | os.PathLike[str] | BinaryIO, columns: Sequence[str] 
         result = _read(src, layout, target, leaves, uniq, key, metadata)
     finally:
         src.close()
-    return result if inverse is None else result.take(pa.array(inverse))
+    return result if inverse is None else result.take(numpy_array(inverse))
 
 
 def _read_row_groups(src: Source, layout: Layout, rgs: np.ndarray, rows: np.ndarray,
@@ -191,7 +192,7 @@ def _read_row_groups(src: Source, layout: Layout, rgs: np.ndarray, rows: np.ndar
         pf = pq.ParquetFile(Borrowed(src.file) if src.path is None else src.path, metadata=metadata,
                             page_checksum_verification=True)
         table = pf.read_row_groups(rgs.tolist(), columns=None if columns is None else list(columns))
-        return table.take(pa.array(local))
+        return table.take(numpy_array(local))
     except PYARROW_ERRORS as exc:
         raise IntegrityError(f"{src.name}: cannot read row groups: {exc}") from exc
 
@@ -233,7 +234,7 @@ def _read(src: Source, layout: Layout, target: pa.Table, leaves: list[int], rows
         table = decode(mini_file(layout, group, buf, dicts), int(covered.sum()), src.name)
         page = np.searchsorted(lead.first, rows, side="right") - 1
         local = (np.cumsum(covered) - covered)[page] + rows - lead.first[page]
-        taken.append(table.take(pa.array(local)))
+        taken.append(table.take(numpy_array(local)))
     del buf  # a mapped file closes only once no view of it is left
 
     try:

@@ -1,0 +1,116 @@
+"""A process's first read imports no pandas (about half a second of a first ``giod select``, ``ds.read`` or
+``ds.event``), and the buffer views that spare it give what ``to_numpy`` and ``pa.array`` give.
+
+Nothing on the read path is excluded, in either container format (Arrow, Parquet): reads whole and by
+rows, selections over tags and objects, the tag index, one event, numpy output and the CLI's ``show``,
+``select``, ``object`` and ``export-event`` all run without pandas.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import giod
+from giod.storage.numpyview import chunked_values, numpy_array, offsets, values
+from giod.testing import synthetic
+
+_CHILD = """
+import sys
+import giod
+from giod.cli import main
+fed = giod.open(sys.argv[1])
+ds = fed["qcd"]
+steps = [
+    ("read", lambda: len(ds.read()) == 250),
+    ("read columns", lambda: len(ds.read(["jets", "ht"])) == 250),
+    ("read numpy", lambda: len(ds.read(["ht"], library="np")["ht"]) == 250),
+    ("select", lambda: 0 < len(ds.select("njets >= 2 and ht > 50").read()) < 250),
+    ("select objects", lambda: 0 < len(ds.select("count(jets.pt > 20) >= 2").read(["jets"])) < 250),
+    ("iterate", lambda: sum(len(c) for c in ds.select("njets >= 2").iterate(["jets"], step_size=40)) > 0),
+    ("event", lambda: ds.event(0)["run"] == 1),
+    ("event late", lambda: len(ds.event(249, ["jets"])["jets"]) >= 0),
+]
+for name, step in steps:
+    assert step(), name
+    print(name, "pandas" in sys.modules)
+for args in (["show", "qcd"], ["select", "qcd", "njets >= 2", "--limit", "3"], ["object", "db1/jets/0#0"],
+             ["export-event", "qcd", "0", "-o", sys.argv[2]]):
+    try:
+        main(["-f", sys.argv[1], *args])
+    except SystemExit as exc:
+        assert exc.code == 0, (args, exc.code)
+    print(" ".join(args[:1]), "pandas" in sys.modules)
+"""
+
+
+@pytest.fixture(scope="module", params=["arrow", "parquet"])
+def federation(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("readimports") / "fed")
+    fed = giod.open(path, create=True)
+    ds = fed.create_dataset("qcd", synthetic.schema(), container_format=request.param)
+    with ds.writer(database_events=100) as w:
+        w.append(synthetic.events(250, seed=3))
+    return path
+
+
+def test_first_reads_import_no_pandas(federation: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    event = os.path.join(os.path.dirname(federation), "event.json")
+    out = subprocess.run([sys.executable, "-c", _CHILD, federation, event], env=env, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    steps = [line.rsplit(" ", 1) for line in out.stdout.splitlines() if line.endswith((" True", " False"))]
+    assert [name for name, _ in steps] == ["read", "read columns", "read numpy", "select", "select objects",
+                                           "iterate", "event", "event late", "show", "select", "object",
+                                           "export-event"]
+    assert [name for name, loaded in steps if loaded == "True"] == []
+    assert os.path.getsize(event) > 0
+
+
+_TYPES = [pa.bool_(), pa.int8(), pa.uint8(), pa.int16(), pa.uint32(), pa.int64(), pa.uint64(), pa.float16(),
+          pa.float32(), pa.float64()]
+
+
+@pytest.mark.parametrize("arrow_type", _TYPES)
+def test_values_are_to_numpy(arrow_type: pa.DataType) -> None:
+    """Whole, sliced and empty arrays, with nulls too (those through ``to_numpy``), and chunked ones."""
+    raw = np.random.default_rng(2).integers(0, 2 if pa.types.is_boolean(arrow_type) else 100, 41)
+    array = pa.array(raw).cast(arrow_type)
+    nulls = pa.array([None if i % 5 == 0 else int(v) for i, v in enumerate(raw)]).cast(arrow_type)
+    for part in (array, array.slice(5, 17), array.slice(9, 0), nulls):
+        got, want = values(part), part.to_numpy(zero_copy_only=False)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    chunked = pa.chunked_array([array.slice(0, 10), array.slice(13, 8)])
+    got, want = chunked_values(chunked), chunked.to_numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert chunked_values(pa.chunked_array([], type=arrow_type)).dtype == want.dtype
+
+
+@pytest.mark.parametrize("arrow_type", _TYPES)
+def test_numpy_array_is_pa_array(arrow_type: pa.DataType) -> None:
+    raw = np.random.default_rng(3).integers(0, 2 if pa.types.is_boolean(arrow_type) else 100, 37)
+    flat = pa.array(raw).cast(arrow_type).to_numpy(zero_copy_only=False)
+    for part in (flat, flat[3:30:3], flat[:0]):
+        got = numpy_array(part)
+        assert got.equals(pa.array(part)), arrow_type
+        got.validate(full=True)
+        assert numpy_array(part, arrow_type).equals(pa.array(part, type=arrow_type))
+    wider = numpy_array(flat.astype(np.int64), pa.float64())  # another type: converted as pa.array does
+    assert wider.equals(pa.array(flat.astype(np.int64), type=pa.float64()))
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_offsets_are_to_numpy(large: bool) -> None:
+    lists = pa.array([[1, 2], [], [3], [4, 5, 6], [7]], type=pa.large_list(pa.int32()) if large else None)
+    for part in (lists, lists.slice(1, 3), lists.slice(4, 0)):
+        got, want = offsets(part), part.offsets.to_numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
