@@ -289,6 +289,8 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
         ("DELETE", "/api/v1/leases/{lease_id}"): Route("write", "qcd", f"/api/v1/leases/{lease.id}"),
         ("POST", "/api/v1/query"): Route("read", "qcd", "/api/v1/query", js(
             {"dataset": "qcd", "columns": ["ht"], "limit": 3})),
+        ("POST", "/api/v1/select"): Route("read", "qcd", "/api/v1/select", js(
+            {"dataset": "qcd", "where": "ht > 0", "version": 1, "columns": ["ht"], "read": True})),
         ("GET", "/api/v1/models/{dataset}"): Route("read", "qcd", "/api/v1/models/qcd"),
         ("GET", "/api/v1/events/{dataset}/next"): Route("read", "qcd", "/api/v1/events/qcd/next?where=ht%3E0"),
         ("GET", "/api/v1/events/{dataset}/lookup"): Route("read", "qcd", "/api/v1/events/qcd/lookup?run=1&event=5"),
