@@ -26,6 +26,7 @@ from tests.server.conftest import Served, serve
 SIZE = 300_000
 LIMITS = Limits(max_ranges=64, max_request_bytes=1 << 20)
 PATH = "qcd/blob.bin"
+HEAD_BYTES = 16 << 10  # the server's bound on a request head (431 past it)
 
 
 @dataclass
@@ -34,7 +35,11 @@ class Blob:
     data: bytes
 
     def get(self, range_header: str | None, token: str | None = None) -> tuple[int, dict[str, str], bytes, float]:
-        """Status, headers, body and seconds of one GET of the blob."""
+        """Status, headers, body and seconds of one GET of the blob.
+
+        A head past the server's 16 KiB is refused before it is read whole: the server answers 431 and
+        closes, and closing a socket with bytes still unread makes the kernel send a reset, which may
+        reach the client before the answer does. That reset is the refusal too (status 431, no body)."""
         host, port = self.served.url.split("//", 1)[1].rsplit(":", 1)
         conn = http.client.HTTPConnection(host, int(port), timeout=10)
         headers = {"Authorization": f"Bearer {token or self.served.admin}"}
@@ -45,6 +50,10 @@ class Blob:
             conn.request("GET", f"/files/local/{PATH}", headers=headers)
             r = conn.getresponse()
             body = r.read()
+        except ConnectionResetError:
+            if len(range_header or "") <= HEAD_BYTES:
+                raise
+            return 431, {}, b"", time.perf_counter() - t0
         finally:
             conn.close()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, body, time.perf_counter() - t0
@@ -180,7 +189,7 @@ def test_abusive_ranges_are_refused_fast(blob: Blob) -> None:
     for header, want in ABUSE.items():
         status, headers, body, seconds = blob.get(header)
         assert status == want, (header[:60], status, body[:200])
-        assert body.startswith(b"{") and b"error" in body
+        assert (body.startswith(b"{") and b"error" in body) or (status == 431 and not headers)  # or reset
         if status == 416:
             assert headers["content-range"] == f"bytes */{SIZE}"
         took.append(seconds)
