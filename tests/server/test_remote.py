@@ -133,8 +133,12 @@ def test_tokens_are_enforced_through_the_client(filled):
 
 def test_missing_dataset_is_not_found(filled):
     served, _ = filled
+    remote = served.remote()
     with pytest.raises(giod.NotFound):
-        served.remote().dataset("nope")
+        remote.dataset("nope")
+    for name in ("a/b", "../qcd", "qcd/..", "%2e%2e"):  # off the name grammar: no route, the same words
+        with pytest.raises(giod.NotFound, match="no dataset named"):
+            remote.dataset(name)
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "arrow"])

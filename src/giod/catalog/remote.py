@@ -38,7 +38,7 @@ from giod.catalog.records import (
 )
 from giod.catalog.rows import BadRow
 from giod.errors import CatalogError, ConfigError, GiodError, NotFound, StorageError
-from giod.names import check_container_path, check_name, dataset_of_path
+from giod.names import check_container_path, check_name, dataset_of_path, is_name
 from giod.storage.container import check_dataset_format
 from giod.storage.http import Endpoint, Limits, connect
 
@@ -174,7 +174,13 @@ class RemoteCatalog:
 
     def _snapshot(self, name: str, version: int | None) -> DatasetRecord:
         """Record, schema, databases and sites of a dataset at a version, in one round trip."""
-        doc = self._get(f"/datasets/{quote(name, safe='')}/snapshot{_q(version)}")
+        try:
+            doc = self._get(f"/datasets/{quote(name, safe='')}/snapshot{_q(version)}")
+        except NotFound:
+            if is_name(name):
+                raise
+            # a name off the grammar ('a/b') matches no route of the server: say what a local catalog says
+            raise NotFound(f"no dataset named {name!r}") from None
         try:
             v = int(doc["version"])
             if version is None:
