@@ -111,6 +111,12 @@ def test_select(tmp_path: Path) -> None:
     assert all(small[f] <= large[f] for f in small)
     assert "speed-up" in output
     assert any("<= 1 ms warm" in note for note in data["notes"])  # ds.event beside its goal
+    # through a server at 250 ms: planned and read at the source in a few requests, the files in many
+    source, files = data["served"]
+    assert (source["how"], files["how"]) == ("at the source", "client reads the files")
+    assert source["selected"] == files["selected"] == round(0.001 * 3000) and source["databases"] == 3
+    assert source["requests"] <= 3 < files["requests"]
+    assert source["count_rtts"] < files["count_rtts"] and _positive(source["speedup"])
 
 
 def test_granularity(tmp_path: Path) -> None:
