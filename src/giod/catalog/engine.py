@@ -187,6 +187,17 @@ _SHARED: dict[tuple[Any, ...], list[Any]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A child made by fork starts with no shared engine and a free lock: another thread of the parent may
+    have held the lock at the fork, and the child would wait for it forever (its engines are keyed by pid)."""
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()
+    _SHARED.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def acquire_engine(target: CatalogURL, *, create: bool = True) -> Engine:
     """The engine for ``target``, shared by the process's catalogs open on it (give it back with
     ``release_engine``); a new one for an in-memory SQLite catalog or a file not made yet."""
