@@ -86,7 +86,11 @@ def test_limits_aggregate_targets_and_plot(result):
         assert _positive(c["mb_per_s"]) and 0 < c["p50_ms"] <= c["p99_ms"] <= c["max_ms"], c
         assert c["total_mb"] == pytest.approx(c["clients"] * c["mb_each"], rel=1e-6)
     assert {t["verdict"] for t in data["targets"]} <= {"met", "missed", "–"}
-    assert len(data["targets"]) == 5
+    names = " | ".join(t["target"] for t in data["targets"])
+    for goal in ("≥ 80 % of the cap while reading", "perfect link", "bytes on the wire ≤ 1.1×",
+                 "through the proxy ≥ pyarrow + fsspec", "≥ 1 GB/s and ≥ 3× pyarrow + fsspec", "uproot + XRootD",
+                 "clients: ≥ 1 GB/s together"):
+        assert goal in names, names
     png = (out / "bench-wan.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000
 
