@@ -78,6 +78,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(third-party copy failed, or not offered) goes through this process, with a warning; false: it fails"),
     Setting("record_reads", True, "record when each database was last read (batched, at most once an hour per "
             "database and process), for tier rules by last read (giod rule add … --unread-for 30d)"),
+    Setting("staging_wait_seconds", 86_400.0, "client: the longest a read waits while a giod server answers that "
+            "the file is being staged from tape (then it fails; the staging goes on at the server)"),
     Setting("send_timeout_seconds", 60.0, "server: a client that takes nothing of a streamed answer for this long "
             "is disconnected"),
 )

@@ -19,15 +19,16 @@ from urllib.parse import urlsplit
 
 from giod import config, errors
 from giod.config import TOKEN_ENV, site_token_env
-from giod.errors import AuthError, ConfigError, GiodError, NotFound, StorageError, TooLarge
+from giod.errors import AuthError, ConfigError, GiodError, NotFound, Staging, StorageError, TooLarge
 
 __all__ = ["STAGING_HEADER", "TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "error_from",
            "site_token_env"]
 
 RETRIES = 3  # tries of an idempotent request that failed on the way (urllib3 retries it RETRIES - 1 times)
 #: A 503 with this header (and ``Retry-After``) says a file is being staged from tape: the seconds until it
-#: should be on disk. A GET or HEAD is sent again then, as long as the server answers so (a staging never
-#: times out); the server holds nothing for it meanwhile.
+#: should be on disk. A GET or HEAD is sent again then, as long as the server answers so, for at most the
+#: ``staging_wait_seconds`` setting (a day: a server that says "staging" for ever cannot hold a client for
+#: ever); the server holds nothing for it meanwhile.
 STAGING_HEADER = "x-giod-staging"
 STAGING_RETRY_MAX_S = 30.0  # the longest a client waits before it asks again
 STAGING_RETRY_MIN_S = 0.05
@@ -106,7 +107,7 @@ class Endpoint:
     """One giod server: base URL, token, TLS settings and a pool of connections."""
 
     def __init__(self, base: str, token: str | None = None, *, verify: bool | str = True, streams: int = 16,
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, staging_wait: float | None = None):
         import urllib3
 
         parts = urlsplit(base)
@@ -116,6 +117,9 @@ class Endpoint:
         self.verify = verify  # kept for a worker that reaches the same server
         self.token = token if token is not None else config.token()
         self.streams = streams
+        # from the environment only: a remote federation has no settings file of its own on this side
+        self.staging_wait = (float(config.load()["staging_wait_seconds"]) if staging_wait is None
+                             else staging_wait)
         kw: dict[str, Any] = {}
         if parts.scheme == "https":
             if verify is False:
@@ -180,6 +184,10 @@ class Endpoint:
             if not preload:
                 r.drain_conn()
                 r.release_conn()
+            if waited + pause > self.staging_wait:
+                raise Staging(f"{what}: {self.base} was still staging the file from tape after {waited:,.0f} s "
+                              f"(GIOD_STAGING_WAIT_SECONDS={self.staging_wait:g}); the staging goes on there: "
+                              "read again later", pause)
             if not waited:
                 log.info("%s: the server stages the file from tape; asked again every few seconds", what)
             waited += pause
