@@ -50,6 +50,10 @@ def test_reads_are_recorded_latest_first_without_a_version(catalog_url):
         assert catalog.version() == version  # an access time, not content
         catalog.delete_database(a)
         assert set(catalog.last_reads("qcd")) == {b, c}  # the live databases only
+        catalog.purge_deleted(catalog.version() + 1)  # a purged database's row goes with it
+        with catalog._engine.connect() as conn:
+            left = set(conn.execute(text("SELECT database_id FROM database_reads")).scalars())
+        assert left == {b, c}
 
 
 def test_a_level_13_catalog_gains_last_reads_and_keeps_its_rules(catalog_url, tmp_path):

@@ -14,6 +14,7 @@ from giod.catalog.tables import (
     REPLICA_STATES,
     containers,
     database_parents,
+    database_reads,
     database_summaries,
     databases,
     dataset_schemas,
@@ -177,6 +178,8 @@ class BookkeepingMethods(Transactions):
                     database_parents.c.database_id.in_(select(d.c.id).where(gone(d)))
                 )
             )
+            # a purged database's last read goes with it (level 14: no foreign key holds that table to it)
+            conn.execute(database_reads.delete().where(database_reads.c.database_id.in_(select(d.c.id).where(gone(d)))))
             conn.execute(d.delete().where(gone(d)))
             conn.execute(database_summaries.delete().where(gone(database_summaries)))  # level 13: their lines
             conn.execute(
