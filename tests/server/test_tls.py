@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +42,46 @@ def test_https_with_a_self_signed_certificate(tmp_path):
         assert fed.datasets() == []
         with pytest.raises(giod.StorageError):  # an unknown certificate is refused
             giod.open(url.replace("127.0.0.1", "localhost"), token=token, verify=True)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_file_bodies_over_tls_are_the_file_s_bytes(tmp_path):
+    """Under TLS the kernel cannot send a file: large bodies are read and written, byte for byte the file."""
+    import http.client
+    import ssl
+
+    cert, key = _certificate(tmp_path)
+    local = giod.open(tmp_path / "fed", create=True)
+    token = local.catalog.create_token("admin")[1]
+    data = os.urandom(3_000_017)
+    target = Path(local.site("local").root) / "qcd/big.bin"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(data)
+    proc = subprocess.Popen([sys.executable, "-c", "from giod.cli import main; main()", "serve", "-f",
+                             str(tmp_path / "fed"), "--port", "0", "--certfile", str(cert), "--keyfile", str(key)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(proc.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(60)
+        assert line and "https://" in line[0], f"server did not start: {line}"
+        port = int(line[0].strip().rsplit(":", 1)[1])
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=30,
+                                           context=ssl.create_default_context(cafile=str(cert)))
+        auth = {"Authorization": f"Bearer {token}"}
+        for asked, want in [(None, data), ("bytes=5-2500004", data[5:2_500_005]),
+                            ("bytes=1-1200000,2000001-3000000", None)]:
+            conn.request("GET", "/files/local/qcd/big.bin", headers=auth | ({"Range": asked} if asked else {}))
+            r = conn.getresponse()
+            body = r.read()
+            assert len(body) == int(r.getheader("content-length"))
+            if want is not None:
+                assert body == want
+            else:
+                assert data[1:1_200_001] in body and data[2_000_001:3_000_001] in body
     finally:
         proc.terminate()
         proc.wait(20)

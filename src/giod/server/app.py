@@ -309,10 +309,11 @@ def serve(target: str, *, host: str = "127.0.0.1", port: int = 8470, anonymous_r
 class ServerThread:
     """A real server on a loopback port, run in a thread of this process (tests, benchmarks).
 
-    ``with ServerThread(app) as url: giod.open(url, token=…)``
+    ``with ServerThread(app) as url: giod.open(url, token=…)``; with ``zerocopy=False`` file bodies are read
+    and written as under TLS, not sent by ``sendfile``.
     """
 
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, zerocopy: bool = True):
         import socket
 
         import uvicorn
@@ -324,7 +325,7 @@ class ServerThread:
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
         config = uvicorn.Config(app, log_level="warning", timeout_keep_alive=30, limit_concurrency=1024,
-                                http=connection_protocol(),
+                                http=connection_protocol(zerocopy),
                                 h11_max_incomplete_event_size=16 << 10, server_header=False)
         self.server = uvicorn.Server(config)
         self._thread: Any = None

@@ -8,7 +8,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["RangeRefused", "parse_range", "multipart", "file_chunks"]
+__all__ = ["RangeRefused", "parse_range", "multipart_parts", "file_chunks"]
 
 CHUNK = 1 << 20
 _SPEC = re.compile(r"^\s*(\d*)\s*-\s*(\d*)\s*$")
@@ -76,19 +76,18 @@ def file_chunks(fd: int, start: int, stop: int) -> Iterator[bytes]:
         at += len(data)
 
 
-def multipart(fd: int, ranges: list[tuple[int, int]], size: int, content_type: str,
-              boundary: str | None = None) -> tuple[str, int, Iterator[bytes]]:
-    """Boundary, body length and body of a ``multipart/byteranges`` answer."""
+def multipart_parts(ranges: list[tuple[int, int]], size: int, content_type: str,
+                    boundary: str | None = None) -> tuple[str, int, list[bytes | tuple[int, int]]]:
+    """Boundary, body length and parts of a ``multipart/byteranges`` answer: its own bytes (the parts'
+    heads, the end) between the ``(start, stop)`` spans of the file."""
     boundary = boundary or secrets.token_hex(12)
     heads = [(f"--{boundary}\r\nContent-Type: {content_type}\r\n"
               f"Content-Range: bytes {a}-{b - 1}/{size}\r\n\r\n").encode() for a, b in ranges]
     tail = f"\r\n--{boundary}--\r\n".encode()
     length = sum(len(h) for h in heads) + sum(b - a for a, b in ranges) + 2 * (len(ranges) - 1) + len(tail)
+    parts: list[bytes | tuple[int, int]] = []
+    for i, (head, span) in enumerate(zip(heads, ranges, strict=True)):
+        parts += [(b"\r\n" if i else b"") + head, span]
+    parts.append(tail)
+    return boundary, length, parts
 
-    def body() -> Iterator[bytes]:
-        for i, (head, (a, b)) in enumerate(zip(heads, ranges, strict=True)):
-            yield (b"\r\n" if i else b"") + head
-            yield from file_chunks(fd, a, b)
-        yield tail
-
-    return boundary, length, body()

@@ -18,21 +18,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import struct
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import anyio
 from starlette.concurrency import iterate_in_threadpool
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from giod.errors import QuotaExceeded
 from giod.server.allocator import give_back_freed_memory
 from giod.server.auth import Caller
+from giod.server.byteranges import file_chunks
+from giod.server.sendfile import TIMEOUT_KEY, ZEROCOPY, SendStalled, send_file
 
-__all__ = ["SEND_SLICE", "PacedStream", "StreamSlots", "abort_connection", "connection_protocol"]
+__all__ = ["SEND_SLICE", "FileBody", "PacedStream", "StreamSlots", "abort_connection", "connection_protocol"]
 
 SEND_SLICE = 256 << 10  # bytes handed to the connection at a time
 
@@ -92,13 +96,42 @@ class StreamSlots:
 _connections: dict[tuple[str, int], asyncio.Transport] = {}
 
 
-def connection_protocol() -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol, keeping each connection's transport so that a stalled one can be aborted."""
+def connection_protocol(zerocopy: bool = True) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, keeping each connection's transport so that a stalled one can be aborted, and
+    sending file bodies by ``sendfile`` on plain TCP (:mod:`giod.server.sendfile`) unless ``zerocopy`` is
+    False."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class Protocol(H11Protocol):
+        def __init__(self, *args: Any, **kw: Any):
+            super().__init__(*args, **kw)
+            self.sockfd: int | None = None  # the socket's descriptor on plain TCP: file bodies go by sendfile
+            app = self.app
+
+            async def with_sendfile(scope: Scope, receive: Receive, send: Send) -> None:
+                cycle = getattr(send, "__self__", None)
+                if self.sockfd is None or scope["type"] != "http" or cycle is None:
+                    await app(scope, receive, send)
+                    return
+                scope["extensions"] = {**scope.get("extensions", {}), ZEROCOPY: {}}
+
+                async def sending(message: Any) -> None:
+                    if message["type"] == ZEROCOPY:
+                        assert self.sockfd is not None
+                        await send_file(cycle, self.sockfd, message)
+                    else:
+                        await send(message)
+
+                await app(scope, receive, sending)
+
+            self.app = with_sendfile
+
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
+            if zerocopy and sock is not None and not transport.get_extra_info("sslcontext") and sock.family in (
+                    socket.AF_INET, socket.AF_INET6):
+                self.sockfd = sock.fileno()
             if self.client is not None:
                 _connections[(str(self.client[0]), int(self.client[1]))] = transport
             # a connection that never sends a request is closed like one idle after its answer (uvicorn
@@ -182,3 +215,65 @@ class PacedStream(StreamingResponse):
                     await aclose()
             if self.release is not None:
                 self.release()
+
+
+Part = bytes | tuple[int, int]  # bytes of the answer's own, or the span [start, stop) of its file
+
+
+class FileBody(Response):
+    """An answer of ``parts`` of the open file ``fd`` (closed once the answer ends, however it ends).
+
+    On a connection that offers ``http.response.zerocopysend`` (plain TCP: see
+    :mod:`giod.server.sendfile`) the file's spans go by ``sendfile``; otherwise (TLS) they are read in worker
+    threads, a chunk at a time, and sent as they come. ``sent(n)`` counts the bytes handed to the
+    connection. A client that takes nothing for ``send_timeout`` seconds, a file that ends before its
+    span, or a send that fails has its connection reset: the answer is never ended as if it were whole.
+    """
+
+    def __init__(self, fd: int, parts: list[Part], *, send_timeout: float, sent: Callable[[int], None],
+                 done: Callable[[], None], status_code: int, headers: dict[str, str], media_type: str):
+        super().__init__(None, status_code=status_code, headers=headers, media_type=media_type)
+        self.fd, self.parts, self.send_timeout, self.sent, self.done = fd, parts, send_timeout, sent, done
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with anyio.create_task_group() as tasks:
+                async def gone() -> None:  # a client that left ends the answer (its sends do nothing)
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    tasks.cancel_scope.cancel()
+
+                tasks.start_soon(gone)
+                try:
+                    await self._send(scope, send)
+                except (SendTimeout, SendStalled, OSError):
+                    if not abort_connection(scope):
+                        raise  # a server that does not tell its connections: it closes this one itself
+                tasks.cancel_scope.cancel()
+        finally:
+            os.close(self.fd)
+            self.done()
+
+    async def _send(self, scope: Scope, send: Send) -> None:
+        async def timed(message: Any) -> None:
+            try:
+                await asyncio.wait_for(send(message), self.send_timeout)
+            except TimeoutError:
+                raise SendTimeout from None
+
+        zerocopy = ZEROCOPY in scope.get("extensions", {})
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        for part in self.parts:
+            if isinstance(part, bytes):
+                await timed({"type": "http.response.body", "body": part, "more_body": True})
+                self.sent(len(part))
+            elif zerocopy:
+                start, stop = part
+                await send({"type": ZEROCOPY, "file": self.fd, "offset": start, "count": stop - start,
+                            "more_body": True, TIMEOUT_KEY: self.send_timeout})
+                self.sent(stop - start)
+            else:
+                async for chunk in iterate_in_threadpool(file_chunks(self.fd, *part)):
+                    await timed({"type": "http.response.body", "body": chunk, "more_body": True})
+                    self.sent(len(chunk))
+        await timed({"type": "http.response.body", "body": b"", "more_body": False})

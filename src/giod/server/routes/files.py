@@ -19,7 +19,6 @@ import contextlib
 import os
 import stat as stat_
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,10 @@ from fastapi.responses import StreamingResponse
 from giod.errors import ConflictError, DataError, GiodError, IntegrityError, NotFound, Staging, StorageError, TooLarge
 from giod.names import dataset_of_path
 from giod.server.auth import Caller
-from giod.server.byteranges import CHUNK, RangeRefused, file_chunks, multipart, parse_range
+from giod.server.byteranges import CHUNK, RangeRefused, file_chunks, multipart_parts, parse_range
 from giod.server.routes import pull
 from giod.server.state import ServerState, need, state
+from giod.server.streams import FileBody, Part
 from giod.storage.checksum import Checksum
 from giod.storage.formats.arrow.served import served_ranges
 from giod.storage.site import LocalSite, check_relpath
@@ -190,17 +190,6 @@ def _open(full: Path, path: str, site: str) -> tuple[int, os.stat_result]:
     return fd, st
 
 
-def _stream(st: ServerState, fd: int, chunks: Iterator[bytes]) -> Iterator[bytes]:
-    st.metrics.add("open_files", 1)
-    try:
-        for c in chunks:
-            st.metrics.add("bytes_sent", len(c))
-            yield c
-    finally:
-        st.metrics.add("open_files", -1)
-        os.close(fd)
-
-
 @router.head("/files/{site}/{path:path}", summary="Size, ETag (the checksum) and the server's range bounds")
 def head_file(request: Request, site: str, path: str) -> Response:
     st = state(request)
@@ -251,32 +240,37 @@ def get_file(request: Request, site: str, path: str) -> Response:
         raise
     if not ranges:
         headers["content-length"] = str(size)
-        return _answer(st, fd, file_chunks(fd, 0, size), size, 200, headers, content_type(path))
+        return _answer(st, fd, [(0, size)], size, 200, headers, content_type(path))
     if len(ranges) == 1:
         a, b = ranges[0]
         headers |= {"content-range": f"bytes {a}-{b - 1}/{size}", "content-length": str(b - a)}
-        return _answer(st, fd, file_chunks(fd, a, b), b - a, 206, headers, content_type(path))
-    boundary, length, body = multipart(fd, ranges, size, content_type(path))
+        return _answer(st, fd, [(a, b)], b - a, 206, headers, content_type(path))
+    boundary, length, parts = multipart_parts(ranges, size, content_type(path))
     headers["content-length"] = str(length)
-    return _answer(st, fd, body, length, 206, headers, f"multipart/byteranges; boundary={boundary}")
+    return _answer(st, fd, parts, length, 206, headers, f"multipart/byteranges; boundary={boundary}")
 
 
-def _answer(st: ServerState, fd: int, chunks: Iterator[bytes], length: int, status: int, headers: dict[str, str],
+def _answer(st: ServerState, fd: int, parts: list[Part], length: int, status: int, headers: dict[str, str],
             media_type: str) -> Response:
-    """The answer of ``length`` bytes from ``chunks`` of the open file ``fd`` (closed once they are read).
+    """The answer of ``length`` bytes made of ``parts`` (bytes, or spans of the open file ``fd``, closed once
+    they are sent).
 
     An answer of one chunk at most is read here, in the route's worker thread, and sent whole: a stream
     would hand each of its chunks, and its end, to a worker thread of its own (three thread hops, not one,
-    for the footers, metadata and small ranges a far reader asks for).
+    for the footers, metadata and small ranges a far reader asks for). A larger one is a :class:`FileBody`:
+    its spans go by ``sendfile`` on a plain-TCP connection.
     """
     if length <= CHUNK:
         try:
-            data = b"".join(chunks)
+            data = b"".join(p if isinstance(p, bytes) else b"".join(file_chunks(fd, *p)) for p in parts)
         finally:
             os.close(fd)
         st.metrics.add("bytes_sent", len(data))
         return Response(data, status_code=status, headers=headers, media_type=media_type)
-    return StreamingResponse(_stream(st, fd, chunks), status_code=status, headers=headers, media_type=media_type)
+    st.metrics.add("open_files", 1)
+    return FileBody(fd, parts, send_timeout=st.streams.send_timeout, sent=lambda n: st.metrics.add("bytes_sent", n),
+                    done=lambda: st.metrics.add("open_files", -1), status_code=status, headers=headers,
+                    media_type=media_type)
 
 
 def _planned(request: Request, fd: int, size: int, path: str, max_bytes: int
