@@ -16,10 +16,11 @@ from giod.testing import synthetic
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
 
 
-def _raw_dataset(fed: giod.Federation, model: giod.Schema, n: int, seed: int) -> tuple[giod.Dataset, ak.Array]:
+def _raw_dataset(fed: giod.Federation, model: giod.Schema, n: int, seed: int, **options: int
+                 ) -> tuple[giod.Dataset, ak.Array]:
     ds = fed.create_dataset(f"qcd{seed}", model)
     events = synthetic.events(n, seed=seed)
-    with ds.writer(database_events=40) as w:
+    with ds.writer(database_events=40, **options) as w:
         w.append(events[RAW])
     return ds, events
 
@@ -60,10 +61,11 @@ def test_counts_of_a_read_container_serve_the_pass(local_fed, model):
 
 
 def test_counts_are_known_once_every_event_was_read(local_fed, model):
-    ds, events = _raw_dataset(local_fed, model, 40, seed=22)
+    ds, events = _raw_dataset(local_fed, model, 40, seed=22, cluster_events=10)
     db = ds.databases()[0]
     cells = db.container("raw.calo")
-    chunks = iter(ds.select().iterate(["cells.e"], step_size=15))  # page-level reads of 15, 15 and 10 events
+    # chunks of 15, 15 and 10 events, read by clusters of 10: the first two read events 0 to 29
+    chunks = iter(ds.select().iterate(["cells.e"], step_size=15))
     next(chunks)
     next(chunks)
     assert object_counts(cells.path, cells.size, "cells") is None

@@ -21,8 +21,9 @@ their path and checksum, which key the cache with the batch and the columns
 read. Damage done to a file after its cluster was kept is found by the next
 read that goes to the file (another process, ``iterate``, a whole read,
 ``giod verify``), not by reads served from the kept copy. Remote and Parquet
-containers, columns with nulls or strings, and reads in chunks (``iterate``)
-are read block by block as before (``ContainerReader.read_rows``).
+containers and columns with nulls or strings are read block by block as before
+(``ContainerReader.read_rows``); ``iterate``'s chunks of consecutive entries read whole
+clusters and slice them (``giod.read.projection.RangeReader``), without this cache.
 """
 
 from __future__ import annotations

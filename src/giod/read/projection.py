@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.store.snapshot import Snapshot
 
-__all__ = ["Projection", "assemble", "empty_table", "kept_pieces", "read_database", "read_databases", "read_entry",
-           "read_entry_of", "resolve_columns", "stored_containers"]
+__all__ = ["Projection", "RangeReader", "assemble", "empty_table", "kept_pieces", "read_database", "read_databases",
+           "read_entry", "read_entry_of", "resolve_columns", "stored_containers"]
 
 
 #: rows of a database up to which its containers are read one after the other, not side by side
@@ -170,6 +170,63 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
     return tables
 
 
+class RangeReader:
+    """Consecutive ranges ``[start, stop)`` of one database's entries (``iterate``'s parts), read by clusters.
+
+    Each range reads the clusters it overlaps whole, as a whole read does (no row list, no ``take``), and is
+    their slices (zero-copy); a cluster that reaches past a range's end is kept, decoded, for the next
+    range, so that every cluster is decoded once however the ranges cut it. Ranges must come in increasing
+    order (a range before a kept cluster reads it again). Containers hold the same events side by side but
+    may cut them into clusters differently: each container is cut by its own clusters.
+    """
+
+    def __init__(self, dataset: Snapshot, db: DatabaseRecord, proj: Projection):
+        self.dataset = dataset
+        self.db = db
+        self.proj = proj
+        self._kept: dict[str, dict[int, pa.Table]] = {c: {} for c in proj.columns}
+
+    def read(self, start: int, stop: int) -> dict[str, pa.Table]:
+        """The projected columns of entries ``start`` to ``stop`` (local, half-open) of the database."""
+        if not 0 <= start < stop <= self.db.n_events:
+            raise IntegrityError(f"database {self.db.id} holds {self.db.n_events} events, "
+                                 f"not entries {start} to {stop}")
+        tables = map_reads(lambda item: self._container(item[0], item[1], start, stop), list(self.proj.columns.items()))
+        return dict(zip(self.proj.columns, tables, strict=True))
+
+    def _container(self, container: str, paths: list[str], start: int, stop: int) -> pa.Table:
+        rec = self.db.container(container)
+        if rec is None:
+            raise NotFound(f"database {self.db.id} has no container {container}")
+        if start == 0 and stop == self.db.n_events:  # the whole database: a whole read
+            return _read_container(self.dataset, self.db, container, paths, None)
+        if not rec.cluster_entries or _events_in(rec) != self.db.n_events:
+            # no clusters on record (or not the database's events: refused there): entry by entry
+            return _read_container(self.dataset, self.db, container, paths, np.arange(start, stop, dtype=np.int64))
+        bounds = np.concatenate([[0], np.cumsum(np.asarray(rec.cluster_entries, dtype=np.int64))])
+        first = int(np.searchsorted(bounds, start, side="right")) - 1
+        last = int(np.searchsorted(bounds, stop, side="left"))  # one past the last cluster overlapped
+        kept = self._kept[container]
+        for b in [b for b in kept if not first <= b < last]:
+            del kept[b]  # behind this range (or a range asked out of order): not wanted again
+        missing = [b for b in range(first, last) if b not in kept]
+        if missing:
+            table = _read_container(self.dataset, self.db, container, paths, None, missing)
+            at = 0
+            for b in missing:
+                n = int(bounds[b + 1] - bounds[b])
+                kept[b] = table.slice(at, n)
+                at += n
+        parts = []
+        for b in range(first, last):
+            lo, hi = max(start, int(bounds[b])) - int(bounds[b]), min(stop, int(bounds[b + 1])) - int(bounds[b])
+            table = kept[b]
+            parts.append(table if lo == 0 and hi == table.num_rows else table.slice(lo, hi - lo))
+            if bounds[b + 1] <= stop:
+                del kept[b]  # read to its end: no later range wants it
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
 def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local: np.ndarray
                 ) -> list[clusters.Piece] | None:
     """The kept clusters of ``rec`` (columns ``paths``) holding the sorted local entries ``local``, each with its
@@ -196,7 +253,9 @@ def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local
 
 
 def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str],
-                    local: np.ndarray | None) -> pa.Table:
+                    local: np.ndarray | None, batches: Sequence[int] | None = None) -> pa.Table:
+    """The columns ``paths`` of ``container`` of ``db``: its entries ``local`` (all when None), or with
+    ``batches`` (and ``local`` None) those clusters whole, in order."""
     store = dataset.store
     rec = db.container(container)
     if rec is None:
@@ -204,16 +263,20 @@ def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths
     old = store.schema(rec.schema_id) if rec.schema_id != dataset.schema_id else None
     read_paths = paths if old is None else _old_paths(dataset.schema, old, paths)
     rows = None if local is None or len(local) == _events_in(rec) else np.asarray(local, dtype=np.int64)
+    which = None if batches is None else list(batches)
 
     def read(reader: ContainerReader, read_paths: list[str] = read_paths, rows: np.ndarray | None = rows
              ) -> pa.Table:
         # block-level reads: only the blocks holding selected events (whole
         # batches when the selection is dense)
-        return reader.read(read_paths) if rows is None else reader.read_rows(read_paths, rows)
+        return reader.read(read_paths, which) if rows is None else reader.read_rows(read_paths, rows)
 
     # another replica is read when this one fails, while opening or while reading
     table = store.read_container(rec, read)
-    expected = db.n_events if local is None else len(local)
+    if which is not None:
+        expected = int(sum(rec.cluster_entries[b] for b in which))
+    else:
+        expected = db.n_events if local is None else len(local)
     if table.num_rows != expected:  # the containers of a database hold its events, side by side
         raise IntegrityError(f"container {rec.path} of database {db.id} gave {table.num_rows} events, "
                              f"not {expected}: its clusters disagree with the database")

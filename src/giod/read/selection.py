@@ -37,6 +37,7 @@ from giod.read import datasetindex, output, tagindex
 from giod.read.locate import locate
 from giod.read.projection import (
     Projection,
+    RangeReader,
     assemble,
     empty_table,
     read_database,
@@ -478,20 +479,54 @@ class Selection:
         """The selection in chunks of at most ``step_size`` (never across databases).
 
         ``step_size``: a number of events, or a memory size (``"100 MB"``) as in uproot;
-        ``library`` as for :meth:`read`.
+        ``library`` as for :meth:`read`. A run of consecutive entries is read by clusters, each decoded
+        once however the chunks cut it (``giod.read.projection.RangeReader``); with a memory size the
+        chunks end where a cluster ends when that keeps them at least half the size.
         """
         output.check_library(library)
         self._stage_for(columns)
         proj = self.projection(columns)
+        aligned = isinstance(step_size, str)
         step_size = output.step_events(step_size, self.dataset, proj, self._plan)
         self._prefetch(proj)
+        schema = self.dataset.schema
         for db, sel in self._plan:
-            local = np.arange(db.n_events) if sel is None else sel
-            for start in range(0, len(local), step_size):
-                part = local[start : start + step_size]
-                whole = sel is None and len(part) == db.n_events
-                tables = read_database(self.dataset, db, proj, None if whole else part)
-                yield output.convert(assemble(self.dataset.schema, proj, tables), self.dataset.schema, library)
+            ranges = RangeReader(self.dataset, db, proj)
+            if sel is None:
+                cuts = _cluster_ends(db, proj) if aligned else None
+                for start, stop in _steps(db.n_events, step_size, cuts):
+                    yield output.convert(assemble(schema, proj, ranges.read(start, stop)), schema, library)
+                continue
+            for start in range(0, len(sel), step_size):
+                part = sel[start : start + step_size]
+                if int(part[-1]) - int(part[0]) + 1 == len(part):  # consecutive entries: a range
+                    tables = ranges.read(int(part[0]), int(part[-1]) + 1)
+                else:
+                    tables = read_database(self.dataset, db, proj, part)
+                yield output.convert(assemble(schema, proj, tables), schema, library)
+
+
+def _cluster_ends(db: DatabaseRecord, proj: Projection) -> np.ndarray | None:
+    """Where the clusters of ``db``'s largest container read by ``proj`` end (local entries); None if unknown."""
+    recs = [rec for c in proj.columns if (rec := db.container(c)) is not None and rec.cluster_entries]
+    if not recs:
+        return None
+    widest = max(recs, key=lambda rec: rec.size)
+    return np.cumsum(np.asarray(widest.cluster_entries, dtype=np.int64))
+
+
+def _steps(n: int, step: int, cuts: np.ndarray | None) -> Iterator[tuple[int, int]]:
+    """``[0, n)`` in ranges of at most ``step`` entries; with ``cuts`` (sorted ends of clusters), each range
+    ends at the last cut it reaches when that leaves it at least half of ``step``."""
+    start = 0
+    while start < n:
+        stop = min(n, start + step)
+        if cuts is not None and stop < n:
+            i = int(np.searchsorted(cuts, stop, side="right")) - 1
+            if i >= 0 and 2 * (int(cuts[i]) - start) >= step:
+                stop = int(cuts[i])
+        yield start, stop
+        start = stop
 
 
 def _dense(db: DatabaseRecord, sel: np.ndarray | None) -> bool:

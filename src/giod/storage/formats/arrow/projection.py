@@ -33,16 +33,20 @@ def project(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
             whole.append(c)
         else:
             members.setdefault(parts[0], []).append(parts[-1])
-    names, arrays = [], []
+    present = table.column_names
+    at = {n: i for i, n in enumerate(present)}  # lookups by name in lists made wide reads quadratic
+    kept_whole = set(whole)
+    names, arrays, fields = [], [], []
     for name in dict.fromkeys([c.split(".")[0] for c in columns]):
-        if name not in table.column_names:
-            raise NotFound(f"no column {name!r} in the container (it has {', '.join(table.column_names)})")
-        col = table.column(name)
-        if name not in whole:
+        i = at.get(name)
+        if i is None:
+            raise NotFound(f"no column {name!r} in the container (it has {', '.join(present)})")
+        col = table.column(i)
+        if name not in kept_whole:
             col = _members(col, members[name])
         names.append(name)
         arrays.append(col)
-    fields = [pa.field(n, a.type, nullable=table.schema.field(n).nullable) for n, a in zip(names, arrays, strict=True)]
+        fields.append(pa.field(name, col.type, nullable=table.schema.field(i).nullable))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=table.schema.metadata))
 
 

@@ -196,8 +196,9 @@ class ArrowContainerReader:
                 check_batch(batch, msg.table, where)
         except (pa.ArrowException, ValueError) as exc:
             raise IntegrityError(f"{where} is corrupt: {exc}") from exc
-        present = batch.schema.names
-        check_columns(((n, batch.column(n)) for n in (names if names is not None else present) if n in present),
+        present = set(batch.schema.names)
+        check_columns(((n, batch.column(n)) for n in (names if names is not None else batch.schema.names)
+                       if n in present),
                       where, key)
         if self.clusters is not None and batch.num_rows != self.clusters[index]:
             raise IntegrityError(f"{where} has {batch.num_rows} events, the catalog recorded "
@@ -215,7 +216,8 @@ class ArrowContainerReader:
         which = np.arange(self.num_batches) if batches is None else np.asarray(sorted(batches), dtype=np.int64)
         if columns is not None and self.block_checksums and len(which):
             names = list(dict.fromkeys(c.partition(".")[0] for c in columns))
-            missing = [n for n in names if n not in self.schema.names]
+            known = set(self.schema.names)
+            missing = [n for n in names if n not in known]
             if missing:
                 raise NotFound(f"no column {missing[0]!r} in the container (it has {', '.join(self.schema.names)})")
             if len(names) < len(self.schema.names):
