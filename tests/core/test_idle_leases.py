@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import awkward as ak
@@ -167,6 +166,5 @@ def test_a_forked_child_does_not_use_its_parents_idle_lease(fed, tmp_path: Path)
     got = os.read(r, 1)
     os.waitpid(pid, 0)
     assert got == b"\x00"
-    deadline = time.monotonic() + 30
-    assert idle.id in {x.id for x in fed.catalog.leases()} and time.monotonic() < deadline
+    assert idle.id in {x.id for x in fed.catalog.leases()}  # the child left its parent's lease alone
     assert len(ds.databases()) == 2
