@@ -14,6 +14,7 @@ from pathlib import Path
 
 import awkward as ak
 import pytest
+from tests.conftest import fresh_postgres_schema
 
 import giod
 from giod.catalog.leases import IdleLeases
@@ -22,9 +23,13 @@ from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 
-@pytest.fixture
-def fed(tmp_path: Path):
-    f = giod.open(str(tmp_path / "fed"), create=True)
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def fed(request, tmp_path: Path):
+    if request.param == "sqlite":
+        f = giod.open(str(tmp_path / "fed"), create=True)
+    else:
+        f = giod.open(fresh_postgres_schema(request), create=True)
+        f.add_site("local", str(tmp_path / "site"), 0)
     f.create_dataset("daq", synthetic.schema())
     yield f
     f.close()
@@ -70,7 +75,7 @@ def test_the_idle_path_writes_the_same_rows_and_events_as_a_lease_per_writer(fed
     assert fsck(fed.store).problems == []
 
 
-def test_an_aborted_writer_releases_the_handed_lease_and_gc_reclaims_what_it_left(fed):
+def test_an_aborted_writer_releases_the_handed_lease_and_leaves_nothing_behind(fed):
     ds = fed.dataset("daq")
     with ds.writer() as w:
         w.append(synthetic.events(10, seed=1))
