@@ -10,6 +10,7 @@ one: a mistyped path is an error, not a new empty federation.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import os
 from collections.abc import Iterator, Sequence
@@ -357,9 +358,15 @@ def _query_limit(limit: Any) -> int | None:
     return int(limit)
 
 
+@functools.cache
+def _keyword_names(cls: type) -> tuple[str, ...]:
+    """The keyword-only parameters of ``cls``, read once per class (a writer per commit asked each time)."""
+    return tuple(p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY)
+
+
 def _keywords(cls: type, options: dict[str, Any], call: str) -> dict[str, Any]:
     """``options`` if ``cls`` takes every one of them as a keyword; else a ConfigError listing those it takes."""
-    valid = [p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    valid = _keyword_names(cls)
     unknown = sorted(set(options) - set(valid))
     if unknown:
         close = difflib.get_close_matches(unknown[0], valid, n=1)

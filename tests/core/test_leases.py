@@ -174,6 +174,7 @@ def test_gc_spares_a_pass_until_it_commits(target: str):
         raw = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
         with ds.writer(database_events=30) as w:
             w.append(events[raw])
+        idle = fed.catalog.leases()  # the writer's, left idle for the next writer: its files are registered
         with ds.add_containers(program="reco") as p:
             for db in ds.databases():
                 p.write(db, events[db.first_entry : db.stop_entry][["tracks", "jets"]])
@@ -181,7 +182,7 @@ def test_gc_spares_a_pass_until_it_commits(target: str):
             _age([Path(fed.site().local_path(x)) for x in written], 10 * 3600)
             assert {x.path for x in fsck(fed.store).by_kind("writing")} == written
             assert gc(fed.store, grace_seconds=0) == []
-        assert fed.catalog.leases() == []
+        assert len(idle) == 1 and fed.catalog.leases() == idle  # the pass's released
         got = ds.read(["jets"])
         assert ak.to_list(got.jets.pt) == ak.to_list(events.jets.pt)
         assert fsck(fed.store).problems == []
@@ -189,15 +190,16 @@ def test_gc_spares_a_pass_until_it_commits(target: str):
         fed.close()
 
 
-def test_a_writer_of_one_database_runs_two_write_transactions(tmp_path: Path) -> None:
-    """Taking its lease, and the commit that registers the database and releases the lease: no
-    transaction of its own for the release, nor for a renewal of the lease just taken."""
+def test_a_writer_of_one_database_after_the_first_runs_one_write_transaction(tmp_path: Path) -> None:
+    """The commit that registers the database: the lease is the one the process's last writer left idle
+    (``IdleLeases``), so neither taking it nor releasing it costs a transaction, nor does a renewal."""
     from sqlalchemy import event
 
     fed = giod.open(str(tmp_path / "fed"), create=True)
     ds = fed.create_dataset("daq", synthetic.schema())
-    with ds.writer() as w:  # the keeper thread started, the site known
+    with ds.writer() as w:  # the keeper thread started, the site known, a lease left idle
         w.append(synthetic.events(10, seed=1))
+    (first,) = fed.catalog.leases()
     seen: list[str] = []
 
     def checkout(conn, _record, _proxy) -> None:
@@ -210,6 +212,15 @@ def test_a_writer_of_one_database_runs_two_write_transactions(tmp_path: Path) ->
                 w.append(synthetic.events(10, seed=seed))
     finally:
         event.remove(fed.catalog._engine, "checkout", checkout)
-    assert sum(1 for sql in seen if sql == "BEGIN IMMEDIATE") == 2 * 5
-    assert fed.catalog.leases() == [] and len(fed.dataset("daq").databases()) == 6
-    fed.close()
+    assert sum(1 for sql in seen if sql == "BEGIN IMMEDIATE") == 5
+    dbs = fed.dataset("daq").databases()
+    assert len(dbs) == 6
+    # one lease, idle now, whose prefix holds the six databases' folders, each its own
+    assert [x.id for x in fed.catalog.leases()] == [first.id]
+    folders = {c.path.rsplit("/", 1)[0] for db in dbs for c in db.containers}
+    assert len(folders) == 6 and all(f.startswith(first.prefix) and len(f) == len(first.prefix) + 6
+                                     for f in folders)
+    assert fsck(fed.store).problems == []
+    fed.close()  # releases the idle lease
+    with giod.open(str(tmp_path / "fed"), create=False) as again:
+        assert again.catalog.leases() == []

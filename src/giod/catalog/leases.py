@@ -3,8 +3,9 @@
 A writer takes a lease on a path prefix at a site (the folder of the
 database it writes) before it creates the first file there, keeps it while
 its files are pending and while they are published but not yet registered,
-and releases it after the commit, or in its last commit's own transaction. A thread of the writing process renews the
-lease every third of its term; a writer that crashed stops renewing, so its
+and releases it after the commit, or in its last commit's own transaction, or leaves it idle for the next
+writer of the process (:class:`IdleLeases`: its prefix then holds registered files only). A thread of the
+writing process renews the lease every third of its term; a writer that crashed stops renewing, so its
 lease expires one term later and its leftovers become reclaimable. gc and
 fsck never touch a file under a live lease, whatever its age.
 
@@ -35,7 +36,7 @@ from giod.catalog.engine import Transactions
 from giod.catalog.tables import leases
 from giod.errors import ConfigError, GiodError, StorageError
 
-__all__ = ["Lease", "LeaseCatalog", "LeaseMethods", "LeaseRecord", "hold_lease", "writer_host"]
+__all__ = ["IdleLeases", "Lease", "LeaseCatalog", "LeaseMethods", "LeaseRecord", "hold_lease", "writer_host"]
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,12 @@ class Lease:
         with contextlib.suppress(GiodError):  # a catalog away now: the lease expires by itself
             self.catalog.release_lease(self.record.id)
 
+    def fresh(self) -> bool:
+        """Held by this process, neither lost nor released, and renewed less than a third of a term ago:
+        two thirds of a term ahead of it, however long it is left unrenewed in :class:`IdleLeases`."""
+        return (not self.released and not self.lost and os.getpid() == self._pid
+                and time.monotonic() - self.renewed < self.seconds / 3)
+
     def released_by_commit(self) -> None:
         """Note that a commit released the lease in its own transaction (``commit_database(...,
         release_lease=lease.record.id)``): stop renewing it, and :meth:`release` costs nothing."""
@@ -246,3 +253,71 @@ def hold_lease(catalog: LeaseCatalog, site: str, prefix: str, holder: str, secon
     lease = Lease(catalog, catalog.take_lease(site, prefix, holder, seconds), seconds)
     _KEEPER.hold(lease)
     return lease
+
+
+class IdleLeases:
+    """Writers' leases left by their last commit for the next writer of the process (one per federation).
+
+    A writer of one small database (the DAQ pattern: a writer per commit) paid a catalog write transaction,
+    with its fsync, to take a lease before its first file. A writer whose last commit succeeded leaves its
+    lease here instead of releasing it, with the number of its next database folder; the next writer of
+    the same dataset, site, holder and term continues in that prefix without a transaction. An idle lease
+    covers registered files only (a writer that aborts or fails releases its lease as before, so that gc
+    judges what it left), and it is not renewed while idle: it is handed on only while it has two thirds
+    of a term ahead of it (:meth:`Lease.fresh`), and otherwise ends by itself one term after its last
+    renewal, or when the federation closes (:meth:`release_all`).
+    """
+
+    #: idle leases kept per dataset, site, holder and term (as many as writers of a process at once)
+    LIMIT = 8
+    #: folders a prefix is handed on for: its numbers stay the six hex digits a writer's folder has
+    LAST_FOLDER = 0xFFFFFF
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str, str, float], list[tuple[Lease, str, int]]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[str, str, str, float]) -> tuple[Lease, str, int] | None:
+        """A fresh idle lease for ``key`` (dataset, site, holder, term), with its prefix and the number of
+        the next folder in it, given up by this pool; None when there is none."""
+        stale: list[Lease] = []
+        found = None
+        with self._lock:
+            idle = self._idle.get(key, [])
+            while idle and found is None:
+                lease, prefix, number = idle.pop()
+                if lease.fresh() and number <= self.LAST_FOLDER:
+                    found = (lease, prefix, number)
+                else:
+                    stale.append(lease)
+        for lease in stale:
+            lease.release()
+        if found is not None:
+            _KEEPER.hold(found[0])  # renewed again while a writer holds it
+        return found
+
+    def room(self, key: tuple[str, str, str, float]) -> bool:
+        """Whether a lease for ``key`` would be kept by :meth:`keep` now."""
+        with self._lock:
+            return len(self._idle.get(key, ())) < self.LIMIT
+
+    def keep(self, key: tuple[str, str, str, float], lease: Lease, prefix: str, number: int) -> bool:
+        """Keep ``lease`` (on ``prefix``, next folder ``number``) idle; False, and nothing kept, when it is
+        not fresh or the pool has no room (the caller releases it then)."""
+        if not lease.fresh() or number > self.LAST_FOLDER:
+            return False
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) >= self.LIMIT:
+                return False
+            _KEEPER.forget(lease)  # not renewed while idle: it ends one term after its last renewal
+            idle.append((lease, prefix, number))
+        return True
+
+    def release_all(self) -> None:
+        """Release every idle lease (the federation closes)."""
+        with self._lock:
+            idle = [lease for kept in self._idle.values() for lease, _, _ in kept]
+            self._idle.clear()
+        for lease in idle:
+            lease.release()

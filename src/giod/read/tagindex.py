@@ -60,6 +60,34 @@ def indexable(dtype: pa.DataType) -> bool:
     return bool(pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype))
 
 
+def _numpy_sortable(col: pa.Array) -> bool:
+    """Whether numpy sorts ``col`` as Arrow does: numbers (not float16) and booleans without nulls."""
+    t = col.type
+    return col.null_count == 0 and bool(pa.types.is_integer(t) or pa.types.is_boolean(t)
+                                        or pa.types.is_float32(t) or pa.types.is_float64(t))
+
+
+def _sorted_arrow(col: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """``col`` sorted (stable: ties keep entry order; nulls last), the order (entry of each position) and
+    the sorted values that are not null, as numpy."""
+    # Arrow cannot sort float16, float32 holds every one exactly
+    key = col.cast(pa.float32()) if pa.types.is_float16(col.type) else col
+    order = pc.array_sort_indices(key, null_placement="at_end")
+    values = col.take(order)
+    return values, order, _values(values.slice(0, len(col) - col.null_count))
+
+
+def _sorted_numpy(col: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """:func:`_sorted_arrow` of a column without nulls, in numpy: the same arrays (a stable sort, NaN last,
+    -0.0 and 0.0 equal, as Arrow's) without a compute kernel's dispatch per call (a small commit's tag
+    index sorted each of its tags through four)."""
+    key = _values(col)
+    order = np.argsort(key, kind="stable")
+    head = key[order]
+    entry = np.uint32 if len(col) < 1 << 32 else np.int64
+    return numpy_array(head, col.type), numpy_array(order.astype(entry)), head
+
+
 def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, dict[str, str]] | None:
     """The index table of one database's tags (one row per event and position) and its directory as
     schema metadata; None when no tag can be indexed."""
@@ -73,18 +101,14 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
         if not indexable(col.type):
             continue
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        # stable: ties keep entry order; Arrow cannot sort float16, float32 holds every one exactly
-        key = col.cast(pa.float32()) if pa.types.is_float16(col.type) else col
-        order = pc.array_sort_indices(key, null_placement="at_end")
-        values = col.take(order)
+        values, order, head = _sorted_numpy(col) if _numpy_sortable(col) else _sorted_arrow(col)
         valid = n - col.null_count
-        head = _values(values.slice(0, valid))
         numeric = valid - (int(np.count_nonzero(np.isnan(head))) if head.dtype.kind == "f" else 0)
         starts = np.arange(0, numeric, BLOCK)
         ends = np.minimum(starts + BLOCK, numeric) - 1
         directory[name] = {"valid": valid, "numeric": numeric,
                            "lo": head[starts].tolist(), "hi": head[ends].tolist()}
-        arrays += [values, order.cast(entry_type)]
+        arrays += [values, order.cast(entry_type) if order.type != entry_type else order]
         fields += [pa.field(name, col.type), pa.field(name + _ENTRY, entry_type, nullable=False)]
     if not arrays:
         return None

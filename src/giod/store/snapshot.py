@@ -18,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
+from giod.catalog.leases import IdleLeases
 from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.errors import ConfigError, GiodError, IntegrityError, StorageError
@@ -79,6 +80,8 @@ class Store:
         self._readers: OrderedDict[tuple[str, int, str], ContainerReader] = OrderedDict()
         self._readers_lock = threading.Lock()
         self._read_log: ReadLog | None = None
+        #: writers' leases left by their last commit for the next writer (``giod.catalog.leases.IdleLeases``)
+        self.idle_leases = IdleLeases()
 
     @property
     def read_log(self) -> ReadLog:
@@ -90,7 +93,9 @@ class Store:
         return self._read_log
 
     def close(self) -> None:
-        """Write the reads noted and not written yet (the catalog itself is the caller's to close)."""
+        """Release the idle writers' leases and write the reads noted and not written yet (the catalog
+        itself is the caller's to close)."""
+        self.idle_leases.release_all()
         if self._read_log is not None:
             self._read_log.close()
 

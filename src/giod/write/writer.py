@@ -251,10 +251,18 @@ class Writer:
             parents=self.parents,
             idempotency_key=db.key,
         )
-        last = self._lease if self._closing else None  # released in the last commit's own transaction
-        result = self.dataset.store.catalog.commit_database(commit, release_lease=last.record.id if last else None)
+        last = self._lease if self._closing else None
+        idle = self.dataset.store.idle_leases
+        # the last commit leaves a fresh lease to the process's next writer (its prefix then holds registered
+        # files only), or releases it in its own transaction
+        hand_on = last is not None and last.fresh() and idle.room(self._idle_key())
+        release = last.record.id if last is not None and not hand_on else None
+        result = self.dataset.store.catalog.commit_database(commit, release_lease=release)
         if last is not None:
-            last.released_by_commit()
+            if not hand_on:
+                last.released_by_commit()
+            elif idle.keep(self._idle_key(), last, self._prefix, self._databases):
+                self._lease = None
         self._events_committed += db.n_events
         if result.duplicate:
             # the same commit landed before (a retried DAQ write): drop our copy
@@ -273,6 +281,10 @@ class Writer:
             self._closing = True
             try:
                 self.flush()
+                lease = self._lease  # still held when the last database was committed before (cut by size)
+                if lease is not None and self.dataset.store.idle_leases.keep(self._idle_key(), lease, self._prefix,
+                                                                             self._databases):
+                    self._lease = None
             finally:
                 self._release()  # a failed commit's files are gc's to judge from now on
             self._closed = True
@@ -305,6 +317,10 @@ class Writer:
             self.abort()
 
     # ------------------------------------------------------------- internals
+
+    def _idle_key(self) -> tuple[str, str, str, float]:
+        """What a lease left idle by a writer must match to be handed to this one (``IdleLeases``)."""
+        return (self.dataset.name, self.site.name, self.name, self.lease_seconds)
 
     def _release(self) -> None:
         lease, self._lease = self._lease, None
@@ -354,8 +370,12 @@ class Writer:
                 )
             return db
         if self._lease is None:
-            self._lease = hold_lease(self.dataset.store.catalog, self.site.name, self._prefix, self.name,
-                                     self.lease_seconds)
+            handed = self.dataset.store.idle_leases.take(self._idle_key()) if self._databases == 0 else None
+            if handed is not None:  # the lease of the process's last writer: no catalog transaction
+                self._lease, self._prefix, self._databases = handed
+            else:
+                self._lease = hold_lease(self.dataset.store.catalog, self.site.name, self._prefix, self.name,
+                                         self.lease_seconds)
         directory = f"{self._prefix}{self._databases:06x}"
         self._databases += 1
         key = self._next_key()
