@@ -63,15 +63,16 @@ def _recorded(fed: Served, collections: list[str], dataset: str) -> tuple[ak.Arr
         site = remote.site("local")
         endpoint = site.endpoint  # type: ignore[attr-defined]
         asked: dict[str, list[tuple[int, int]]] = {}
-        send = endpoint.request
+        send, stream = endpoint.request, endpoint.stream
 
-        def request(method: str, path: str, **kw):  # type: ignore[no-untyped-def]
-            r = send(method, path, **kw)
+        def note(method: str, path: str, r):  # type: ignore[no-untyped-def]
             if method == "GET" and r.status == 206 and path.startswith("/files/local/"):
                 asked.setdefault(path.removeprefix("/files/local/").split("?")[0], []).extend(_answered(r))
             return r
 
-        endpoint.request = request
+        # answers read whole (request) and received into buffers (stream, under receive)
+        endpoint.request = lambda method, path, **kw: note(method, path, send(method, path, **kw))
+        endpoint.stream = lambda method, path, **kw: note(method, path, stream(method, path, **kw))
         got = remote.dataset(dataset).read(collections)
     finally:
         remote.close()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["Piece", "ReadScheduler", "coalesce", "split"]
 
-Fetch = Callable[[str, int, int], bytes]
+Fetch = Callable[[str, int, int], bytes | memoryview]
 FetchMany = Callable[[str, list[tuple[int, int]]], list[bytes]]
 
 
@@ -77,7 +77,7 @@ class Piece:
     start: int
     stop: int
     order: tuple[int, int]  # (position of the file in reading order, start)
-    future: Future[bytes] = field(default_factory=Future)
+    future: Future[bytes | memoryview] = field(default_factory=Future)
     started: bool = False
     group: list[Piece] | None = None  # the pieces fetched with it in one request of several ranges
 
@@ -162,7 +162,7 @@ class ReadScheduler:
                 spans = sorted((p.start, p.stop) for p in have)
                 for a, b in _uncovered(spans, start, start + len(view)):
                     p = Piece(path, a, b, (rank, a), started=True)
-                    p.future.set_result(view[a - start:b - start])  # type: ignore[arg-type]
+                    p.future.set_result(view[a - start:b - start])
                     have.append(p)
                     self._held += p.size
 
@@ -192,6 +192,7 @@ class ReadScheduler:
         self._pool.submit(self._run, members)
 
     def _run(self, members: list[Piece]) -> None:
+        got: Sequence[bytes | memoryview]
         try:
             if len(members) == 1:
                 got = [self._fetch(members[0].path, members[0].start, members[0].stop)]

@@ -67,7 +67,7 @@ class RemoteSite(Site):
         self.remote_name = unquote(prefix.rsplit("/", 1)[1])  # the site's name on its server
         # pieces stay within what the server answers in one request
         lim = self.endpoint.limits
-        self.scheduler = ReadScheduler(self._fetch, streams=self.endpoint.streams,
+        self.scheduler = ReadScheduler(self._receive, streams=self.endpoint.streams,
                                        piece=max(64 << 10, min(4 << 20, lim.max_request_bytes)),
                                        fetch_many=self._fetch_ranges, max_ranges=lim.max_ranges)
         self.whole_piece = max(self.scheduler.piece, min(WHOLE_PIECE, lim.max_request_bytes))
@@ -89,6 +89,18 @@ class RemoteSite(Site):
                                   ok=(206, 200), what=f"reading {path} on site {self.name}")
         data: bytes = r.data
         if r.status == 200:  # the server ignored the range (it may for tiny files)
+            data = data[start:stop]
+        if len(data) != stop - start:
+            raise IntegrityError(f"{path} on site {self.name}: {len(data)} bytes received for a range of "
+                                 f"{stop - start} (truncated in flight)")
+        return data
+
+    def _receive(self, path: str, start: int, stop: int) -> bytes | memoryview:
+        """A range for the scheduler, received straight into a buffer of its own (:meth:`Endpoint.receive`)."""
+        status, data = self.endpoint.receive(self._url(path), stop - start,
+                                             headers={"range": f"bytes={start}-{stop - 1}"},
+                                             what=f"reading {path} on site {self.name}")
+        if status == 200:  # the server ignored the range (it may for tiny files)
             data = data[start:stop]
         if len(data) != stop - start:
             raise IntegrityError(f"{path} on site {self.name}: {len(data)} bytes received for a range of "
