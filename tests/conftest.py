@@ -12,8 +12,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,19 @@ import pytest
 
 PG_HOST = "127.0.0.1:5432"
 PG_ADMIN_URL = f"postgresql://postgres@{PG_HOST}/postgres"
+
+
+@contextmanager
+def scripted_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on loopback answering with ``handler`` (a scripted peer); its base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def _service_missing(reason: str) -> None:

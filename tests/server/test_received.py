@@ -8,9 +8,8 @@ and a scripted one that cuts its answers short).
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import awkward as ak
@@ -22,6 +21,7 @@ from giod.storage.formats.arrow.blocks import parse_message
 from giod.storage.formats.arrow.frame import parse_footer
 from giod.storage.http import RETRIES, Endpoint
 from giod.testing import synthetic
+from tests.conftest import scripted_server
 from tests.server.conftest import Served
 
 BODY = bytes(range(256)) * 4096  # 1 MB
@@ -57,14 +57,8 @@ class Cutting(BaseHTTPRequestHandler):
 @pytest.fixture
 def cutting() -> Iterator[str]:
     Cutting.cuts, Cutting.seen = 0, 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Cutting)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with scripted_server(Cutting) as url:
+        yield url
 
 
 def test_a_range_is_received_whole_into_a_buffer(cutting: str) -> None:

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,12 +26,11 @@ def _certificate(tmp_path):
     return cert, key
 
 
-def test_https_with_a_self_signed_certificate(tmp_path):
-    cert, key = _certificate(tmp_path)
-    local = giod.open(tmp_path / "fed", create=True)
-    token = local.catalog.create_token("read")[1]
+@contextmanager
+def _tls_server(fed: Path, cert: Path, key: Path) -> Iterator[str]:
+    """``giod serve --certfile --keyfile`` in a process of its own; the line it printed on starting."""
     proc = subprocess.Popen([sys.executable, "-c", "from giod.cli import main; main()", "serve", "-f",
-                             str(tmp_path / "fed"), "--port", "0", "--certfile", str(cert), "--keyfile", str(key)],
+                             str(fed), "--port", "0", "--certfile", str(cert), "--keyfile", str(key)],
                             stderr=subprocess.PIPE, text=True)
     try:
         line: list[str] = []
@@ -37,14 +38,22 @@ def test_https_with_a_self_signed_certificate(tmp_path):
         reader.start()
         reader.join(60)
         assert line and "https://" in line[0], f"server did not start: {line}"
-        url = line[0].strip().rsplit(" at ", 1)[1]
+        yield line[0].strip()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_https_with_a_self_signed_certificate(tmp_path):
+    cert, key = _certificate(tmp_path)
+    local = giod.open(tmp_path / "fed", create=True)
+    token = local.catalog.create_token("read")[1]
+    with _tls_server(tmp_path / "fed", cert, key) as started:
+        url = started.rsplit(" at ", 1)[1]
         fed = giod.open(url, token=token, verify=str(cert))
         assert fed.datasets() == []
         with pytest.raises(giod.StorageError):  # an unknown certificate is refused
             giod.open(url.replace("127.0.0.1", "localhost"), token=token, verify=True)
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def test_file_bodies_over_tls_are_the_file_s_bytes(tmp_path):
@@ -59,16 +68,8 @@ def test_file_bodies_over_tls_are_the_file_s_bytes(tmp_path):
     target = Path(local.site("local").root) / "qcd/big.bin"
     target.parent.mkdir(parents=True)
     target.write_bytes(data)
-    proc = subprocess.Popen([sys.executable, "-c", "from giod.cli import main; main()", "serve", "-f",
-                             str(tmp_path / "fed"), "--port", "0", "--certfile", str(cert), "--keyfile", str(key)],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(proc.stderr.readline()), daemon=True)
-        reader.start()
-        reader.join(60)
-        assert line and "https://" in line[0], f"server did not start: {line}"
-        port = int(line[0].strip().rsplit(":", 1)[1])
+    with _tls_server(tmp_path / "fed", cert, key) as started:
+        port = int(started.rsplit(":", 1)[1])
         conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=30,
                                            context=ssl.create_default_context(cafile=str(cert)))
         auth = {"Authorization": f"Bearer {token}"}
@@ -82,6 +83,3 @@ def test_file_bodies_over_tls_are_the_file_s_bytes(tmp_path):
                 assert body == want
             else:
                 assert data[1:1_200_001] in body and data[2_000_001:3_000_001] in body
-    finally:
-        proc.terminate()
-        proc.wait(20)

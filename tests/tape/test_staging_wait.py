@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from giod.errors import ConfigError, Staging
 from giod.storage import http
+from tests.conftest import scripted_server
 
 
 class _ForeverStaging(BaseHTTPRequestHandler):
@@ -31,14 +31,8 @@ class _ForeverStaging(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _ForeverStaging.seen = 0
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _ForeverStaging)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with scripted_server(_ForeverStaging) as url:
+        yield url
 
 
 @pytest.mark.parametrize("preload", [True, False])
