@@ -25,6 +25,11 @@ __all__ = ["TMP_MARK", "FolderSyncs", "LocalPending", "PendingFile", "fsync_path
 TMP_MARK = ".tmp-"  # temporary files are named ".<name>.tmp-<uuid>"
 
 
+#: bytes checksummed then copied into a local file at a time: well inside a core's cache, so that the copy
+#: reads what the checksum has just read, not the memory again (docs/decisions.md)
+LOCAL_PIECE = 256 << 10
+
+
 def is_temporary(path: str) -> bool:
     return TMP_MARK in posixpath.basename(path)
 
@@ -33,6 +38,9 @@ class PendingFile(ABC):
     """A file being written; invisible under its final name until published."""
 
     path: str
+    #: bytes a checksumming sink hands :meth:`write` at a time (None: each write whole). A local file copies
+    #: what it is given into the page cache: a piece checksummed just before is still in the CPU's cache
+    piece: int | None = None
 
     @abstractmethod
     def write(self, data: bytes | memoryview) -> int: ...
@@ -131,6 +139,7 @@ class LocalPending(PendingFile):
     """
 
     _made: tuple[Path, ...] = ()  # folders made for the file: their parents' entries are synced on publishing
+    piece = LOCAL_PIECE
     _folders: FolderSyncs | None = None  # where publish leaves its folders to sync (None: synced at once)
 
     def __init__(self, root: Path, path: str):
