@@ -168,10 +168,17 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         return self._read_statement(lambda conn: int(conn.execute(select(federation.c.version)).scalar_one()))
 
     def versions(self, limit: int = 100) -> list[VersionRecord]:
-        """The latest ``limit`` versions, newest first."""
+        """The latest ``limit`` versions, newest first.
+
+        The newest alone (every writer's footer asks it) is kept on a SQLite file while no connection
+        commits (``_kept``)."""
         q = select(versions).order_by(versions.c.version.desc()).limit(limit)
-        rows = self._read_statement(lambda conn: conn.execute(q).all())  # every writer's footer asks
-        return [VersionRecord(int(r.version), float(r.created), r.description) for r in rows]
+
+        def read() -> tuple[VersionRecord, ...]:
+            rows = self._read_statement(lambda conn: conn.execute(q).all())
+            return tuple(VersionRecord(int(r.version), float(r.created), r.description) for r in rows)
+
+        return list(self._kept("versions:1", read) if limit == 1 else read())
 
     # -- schemas -------------------------------------------------------------
 
@@ -373,8 +380,13 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def sites(self) -> list[SiteRecord]:
         """Every site, nearest first; a row that does not parse is left out, with a warning."""
         q = select(sites).order_by(sites.c.distance, sites.c.name)
-        rows = self._read_statement(lambda conn: conn.execute(q).all())  # a writer with no site named asks
-        return list(parse_rows(self.url, rows, site_record))
+
+        def read() -> tuple[SiteRecord, ...]:
+            rows = self._read_statement(lambda conn: conn.execute(q).all())
+            return tuple(parse_rows(self.url, rows, site_record))
+
+        # a writer with no site named asks: kept on a SQLite file while no connection commits (``_kept``)
+        return list(self._kept("sites", read))
 
     def bad_rows(self) -> list[BadRow]:
         """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""
