@@ -278,6 +278,18 @@ class VersionWatch:
                 self._forget()
                 return None
 
+    def rows(self, sql: str) -> tuple[tuple[int, int], list[Any]] | None:
+        """The mark (as ``stamp``) and the rows of ``sql``, one SELECT on the watch's own connection: one
+        snapshot, a few µs where a statement through SQLAlchemy costs ~0.3 ms. None: the watch cannot
+        tell (read through the engine)."""
+        with self._lock:
+            try:
+                changed = int(self._changed())
+                return (self._opened, changed), self._conn.execute(sql).fetchall()
+            except (sqlite3.Error, SQLAlchemyError, IndexError, ValueError):
+                self._forget()
+                return None
+
     def _changed(self) -> Any:
         if self._conn is None or self._pid != os.getpid():  # forked: never use the parent's connection
             self._open()
@@ -471,18 +483,27 @@ class Transactions:
 
         return self._retrying(attempt)
 
-    def _kept(self, name: str, read: Callable[[], T]) -> T:
+    def _kept(self, name: str, read: Callable[[], T], sql: str | None = None,
+              parse: Callable[[list[Any]], T] | None = None) -> T:
         """``read()``, or its result kept from an earlier call while no connection has committed to the
         catalog since (a SQLite file: ``VersionWatch.stamp``); elsewhere ``read()`` every time. The mark
-        is taken before reading, so a commit during the read only makes the next call read again. The
-        result is shared between calls: give it out as something its callers cannot change."""
-        mark = self._watch.stamp() if self._watch is not None else None
-        if mark is None:
+        is taken before reading, so a commit during the read only makes the next call read again. With
+        ``sql`` (one SELECT of the same rows) and ``parse`` (of its rows), a SQLite file is read on the
+        watch's connection instead. The result is shared between calls: give it out as something its
+        callers cannot change."""
+        watch = self._watch
+        mark = watch.stamp() if watch is not None else None
+        if watch is None or mark is None:
             return read()
         kept = self._kept_reads.get(name)
         if kept is not None and kept[0] == mark:
             return kept[1]  # type: ignore[no-any-return]
-        found = read()
+        got = watch.rows(sql) if sql is not None and parse is not None else None
+        if got is not None and parse is not None:
+            mark, rows = got
+            found = parse(rows)
+        else:
+            found = read()
         self._kept_reads[name] = (mark, found)
         return found
 
