@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, func, insert, select, update
 
@@ -78,6 +78,16 @@ from giod.names import check_name
 from giod.storage.container import check_dataset_format
 
 __all__ = ["Catalog"]
+
+
+class _SiteRow(NamedTuple):
+    """A ``sites`` row read on a SQLite file's own connection (``Catalog.sites``), as ``site_record`` reads it."""
+
+    id: Any
+    name: Any
+    url: Any
+    distance: Any
+    created: Any
 
 _MIGRATION_LOCK = 0x67696F64  # pg_advisory_xact_lock key ("giod")
 
@@ -168,10 +178,21 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         return self._read_statement(lambda conn: int(conn.execute(select(federation.c.version)).scalar_one()))
 
     def versions(self, limit: int = 100) -> list[VersionRecord]:
-        """The latest ``limit`` versions, newest first."""
+        """The latest ``limit`` versions, newest first.
+
+        The newest alone (every writer's footer asks it) is kept on a SQLite file while no connection
+        commits (``_kept``)."""
         q = select(versions).order_by(versions.c.version.desc()).limit(limit)
-        rows = self._read_statement(lambda conn: conn.execute(q).all())  # every writer's footer asks
-        return [VersionRecord(int(r.version), float(r.created), r.description) for r in rows]
+
+        def read() -> tuple[VersionRecord, ...]:
+            rows = self._read_statement(lambda conn: conn.execute(q).all())
+            return tuple(VersionRecord(int(r.version), float(r.created), r.description) for r in rows)
+
+        if limit != 1:
+            return list(read())
+        newest = "SELECT version, created, description FROM versions ORDER BY version DESC LIMIT 1"
+        return list(self._kept("versions:1", read, newest,
+                               lambda rows: tuple(VersionRecord(int(v), float(c), d) for v, c, d in rows)))
 
     # -- schemas -------------------------------------------------------------
 
@@ -373,8 +394,15 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def sites(self) -> list[SiteRecord]:
         """Every site, nearest first; a row that does not parse is left out, with a warning."""
         q = select(sites).order_by(sites.c.distance, sites.c.name)
-        rows = self._read_statement(lambda conn: conn.execute(q).all())  # a writer with no site named asks
-        return list(parse_rows(self.url, rows, site_record))
+
+        def read() -> tuple[SiteRecord, ...]:
+            rows = self._read_statement(lambda conn: conn.execute(q).all())
+            return tuple(parse_rows(self.url, rows, site_record))
+
+        # a writer with no site named asks: kept on a SQLite file while no connection commits (``_kept``)
+        every = "SELECT id, name, url, distance, created FROM sites ORDER BY distance, name"
+        return list(self._kept("sites", read, every, lambda rows: tuple(
+            parse_rows(self.url, (_SiteRow(*r) for r in rows), site_record))))
 
     def bad_rows(self) -> list[BadRow]:
         """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""

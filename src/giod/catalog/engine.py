@@ -251,14 +251,13 @@ class VersionWatch:
         self._pid = 0
         self._data_version: int | None = None
         self._version = 0
+        self._opened = 0  # connections opened so far
 
     def version(self) -> int | None:
         """The current version, or None when the watch cannot tell (the caller asks the catalog)."""
         with self._lock:
             try:
-                if self._conn is None or self._pid != os.getpid():  # forked: never use the parent's connection
-                    self._open()
-                changed = self._conn.execute("PRAGMA data_version").fetchall()[0][0]
+                changed = self._changed()
                 if changed != self._data_version:
                     (row,) = self._conn.execute("SELECT version FROM federation").fetchall()
                     self._data_version, self._version = changed, int(row[0])
@@ -267,12 +266,42 @@ class VersionWatch:
                 self._forget()
                 return None
 
+    def stamp(self) -> tuple[int, int] | None:
+        """A mark that stays the same exactly while no connection commits to the file: a read made after
+        taking it sees at least what the mark stands for, so its result may be kept and given again while
+        the mark is unchanged (``Transactions._kept``). None: the watch cannot tell (read again)."""
+        with self._lock:
+            try:
+                changed = int(self._changed())  # first: it may open the connection
+                return self._opened, changed
+            except (sqlite3.Error, SQLAlchemyError, IndexError, ValueError):
+                self._forget()
+                return None
+
+    def rows(self, sql: str) -> tuple[tuple[int, int], list[Any]] | None:
+        """The mark (as ``stamp``) and the rows of ``sql``, one SELECT on the watch's own connection: one
+        snapshot, a few µs where a statement through SQLAlchemy costs ~0.3 ms. None: the watch cannot
+        tell (read through the engine)."""
+        with self._lock:
+            try:
+                changed = int(self._changed())
+                return (self._opened, changed), self._conn.execute(sql).fetchall()
+            except (sqlite3.Error, SQLAlchemyError, IndexError, ValueError):
+                self._forget()
+                return None
+
+    def _changed(self) -> Any:
+        if self._conn is None or self._pid != os.getpid():  # forked: never use the parent's connection
+            self._open()
+        return self._conn.execute("PRAGMA data_version").fetchall()[0][0]
+
     def _open(self) -> None:
         # a connection of the engine's pool (its connect settings applied), taken out of it for good
         raw = self._engine.raw_connection()
         conn = raw.driver_connection
         raw.detach()
         self._conn, self._pid, self._data_version = conn, os.getpid(), None
+        self._opened += 1  # data_version counts per connection: a new one starts a new series of marks
 
     def _forget(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
@@ -330,6 +359,8 @@ class Transactions:
         # the version asked cheaply (SQLite files: PRAGMA data_version); None: a statement each time
         memory = dialect == "sqlite" and engine.url.database in (None, "", ":memory:")
         self._watch = VersionWatch(engine) if dialect == "sqlite" and not memory else None
+        # reads kept while the file is unchanged (``_kept``): name -> (the watch's mark, the result)
+        self._kept_reads: dict[str, tuple[tuple[int, int], Any]] = {}
         # the engine goes back once, at close() or when the catalog is collected unclosed
         self._release = weakref.finalize(self, _release, engine, self._watch)
         dbapi = engine.dialect.dbapi
@@ -451,6 +482,30 @@ class Transactions:
                 return work(conn)
 
         return self._retrying(attempt)
+
+    def _kept(self, name: str, read: Callable[[], T], sql: str | None = None,
+              parse: Callable[[list[Any]], T] | None = None) -> T:
+        """``read()``, or its result kept from an earlier call while no connection has committed to the
+        catalog since (a SQLite file: ``VersionWatch.stamp``); elsewhere ``read()`` every time. The mark
+        is taken before reading, so a commit during the read only makes the next call read again. With
+        ``sql`` (one SELECT of the same rows) and ``parse`` (of its rows), a SQLite file is read on the
+        watch's connection instead. The result is shared between calls: give it out as something its
+        callers cannot change."""
+        watch = self._watch
+        mark = watch.stamp() if watch is not None else None
+        if watch is None or mark is None:
+            return read()
+        kept = self._kept_reads.get(name)
+        if kept is not None and kept[0] == mark:
+            return kept[1]  # type: ignore[no-any-return]
+        got = watch.rows(sql) if sql is not None and parse is not None else None
+        if got is not None and parse is not None:
+            mark, rows = got
+            found = parse(rows)
+        else:
+            found = read()
+        self._kept_reads[name] = (mark, found)
+        return found
 
     def _read_pinned(self, work: Callable[[Connection], T], version: int | None) -> T:
         """A read of several statements: at a pinned ``version`` on PostgreSQL outside any transaction.

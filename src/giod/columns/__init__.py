@@ -182,13 +182,14 @@ def _in_range(idx: np.ndarray, bounds: np.ndarray, limit: np.ndarray, lowest: in
 
 
 def _collection_column(
-    events: ak.Array, schema: Schema, name: str, counts: Mapping[str, np.ndarray]
+    collection: ak.Array | ak.contents.Content, schema: Schema, name: str, counts: Mapping[str, np.ndarray]
 ) -> pa.Array:
+    """The column of collection ``name`` from its objects (an array or its layout: one list per event)."""
     tdef = schema.collection_type(name)
     if int(counts[name].sum()) == 0:  # no object at all: the type may be unknown (list of dicts)
         empty = pa.nulls(0, schema.arrow_type(name).value_type)
         return pa.ListArray.from_arrays(numpy_array(offsets_of(counts[name])), empty, type=schema.arrow_type(name))
-    objs = Objects(events[name])
+    objs = Objects(collection)
     have = set(objs.fields())
     known = set(tdef.fields) | set(tdef.relations)
     unknown = sorted(have - known)
@@ -208,9 +209,14 @@ def _collection_column(
             value: np.ndarray = np.full(size, fdef.default, dtype=fdef.dtype)
             arrays.append(fixed_width_array(value, types[fname]))
             continue
-        flat = None if fdef.shape or fdef.dtype == STRING else objs.values(fname)
+        if fdef.dtype == STRING:
+            flat = None
+        elif fdef.shape:
+            flat = objs.fixed(fname, int(np.prod(fdef.shape)))
+        else:
+            flat = objs.values(fname)
         if flat is not None:
-            arrays.append(numpy_array(cast_field(flat, fdef, where), types[fname]))
+            arrays.append(fixed_width_array(cast_field(flat, fdef, where), types[fname]))
         else:
             arrays.append(field_array(objs.flat[fname], fdef, where, types[fname]))
         if fdef.precision is not None:
@@ -312,9 +318,9 @@ def to_tables(
     """
     if events.ndim != 1 or not ak.fields(events):
         raise DataError(f"events must be an array of records, got {events.type}")
-    present = set(ak.fields(events))
     layout = events.layout
     top = layout if isinstance(layout, ak.contents.RecordArray) else None
+    present = set(top.fields if top is not None else ak.fields(events))
     counts: dict[str, np.ndarray] = dict(target_counts or {})
     for name in schema.collections:
         if name in present:
@@ -353,7 +359,9 @@ def to_tables(
             else:
                 if fld.name not in present:
                     raise DataError(f"container {container}: collection {fld.name!r} is missing")
-                columns.append(_collection_column(events, schema, fld.name, counts))
+                # the layout itself where the events are a plain record array: no high-level indexing
+                collection = top.content(fld.name) if top is not None else events[fld.name]
+                columns.append(_collection_column(collection, schema, fld.name, counts))
         out[container] = pa.Table.from_arrays(columns, schema=arrow_schema)
     return out
 

@@ -183,17 +183,26 @@ class Objects:
     operations, which also say what is wrong with malformed input.
     """
 
-    def __init__(self, coll: ak.Array):
-        self.coll = coll
+    def __init__(self, coll: ak.Array | ak.contents.Content):
+        # a layout is taken as it is: the high-level array is made only if a generic operation needs it
+        self._coll = coll if isinstance(coll, ak.Array) else None
+        self._layout = coll.layout if isinstance(coll, ak.Array) else coll
         self._flat: ak.Array | None = None
         self.rec: ak.contents.RecordArray | None = None
-        layout = coll.layout
+        layout = self._layout
         if isinstance(layout, ak.contents.ListOffsetArray) and isinstance(layout.content, ak.contents.RecordArray) \
                 and not layout.parameters and not layout.content.parameters.get("__array__"):
             offsets = np.asarray(layout.offsets).astype(np.int64, copy=False)
             self.start, self.stop = int(offsets[0]), int(offsets[-1])
             self.offsets = offsets - self.start  # objects of each event
             self.rec = layout.content
+
+    @property
+    def coll(self) -> ak.Array:
+        """The collection, one list of objects per event."""
+        if self._coll is None:
+            self._coll = ak.Array(self._layout)
+        return self._coll
 
     @property
     def flat(self) -> ak.Array:
@@ -213,6 +222,22 @@ class Objects:
             return None
         data = leaf_values(self.rec.content(field))
         return None if data is None else data[self.start : self.stop]
+
+    def fixed(self, field: str, size: int) -> np.ndarray | None:
+        """The values of a field of ``size`` numbers per object, flat, when the layout stores them plainly:
+        regular lists (nested or not) of ``size`` numbers in all over one plain buffer. None for any other
+        layout (the generic path reads and checks it)."""
+        if self.rec is None:
+            return None
+        content = self.rec.content(field)
+        width, depth = 1, 0
+        while isinstance(content, ak.contents.RegularArray) and not content.parameters:
+            width, depth = width * content.size, depth + 1
+            content = content.content
+        data = leaf_values(content)
+        if data is None or width != size or depth == 0:  # depth 0: one number per object, not an array
+            return None
+        return data[self.start * size : self.stop * size]
 
     def lists(self, field: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(offsets from 0, values) of a list of numbers per object, when the layout stores them plainly."""

@@ -134,7 +134,7 @@ def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: st
                                   compressed_cluster_bytes=None)
     w = ContainerWriter(site, path, table.schema, options, {**metadata, **directory})
     for start in range(0, table.num_rows, BLOCK):
-        w.write_cluster(table.slice(start, BLOCK))
+        w.write_cluster(table.slice(start, BLOCK), last=start + BLOCK >= table.num_rows)
     return w.close(folders)
 
 

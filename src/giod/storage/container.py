@@ -83,11 +83,14 @@ class ContainerWriter:
             raise StorageError(f"cannot start container {path}: {exc}") from exc
         self._clusters: list[int] = []
 
-    def write_cluster(self, table: pa.Table) -> None:
-        """Write ``table`` as the next cluster (a format may cut it into several); nothing if it is empty."""
+    def write_cluster(self, table: pa.Table, *, last: bool = False) -> None:
+        """Write ``table`` as the next cluster (a format may cut it into several); nothing if it is empty.
+        ``last``: no cluster follows (a format may choose its settings knowing the whole file)."""
         if table.num_rows == 0:
             return
         try:
+            if last:
+                self._writer.last_cluster_next()
             self._clusters += self._writer.write_cluster(table)
         except _WRITE_ERRORS as exc:
             self.abort()

@@ -41,9 +41,9 @@ class ContainerBuffer:
         elif self.nbytes >= self.cluster_bytes:
             self._write(self.rows)
 
-    def _write(self, n: int) -> None:
+    def _write(self, n: int, last: bool = False) -> None:
         table = pa.concat_tables(self.tables)
-        self.writer.write_cluster(table.slice(0, n))
+        self.writer.write_cluster(table.slice(0, n), last=last)
         rest = table.slice(n)
         self.tables = [rest] if rest.num_rows else []
         self.rows = rest.num_rows
@@ -51,7 +51,7 @@ class ContainerBuffer:
 
     def finish(self) -> None:
         if self.rows:
-            self._write(self.rows)
+            self._write(self.rows, last=True)
 
 
 def seen_version(catalog: CatalogAPI) -> list[Any] | None:

@@ -85,6 +85,10 @@ class FormatWriter(ABC):
     def write_cluster(self, table: pa.Table) -> list[int]:
         """Write ``table`` (not empty) as one cluster or several; the events of each cluster written."""
 
+    def last_cluster_next(self) -> None:  # noqa: B027 - a hint a format may take or leave
+        """No cluster follows the next one written (a format may choose its settings knowing the whole
+        file); a format that has no use for it leaves it as it is."""
+
     @abstractmethod
     def close(self) -> WrittenFile:
         """Finish the file (the front publishes it)."""

@@ -38,9 +38,13 @@ class _Writer(FormatWriter):
         self._file = ArrowFileWriter(pending, path, schema, options.compression, options.compression_level,
                                      SINK_BUFFER, options.min_savings)
         self._limit = options.compressed_cluster_bytes
+        self._last = False  # no cluster follows the next (``last_cluster_next``)
+
+    def last_cluster_next(self) -> None:
+        self._last = True
 
     def write_cluster(self, table: pa.Table) -> list[int]:
-        self._file.prepare(table)  # the codec is chosen on the first cluster
+        self._file.prepare(table, whole=self._last)  # the codec is chosen on the first cluster
         written = []
         for part in self._parts(table):
             self._file.write_batch(part)

@@ -22,10 +22,14 @@ from giod.storage.formats.arrow.blocks import BLOCK, CRC_KEY, SCHEMA_KEY, checks
 from giod.storage.formats.arrow.frame import crc32c, ipc_options, parse_footer
 from giod.storage.pending import PendingFile
 
-__all__ = ["TRIAL_BYTES", "ArrowFileWriter"]
+__all__ = ["SMALL_FILE_BYTES", "TRIAL_BYTES", "ArrowFileWriter"]
 
 #: uncompressed bytes of the first cluster on which the writer judges its codec
 TRIAL_BYTES = 2 << 20
+#: uncompressed bytes under which a file of one cluster is written raw without a trial (with ``min_savings``
+#: above 0): the trial (the cluster serialised twice, once compressed) costs 0.1-0.3 ms, and what a codec
+#: could save on such a file is a few KB, less than the file's own inode and catalog row (docs/decisions.md)
+SMALL_FILE_BYTES = 32 << 10
 
 
 def _ipc_size(batch: pa.RecordBatch, options: ipc.IpcWriteOptions) -> int:
@@ -117,8 +121,10 @@ class ArrowFileWriter:
     def checksum(self) -> Checksum:
         return self._sink.checksum
 
-    def _open(self, first: pa.RecordBatch | None) -> None:
-        compression, level = self._codec
+    def _open(self, first: pa.RecordBatch | None, compression: str | None = None) -> None:
+        """Open the IPC writer with the codec the trial on ``first`` chooses, or ``compression``."""
+        chosen, level = self._codec
+        compression = chosen if compression is None else compression
         if first is not None and compression != "none" and self._min_savings > 0:
             # the codec stays only where it pays: raw buffers map straight into memory and are read event
             # by event, so a codec must save at least ``min_savings`` of the first cluster's bytes (judged on
@@ -133,9 +139,14 @@ class ArrowFileWriter:
         self.compression = compression
         self._writer = ipc.new_file(self._stream, self._schema, options=ipc_options(compression, level))
 
-    def prepare(self, table: pa.Table) -> None:
-        """Choose the codec on ``table``, the first cluster, unless it is chosen already."""
+    def prepare(self, table: pa.Table, whole: bool = False) -> None:
+        """Choose the codec on ``table``, the first cluster, unless it is chosen already. ``whole``: no
+        cluster follows ``table``."""
         if self._writer is None:
+            compression = self._codec[0]
+            if whole and compression != "none" and self._min_savings > 0 and table.nbytes < SMALL_FILE_BYTES:
+                self._open(None, compression="none")  # a small file of one cluster: raw, no trial
+                return
             if table.nbytes > TRIAL_BYTES:  # the trial's share alone is made one batch: not a copy of it all
                 table = table.slice(0, max(1, table.num_rows * TRIAL_BYTES // table.nbytes))
             batches = table.combine_chunks().to_batches()
