@@ -87,12 +87,7 @@ class RemoteSite(Site):
     def _fetch(self, path: str, start: int, stop: int) -> bytes:
         r = self.endpoint.request("GET", self._url(path), headers={"range": f"bytes={start}-{stop - 1}"},
                                   ok=(206, 200), what=f"reading {path} on site {self.name}")
-        data: bytes = r.data
-        if r.status == 200:  # the server ignored the range (it may for tiny files)
-            data = data[start:stop]
-        if len(data) != stop - start:
-            raise IntegrityError(f"{path} on site {self.name}: {len(data)} bytes received for a range of "
-                                 f"{stop - start} (truncated in flight)")
+        data: bytes = self._ranged(path, start, stop, r.status, r.data)
         return data
 
     def _receive(self, path: str, start: int, stop: int) -> bytes | memoryview:
@@ -100,6 +95,11 @@ class RemoteSite(Site):
         status, data = self.endpoint.receive(self._url(path), stop - start,
                                              headers={"range": f"bytes={start}-{stop - 1}"},
                                              what=f"reading {path} on site {self.name}")
+        out: bytes | memoryview = self._ranged(path, start, stop, status, data)
+        return out
+
+    def _ranged(self, path: str, start: int, stop: int, status: int, data: Any) -> Any:
+        """The bytes ``[start, stop)`` of an answer to a range request, checked for their length."""
         if status == 200:  # the server ignored the range (it may for tiny files)
             data = data[start:stop]
         if len(data) != stop - start:
