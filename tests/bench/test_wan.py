@@ -17,7 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from giod.cli import main
+from giod.errors import GiodError
 from giod_bench import wan, xrootd
+from giod_bench.wanwire import loopback_server, read_loopback
 
 pytestmark = pytest.mark.slow  # a minute of WAN emulation on two cores
 
@@ -78,6 +80,13 @@ def test_limits_aggregate_targets_and_plot(result):
     assert limits["link cap"]["mb_per_s"] == pytest.approx(125.0)
     for r in data["limits"]:
         assert _positive(r["mb_per_s"]) and _positive(r["vs_local"]), r
+    # the loopback itself moved every file; each path is set beside it
+    wire = limits[wan.LOOPBACK]
+    assert wire["connections"] in (1, 2, 4) and all(wire[f"seconds_{n}_connections"] > 0 for n in (1, 2, 4))
+    assert wire["seconds"] == pytest.approx(min(wire[f"seconds_{n}_connections"] for n in (1, 2, 4)))
+    assert wire["vs_loopback"] == pytest.approx(1.0)
+    assert limits[wan.DIRECT_GIOD]["vs_loopback"] == pytest.approx(
+        limits[wan.DIRECT_GIOD]["mb_per_s"] / wire["mb_per_s"])
     crowd = data["aggregate"]
     assert [c["clients"] for c in crowd] == list(wan.QUICK_CLIENTS)
     for c in crowd:
@@ -89,10 +98,24 @@ def test_limits_aggregate_targets_and_plot(result):
     names = " | ".join(t["target"] for t in data["targets"])
     for goal in ("≥ 80 % of the cap while reading", "perfect link", "bytes on the wire ≤ 1.1×",
                  "through the proxy ≥ pyarrow + fsspec", "≥ 1 GB/s and ≥ 3× pyarrow + fsspec", "uproot + XRootD",
-                 "clients: ≥ 1 GB/s together"):
+                 "clients: ≥ 1 GB/s together", "beside the loopback itself"):
         assert goal in names, names
     png = (out / "bench-wan.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 10_000
+
+
+def test_the_loopback_server_moves_whole_files_and_nothing_outside_its_root(tmp_path: Path):
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "a.arrow").write_bytes(bytes(range(256)) * 1000)
+    (root / "b.arrow").write_bytes(b"x" * 3)
+    (tmp_path / "secret").write_bytes(b"s" * 10)
+    with loopback_server(root) as address:
+        for n in (1, 2, 4):
+            seconds, got = read_loopback(address, ["a.arrow", "b.arrow"], n)
+            assert got == 256_003 and seconds > 0
+        with pytest.raises(GiodError, match="loopback"):  # a name leaving the root gets nothing
+            read_loopback(address, ["../secret"], 1)
 
 
 def test_bad_options_are_one_clear_line(tmp_path: Path):

@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from giod.errors import ConfigError
+from giod.errors import ConfigError, GiodError
 from giod_bench.report import Bars, Outcome
 from giod_bench.wancrowd import (  # noqa: F401 - re-exported
     AGGREGATE_SHARE,
@@ -89,6 +89,7 @@ from giod_bench.wanresults import (  # noqa: F401 - re-exported
     _outcome,
     plot,
 )
+from giod_bench.wanwire import LOOPBACK, loopback_server, read_loopback  # noqa: F401 - LOOPBACK re-exported
 from giod_bench.wanxrootd import GIOD_XROOTD, giod_over_xrootd
 
 __all__ = [
@@ -162,6 +163,7 @@ def run(
                 local = {label: [reader(data) for _ in range(repeat)] for label, reader in LOCAL_READERS.items()}
                 direct = [read_giod(_base(server), tokens.new(), data) for _ in range(repeat + 1)][1:]
                 direct_fsspec = [read_fsspec(_base(server), tokens.new(), data) for _ in range(repeat + 1)][1:]
+                wire = _loopback(data, repeat)
                 direct_xrootd = [gx.read(gx.address) for _ in range(repeat)] if gx is not None else []
                 steps = len(rtts_ms) * repeat
                 with bars.task("reading at each round-trip time", steps) as advance:
@@ -209,7 +211,23 @@ def run(
         xrd is not None,
         notes,
         direct_xrootd,
+        wire,
     )
+
+
+def _loopback(data: _Data, repeat: int) -> dict[int, list[float]]:
+    """Seconds of the loopback itself moving the collection's files over 1, 2 and 4 connections."""
+    paths = [path for path, _ in data.files]
+    out: dict[int, list[float]] = {1: [], 2: [], 4: []}
+    with loopback_server(data.site_root) as address:
+        read_loopback(address, paths, 2)  # untimed: the server's imports, the page cache
+        for _ in range(repeat):
+            for n in out:
+                seconds, got = read_loopback(address, paths, n)
+                if got != data.nbytes:
+                    raise GiodError(f"the loopback moved {got} bytes of {data.nbytes}")
+                out[n].append(seconds)
+    return out
 
 
 def _base(address: tuple[str, int]) -> str:
