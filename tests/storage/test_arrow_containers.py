@@ -17,10 +17,10 @@ import giod
 from giod.columns import to_tables
 from giod.errors import IntegrityError
 from giod.storage.container import ContainerReader, ContainerWriter, WriteOptions
-from giod.storage.formats.arrow import ArrowContainerReader, parse_footer
+from giod.storage.formats.arrow import ArrowContainerReader, blocks, parse_footer
 from giod.storage.formats.arrow import columns as batchcolumns
 from giod.storage.formats.arrow import reader as arrowfile
-from giod.storage.formats.arrow.blocks import parse_message
+from giod.storage.formats.arrow.blocks import layout, parse_message
 from giod.storage.formats.arrow.projection import project
 from giod.storage.site import open_site
 from giod.testing import synthetic
@@ -352,6 +352,52 @@ def test_some_columns_of_compressed_batches_decompress_only_theirs(tmp_path: Pat
     with pytest.raises(IntegrityError):
         _reader(site, w).read([first], [0])
     assert _reader(site, w).read([second], [0]).equals(table.slice(0, 1000).select([second]))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.data_too_large,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_columns_from_a_memory_map_equal_columns_fetched_range_by_range(tmp_path: Path, data: st.DataObject) -> None:
+    """A memory map reads every buffer's length prefix at once and shares the schema's node tree between
+    batches; the ranges a remote read fetches give the same columns, checked the same way."""
+    schema = data.draw(schemas())
+    events = data.draw(events_for(schema, 8))
+    if not events:
+        return
+    site = open_site("local", str(tmp_path / f"s{data.draw(st.integers(0, 1 << 30))}"))
+    codec = data.draw(st.sampled_from(["zstd", "lz4"]))
+    savings = data.draw(st.sampled_from([0.0, 0.9]))  # 0.9: most buffers stored raw inside compressed batches
+    for container, collections in schema.containers.items():
+        table = pa.Table.from_pylist(events, schema=schema.arrow_schema(container))
+        written = _write(site, f"c/{container}.arrow", table, [len(events)], compression=codec, min_savings=savings)
+        raw = Path(site.local_path(written.path)).read_bytes()
+        block = parse_footer(raw[-10 - int.from_bytes(raw[-10:-6], "little"):-10])[0]
+        start, body = int(block["offset"]), int(block["offset"]) + int(block["meta"])
+        msg = parse_message(raw[start:body])
+        if msg.table is None or not msg.compressed or not collections:
+            continue
+        arrow_schema = schema.arrow_schema(container)
+        names = data.draw(st.lists(st.sampled_from(list(collections)), min_size=1, unique=True))
+        mapped = pa.py_buffer(raw[body:body + msg.body_length])
+        fetched = batchcolumns.read_columns(arrow_schema, msg, body, None,
+                                            lambda ranges: [pa.py_buffer(raw[a:b]) for a, b in ranges], names, "t")
+        for _ in range(2):  # the second time through the node tree kept for this schema
+            got = batchcolumns.read_columns(arrow_schema, msg, body, mapped, lambda ranges: [], names, "t")
+            assert got.equals(fetched) and got.equals(table.select(names))
+        assert [n.buffers for n in layout(arrow_schema, len(msg.nodes), len(msg.buffers))] == [
+            n.buffers for n in blocks._layout(arrow_schema, len(msg.nodes), len(msg.buffers))]
+        with pytest.raises(IntegrityError, match="field nodes"):  # a count off by one is refused, kept tree or not
+            layout(arrow_schema, len(msg.nodes) + 1, len(msg.buffers))
+        # a flipped bit in a wanted buffer is caught on the fast path too
+        wanted = batchcolumns.plan_columns(msg, arrow_schema, names, "t", every_head=True).wanted
+        if wanted:
+            b = wanted[-1]
+            bad = bytearray(raw[body:body + msg.body_length])
+            at = int(msg.buffers[b, 0] + msg.buffers[b, 1]) - 1
+            bad[at] ^= 0x10
+            with pytest.raises(IntegrityError, match="buffer"):
+                batchcolumns.read_columns(arrow_schema, msg, body, pa.py_buffer(bytes(bad)), lambda r: [], names, "t")
 
 
 def test_remote_reads_of_a_few_events_fetch_only_their_blocks(tmp_path: Path) -> None:

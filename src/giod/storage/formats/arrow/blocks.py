@@ -18,6 +18,7 @@ the files read by ordinary tools as any Arrow IPC file.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass, field
 
 import google_crc32c
@@ -308,8 +309,35 @@ class Node:
     index: int = 0  # its field node in the message
 
 
+# the node trees of live schemas: readers ask once per record batch and a tree cost ~0.3 ms to build (a tag
+# index of 100,000 events has 25 batches); a tree dies with its schema object
+_LAYOUTS: dict[int, tuple[weakref.ref[pa.Schema], dict[tuple[int, int], tuple[Node, ...]]]] = {}
+
+
 def layout(schema: pa.Schema, n_nodes: int, n_buffers: int) -> list[Node]:
-    """The node tree of a record batch of ``schema``, buffers numbered as in the message."""
+    """The node tree of a record batch of ``schema``, buffers numbered as in the message.
+
+    The nodes are shared by every batch of the same schema object: read them, never change them.
+    """
+    kept = _LAYOUTS.get(id(schema))
+    if kept is not None and kept[0]() is schema:
+        roots = kept[1].get((n_nodes, n_buffers))
+        if roots is not None:
+            return list(roots)
+    built = _layout(schema, n_nodes, n_buffers)
+    if kept is None or kept[0]() is not schema:
+        key = id(schema)
+
+        def gone(ref: weakref.ref[pa.Schema], key: int = key) -> None:
+            if _LAYOUTS.get(key, (None,))[0] is ref:
+                _LAYOUTS.pop(key, None)
+
+        kept = _LAYOUTS[key] = (weakref.ref(schema, gone), {})
+    kept[1][(n_nodes, n_buffers)] = tuple(built)
+    return built
+
+
+def _layout(schema: pa.Schema, n_nodes: int, n_buffers: int) -> list[Node]:
     counters = [0, 0]
 
     def visit(name: str, t: pa.DataType) -> Node:

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from giod.errors import IntegrityError
 from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, layout, table_bases
-from giod.storage.formats.arrow.structure import check_layout
+from giod.storage.formats.arrow.structure import buffer_prefixes, check_layout
 from giod.storage.validation import check_columns
 
 __all__ = ["ColumnPlan", "body_ranges", "decode_columns", "plan_columns", "read_columns"]
@@ -88,10 +88,11 @@ def body_ranges(plan: ColumnPlan, msg: Message) -> list[tuple[int, int]]:
 
 
 def decode_columns(plan: ColumnPlan, msg: Message, schema: pa.Schema, parts: Sequence[pa.Buffer], where: str,
-                   key: Hashable | None = None) -> pa.Table:
+                   key: Hashable | None = None, body: pa.Buffer | None = None) -> pa.Table:
     """The columns of ``plan`` from ``parts`` (the bytes of :func:`body_ranges`), each buffer checked
     against the batch's checksum table before it is used (``key``: what names the batch among those
-    checked already, ``giod.storage.validation``)."""
+    checked already, ``giod.storage.validation``; ``body``: the whole body, from a memory map, whose
+    length prefixes are then read at once)."""
     assert msg.table is not None
     spans = msg.buffers
     n_want = len(plan.wanted)
@@ -101,6 +102,9 @@ def decode_columns(plan: ColumnPlan, msg: Message, schema: pa.Schema, parts: Seq
     if msg.codec is None:
         sizes = np.asarray(spans[:, 1], dtype=np.int64)
         stored_raw = set(plan.wanted)
+    elif body is not None and plan.every_head:  # every prefix at hand: one numpy pass, not one call a buffer
+        sizes, raw_mask = buffer_prefixes(msg, body, where)
+        stored_raw = {b for b in plan.wanted if raw_mask[b]}
     else:
         sizes = np.full(len(spans), -1, dtype=np.int64)
         sizes[spans[:, 1] == 0] = 0
@@ -135,7 +139,7 @@ def decode_columns(plan: ColumnPlan, msg: Message, schema: pa.Schema, parts: Seq
         else:
             try:
                 plain = codec.decompress(got.slice(PREFIX), decompressed_size=int(sizes[b]))
-            except (pa.ArrowException, ValueError) as exc:
+            except (pa.ArrowException, ValueError, OSError) as exc:  # a garbled zstd frame is an OSError
                 raise IntegrityError(f"{where}: buffer {b} does not decompress: {exc}") from exc
         if google_crc32c.extend(0, np.frombuffer(plain, dtype=np.uint8)) != msg.table[bases[b]]:
             raise IntegrityError(f"{where}: CRC-32C mismatch in buffer {b} (the bytes changed since they were "
@@ -170,4 +174,4 @@ def read_columns(schema: pa.Schema, msg: Message, body_start: int, mapped: pa.Bu
         parts = [mapped.slice(a, b - a) for a, b in ranges]
     else:
         parts = fetch([(body_start + a, body_start + b) for a, b in ranges])
-    return decode_columns(plan, msg, schema, parts, where, key)
+    return decode_columns(plan, msg, schema, parts, where, key, mapped)

@@ -21,7 +21,7 @@ from giod.errors import IntegrityError
 from giod.storage import validation  # its SEEN, as tests may replace it
 from giod.storage.formats.arrow.blocks import Message, Node, layout
 
-__all__ = ["MAX_RATIO", "buffer_sizes", "check_layout"]
+__all__ = ["MAX_RATIO", "buffer_prefixes", "buffer_sizes", "check_layout"]
 
 #: the most bytes one compressed byte can become, per codec (zstd: a 128 kB block from a 4-byte RLE block;
 #: LZ4: 255 bytes of match per length byte)
@@ -109,15 +109,22 @@ def check_layout(schema: pa.Schema, msg: Message, sizes: np.ndarray, where: str,
 def buffer_sizes(msg: Message, body: pa.Buffer | None, where: str) -> np.ndarray:
     """The bytes of each buffer of a batch once decompressed, from the length each compressed buffer
     starts with (``body``: the batch's body; None for an uncompressed batch, whose sizes are its spans)."""
-    spans = msg.buffers
     if msg.codec is None:
-        return np.asarray(spans[:, 1], dtype=np.int64)
+        return np.asarray(msg.buffers[:, 1], dtype=np.int64)
     assert body is not None
+    return buffer_prefixes(msg, body, where)[0]
+
+
+def buffer_prefixes(msg: Message, body: pa.Buffer, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Of a compressed batch: each buffer's bytes once decompressed, and which buffers the writer stored
+    raw (length prefix -1), read from every prefix of ``body`` at once."""
+    spans = msg.buffers
     end = min(msg.body_length, len(body))
     if len(spans) and (int(spans.min()) < 0 or int((spans[:, 0] + spans[:, 1]).max()) > end):
         raise IntegrityError(f"{where}: buffers lie outside the record batch")
     data = np.frombuffer(body, dtype=np.uint8)
     sizes = np.zeros(len(spans), dtype=np.int64)
+    raw = np.zeros(len(spans), dtype=bool)
     present = np.flatnonzero(spans[:, 1])
     if (spans[present, 1] < 8).any():
         raise IntegrityError(f"{where}: a compressed buffer shorter than its length prefix")
@@ -126,4 +133,5 @@ def buffer_sizes(msg: Message, body: pa.Buffer | None, where: str) -> np.ndarray
         if (heads < -1).any():
             raise IntegrityError(f"{where}: a compressed buffer claims a negative length")
         sizes[present] = np.where(heads == -1, spans[present, 1] - 8, heads)
-    return sizes
+        raw[present] = heads == -1
+    return sizes, raw
