@@ -104,6 +104,7 @@ def test_select(tmp_path: Path) -> None:
         assert r["selected"] == round(r["fraction"] * 3000)
         assert _positive(r["speedup"]) and _positive(r["scan_s"]) and _positive(r["select_s"])
         assert 0 < r["clusters_read"] <= 1
+        assert _positive(r["first_count_s"]) and _positive(r["build_count_s"])
         assert r["event_goal"] == ("met" if max(r["event_ms"], r["pinned_event_ms"]) <= 1.0 else "missed")
     # smaller clusters can only lower the share of clusters a selection touches
     small = {r["fraction"]: r["clusters_read"] for r in rows if r["cluster_events"] == 100}

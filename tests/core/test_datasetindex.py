@@ -28,6 +28,7 @@ def test_merged_selections_equal_the_full_scan(generated, columns, per_database)
         mp.setattr(tagindex, "BLOCK", 8)
         mp.setattr(tagindex, "MAX_SHARE", 1.0)  # the merged index always answers
         mp.setattr(selection, "MERGE_FROM", 1)
+        mp.setattr(selection, "MERGE_AT_ONCE", 1)  # merged from the first selection
         fed = giod.open(Path(tmp) / "fed", create=True)
         try:
             ds = fed.create_dataset("d", schema)
@@ -69,6 +70,7 @@ def test_a_pinned_selection_sees_its_version_and_later_ones_merge_only_what_is_n
     """Commits after a pin do not show through the cached index; the next version merges only the new
     databases (the tag indexes of the old ones are not read again)."""
     monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)  # two blocks of 4,096: let the index answer
+    monkeypatch.setattr(selection, "MERGE_AT_ONCE", 1)  # merged from the first selection
     rng = np.random.default_rng(3)
     ds = local_fed.create_dataset("grow", giod.Schema.from_text(_SCHEMA))
     first = rng.random(5_000)
@@ -98,6 +100,38 @@ def test_a_pinned_selection_sees_its_version_and_later_ones_merge_only_what_is_n
     np.testing.assert_array_equal(pinned.select("f32 > 0.99").entries(), want_before)
     assert len(before) == len(want_before)
     assert len(pinned.select("f32 > 0.99")) == len(want_before)
+
+
+def test_the_merged_index_is_built_by_the_second_selection_on_its_tags_or_at_once_for_many(local_fed,
+                                                                                           monkeypatch):
+    """A process that selects once asks each database's own index (building the merged one costs about a
+    scan of the tags); the next selection naming the same tags builds it; from MERGE_AT_ONCE candidates
+    it is built at once. Every answer is the scan's."""
+    monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)
+    rng = np.random.default_rng(5)
+    ds = local_fed.create_dataset("policy", giod.Schema.from_text(_SCHEMA))
+    values = rng.random(4_000)
+    _write(ds, values, 400)  # ten databases, at least MERGE_FROM
+    f32 = values.astype(np.float32)
+    opened: list[str] = []
+    real = local_fed.store.read_container
+    monkeypatch.setattr(local_fed.store, "read_container",
+                        lambda container, read: opened.append(container.path) or real(container, read))
+    first = ds.select("f32 > 0.9")
+    np.testing.assert_array_equal(first.entries(), np.flatnonzero(f32 > 0.9))
+    assert not datasetindex.cached(first.dataset, ["f32"])
+    assert len([p for p in opened if p.endswith(f"{tagindex.TAG_INDEX}.arrow")]) == 10  # each its own index
+    other = ds.select("i32 >= 0 and i32 < 5")  # another tag: its first time too
+    np.testing.assert_array_equal(other.entries(), np.arange(5))
+    assert not datasetindex.cached(other.dataset, ["i32"])
+    again = ds.select("f32 > 0.95")
+    np.testing.assert_array_equal(again.entries(), np.flatnonzero(f32 > 0.95))
+    assert datasetindex.cached(again.dataset, ["f32"]) and not datasetindex.cached(again.dataset, ["i32"])
+    # many candidates: merged by the first selection
+    monkeypatch.setattr(selection, "MERGE_AT_ONCE", 10)
+    at_once = ds.select("i32 >= 100 and i32 < 4000")
+    np.testing.assert_array_equal(at_once.entries(), np.arange(100, 4_000))
+    assert datasetindex.cached(at_once.dataset, ["i32"])
 
 
 def test_a_pass_that_replaces_tags_is_merged_again_and_old_versions_keep_old_values(local_fed):

@@ -10,8 +10,11 @@ blocks of ``tagindex.BLOCK`` positions of the merged order and entry numbers
 of the dataset. A count then costs a bisection of the block bounds plus the
 blocks that match, whatever the number of databases.
 
-The merged index of a field is built the first time a selection at a version
-needs it and kept in the process, per store, keyed by the version (a pinned
+The merged index of a field costs about a scan of the field to build, so a
+selection builds it when these tags were selected on before in the process
+(a session that selects again repays it, a process that selects once never
+pays it) or when too many databases remain to ask each alone
+(``giod.read.selection``). It is kept in the process, per store, keyed by the version (a pinned
 version's databases never change). A later version whose databases include
 every database an index already covers (a writer committed more) merges only
 the new databases' sorted runs into it, as an LSM tree merges a run, instead
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.store.snapshot import Snapshot, Store
 
-__all__ = ["CACHE_BYTES", "FieldIndex", "cached", "field_index", "select"]
+__all__ = ["CACHE_BYTES", "FieldIndex", "asked_before", "cached", "field_index", "select"]
 
 #: bytes of merged field indexes kept per store (least recently used dropped first)
 CACHE_BYTES = 1 << 30
@@ -93,6 +96,7 @@ class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.by_version: OrderedDict[tuple[str, int, str], FieldIndex] = OrderedDict()
+        self.asked: set[tuple[str, str]] = set()  # (dataset, tag) a selection of this process named
 
     def get(self, key: tuple[str, int, str]) -> FieldIndex | None:
         with self.lock:
@@ -237,6 +241,17 @@ def field_index(snapshot: Snapshot, name: str) -> FieldIndex:
     index = _merge(base, runs, wanted)
     cache.put(key, index)
     return index
+
+
+def asked_before(snapshot: Snapshot, names: Sequence[str]) -> bool:
+    """Whether a selection of this process named each of ``names`` in this dataset before; notes that one
+    names them now."""
+    cache = _cache(snapshot.store)
+    keys = {(snapshot.name, n) for n in names}
+    with cache.lock:
+        before = keys <= cache.asked
+        cache.asked |= keys
+    return before
 
 
 def cached(snapshot: Snapshot, names: Sequence[str]) -> bool:

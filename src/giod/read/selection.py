@@ -134,8 +134,12 @@ def _select_objects(dataset: Snapshot, db: DatabaseRecord, expression: Expressio
     return np.asarray(everything[mask])
 
 
-#: candidate databases from which a selection over tags goes through the dataset's merged tag index
+#: candidate databases from which a selection over tags may go through the dataset's merged tag index:
+#: always when it is in memory; when these tags were selected on before in this process (building it
+#: costs about a scan of the tags, which one selection asking each database's own index does not); and
+#: at once from MERGE_AT_ONCE candidates, where asking each database (1-30 ms) costs as much as the build
 MERGE_FROM = 8
+MERGE_AT_ONCE = 1_000
 #: a selection of a served federation reads its events through the server, in one request for every
 #: database, when it selects at most this share of the events of the databases it touches and none whole
 AT_SOURCE_SHARE = 0.1
@@ -238,13 +242,19 @@ class Selection:
 
     def _merged(self) -> list[tuple[DatabaseRecord, np.ndarray | None]] | None:
         """The plan through the dataset's merged tag index (``giod.read.datasetindex``); None when it does
-        not serve: an expression over objects, too few candidates to be worth merging every database's
-        index the first time, too large a share of the index matching, or a database it cannot index."""
+        not serve: an expression over objects, not yet worth building (too few candidates, or the first
+        selection on these tags in this process: see ``MERGE_FROM``), too large a share of the index
+        matching, or a database it cannot index."""
         names = sorted(self.expression.fields)
         if not names or self.expression.objects:
             return None
-        if not datasetindex.cached(self.dataset, names) and len(self.databases()) < MERGE_FROM:
-            return None  # a few databases answer faster alone than every database's index merged
+        if not datasetindex.cached(self.dataset, names):
+            candidates = len(self.databases())
+            if candidates < MERGE_FROM:
+                return None  # a few databases answer faster alone than every database's index merged
+            again = datasetindex.asked_before(self.dataset, names)
+            if candidates < MERGE_AT_ONCE and not again:
+                return None  # the first selection on these tags: each database's own index answers it
         try:
             found = datasetindex.select(self.dataset, self.expression)
         except GiodError:
