@@ -11,12 +11,11 @@ would show whatever the file holds later, unchecked); later reads only gather
 their rows from it, the rows of all the databases of a read at once
 (``gather``: one numpy indexing per buffer and cluster, one Arrow array per
 buffer in all). Kept clusters are bounded by :data:`CACHE_BYTES`
-(:class:`Segmented`: a cluster decoded enters a probation segment, moved to a protected one
-when a read uses it again, kept or dropped from probation not long ago;
-probation is dropped first, least recently used first). A point lookup
-(``ds.event``) neither promotes what it decodes nor what it finds: lookups
-scattered over many databases replace one another in probation and leave the
-working set that reads come back to (a selection read again) where it is. A
+(:class:`Segmented`). What a read (a selection) decodes is protected; what a
+point lookup (``ds.event``) decodes enters a probation segment, protected only
+when a read uses it too, and probation is dropped first: lookups scattered over
+many databases replace one another and leave the clusters that selections read
+again where they are, up to :data:`PROTECTED` of the bound. A
 cluster that cannot be kept (a column with nulls or strings) is remembered as
 such, so that its reads go block by block without decoding it whole first on
 every read.
@@ -53,42 +52,39 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.storage.site import Site
 
-__all__ = ["CACHE_BYTES", "DERIVED_BYTES", "GHOST_KEYS", "PROTECTED", "Piece", "Segmented", "derived", "forget",
+__all__ = ["CACHE_BYTES", "DERIVED_BYTES", "PROTECTED", "Piece", "Segmented", "derived", "forget",
            "gather", "keep_derived", "kept", "pieces", "serves"]
 
 #: bytes of kept clusters per process (probation dropped first, then the protected segment, each least
 #: recently used first)
 CACHE_BYTES = 2 << 30
-#: the share of :data:`CACHE_BYTES` the protected segment (clusters used again) may hold; probation holds the rest,
-#: and all of it while the protected segment holds less
-PROTECTED = 0.8
-#: keys of clusters dropped from probation remembered (a cluster read again after it was dropped is protected)
-GHOST_KEYS = 16_384
+#: the share of :data:`CACHE_BYTES` the protected segment (clusters reads use) may hold; probation (what point
+#: lookups decode, and what the protected segment let go) holds the rest, and all of it while the protected
+#: segment holds less
+PROTECTED = 0.9
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
 class Segmented(Generic[K, V]):
-    """Values with a cost in bytes, bounded by a total given on each call, in two segments (segmented LRU, with
-    the keys of values dropped from probation remembered, as 2Q does).
+    """Values with a cost in bytes, bounded by a total given on each call, in two segments (a segmented LRU
+    whose admission depends on who uses a value).
 
-    :meth:`put` enters a value in *probation*; a second use moves it to the *protected* segment: :meth:`get`
-    of a value in probation, or :meth:`put` of a key dropped from probation not long ago (one of the last
-    ``ghosts`` dropped: a value used again, but later than probation could hold it), each only with
-    ``promote``. The protected segment holds at most ``protected`` of the bound (past it, its least
-    recently used values go back to probation, most recent there). Past the bound, probation's least
-    recently used values are dropped first, the protected segment's only when probation is empty. A value
-    used once, or only by callers that do not promote, never pushes out one used again: what a stream of
-    one-off uses displaces is each other. Not thread-safe: the caller holds a lock.
+    A value a read keeps (:meth:`put` with ``protect``) enters the *protected* segment; one a point lookup
+    keeps enters *probation*, and moves to the protected segment when a read uses it (:meth:`get` with
+    ``promote``). The protected segment holds at most ``protected`` of the bound: past it, its least recently
+    used values go back to probation (most recent there). Past the bound, probation's least recently used
+    values are dropped first, the protected segment's only when probation is empty. So lookups, however
+    many and scattered, displace one another and what reads left in probation, never what reads use within
+    the protected share; reads alone see a plain LRU over the whole bound. Not thread-safe: the caller holds
+    a lock.
     """
 
-    def __init__(self, protected: float = PROTECTED, ghosts: int = GHOST_KEYS) -> None:
+    def __init__(self, protected: float = PROTECTED) -> None:
         self.share = protected
-        self.ghost_keys = ghosts
         self.probation: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self.protected: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self.ghosts: OrderedDict[K, None] = OrderedDict()  # keys dropped, most recent last
         self.held = [0, 0]  # bytes in probation, in the protected segment
 
     def __len__(self) -> int:
@@ -119,26 +115,21 @@ class Segmented(Generic[K, V]):
         self._protect(key, found, bound)
         return found[0]
 
-    def put(self, key: K, value: V, cost: int, bound: int, promote: bool = True) -> None:
+    def put(self, key: K, value: V, cost: int, bound: int, protect: bool = True) -> None:
         """Keep ``value`` (nothing when it costs more than ``bound``, or ``key`` is kept already): in the
-        protected segment when ``promote`` and ``key`` was dropped not long ago, else in probation; then drop
-        least recently used values until all of them cost at most ``bound``."""
+        protected segment when ``protect``, else in probation; then drop least recently used values, from
+        probation first, until all of them cost at most ``bound``."""
         if cost > bound or key in self:
             return
-        if promote and key in self.ghosts:
-            del self.ghosts[key]
+        if protect:
             self._protect(key, (value, cost), bound)
         else:
             self.probation[key] = (value, cost)
             self.held[0] += cost
         while self.nbytes > bound:
             segment, i = (self.probation, 0) if self.probation else (self.protected, 1)
-            old, (_, dropped) = segment.popitem(last=False)
+            _, (_, dropped) = segment.popitem(last=False)
             self.held[i] -= dropped
-            self.ghosts[old] = None
-            self.ghosts.move_to_end(old)
-            if len(self.ghosts) > self.ghost_keys:
-                self.ghosts.popitem(last=False)
 
     def _protect(self, key: K, item: tuple[V, int], bound: int) -> None:
         self.protected[key] = item
@@ -152,7 +143,6 @@ class Segmented(Generic[K, V]):
     def clear(self) -> None:
         self.probation.clear()
         self.protected.clear()
-        self.ghosts.clear()
         self.held[:] = [0, 0]
 
 
@@ -282,10 +272,10 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
 
 
 def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
-             promote: bool = True) -> _Cluster | None:
+             lookup: bool = False) -> _Cluster | None:
     key = (container.path, container.checksum, batch, tuple(paths))
     with _LOCK:
-        found = _KEPT.get(key, CACHE_BYTES, promote)
+        found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
         if found is not None:
             return found
         if key in _NOT_FLAT:
@@ -302,7 +292,7 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
                 _NOT_FLAT.popitem(last=False)
         return None
     with _LOCK:
-        _KEPT.put(key, kept, kept.nbytes, CACHE_BYTES, promote)
+        _KEPT.put(key, kept, kept.nbytes, CACHE_BYTES, protect=not lookup)
     return kept
 
 
@@ -356,11 +346,11 @@ def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.n
     return [(int(b), rows[lo:hi] - starts[b]) for b, lo, hi in zip(which, *bounds, strict=True)]
 
 
-def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, promote: bool = True
+def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, lookup: bool = False
          ) -> list[Piece] | None:
     """The pieces of ``rows`` when every cluster holding them is kept already (no reader, no router: the
-    bytes were checked when they were kept); None otherwise. ``promote``: a use that counts as using a
-    cluster again (not a point lookup's)."""
+    bytes were checked when they were kept); None otherwise. ``lookup``: a point lookup's use, which
+    protects nothing (:class:`Segmented`)."""
     if container.format != "arrow" or not container.cluster_entries:
         return None
     out = []
@@ -368,7 +358,7 @@ def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, pro
     with _LOCK:
         for b, local in _split(container, rows):
             key = (container.path, container.checksum, b, columns)
-            found = _KEPT.get(key, CACHE_BYTES, promote)
+            found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
             if found is None:
                 return None
             out.append((found, local))
@@ -376,13 +366,13 @@ def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, pro
 
 
 def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray,
-           promote: bool = True) -> list[Piece] | None:
+           lookup: bool = False) -> list[Piece] | None:
     """The kept clusters of ``container`` (columns ``paths``) holding ``rows`` (sorted local entries), each with
-    its rows; read and kept (in probation) first if need be. None when a column is not flat (nulls, strings,
-    …): such reads go block by block. ``promote``: as :func:`kept`."""
+    its rows; read and kept first if need be (protected, or in probation for a ``lookup``: :func:`kept`).
+    None when a column is not flat (nulls, strings, …): such reads go block by block."""
     out = []
     for b, local in _split(container, rows):
-        cluster = _cluster(reader, container, paths, b, promote)
+        cluster = _cluster(reader, container, paths, b, lookup)
         if cluster is None:
             return None
         out.append((cluster, local))

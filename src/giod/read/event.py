@@ -11,9 +11,9 @@ one database that lie in one cluster of every container read (so that it is
 gathered from clusters read and kept anyway), aligned on multiples of
 :data:`BLOCK_EVENTS` within that range, so that every entry maps to one block.
 The clusters a block is built from are taken as a point lookup's: what it decodes
-enters the kept clusters' probation segment and is not promoted by lookups, so
-that lookups scattered over many databases do not push out the clusters that
-selections read again (``clusters.Segmented``).
+enters the kept clusters' probation segment, so that lookups scattered over many
+databases replace one another, not the clusters that selections read again
+(``clusters.Segmented``).
 Blocks are kept beside the kept clusters (``clusters.keep_derived``, bounded by
 ``clusters.DERIVED_BYTES``), keyed by the files' paths and checksums, the
 clusters, the rows and the schema and columns read: a pinned version's answer
@@ -140,7 +140,7 @@ def _build(snapshot: Snapshot, plan: _Plan, first: int, stop: int) -> tuple[Any,
     rows = np.arange(first, stop, dtype=np.int64)
     tables = {}
     for rec, paths, _ in plan.containers:
-        pieces = kept_pieces(snapshot, rec, paths, rows, promote=False)  # a lookup: enters probation
+        pieces = kept_pieces(snapshot, rec, paths, rows, lookup=True)  # enters probation
         if pieces is None:
             return None
         tables[rec.name] = clusters.gather(pieces)

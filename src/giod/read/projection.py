@@ -227,20 +227,20 @@ class RangeReader:
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local: np.ndarray, promote: bool = True
+def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local: np.ndarray, lookup: bool = False
                 ) -> list[clusters.Piece] | None:
     """The kept clusters of ``rec`` (columns ``paths``) holding the sorted local entries ``local``, each with its
     rows, read and kept first if need be (``giod.read.clusters``); None when they cannot be kept (a remote or
     Parquet file, a column with nulls or strings, a container of an older schema, a damaged cluster): such
-    reads go block by block. ``promote`` False: a point lookup's use, which does not count as using a
-    kept cluster again (``clusters.Segmented``)."""
+    reads go block by block. ``lookup``: a point lookup's use, which protects nothing it decodes or finds
+    (``clusters.Segmented``)."""
     if rec.schema_id != dataset.schema_id:
         return None
 
     def note(reader: ContainerReader) -> list[clusters.Piece] | None:
-        return clusters.pieces(reader, rec, paths, local, promote) if clusters.serves(reader, rec) else None
+        return clusters.pieces(reader, rec, paths, local, lookup) if clusters.serves(reader, rec) else None
 
-    found = clusters.kept(rec, paths, local, promote)
+    found = clusters.kept(rec, paths, local, lookup)
     if found is None:
         try:
             found = dataset.store.read_container(rec, note)
