@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 import giod
 from giod.read import clusters
 from giod.read.clusters import Segmented
-from giod.storage.formats.arrow.reader import ArrowContainerReader
 from giod.testing import synthetic
 
 BOUND = 1_000
@@ -107,13 +106,17 @@ EVENTS = {"sel": synthetic.events(1_200, seed=3, hits=10, cells=0, tracks=0, jet
           "look": synthetic.events(1_600, seed=4, hits=10, cells=0, tracks=0, jets=4)[FIELDS]}
 
 
+LAYOUTS = {"sel": (100, 50), "look": (200, 200)}  # (events a database, a cluster): lookups' blocks are 64
+
+
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     f = giod.open(tmp_path_factory.mktemp("kept") / "fed", create=True)
     out = {}
     for name, events in EVENTS.items():
         ds = f.create_dataset(name, synthetic.schema())
-        with ds.writer(database_events=100, cluster_events=50) as w:
+        database, cluster = LAYOUTS[name]
+        with ds.writer(database_events=database, cluster_events=cluster) as w:
             w.append(events)
         out[name] = ds
     yield out
@@ -121,17 +124,16 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture
-def bound(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
-    """Decodes of Arrow batches of hits counted (the tag query reads the tags its own way); the kept clusters
-    emptied before and after."""
-    counts = {"decode": 0}
-    real = ArrowContainerReader._decode
+def kept_anew(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Clusters decoded whole to be kept, counted; the kept clusters emptied before and after."""
+    counts = [0]
+    real = clusters._Cluster.of.__func__  # type: ignore[attr-defined]
 
-    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
-        counts["decode"] += "raw.tracker" in str(self.path)
-        return real(self, *args, **kwargs)
+    def counting(cls: Any, table: Any) -> Any:
+        counts[0] += 1
+        return real(cls, table)
 
-    monkeypatch.setattr(ArrowContainerReader, "_decode", counting)
+    monkeypatch.setattr(clusters._Cluster, "of", classmethod(counting))
     clusters.forget()
     yield counts
     clusters.forget()
@@ -142,7 +144,7 @@ def _cut(fraction: float) -> str:
     return f"ht > {float(np.quantile(ht, 1 - fraction))!r}"
 
 
-def test_a_selection_read_again_keeps_its_clusters_between_lookups(both: dict[str, Any], bound: dict[str, int],
+def test_a_selection_read_again_keeps_its_clusters_between_lookups(both: dict[str, Any], kept_anew: list[int],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     sel, look = both["sel"], both["look"]
     expr = _cut(0.05)  # a few events in most clusters of hits
@@ -152,16 +154,17 @@ def test_a_selection_read_again_keeps_its_clusters_between_lookups(both: dict[st
     clusters.forget()
     monkeypatch.setattr(clusters, "CACHE_BYTES", int(working / clusters.PROTECTED) + 1)
     assert ak.to_list(sel.select(expr).read(["hits"])) == want  # a read's clusters: protected
-    before = bound["decode"]
-    entries = np.arange(0, len(look), 50)  # every cluster of every database looked up in, once
-    for entry in entries:
-        assert look.event(int(entry)).ht == pytest.approx(float(EVENTS["look"]["ht"][entry]))
-    assert bound["decode"] - before == len(entries)  # a cluster of hits decoded by each lookup
-    kept_hits = [k for k in clusters._KEPT.probation if "raw.tracker" in k[0]]
-    assert len(kept_hits) < len(entries) // 2  # most of what the lookups decoded was dropped
-    before = bound["decode"]
+    before = kept_anew[0]
+    database = LAYOUTS["look"][0]
+    for first in range(0, len(look), database):
+        for entry in (first, first + 100):  # two blocks of each cluster: the second lookup keeps them whole
+            assert look.event(entry).ht == pytest.approx(float(EVENTS["look"]["ht"][entry]))
+    looked = kept_anew[0] - before
+    assert looked >= len(look) // database  # at least each database's cluster of hits
+    assert len(clusters._KEPT.probation) < looked  # not all of them fit beside the selection's
+    before = kept_anew[0]
     assert ak.to_list(sel.select(expr).read(["hits"])) == want
-    assert bound["decode"] == before  # nothing of the selection's was dropped for them
+    assert kept_anew[0] == before  # nothing of the selection's was dropped for them
 
 
 @settings(max_examples=20, deadline=None)

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from giod.storage.site import Site
 
 __all__ = ["CACHE_BYTES", "DERIVED_BYTES", "PROTECTED", "Piece", "Segmented", "derived", "forget",
-           "gather", "keep_derived", "kept", "pieces", "serves"]
+           "gather", "keep_derived", "kept", "pieces", "serves", "touched"]
 
 #: bytes of kept clusters per process (probation dropped first, then the protected segment, each least
 #: recently used first)
@@ -152,6 +152,9 @@ _KEPT: Segmented[_Key, _Cluster] = Segmented()
 #: clusters found not flat, whose rows are read block by block without decoding them whole again first
 _NOT_FLAT: OrderedDict[_Key, None] = OrderedDict()
 NOT_FLAT_KEYS = 4_096
+#: clusters a point lookup read a block of (the next lookup into one of them decodes and keeps it whole)
+_TOUCHED: OrderedDict[_Key, None] = OrderedDict()
+TOUCHED_KEYS = 4_096
 #: bytes of what is built from kept clusters and kept beside them (``giod.read.event``'s blocks of events)
 DERIVED_BYTES = 256 << 20
 _DERIVED: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
@@ -296,11 +299,27 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
     return kept
 
 
+def touched(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> bool:
+    """Whether a point lookup touched every cluster of ``container`` holding ``rows`` before (each now
+    remembered as touched, the last :data:`TOUCHED_KEYS` of them)."""
+    columns = tuple(paths)
+    keys = [(container.path, container.checksum, b, columns) for b, _ in _split(container, rows)]
+    with _LOCK:
+        before = all(k in _TOUCHED for k in keys)
+        for k in keys:
+            _TOUCHED[k] = None
+            _TOUCHED.move_to_end(k)
+        while len(_TOUCHED) > TOUCHED_KEYS:
+            _TOUCHED.popitem(last=False)
+    return before
+
+
 def forget() -> None:
     """Drop every kept cluster, and what was built from them (as a new process starts with none)."""
     with _LOCK:
         _KEPT.clear()
         _NOT_FLAT.clear()
+        _TOUCHED.clear()
         _DERIVED.clear()
         _DERIVED_HELD[0] = 0
 

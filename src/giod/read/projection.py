@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from giod.store.snapshot import Snapshot
 
 __all__ = ["Projection", "RangeReader", "assemble", "empty_table", "kept_pieces", "read_database", "read_databases",
-           "read_entry", "read_entry_of", "resolve_columns", "stored_containers"]
+           "read_entry", "read_entry_of", "read_rows", "resolve_columns", "stored_containers"]
 
 
 #: rows of a database up to which its containers are read one after the other, not side by side
@@ -251,6 +251,13 @@ def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local
     if found is None or sum(len(rows) for _, rows in found) != len(local):
         return None
     return found
+
+
+def read_rows(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str], local: np.ndarray
+              ) -> pa.Table:
+    """The columns ``paths`` of ``container`` of ``db`` at its sorted local entries ``local``, read block by block
+    (the blocks of the file that hold them), not through kept clusters."""
+    return _read_container(dataset, db, container, paths, local)
 
 
 def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str],
