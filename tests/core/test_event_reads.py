@@ -47,26 +47,34 @@ def counted(monkeypatch):
 def test_warm_event_decodes_nothing(local_fed, model, counted):
     ds = local_fed.create_dataset("qcd", model)
     events = synthetic.events(400, seed=5)
-    with ds.writer(database_events=200, cluster_events=50) as w:
+    with ds.writer(database_events=200, cluster_events=200) as w:  # blocks 200..263, 264..327, 328..391, …
         w.append(events)
-    ds.event(210)  # the cold read: each container's cluster decoded once and kept
-    cold = counted["decode"]
-    assert cold >= len(model.containers)
-    assert counted["read_rows"] == 0
-    decodes = []
-    for entry in (210, 211, 249, 259):  # the same clusters as the cold read (entries 200..249), then the next
-        before = counted["decode"]
+
+    def check(entry):
         ev = ds.event(entry)
-        decodes.append(counted["decode"] - before)
         # fixed-size lists (tracks' covariance) are gathered from the kept cluster too
         np.testing.assert_array_equal(np.asarray(ev.tracks.cov.to_list(), dtype=np.float32).reshape(-1, 3),
                                       np.asarray(events.tracks.cov[entry].to_list(), dtype=np.float32).reshape(-1, 3))
         assert ev.jets.pt.to_list() == pytest.approx(events.jets.pt[entry].to_list())
         assert ev.hits.x.to_list() == pytest.approx(events.hits.x[entry].to_list())
-    # 210, 211 and 249 decode nothing; 259 is in the next cluster of a container or more
-    assert decodes[:3] == [0, 0, 0]
-    assert 0 < decodes[3] <= cold
-    assert counted["read_rows"] == 0  # nor read any block by block
+
+    check(210)  # the first lookup into these clusters: its block's rows only, block by block, nothing kept
+    assert counted["read_rows"] == len(model.containers)
+    assert len(clusters._KEPT) == 0
+    check(211)  # the same block: built before, nothing read
+    assert counted["read_rows"] == len(model.containers)
+    before = counted["decode"]
+    check(300)  # another block of the same clusters: each decoded whole once, and kept
+    cold = counted["decode"] - before
+    assert cold >= len(model.containers)
+    assert len(clusters._KEPT) == len(model.containers)
+    decodes = []
+    for entry in (301, 264, 390, 399):  # the same clusters: gathered from the kept ones
+        before = counted["decode"]
+        check(entry)
+        decodes.append(counted["decode"] - before)
+    assert decodes == [0, 0, 0, 0]
+    assert counted["read_rows"] == len(model.containers)  # nor read any block by block again
 
 
 def test_fixed_size_lists_gathered_across_clusters():

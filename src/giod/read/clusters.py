@@ -10,10 +10,15 @@ like any read, and its buffers kept as numpy copies (a view of the memory map
 would show whatever the file holds later, unchecked); later reads only gather
 their rows from it, the rows of all the databases of a read at once
 (``gather``: one numpy indexing per buffer and cluster, one Arrow array per
-buffer in all). Kept clusters are bounded by :data:`CACHE_BYTES`, least
-recently used dropped first. A cluster that cannot be kept (a column with
-nulls or strings) is remembered as such, so that its reads go block by block
-without decoding it whole first on every read.
+buffer in all). Kept clusters are bounded by :data:`CACHE_BYTES`
+(:class:`Segmented`). What a read (a selection) decodes is protected; what a
+point lookup (``ds.event``) decodes enters a probation segment, protected only
+when a read uses it too, and probation is dropped first: lookups scattered over
+many databases replace one another and leave the clusters that selections read
+again where they are, up to :data:`PROTECTED` of the bound. A
+cluster that cannot be kept (a column with nulls or strings) is remembered as
+such, so that its reads go block by block without decoding it whole first on
+every read.
 
 The price is the first read of a cluster: it checks and maps the whole
 cluster, not only the blocks that hold its rows. Files are immutable under
@@ -33,7 +38,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -47,19 +52,109 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.storage.site import Site
 
-__all__ = ["CACHE_BYTES", "DERIVED_BYTES", "Piece", "derived", "forget", "gather", "keep_derived", "kept", "pieces",
-           "serves"]
+__all__ = ["CACHE_BYTES", "DERIVED_BYTES", "PROTECTED", "Piece", "Segmented", "derived", "forget",
+           "gather", "keep_derived", "kept", "pieces", "serves", "touched"]
 
-#: bytes of kept clusters per process (least recently used dropped first)
+#: bytes of kept clusters per process (probation dropped first, then the protected segment, each least
+#: recently used first)
 CACHE_BYTES = 2 << 30
+#: the share of :data:`CACHE_BYTES` the protected segment (clusters reads use) may hold; probation (what point
+#: lookups decode, and what the protected segment let go) holds the rest, and all of it while the protected
+#: segment holds less
+PROTECTED = 0.9
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Segmented(Generic[K, V]):
+    """Values with a cost in bytes, bounded by a total given on each call, in two segments (a segmented LRU
+    whose admission depends on who uses a value).
+
+    A value a read keeps (:meth:`put` with ``protect``) enters the *protected* segment; one a point lookup
+    keeps enters *probation*, and moves to the protected segment when a read uses it (:meth:`get` with
+    ``promote``). The protected segment holds at most ``protected`` of the bound: past it, its least recently
+    used values go back to probation (most recent there). Past the bound, probation's least recently used
+    values are dropped first, the protected segment's only when probation is empty. So lookups, however
+    many and scattered, displace one another and what reads left in probation, never what reads use within
+    the protected share; reads alone see a plain LRU over the whole bound. Not thread-safe: the caller holds
+    a lock.
+    """
+
+    def __init__(self, protected: float = PROTECTED) -> None:
+        self.share = protected
+        self.probation: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self.protected: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self.held = [0, 0]  # bytes in probation, in the protected segment
+
+    def __len__(self) -> int:
+        return len(self.probation) + len(self.protected)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.probation or key in self.protected
+
+    @property
+    def nbytes(self) -> int:
+        return self.held[0] + self.held[1]
+
+    def get(self, key: K, bound: int, promote: bool = True) -> V | None:
+        """The value of ``key`` (None when not kept), now the most recently used of its segment; promoted to
+        the protected segment if it was in probation and ``promote``."""
+        found = self.protected.get(key)
+        if found is not None:
+            self.protected.move_to_end(key)
+            return found[0]
+        found = self.probation.get(key)
+        if found is None:
+            return None
+        if not promote:
+            self.probation.move_to_end(key)
+            return found[0]
+        del self.probation[key]
+        self.held[0] -= found[1]
+        self._protect(key, found, bound)
+        return found[0]
+
+    def put(self, key: K, value: V, cost: int, bound: int, protect: bool = True) -> None:
+        """Keep ``value`` (nothing when it costs more than ``bound``, or ``key`` is kept already): in the
+        protected segment when ``protect``, else in probation; then drop least recently used values, from
+        probation first, until all of them cost at most ``bound``."""
+        if cost > bound or key in self:
+            return
+        if protect:
+            self._protect(key, (value, cost), bound)
+        else:
+            self.probation[key] = (value, cost)
+            self.held[0] += cost
+        while self.nbytes > bound:
+            segment, i = (self.probation, 0) if self.probation else (self.protected, 1)
+            _, (_, dropped) = segment.popitem(last=False)
+            self.held[i] -= dropped
+
+    def _protect(self, key: K, item: tuple[V, int], bound: int) -> None:
+        self.protected[key] = item
+        self.held[1] += item[1]
+        while self.held[1] > self.share * bound and self.protected:
+            old, moved = self.protected.popitem(last=False)
+            self.held[1] -= moved[1]
+            self.probation[old] = moved
+            self.held[0] += moved[1]
+
+    def clear(self) -> None:
+        self.probation.clear()
+        self.protected.clear()
+        self.held[:] = [0, 0]
+
 
 _Key = tuple[str, str, int, tuple[str, ...]]  # (path, checksum, batch, columns): the same bytes on any site
 _LOCAL: weakref.WeakKeyDictionary[Site, bool] = weakref.WeakKeyDictionary()  # whether a site's files are local
-_KEPT: OrderedDict[_Key, tuple[_Cluster, int]] = OrderedDict()
-_HELD = [0]  # allocated bytes of the kept clusters
+_KEPT: Segmented[_Key, _Cluster] = Segmented()
 #: clusters found not flat, whose rows are read block by block without decoding them whole again first
 _NOT_FLAT: OrderedDict[_Key, None] = OrderedDict()
 NOT_FLAT_KEYS = 4_096
+#: clusters a point lookup read a block of (the next lookup into one of them decodes and keeps it whole)
+_TOUCHED: OrderedDict[_Key, None] = OrderedDict()
+TOUCHED_KEYS = 4_096
 #: bytes of what is built from kept clusters and kept beside them (``giod.read.event``'s blocks of events)
 DERIVED_BYTES = 256 << 20
 _DERIVED: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
@@ -179,14 +274,13 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int
-             ) -> _Cluster | None:
+def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
+             lookup: bool = False) -> _Cluster | None:
     key = (container.path, container.checksum, batch, tuple(paths))
     with _LOCK:
-        found = _KEPT.get(key)
+        found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
         if found is not None:
-            _KEPT.move_to_end(key)
-            return found[0]
+            return found
         if key in _NOT_FLAT:
             return None
     table = reader.read(list(paths), [batch])
@@ -200,16 +294,24 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
             while len(_NOT_FLAT) > NOT_FLAT_KEYS:
                 _NOT_FLAT.popitem(last=False)
         return None
-    cost = kept.nbytes
-    if cost <= CACHE_BYTES:
-        with _LOCK:
-            if key not in _KEPT:
-                _KEPT[key] = (kept, cost)
-                _HELD[0] += cost
-            while _HELD[0] > CACHE_BYTES and _KEPT:
-                _, (_, dropped) = _KEPT.popitem(last=False)
-                _HELD[0] -= dropped
+    with _LOCK:
+        _KEPT.put(key, kept, kept.nbytes, CACHE_BYTES, protect=not lookup)
     return kept
+
+
+def touched(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> bool:
+    """Whether a point lookup touched every cluster of ``container`` holding ``rows`` before (each now
+    remembered as touched, the last :data:`TOUCHED_KEYS` of them)."""
+    columns = tuple(paths)
+    keys = [(container.path, container.checksum, b, columns) for b, _ in _split(container, rows)]
+    with _LOCK:
+        before = all(k in _TOUCHED for k in keys)
+        for k in keys:
+            _TOUCHED[k] = None
+            _TOUCHED.move_to_end(k)
+        while len(_TOUCHED) > TOUCHED_KEYS:
+            _TOUCHED.popitem(last=False)
+    return before
 
 
 def forget() -> None:
@@ -217,7 +319,7 @@ def forget() -> None:
     with _LOCK:
         _KEPT.clear()
         _NOT_FLAT.clear()
-        _HELD[0] = 0
+        _TOUCHED.clear()
         _DERIVED.clear()
         _DERIVED_HELD[0] = 0
 
@@ -263,9 +365,11 @@ def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.n
     return [(int(b), rows[lo:hi] - starts[b]) for b, lo, hi in zip(which, *bounds, strict=True)]
 
 
-def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> list[Piece] | None:
+def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, lookup: bool = False
+         ) -> list[Piece] | None:
     """The pieces of ``rows`` when every cluster holding them is kept already (no reader, no router: the
-    bytes were checked when they were kept); None otherwise."""
+    bytes were checked when they were kept); None otherwise. ``lookup``: a point lookup's use, which
+    protects nothing (:class:`Segmented`)."""
     if container.format != "arrow" or not container.cluster_entries:
         return None
     out = []
@@ -273,22 +377,21 @@ def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> 
     with _LOCK:
         for b, local in _split(container, rows):
             key = (container.path, container.checksum, b, columns)
-            found = _KEPT.get(key)
+            found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
             if found is None:
                 return None
-            _KEPT.move_to_end(key)
-            out.append((found[0], local))
+            out.append((found, local))
     return out
 
 
-def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray
-           ) -> list[Piece] | None:
+def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray,
+           lookup: bool = False) -> list[Piece] | None:
     """The kept clusters of ``container`` (columns ``paths``) holding ``rows`` (sorted local entries), each with
-    its rows; read and kept first if need be. None when a column is not flat (nulls, strings, …): such
-    reads go block by block."""
+    its rows; read and kept first if need be (protected, or in probation for a ``lookup``: :func:`kept`).
+    None when a column is not flat (nulls, strings, …): such reads go block by block."""
     out = []
     for b, local in _split(container, rows):
-        cluster = _cluster(reader, container, paths, b)
+        cluster = _cluster(reader, container, paths, b, lookup)
         if cluster is None:
             return None
         out.append((cluster, local))

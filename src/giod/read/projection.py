@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from giod.store.snapshot import Snapshot
 
 __all__ = ["Projection", "RangeReader", "assemble", "empty_table", "kept_pieces", "read_database", "read_databases",
-           "read_entry", "read_entry_of", "resolve_columns", "stored_containers"]
+           "read_entry", "read_entry_of", "read_rows", "resolve_columns", "stored_containers"]
 
 
 #: rows of a database up to which its containers are read one after the other, not side by side
@@ -227,19 +227,20 @@ class RangeReader:
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local: np.ndarray
+def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local: np.ndarray, lookup: bool = False
                 ) -> list[clusters.Piece] | None:
     """The kept clusters of ``rec`` (columns ``paths``) holding the sorted local entries ``local``, each with its
     rows, read and kept first if need be (``giod.read.clusters``); None when they cannot be kept (a remote or
     Parquet file, a column with nulls or strings, a container of an older schema, a damaged cluster): such
-    reads go block by block."""
+    reads go block by block. ``lookup``: a point lookup's use, which protects nothing it decodes or finds
+    (``clusters.Segmented``)."""
     if rec.schema_id != dataset.schema_id:
         return None
 
     def note(reader: ContainerReader) -> list[clusters.Piece] | None:
-        return clusters.pieces(reader, rec, paths, local) if clusters.serves(reader, rec) else None
+        return clusters.pieces(reader, rec, paths, local, lookup) if clusters.serves(reader, rec) else None
 
-    found = clusters.kept(rec, paths, local)
+    found = clusters.kept(rec, paths, local, lookup)
     if found is None:
         try:
             found = dataset.store.read_container(rec, note)
@@ -250,6 +251,13 @@ def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local
     if found is None or sum(len(rows) for _, rows in found) != len(local):
         return None
     return found
+
+
+def read_rows(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str], local: np.ndarray
+              ) -> pa.Table:
+    """The columns ``paths`` of ``container`` of ``db`` at its sorted local entries ``local``, read block by block
+    (the blocks of the file that hold them), not through kept clusters."""
+    return _read_container(dataset, db, container, paths, local)
 
 
 def _read_container(dataset: Snapshot, db: DatabaseRecord, container: str, paths: list[str],

@@ -1,0 +1,197 @@
+"""The kept clusters' bound and admission (``giod.read.clusters.Segmented``): never over the bound, a cluster
+used again survives a stream of one-off ones, and what a read gives never depends on what was kept.
+
+The policy alone first (any sequence of uses against a model of what it must hold), then a federation: a
+selection read again keeps its clusters however many ``ds.event`` lookups come between its reads, and every
+selection and event read under a small bound is what it is with nothing kept.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import awkward as ak
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import giod
+from giod.read import clusters
+from giod.read.clusters import Segmented
+from giod.testing import synthetic
+
+BOUND = 1_000
+
+_use = st.tuples(st.sampled_from(["put", "get"]), st.integers(0, 30), st.integers(1, BOUND + 50), st.booleans())
+
+
+def _check(cache: Segmented[Any, int], bound: int) -> None:
+    assert cache.nbytes <= bound
+    assert cache.held[0] == sum(c for _, c in cache.probation.values())
+    assert cache.held[1] == sum(c for _, c in cache.protected.values())
+    assert cache.held[1] <= cache.share * bound
+    assert not set(cache.probation) & set(cache.protected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(uses=st.lists(_use, max_size=200), share=st.sampled_from([0.0, 0.5, 0.9, 1.0]))
+def test_never_over_the_bound_and_each_key_its_own_value(uses: list[tuple[str, int, int, bool]], share: float
+                                                         ) -> None:
+    cache: Segmented[int, int] = Segmented(share)
+    costs: dict[int, int] = {}
+    for what, key, cost, read in uses:
+        if what == "put":
+            was = key in cache
+            cache.put(key, key * 7, cost, BOUND, protect=read)
+            if not was and key in cache:
+                costs[key] = cost
+            if cost > BOUND:
+                assert key in cache if was else key not in cache
+        else:
+            found = cache.get(key, BOUND, promote=read)
+            assert found is None or found == key * 7
+        _check(cache, BOUND)
+        for k, (value, cost) in [*cache.probation.items(), *cache.protected.items()]:
+            assert value == k * 7 and cost == costs[k]
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(uses=st.lists(st.tuples(st.sampled_from(["put", "get"]), st.integers(0, 30), st.integers(1, BOUND)),
+                     max_size=200), share=st.sampled_from([0.0, 0.5, 0.9, 1.0]))
+def test_reads_alone_see_a_plain_lru_over_the_whole_bound(uses: list[tuple[str, int, int]], share: float) -> None:
+    cache: Segmented[int, int] = Segmented(share)
+    lru: OrderedDict[int, int] = OrderedDict()  # the model: key -> cost, least recently used first
+    for what, key, cost in uses:
+        if what == "put":
+            cache.put(key, key, cost, BOUND)
+            if key not in lru:
+                lru[key] = cost
+                while sum(lru.values()) > BOUND:
+                    lru.popitem(last=False)
+        else:
+            assert (cache.get(key, BOUND) is None) == (key not in lru)
+            if key in lru:
+                lru.move_to_end(key)
+        assert set(cache.probation) | set(cache.protected) == set(lru)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hot=st.integers(1, 900), read_again=st.booleans(),
+       stream=st.lists(st.tuples(st.integers(1, BOUND), st.booleans()), max_size=120))
+def test_a_cluster_reads_use_survives_a_stream_of_lookups(hot: int, read_again: bool,
+                                                          stream: list[tuple[int, bool]]) -> None:
+    """A cluster a read decoded (or a lookup's that a read used) stays however many clusters point lookups
+    decode and look at after it, as long as each fits beside it."""
+    cache: Segmented[str, int] = Segmented(0.9)
+    cache.put("hot", 1, hot, BOUND, protect=not read_again)
+    if read_again:
+        assert cache.get("hot", BOUND) == 1  # a read's use of a lookup's cluster: protected
+    for i, (cost, looked_again) in enumerate(stream):
+        cache.put(f"once {i}", i, min(cost, BOUND - hot), BOUND, protect=False)
+        if looked_again and i:
+            cache.get(f"once {i - 1}", BOUND, promote=False)  # a lookup's second use: still probation
+        _check(cache, BOUND)
+        assert "hot" in cache.protected
+    assert not {k for k in cache.protected if k != "hot"}
+
+
+# a federation: the bench's layout in small (tags and hits, one dataset selected, one looked up in)
+FIELDS = ["hits", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
+EVENTS = {"sel": synthetic.events(1_200, seed=3, hits=10, cells=0, tracks=0, jets=4)[FIELDS],
+          "look": synthetic.events(1_600, seed=4, hits=10, cells=0, tracks=0, jets=4)[FIELDS]}
+
+
+LAYOUTS = {"sel": (100, 50), "look": (200, 200)}  # (events a database, a cluster): lookups' blocks are 64
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    f = giod.open(tmp_path_factory.mktemp("kept") / "fed", create=True)
+    out = {}
+    for name, events in EVENTS.items():
+        ds = f.create_dataset(name, synthetic.schema())
+        database, cluster = LAYOUTS[name]
+        with ds.writer(database_events=database, cluster_events=cluster) as w:
+            w.append(events)
+        out[name] = ds
+    yield out
+    f.close()
+
+
+@pytest.fixture
+def kept_anew(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Clusters decoded whole to be kept, counted; the kept clusters emptied before and after."""
+    counts = [0]
+    real = clusters._Cluster.of.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: Any, table: Any) -> Any:
+        counts[0] += 1
+        return real(cls, table)
+
+    monkeypatch.setattr(clusters._Cluster, "of", classmethod(counting))
+    clusters.forget()
+    yield counts
+    clusters.forget()
+
+
+def _cut(fraction: float) -> str:
+    ht = ak.to_numpy(EVENTS["sel"]["ht"])
+    return f"ht > {float(np.quantile(ht, 1 - fraction))!r}"
+
+
+def test_a_selection_read_again_keeps_its_clusters_between_lookups(both: dict[str, Any], kept_anew: list[int],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    sel, look = both["sel"], both["look"]
+    expr = _cut(0.05)  # a few events in most clusters of hits
+    want = ak.to_list(sel.select(expr).read(["hits"]))
+    working = clusters._KEPT.nbytes  # what the selection keeps
+    assert working > 0
+    clusters.forget()
+    monkeypatch.setattr(clusters, "CACHE_BYTES", int(working / clusters.PROTECTED) + 1)
+    assert ak.to_list(sel.select(expr).read(["hits"])) == want  # a read's clusters: protected
+    before = kept_anew[0]
+    database = LAYOUTS["look"][0]
+    for first in range(0, len(look), database):
+        for entry in (first, first + 100):  # two blocks of each cluster: the second lookup keeps them whole
+            assert look.event(entry).ht == pytest.approx(float(EVENTS["look"]["ht"][entry]))
+    looked = kept_anew[0] - before
+    assert looked >= len(look) // database  # at least each database's cluster of hits
+    assert len(clusters._KEPT.probation) < looked  # not all of them fit beside the selection's
+    before = kept_anew[0]
+    assert ak.to_list(sel.select(expr).read(["hits"])) == want
+    assert kept_anew[0] == before  # nothing of the selection's was dropped for them
+
+
+@settings(max_examples=20, deadline=None)
+@given(bytes_kept=st.integers(0, 400_000),
+       reads=st.lists(st.one_of(st.tuples(st.just("select"), st.sampled_from([0.002, 0.02, 0.2])),
+                                st.tuples(st.just("event"), st.integers(0, len(EVENTS["look"]) - 1))),
+                      min_size=1, max_size=12))
+def test_reads_are_the_same_whatever_was_kept(both: dict[str, Any], bytes_kept: int,
+                                              reads: list[tuple[str, float]]) -> None:
+    """Selections and lookups under any bound give what the events written hold."""
+    sel, look = both["sel"], both["look"]
+    clusters.forget()
+    was = clusters.CACHE_BYTES
+    clusters.CACHE_BYTES = bytes_kept
+    try:
+        for what, arg in reads:
+            if what == "select":
+                expr = _cut(arg)
+                mask = ak.to_numpy(EVENTS["sel"]["ht"]) > float(expr.split(">")[1])
+                assert ak.to_list(sel.select(expr).read(["hits", "ht"])) == \
+                    ak.to_list(EVENTS["sel"][["hits", "ht"]][mask])
+            else:
+                entry = int(arg)
+                got = look.event(entry)
+                assert ak.to_list(got.hits) == ak.to_list(EVENTS["look"]["hits"][entry])
+                assert got.njets == EVENTS["look"]["njets"][entry]
+            assert clusters._KEPT.nbytes <= bytes_kept
+    finally:
+        clusters.CACHE_BYTES = was
+        clusters.forget()
