@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,38 @@ def test_a_failed_overlapped_write_commits_nothing_and_leaves_no_file(tmp_path: 
     assert len(fed.dataset("daq")) == 0
     site = Path(fed.site().local_path("daq"))
     assert not [p for p in site.rglob("*") if p.is_file()]
+
+
+def test_a_failed_commit_gives_a_file_up_only_once_its_thread_is_done_with_it(tmp_path: Path, monkeypatch) -> None:
+    """One container's close fails while another's is still running: that one is aborted after, not during."""
+    real_close, real_abort = ContainerWriter.close, ContainerWriter.abort
+    failed, aborted = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def close(self: ContainerWriter, folders: Any = None) -> Any:
+        if self.path.endswith("raw.calo.arrow"):
+            failed.set()
+            raise StorageError("the disk is full")
+        if self.path.endswith("reco.arrow"):
+            failed.wait(30)
+            aborted.wait(2)  # an abort now would come while this file is still being closed (the
+            # results are collected in the containers' order: raw.calo's error first)
+            out = real_close(self, folders)
+            order.append("closed")
+            return out
+        return real_close(self, folders)
+
+    def abort(self: ContainerWriter) -> None:
+        if self.path.endswith("reco.arrow"):
+            order.append("aborted")
+            aborted.set()
+        real_abort(self)
+
+    monkeypatch.setattr(ContainerWriter, "close", close)
+    monkeypatch.setattr(ContainerWriter, "abort", abort)
+    fed = giod.open(tmp_path / "fed", create=True)
+    ds = fed.create_dataset("daq", synthetic.schema())
+    with pytest.raises(StorageError, match="disk is full"), ds.writer() as w:
+        w.append(synthetic.events(500, seed=6))
+    assert order[:2] == ["closed", "aborted"]
+    assert len(fed.dataset("daq")) == 0  # the files that reached their names are gc's, as after any failed commit

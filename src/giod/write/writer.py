@@ -27,7 +27,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,10 +71,16 @@ POOL_THREADS = max(4, min(8, os.cpu_count() or 2))
 
 
 def _each(fn: Callable[[str], Any], names: list[str], parallel: bool = True) -> list[Any]:
-    """``fn`` over container names, in threads when there are several and ``parallel``."""
+    """``fn`` over container names, in threads when there are several and ``parallel``.
+
+    Every call has ended when it returns or raises: a caller that gives the files up after an error does
+    not do so while another thread still writes one of them.
+    """
     if len(names) < 2 or not parallel:
         return [fn(n) for n in names]
-    return [f.result() for f in [_submit(fn, n) for n in names]]
+    futures = [_submit(fn, n) for n in names]
+    wait(futures)
+    return [f.result() for f in futures]
 
 
 def _submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
