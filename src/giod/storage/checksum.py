@@ -12,6 +12,7 @@ ambiguity.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, BinaryIO
 
 import google_crc32c
@@ -21,6 +22,52 @@ from giod.errors import ConfigError
 
 ALGORITHM = "crc32c"
 _CHUNK = 8 << 20
+#: bytes from which a CRC-32C is computed by the native call that lets go of Python's lock (:func:`extend`)
+NATIVE_BYTES = 64 << 10
+_CHECK = (b"123456789", 0xE3069283)  # the CRC-32C catalogue's check value
+
+
+def _native() -> Any:
+    """``crc32c_extend`` of the C library google_crc32c wraps, called through ctypes; None when there is none.
+
+    google_crc32c's own ``extend`` keeps Python's lock for all but ``bytes`` of 1 MB and more, and giod hands
+    it numpy views of Arrow buffers: while one writer thread checksums a cluster, the others wait. A foreign
+    call through ctypes lets go of the lock for its length. The library is the one the extension module was
+    linked with, looked up through the module's own handle; it is used only if it gives the catalogue's
+    check value and google_crc32c's own result.
+    """
+    try:
+        from google_crc32c import _crc32c
+
+        fn = ctypes.CDLL(_crc32c.__file__).crc32c_extend
+        fn.argtypes = (ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t)
+        fn.restype = ctypes.c_uint32
+        data, want = _CHECK
+        probe = np.frombuffer(data * 7300, dtype=np.uint8)  # more than one call's worth of the library's paths
+        if fn(0, data, len(data)) != want or fn(5, probe.ctypes.data, probe.nbytes) != google_crc32c.extend(5, probe):
+            return None
+    except (ImportError, OSError, AttributeError, TypeError, ValueError):
+        return None
+    return fn
+
+
+_NATIVE = _native()
+
+
+def extend(crc: int, data: Any) -> int:
+    """The CRC-32C ``crc`` extended by ``data`` (bytes, a buffer, a contiguous uint8 numpy array), not copied.
+
+    From :data:`NATIVE_BYTES` on, through the native call that lets other threads run meanwhile (the same
+    value as google_crc32c's, which is the fallback when that library cannot be called).
+    """
+    view = data if isinstance(data, (bytes, np.ndarray)) else np.frombuffer(data, dtype=np.uint8)
+    n = len(view) if isinstance(view, bytes) else view.nbytes
+    if _NATIVE is not None and n >= NATIVE_BYTES:
+        if isinstance(view, bytes):
+            return int(_NATIVE(crc, view, n))
+        if view.flags.c_contiguous:
+            return int(_NATIVE(crc, view.__array_interface__["data"][0], n))
+    return int(google_crc32c.extend(crc, view))
 
 
 class Checksum:
@@ -33,9 +80,7 @@ class Checksum:
         self.size = 0
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
-        # the C extension takes bytes or numpy arrays (zero-copy), not memoryviews
-        view = data if isinstance(data, bytes) else np.frombuffer(data, dtype=np.uint8)
-        self._crc = google_crc32c.extend(self._crc, view)
+        self._crc = extend(self._crc, data)
         self.size += len(data)
 
     def hexdigest(self) -> str:

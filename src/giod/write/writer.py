@@ -27,7 +27,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,13 +71,24 @@ POOL_THREADS = max(4, min(8, os.cpu_count() or 2))
 
 
 def _each(fn: Callable[[str], Any], names: list[str], parallel: bool = True) -> list[Any]:
-    """``fn`` over container names, in threads when there are several and ``parallel``."""
-    global _POOL
+    """``fn`` over container names, in threads when there are several and ``parallel``.
+
+    Every call has ended when it returns or raises: a caller that gives the files up after an error does
+    not do so while another thread still writes one of them.
+    """
     if len(names) < 2 or not parallel:
         return [fn(n) for n in names]
+    futures = [_submit(fn, n) for n in names]
+    wait(futures)
+    return [f.result() for f in futures]
+
+
+def _submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """``fn(*args)`` in the writers' pool."""
+    global _POOL
     if _POOL is None:
         _POOL = ThreadPoolExecutor(max_workers=POOL_THREADS, thread_name_prefix="giod-writer")
-    return list(_POOL.map(fn, names))
+    return _POOL.submit(fn, *args)
 
 
 def _forget_pool() -> None:
@@ -233,6 +244,7 @@ class Writer:
                 self._lease.confirm()  # the files stay safe from gc for the commit
         except BaseException:
             for buf in db.buffers.values():
+                buf.settle()
                 buf.writer.abort()
             if self._lease is not None and self._lease.lost:  # what gc left of them is no use to anyone
                 for buf in db.buffers.values():
@@ -298,6 +310,7 @@ class Writer:
         db, self._open = self._open, None
         if db is not None:
             for buf in db.buffers.values():
+                buf.settle()  # a cluster still being written finishes before its file goes
                 buf.writer.abort()
         self._release()
         self._closed = True
@@ -397,10 +410,13 @@ class Writer:
         return self._open
 
     def _add(self, db: _OpenDatabase, tables: Mapping[str, pa.Table], n: int) -> None:
-        # containers are independent files and pyarrow releases the GIL while it
-        # encodes and compresses: write them side by side
-        _each(lambda c: db.buffers[c].add(tables[c]), list(tables),
-              parallel=sum(t.nbytes for t in tables.values()) >= PARALLEL_BYTES)
+        # containers are independent files and pyarrow releases the GIL while it encodes and compresses: their
+        # clusters are written side by side in the pool, and while the next events are appended; each container
+        # waits only for its own previous cluster (ContainerBuffer), so that a slow one (the compressed reco)
+        # holds back neither the others nor the caller
+        submit = _submit if sum(t.nbytes for t in tables.values()) >= PARALLEL_BYTES else None
+        for c, t in tables.items():
+            db.buffers[c].add(t, submit)
         for c, t in tables.items():
             db.nbytes += t.nbytes
             if c == TAG_CONTAINER:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError
+from giod.storage.checksum import extend
 
 __all__ = ["BLOCK", "CRC_KEY", "SCHEMA_KEY", "Message", "Node", "block_crcs", "block_table", "canonical", "check_batch",
            "checksummed", "has_block_layout", "layout", "parse_message"]
@@ -39,7 +40,7 @@ _HEADER_RECORD_BATCH = 3
 
 
 def _crc(data: np.ndarray) -> int:
-    return int(google_crc32c.extend(0, data))
+    return extend(0, data)  # a whole buffer: a large one without holding Python's lock
 
 
 def has_block_layout(schema: pa.Schema) -> bool:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError, StorageError
+from giod.storage.checksum import extend
 from giod.storage.formats.arrow.blocks import SCHEMA_KEY, parse_message
 
 __all__ = ["CODECS", "MAGIC", "crc32c", "describe", "ipc_options", "parse_footer", "schema_of"]
@@ -29,8 +29,8 @@ _BLOCK = np.dtype([("offset", "<i8"), ("meta", "<i4"), ("pad", "<i4"), ("body", 
 
 
 def crc32c(data: Any) -> int:
-    """CRC-32C of a buffer, without copying it."""
-    return int(google_crc32c.extend(0, np.frombuffer(data, dtype=np.uint8)))
+    """CRC-32C of a buffer, without copying it (a large one without holding Python's lock)."""
+    return extend(0, data)
 
 
 def ipc_options(compression: str, level: int | None, threads: bool = True) -> ipc.IpcWriteOptions:

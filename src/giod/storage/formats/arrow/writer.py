@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import google_crc32c
-import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import StorageError
-from giod.storage.checksum import Checksum, ChecksummingSink
+from giod.storage.checksum import Checksum, ChecksummingSink, extend
 from giod.storage.formats.arrow.blocks import BLOCK, CRC_KEY, SCHEMA_KEY, checksummed, has_block_layout
 from giod.storage.formats.arrow.frame import crc32c, ipc_options, parse_footer
 from giod.storage.pending import PendingFile
@@ -89,7 +87,7 @@ class _BatchSink(ChecksummingSink):
                     need = (8 + int.from_bytes(self._meta[4:8], "little") - len(self._meta)
                             if len(self._meta) >= 8 else 8 - len(self._meta))
             elif skip < len(view):
-                self._batch = google_crc32c.extend(self._batch, np.frombuffer(view[skip:], dtype=np.uint8))
+                self._batch = extend(self._batch, view[skip:])
         else:
             self.tail += view
         return super().write(view)

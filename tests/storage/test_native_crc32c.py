@@ -1,0 +1,93 @@
+"""CRC-32C through the native call that lets go of Python's lock: google_crc32c's value, or google_crc32c itself."""
+
+from __future__ import annotations
+
+import ctypes
+
+import google_crc32c
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from giod.storage import checksum
+from giod.storage.checksum import NATIVE_BYTES, Checksum, extend
+from giod.storage.formats.arrow.frame import crc32c
+
+_DATA = np.random.default_rng(7).integers(0, 256, size=4 * NATIVE_BYTES + 4099, dtype=np.uint8)
+
+
+def _forms(view: np.ndarray) -> list[object]:
+    """The same bytes as each caller hands them: bytes, numpy, memoryview, bytearray, an Arrow buffer."""
+    return [view.tobytes(), view, memoryview(view), bytearray(view.tobytes()), pa.py_buffer(view)]
+
+
+def test_the_native_call_is_there() -> None:
+    # google_crc32c's C wheels carry the library: without it every large CRC would keep the lock again
+    if google_crc32c.implementation != "c":
+        pytest.skip("google_crc32c is its pure-Python fallback here: no C library to call")
+    assert checksum._NATIVE is not None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(min_value=0, max_value=len(_DATA)), st.integers(min_value=0, max_value=len(_DATA)),
+       st.integers(min_value=0, max_value=2**32 - 1))
+def test_the_same_value_as_google_crc32c(start: int, length: int, crc: int) -> None:
+    view = _DATA[start:start + length]  # any address, any length, either side of NATIVE_BYTES
+    want = int(google_crc32c.extend(crc, view))
+    for form in _forms(view):
+        assert extend(crc, form) == want
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=2 * NATIVE_BYTES), min_size=1, max_size=6))
+def test_a_running_checksum_is_the_whole_one(cuts: list[int]) -> None:
+    c, at = Checksum(), 0
+    for n in cuts:
+        c.update(memoryview(_DATA[at:at + n]))
+        at += n
+    assert c.hexdigest() == f"crc32c:{google_crc32c.value(_DATA[:at].tobytes()):08x}"
+    assert crc32c(_DATA[:at]) == google_crc32c.value(_DATA[:at].tobytes())
+
+
+def test_large_buffers_take_the_native_call_small_ones_google_crc32c(monkeypatch) -> None:
+    calls: list[int] = []
+    native = checksum._NATIVE
+    monkeypatch.setattr(checksum, "_NATIVE", lambda crc, data, n: (calls.append(n), native(crc, data, n))[1])
+    for form in _forms(_DATA[:NATIVE_BYTES]):
+        extend(0, form)
+    assert calls == [NATIVE_BYTES] * 5
+    calls.clear()
+    extend(0, _DATA[:NATIVE_BYTES - 1])
+    assert calls == []
+    with pytest.raises(ValueError, match="contiguous"):  # refused as google_crc32c refuses it, not misread
+        extend(0, _DATA[:2 * NATIVE_BYTES:2])
+    assert calls == []
+
+
+def test_without_the_library_google_crc32c_gives_the_value(monkeypatch) -> None:
+    def missing(*args: object, **kwargs: object) -> None:
+        raise OSError("no such library")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    assert checksum._native() is None
+    monkeypatch.setattr(checksum, "_NATIVE", None)
+    assert extend(3, _DATA) == google_crc32c.extend(3, _DATA)
+
+
+def test_a_library_that_gives_another_value_is_not_used(monkeypatch) -> None:
+    class Wrong:
+        def __init__(self, *args: object) -> None:
+            self.crc32c_extend = self
+
+        def __call__(self, crc: int, data: object, n: int) -> int:
+            return 0
+
+    monkeypatch.setattr(ctypes, "CDLL", Wrong)
+    assert checksum._native() is None
+
+
+@pytest.mark.parametrize("n", [0, 1, NATIVE_BYTES - 1, NATIVE_BYTES, NATIVE_BYTES + 1])
+def test_lengths_at_the_threshold(n: int) -> None:
+    assert extend(0, _DATA[:n]) == google_crc32c.value(_DATA[:n].tobytes())
