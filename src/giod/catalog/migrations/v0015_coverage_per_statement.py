@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from giod.catalog.migrations.v0011_tag_coverage import _INFINITY, _span
-
-_SPAN = _span("n.max", "n.min", _INFINITY["postgresql"])
+# a row's max - min as step 11 computes it (frozen here): infinite where the difference would overflow,
+# which PostgreSQL refuses, and a sum rather than a product or quotient, which could underflow
+_SPAN = ("CASE WHEN n.max = n.min THEN 0 WHEN n.min < 0 AND n.max > 1.79e308 + n.min "
+         "THEN CAST('Infinity' AS DOUBLE PRECISION) ELSE n.max - n.min END")
 
 _POSTGRES = [
     "DROP TRIGGER tag_coverage_added ON tag_stats",
