@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, planning
 from giod.catalog.migrations import v0011_tag_coverage
 from giod.catalog.records import Bounds, overlaps
-from giod.catalog.tables import databases, tag_coverage
+from giod.catalog.tables import databases, tag_coverage, tag_stats
 
 FIELDS = ("ht", "njets")
 _names = itertools.count()
@@ -79,6 +79,42 @@ def _coverage(catalog: Catalog, name: str, version: int, field: str) -> int:
     return 0 if found is None else int(found)
 
 
+def _span(lo: float, hi: float) -> float:
+    """``max - min`` as the triggers compute it (``v0011_tag_coverage._span``): infinite where it overflows."""
+    return 0.0 if hi == lo else math.inf if lo < 0 and hi > 1.79e308 + lo else hi - lo
+
+
+def _recounted(catalog: Catalog, dataset_id: int) -> None:
+    """The kept coverage at every version, row for row, equals a recount of the dataset's statistics rows:
+    the rows made at or before the version and not deleted by it, and the widest ``max - min`` of those
+    made by it (None once one had ``min > max``); no coverage before the first row of a field."""
+    t, d, c = tag_stats, databases, tag_coverage
+
+    def read(conn: Connection) -> tuple[list[Any], list[Any]]:
+        stats = conn.execute(t.select().with_only_columns(t.c.field, t.c.created_version, t.c.deleted_version,
+                                                          t.c.min, t.c.max)
+                             .join_from(t, d, d.c.id == t.c.database_id).where(d.c.dataset_id == dataset_id))
+        kept = conn.execute(c.select().with_only_columns(c.c.field, c.c.version, c.c.n_databases, c.c.width)
+                            .where(c.c.dataset_id == dataset_id))
+        return list(stats), list(kept)
+
+    stats, kept = catalog._read(read)
+    last = max([r[1] for r in stats] + [r[2] or 0 for r in stats] + [r[1] for r in kept] + [0])
+    for field in {r[0] for r in stats} | {r[0] for r in kept}:
+        rows = [r for r in stats if r[0] == field]
+        for version in range(last + 1):
+            made = [r for r in rows if r[1] <= version]
+            expected = None
+            if made:
+                live = sum(1 for r in made if r[2] is None or r[2] > version)
+                bad = any(r[3] is not None and r[4] is not None and r[3] > r[4] for r in made)
+                spans = [_span(r[3], r[4]) for r in made if r[3] is not None and r[4] is not None]
+                expected = (live, None if bad else max([0.0, *spans]))
+            at = [r for r in kept if r[0] == field and r[1] <= version]
+            found = None if not at else tuple(max(at, key=lambda r: r[1])[2:])
+            assert found == expected, (field, version)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS, bounds=st.lists(ranges, min_size=1, max_size=3))
 def test_planning_equals_the_full_check_at_every_version(catalog: Catalog, ops: list, bounds: list[Bounds]) -> None:
@@ -113,10 +149,45 @@ def test_planning_equals_the_full_check_at_every_version(catalog: Catalog, ops: 
                 assert all(covered[0] in db.tag_stats for db in listed)
             pruned = catalog.databases(name, version, overlapping=box)
             assert pruned == [db for db in listed if overlaps(db.tag_stats, box)]
+    _recounted(catalog, catalog.dataset(name).id)
     listed = catalog.databases(name)
     for box in bounds:  # live: the plan's statements built without a version
         assert catalog.databases(name, overlapping=box) == [db for db in listed if overlaps(db.tag_stats, box)]
     assert catalog.databases(other)[0].tag_stats["ht"] == (-100.0, 100.0)
+
+
+_rows = st.lists(  # statistics rows inserted by one statement: (database, field, version, deleted after, min, max)
+    st.tuples(st.integers(0, 3), st.sampled_from((*FIELDS, "mjj")), st.integers(1, 12),
+              st.one_of(st.none(), st.integers(1, 4)), st.one_of(st.none(), number), st.one_of(st.none(), number)),
+    min_size=1, max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kept=st.lists(stats, min_size=1, max_size=4), rows=_rows)
+def test_one_statement_of_statistics_in_any_order_is_counted_as_row_by_row(
+        catalog: Catalog, kept: list[dict], rows: list[tuple]) -> None:
+    """Rows inserted by one statement, at versions out of order, before and after the versions already kept,
+    some already deleted, several at one version: the coverage is what one row at a time gives (on
+    PostgreSQL a statement trigger over them all, level 15; on SQLite row triggers)."""
+    if not catalog.sites():
+        catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    name = f"raw{next(_names)}"
+    catalog.create_dataset(name, schema_id)
+    ids = [r.database_id for r in catalog.commit_databases(
+        [_commit(name, schema_id, k, s) for k, s in enumerate(kept)])]
+    ids += [catalog.commit_database(_commit(name, schema_id, 9, {})).database_id]  # one without statistics
+    held = {(db_id, f) for db_id in ids for f in catalog.database(db_id).tag_stats}
+    values = list({(ids[i % len(ids)], f, v): {
+        "database_id": ids[i % len(ids)], "field": f, "created_version": v,
+        "deleted_version": None if after is None else v + after,
+        "min": None if lo is None or not math.isfinite(lo) else lo,
+        "max": None if hi is None or not math.isfinite(hi) else hi,
+    } for i, f, v, after, lo, hi in rows if (ids[i % len(ids)], f) not in held}.values())
+    if values:
+        with catalog._engine.begin() as conn:
+            conn.execute(tag_stats.insert().values(values))  # one statement, every row
+    _recounted(catalog, catalog.dataset(name).id)
 
 
 def test_a_snapshot_keeps_its_coverage(catalog: Catalog) -> None:

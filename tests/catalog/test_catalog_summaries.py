@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, text, update
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, migrations
-from giod.catalog.migrations import v0013_database_summaries
+from giod.catalog.migrations import v0011_tag_coverage, v0013_database_summaries
 from giod.catalog.tables import database_reads, database_summaries, meta
 
 # code point order differs from a locale's ("_" before "a", "Z" before "a", "é" last)
@@ -130,6 +130,10 @@ def test_a_level_12_catalog_with_data_is_migrated(catalog_url: str, tmp_path: An
             database_summaries.drop(conn)
             database_reads.drop(conn)  # and what the later levels added
             conn.execute(text("ALTER TABLE tier_rules DROP COLUMN unread_for"))
+            if conn.dialect.name == "postgresql":  # level 15's statement trigger back to level 11's row trigger
+                conn.execute(text("DROP TRIGGER tag_coverage_added ON tag_stats"))
+                conn.execute(text("DROP FUNCTION tag_coverage_added()"))
+                conn.exec_driver_sql(v0011_tag_coverage._POSTGRES[1])
             conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="12"))
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:

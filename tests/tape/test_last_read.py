@@ -12,6 +12,7 @@ from sqlalchemy import text, update
 
 import giod
 from giod.catalog import Catalog, migrations
+from giod.catalog.migrations import v0011_tag_coverage
 from giod.catalog.tables import meta
 from giod.cli import main
 from giod.errors import ConfigError
@@ -64,6 +65,10 @@ def test_a_level_13_catalog_gains_last_reads_and_keeps_its_rules(catalog_url, tm
         with catalog._engine.begin() as conn:  # as the catalog was at level 13, its rule and all
             conn.execute(text("DROP TABLE database_reads"))
             conn.execute(text("ALTER TABLE tier_rules DROP COLUMN unread_for"))
+            if conn.dialect.name == "postgresql":  # level 15's statement trigger back to level 11's row trigger
+                conn.execute(text("DROP TRIGGER tag_coverage_added ON tag_stats"))
+                conn.execute(text("DROP FUNCTION tag_coverage_added()"))
+                conn.exec_driver_sql(v0011_tag_coverage._POSTGRES[1])
             conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="13"))
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:

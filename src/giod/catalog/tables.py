@@ -268,7 +268,8 @@ tag_stats = Table(
 # Per dataset and tag field after each version that changed them (level 11): how many of
 # the dataset's databases have a visible statistics row for the field, and the widest
 # max - min any row had (NULL once one had min > max). Kept by triggers on tag_stats
-# (``migrations.v0011_tag_coverage``); read by ``giod.catalog.planning``.
+# (``migrations.v0011_tag_coverage``; on PostgreSQL, inserts once per statement from level 15,
+# ``migrations.v0015_coverage_per_statement``); read by ``giod.catalog.planning``.
 tag_coverage = Table(
     "tag_coverage",
     metadata,

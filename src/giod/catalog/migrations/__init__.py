@@ -38,6 +38,7 @@ from giod.catalog.migrations import (
     v0012_commit_checks,
     v0013_database_summaries,
     v0014_database_reads,
+    v0015_coverage_per_statement,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -59,6 +60,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     12: v0012_commit_checks.upgrade,
     13: v0013_database_summaries.upgrade,
     14: v0014_database_reads.upgrade,
+    15: v0015_coverage_per_statement.upgrade,
 }
 
 _KEY = "schema_version"
