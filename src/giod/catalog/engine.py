@@ -15,6 +15,7 @@ SQLAlchemy's per-statement overhead (see ``giod.catalog.prepared``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import sqlite3
@@ -33,6 +34,19 @@ from sqlalchemy.pool import QueuePool, StaticPool
 
 from giod.catalog.tables import federation
 from giod.errors import CatalogError, ConfigError, ConflictError, needs_extra
+
+
+class _PipelineAbort(logging.Filter):
+    """Drops psycopg's warning that leaving a pipeline failed once a statement inside it already had
+    ("error ignored terminating <psycopg.Pipeline …>: pipeline aborted"): that first error is what the
+    catalog raises and answers (a refused group falls back to single commits, a refusal becomes a
+    ``CatalogError``), so the driver's own line would only reach the user raw, beside it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (str(record.msg).startswith("error ignored terminating") and "Pipeline" in record.getMessage())
+
+
+logging.getLogger("psycopg").addFilter(_PipelineAbort())
 
 __all__ = [
     "CatalogURL", "NoCatalog", "Transactions", "Unchanged", "VersionWatch", "acquire_engine", "create_catalog_engine",
