@@ -143,6 +143,10 @@ def _authenticate(st: ServerState, request: Request) -> None:
         raise AuthError("this request needs a token (Authorization: Bearer …)")
 
 
+#: seconds the server took to start its answer (the client takes them off its clock: ``Endpoint.round_trip``)
+TOOK_HEADER = b"x-giod-took"
+
+
 class _Measure:
     """ASGI middleware: each request's route, status and time into the metrics.
 
@@ -164,6 +168,9 @@ class _Measure:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                # the server's own time: what a client's clock shows beyond it is the network's round trip
+                took = f"{time.perf_counter() - t0:.6f}".encode()
+                message = {**message, "headers": [*message.get("headers", []), (TOOK_HEADER, took)]}
             await send(message)
 
         try:

@@ -24,6 +24,7 @@ from giod.errors import AuthError, ConfigError, GiodError, NotFound, Staging, St
 __all__ = ["STAGING_HEADER", "TOKEN_ENV", "Endpoint", "Limits", "connect", "endpoint_for", "error_from",
            "site_token_env"]
 
+SMALL_ANSWER = 64 << 10  # an answer this short arrives in about a round trip (``round_trip``)
 RETRIES = 3  # tries of an idempotent request that failed on the way (urllib3 retries it RETRIES - 1 times)
 #: A 503 with this header (and ``Retry-After``) says a file is being staged from tape: the seconds until it
 #: should be on disk. A GET or HEAD is sent again then, as long as the server answers so, for at most the
@@ -132,6 +133,9 @@ class Endpoint:
         self.limits = Limits()
         self.requests = 0
         self.received = 0
+        #: the shortest time a small answer took beyond the server's own (seconds; None before any, or from a
+        #: server that does not tell its time): the network's round trip
+        self.round_trip: float | None = None
         self.warming: list[threading.Thread] = []  # the threads of warm(), for whoever must wait for them
         self._lock = threading.Lock()
 
@@ -172,6 +176,7 @@ class Endpoint:
                                      backoff_factor=0.05, raise_on_status=False, respect_retry_after_header=False)
         waited = 0.0
         while True:
+            began = time.perf_counter()
             try:
                 r = self._http.request(method, self.base + path, body=body, headers=self.headers(headers),
                                        preload_content=preload, redirect=False, retries=retries)
@@ -192,10 +197,14 @@ class Endpoint:
                 log.info("%s: the server stages the file from tape; asked again every few seconds", what)
             waited += pause
             time.sleep(pause)  # the server's library delivers on its own clock
+        took = time.perf_counter() - began
         with self._lock:
             self.requests += 1
             if preload:
                 self.received += len(r.data)
+                rtt = _network_time(r, took) if len(r.data) <= SMALL_ANSWER else None
+                if rtt is not None and (self.round_trip is None or rtt < self.round_trip):
+                    self.round_trip = rtt
         if r.status in ok:
             return r
         data = r.data if preload else r.read()
@@ -213,9 +222,28 @@ class Endpoint:
         no join; it is returned as a read-only view. Any other answer (a 200 with the whole file) comes whole
         as bytes. A body cut short is asked for again, like a connection failure, up to ``RETRIES`` tries.
         """
+        import pyarrow as pa
+
+        got: list[memoryview] = []
+
+        def into() -> list[memoryview]:
+            got[:] = [memoryview(pa.allocate_buffer(size, memory_pool=receive_pool()))]
+            return got
+
+        status, data = self._receive(path, size, into, headers, what, whole_ok=True)
+        return status, data if data is not None else got[0].toreadonly()
+
+    def receive_into(self, path: str, views: list[memoryview], *, headers: dict[str, str] | None = None,
+                     what: str | None = None) -> None:
+        """A GET whose 206 answer is written, in order, into ``views`` (writable, as long together as the
+        answer must be): a scatter read, the bytes landing where they are used. Any other answer is a
+        StorageError; a body cut short is asked for again, up to ``RETRIES`` tries."""
+        self._receive(path, sum(len(v) for v in views), lambda: views, headers, what, whole_ok=False)
+
+    def _receive(self, path: str, size: int, into: Any, headers: dict[str, str] | None, what: str | None,
+                 *, whole_ok: bool) -> tuple[int, bytes | None]:
         import http.client
 
-        import pyarrow as pa
         import urllib3
 
         what = what or f"GET {path}"
@@ -229,22 +257,28 @@ class Endpoint:
                     done = True
                     with self._lock:
                         self.received += len(data)
+                    if not whole_ok:
+                        raise StorageError(f"{what}: the server answered {r.status} with "
+                                           f"{r.headers.get('content-length')} bytes, not the {size} asked")
                     return r.status, data
-                buf = pa.allocate_buffer(size, memory_pool=receive_pool())
-                view = memoryview(buf)
                 got = 0
                 try:
-                    while got < size:  # the socket writes into the buffer: no bytes object, no copy
-                        n = r._fp.readinto(view[got:])
-                        if not n:
+                    for view in into():  # the socket writes into each view in turn: no bytes object, no copy
+                        at = 0
+                        while at < len(view):
+                            n = r._fp.readinto(view[at:])
+                            if not n:
+                                break
+                            at += n
+                        got += at
+                        if at < len(view):
                             break
-                        got += n
                 finally:
                     with self._lock:
                         self.received += got
                 if got == size:
                     done = True
-                    return r.status, view.toreadonly()
+                    return r.status, None
                 failure = StorageError(f"{what}: {got} of {size} bytes received (the answer was cut short)")
             except (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError) as exc:
                 failure = exc
@@ -300,6 +334,18 @@ class Endpoint:
 
     def close(self) -> None:
         self._http.clear()
+
+
+def _network_time(r: Any, took: float) -> float | None:
+    """The seconds of ``took`` (a request's time on this side) the server did not spend (``x-giod-took``)."""
+    told = r.headers.get("x-giod-took")
+    try:
+        server = float(told) if told is not None else None
+    except ValueError:
+        return None
+    if server is None or not 0 <= server <= took:  # NaN fails both
+        return None
+    return took - server
 
 
 def _staging(r: Any) -> float | None:

@@ -277,13 +277,17 @@ def _planned(request: Request, fd: int, size: int, path: str, max_bytes: int
              ) -> tuple[list[tuple[int, int]], bool] | None:
     """For ``?columns=a,b``: the ranges a read of those columns of an Arrow file asks for (footer, batches'
     metadata, the columns' buffers when within ``max_bytes``), so that they travel in one round trip, and
-    whether the buffers are among them; None for any other request or file (the Range is answered)."""
+    whether the buffers are among them; for ``?buffers=no`` the footer and metadata alone (a reader that
+    places the buffers itself); None for any other request or file (the Range is answered)."""
     asked = request.query_params.get("columns")
-    if not asked or not path.endswith(".arrow"):
+    heads = request.query_params.get("buffers") == "no"  # footer and batches' metadata alone
+    if not (asked or heads) or not path.endswith(".arrow"):
         return None
-    columns = [c for c in asked.split(",") if c]
-    if not columns or len(asked) > MAX_COLUMNS_TEXT:
+    columns = [c for c in (asked or "").split(",") if c]
+    if (not columns and not heads) or len(asked or "") > MAX_COLUMNS_TEXT:
         raise RangeRefused(400, f"columns: 1 to {MAX_COLUMNS_TEXT} characters of comma-separated names")
+    if heads:
+        max_bytes = 0
 
     def read_at(start: int, stop: int) -> bytes:
         return os.pread(fd, stop - start, start)
