@@ -77,7 +77,16 @@ def _files(asked: list[tuple[str, str, str]], container: str) -> Counter[str]:
     return Counter(p for m, p, _ in asked if m == "GET" and p.startswith("/files/") and p.endswith(container))
 
 
-def test_open_brings_the_snapshot_and_a_whole_container_costs_one_request_per_file(recorded: Recorded) -> None:
+@pytest.fixture
+def far(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server as a far one: no read is gathered (its round trip would cost more than the copy it saves)."""
+    from giod.storage import remote
+
+    monkeypatch.setattr(remote, "GATHER_RTT", -1.0)
+
+
+def test_open_brings_the_snapshot_and_a_whole_container_costs_one_request_per_file(recorded: Recorded,
+                                                                                    far: None) -> None:
     got, asked = _open_and_read(recorded, "hits")
     assert ak.to_list(got) == ak.to_list(recorded.local.dataset("d").read(["hits"]))
     catalog = [r for r in asked if r[1].startswith("/api/")]
@@ -105,7 +114,19 @@ def test_the_open_is_one_request_and_the_connections_opened_ahead_carry_the_read
     assert used and used <= ahead  # every read went on a connection opened before it was needed
 
 
-def test_a_partial_container_costs_one_request_per_file_planned_by_the_server(recorded: Recorded) -> None:
+def test_near_a_whole_container_costs_its_layout_then_one_request_per_file(recorded: Recorded) -> None:
+    got, asked = _open_and_read(recorded, "hits")
+    assert ak.to_list(got) == ak.to_list(recorded.local.dataset("d").read(["hits"]))
+    files = _files(asked, "/raw.tracker.arrow")
+    # the footer and every batch's metadata first (all files at once), then the buffers, gathered
+    assert len(files) == DATABASES and set(files.values()) == {2}
+    assert Counter(q for m, p, q in asked if p.endswith("/raw.tracker.arrow")) == {"": DATABASES,
+                                                                                   "buffers=no": DATABASES}
+    assert len(asked) == 1 + 2 * DATABASES
+
+
+def test_a_partial_container_costs_one_request_per_file_planned_by_the_server(recorded: Recorded,
+                                                                                far: None) -> None:
     got, asked = _open_and_read(recorded, "tracks")  # tracks share their container with jets
     assert ak.to_list(got) == ak.to_list(recorded.local.dataset("d").read(["tracks"]))
     assert [r for r in asked if r[1].startswith("/api/")] == [("GET", "/api/v1/federation", "snapshots=2000")]

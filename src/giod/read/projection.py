@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.store.snapshot import Snapshot
 
-__all__ = ["Projection", "RangeReader", "assemble", "empty_table", "kept_pieces", "read_database", "read_databases",
-           "read_entry", "read_entry_of", "read_rows", "resolve_columns", "stored_containers"]
+__all__ = ["Projection", "RangeReader", "assemble", "empty_table", "gather", "kept_pieces", "read_database",
+           "read_databases", "read_entry", "read_entry_of", "read_rows", "resolve_columns", "stored_containers"]
 
 
 #: rows of a database up to which its containers are read one after the other, not side by side
@@ -137,10 +137,10 @@ def read_database(
     return dict(zip(proj.columns, tables, strict=True))
 
 
-def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.ndarray | None]], proj: Projection
-                   ) -> dict[str, list[pa.Table]]:
+def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.ndarray | None]], proj: Projection,
+                   gathered: dict[str, pa.Table] | None = None) -> dict[str, list[pa.Table]]:
     """The projected columns of each database of ``plan`` (only its entries ``local`` when not None), per
-    container the tables in plan order.
+    container the tables in plan order (``gathered``: containers read already, :func:`gather`).
 
     The few entries of a database in a local Arrow container are not read there and then: the
     clusters holding them (kept decoded, ``giod.read.clusters``) are noted, and the entries of all the
@@ -148,6 +148,8 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
     per database."""
     tables: dict[str, list[pa.Table]] = {c: [] for c in proj.columns}
     pending: dict[str, list[clusters.Piece]] = {c: [] for c in proj.columns}
+    for container, table in (gathered or {}).items():
+        tables[container].append(table)
 
     def flush(container: str) -> None:
         if pending[container]:
@@ -156,6 +158,8 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
 
     for db, local in plan:
         for container, paths in proj.columns.items():
+            if gathered and container in gathered:
+                continue
             rec = db.container(container)
             found = None
             if local is not None and rec is not None and len(local) < _events_in(rec):
@@ -168,6 +172,25 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
     for container in proj.columns:
         flush(container)
     return tables
+
+
+def gather(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.ndarray | None]], proj: Projection
+           ) -> dict[str, pa.Table]:
+    """The containers of a dense read whose files were gathered into one table each (``Store.gather``): every
+    event of every database, whole columns, the files of the dataset's schema on one site near enough, in a
+    format that gathers them. The others are read database by database (:func:`read_databases`)."""
+    if len(plan) < 2 or any(local is not None and len(local) != db.n_events for db, local in plan):
+        return {}
+    out: dict[str, pa.Table] = {}
+    for container, paths in proj.columns.items():
+        recs = [db.container(container) for db, _ in plan]
+        if any("." in p for p in paths) or any(r is None or r.schema_id != dataset.schema_id for r in recs):
+            continue
+        chosen = [r for r in recs if r is not None]
+        table = dataset.store.gather(chosen, paths, dataset.schema.arrow_schema(container))
+        if table is not None and table.num_rows == sum(db.n_events for db, _ in plan):
+            out[container] = table
+    return out
 
 
 class RangeReader:

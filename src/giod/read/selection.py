@@ -24,6 +24,7 @@ processing of a selection is ``giod.distributed.map_selection``, a layer above.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -40,6 +41,7 @@ from giod.read.projection import (
     RangeReader,
     assemble,
     empty_table,
+    gather,
     read_database,
     read_databases,
     resolve_columns,
@@ -355,6 +357,10 @@ class Selection:
     def _on_the_way(self, path: str) -> bool:
         return self.staging is not None and self.staging.on_the_way(path)
 
+    def _nearline(self) -> bool:
+        """Whether some selected database has files on tape (they are read as they arrive)."""
+        return self.staging is not None and not self.staging.empty
+
     def _by_arrival(self, dbs: list[DatabaseRecord], names: set[str] | None) -> Iterable[DatabaseRecord]:
         """``dbs`` as their files reach disk (each as a server's poll finds it staged), when any are on tape."""
         return dbs if self.staging is None else self.staging.arriving(dbs, lambda db: db, names)
@@ -387,15 +393,18 @@ class Selection:
     def _available(self) -> set[str]:
         return stored_containers(self.dataset.schema, [db for db, _ in self._plan] or self._databases[:1])
 
-    def _prefetch(self, proj: Projection) -> None:
-        """Tell remote sites every container read ahead, in reading order."""
+    def _prefetch(self, proj: Projection, gathered: set[str] | None = None) -> None:
+        """Tell remote sites every container read ahead, in reading order (but those ``gathered`` already)."""
         items = []
         schema = self.dataset.schema
         whole = {c: set(paths) >= set(schema.arrow_schema(c).names) for c, paths in proj.columns.items()}
+        gathered = gathered or set()
         for db, sel in self._plan:
             if not _dense(db, sel):
                 continue  # page-level reads fetch just their pages, in parallel
             for container, paths in proj.columns.items():
+                if container in gathered:
+                    continue
                 rec = db.container(container)
                 if rec is not None and not self._on_the_way(rec.path):  # a file a server stages: read on arrival
                     # every column of a file: no need to read its footer first to plan the fetch
@@ -420,14 +429,16 @@ class Selection:
         source = self._read_at_source(proj, columns)
         if source is not None:
             return output.convert(assemble(schema, proj, source), schema, library)
-        self._prefetch(proj)
+        gathered = {} if self._nearline() else gather(self.dataset, self._plan, proj)
+        self._prefetch(proj, set(gathered))
         if self.staging is None:
-            tables = read_databases(self.dataset, self._plan, proj)
+            tables = read_databases(self.dataset, self._plan, proj, gathered)
         else:  # nearline files: the databases already on disk first, the others as they arrive
-            tables = {c: [] for c in proj.columns}
+            tables = {c: [t] if t is not None else [] for c, t in ((c, gathered.get(c)) for c in proj.columns)}
+            rest = replace(proj, columns={c: p for c, p in proj.columns.items() if c not in gathered})
             sels = {db.id: sel for db, sel in self._plan}
-            read = {db.id: read_database(self.dataset, db, proj, sels[db.id])
-                    for db in self._by_arrival([db for db, _ in self._plan], set(proj.columns))}
+            read = {db.id: read_database(self.dataset, db, rest, sels[db.id]) if rest.columns else {}
+                    for db in self._by_arrival([db for db, _ in self._plan], set(rest.columns))}
             for db, _sel in self._plan:
                 for container, table in read[db.id].items():
                     tables[container].append(table)
@@ -439,8 +450,9 @@ class Selection:
         """The selected events' columns as stored, one table per container of the projection (what a
         server sends for a selection made at the source; :meth:`read` assembles them)."""
         proj = self.projection(columns)
-        self._prefetch(proj)
-        tables = read_databases(self.dataset, self._plan, proj)
+        gathered = gather(self.dataset, self._plan, proj)
+        self._prefetch(proj, set(gathered))
+        tables = read_databases(self.dataset, self._plan, proj, gathered)
         schema = self.dataset.schema
         return {c: _concat(t) or empty_table(schema, c, proj.columns[c]) for c, t in tables.items()}
 

@@ -25,7 +25,15 @@ import numpy as np
 import pyarrow as pa
 
 from giod.errors import ConfigError, GiodError, IntegrityError, NotFound, StorageError
-from giod.storage.formats import FORMATS, SUFFIX, ContainerFormat, WriteOptions, WrittenContainer, find_format
+from giod.storage.formats import (
+    FORMATS,
+    SUFFIX,
+    ContainerFormat,
+    Gathered,
+    WriteOptions,
+    WrittenContainer,
+    find_format,
+)
 from giod.storage.kind import Site
 from giod.storage.numpyview import offsets
 from giod.storage.pending import FolderSyncs
@@ -193,6 +201,13 @@ _COUNTS = _ObjectCounts()
 os.register_at_fork(after_in_child=_COUNTS.clear)
 
 
+def gather(format: str, layouts: Sequence[Any], names: Sequence[str], schema: pa.Schema) -> Gathered | None:
+    """Columns ``names`` of several files of ``format`` (their readers' ``layout()``) read into one table, as
+    the format plans it (:meth:`~giod.storage.formats.ContainerFormat.gather`); None: read them one by one."""
+    fmt = find_format(format)
+    return None if fmt is None or any(f is None for f in layouts) else fmt.gather(layouts, names, schema)
+
+
 def object_counts(path: str, size: int, collection: str) -> np.ndarray | None:
     """Objects per event (int32) of ``collection`` in the container file ``path`` of ``size`` bytes.
 
@@ -277,6 +292,15 @@ class ContainerReader:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
         self._remember(table, np.asarray(rows))
         return table
+
+    def layout(self) -> Any:
+        """The file as its format's :meth:`~giod.storage.formats.ContainerFormat.gather` needs it, or None."""
+        try:
+            return self._reader.layout()
+        except GiodError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise IntegrityError(f"container {self.path} on site {self.site.name} is corrupt: {exc}") from exc
 
     def _group_rows(self, row_groups: Sequence[int]) -> np.ndarray:
         first = self._reader.cluster_starts()

@@ -261,6 +261,17 @@ class ReadScheduler:
             return data if begin == p.start and stop >= p.stop and isinstance(data, bytes) else parts[0]
         return b"".join(parts)
 
+    def held_to(self, path: str, stop: int) -> int:
+        """Where the bytes of ``path`` already arrived, without a gap, up to ``stop`` begin (``stop``: none)."""
+        with self._lock:
+            done = [(p.start, p.stop) for p in self._pieces.get(path, ()) if p.future.done()
+                    and not p.future.cancelled() and p.future.exception() is None]
+        at = stop
+        for a, b in sorted(done, reverse=True, key=lambda span: span[1]):
+            if a < at <= b:
+                at = a
+        return at
+
     def read(self, path: str, start: int, stop: int) -> bytes | None:
         """Bytes ``[start, stop)`` of ``path`` from scheduled pieces, or None if not all scheduled."""
         got = self.read_many(path, [(start, stop)])[0]

@@ -45,6 +45,9 @@ SMALL_RANGE = 256 << 10  # ranges up to this size are batched into multi-range r
 #: buffers of an Arrow batch this close travel as one range: the padding between one column's buffers (< 64
 #: bytes), never a whole buffer of a column not read
 BUFFER_GAP = 64
+#: the longest round trip (seconds) at which dense reads are gathered: beyond it the link, not a copy, is what a
+#: read waits for, and the round trip the layout costs first would show (docs/decisions.md)
+GATHER_RTT = 0.020
 
 
 class RemoteSite(Site):
@@ -230,9 +233,9 @@ class RemoteSite(Site):
                 self.scheduler.schedule(path, [(0, size)], piece=self.whole_piece)
                 continue
             self._planning[path] = threading.Event()
-            if path.endswith(".arrow"):
+            if path.endswith(".arrow") and self.scheduler.held_to(path, size) == size:
                 # the server plans the read where the file is: footer, batches' metadata and the columns'
-                # buffers come in one round trip, not three
+                # buffers come in one round trip, not three (unless footer and metadata came already)
                 self._plans_pool().submit(self._fetch_served, path, size, list(columns))
             else:
                 self.scheduler.schedule(path, [(max(0, size - TAIL), size)])
@@ -240,6 +243,60 @@ class RemoteSite(Site):
         if tails:
             threading.Thread(target=self._plan_columns, args=(tails,), daemon=True,
                              name="giod-footers").start()
+
+    @property
+    def gathers(self) -> bool:
+        """Whether a dense read of many files from here is gathered (``giod.storage.formats.ContainerFormat.
+        gather``): near enough that the round trip its layout costs first is less than the copy it saves."""
+        rtt = self.endpoint.round_trip
+        return rtt is not None and rtt <= GATHER_RTT
+
+    @property
+    def max_request(self) -> int:
+        """The most bytes one request may ask for (the server's bound)."""
+        return self.endpoint.limits.max_request_bytes
+
+    def read_heads(self, items: Sequence[tuple[str, int]]) -> dict[str, list[tuple[int, memoryview]] | None]:
+        """The footers and batch metadata of Arrow files ``(path, size)``, all in flight at once and held for
+        their readers' opening (:meth:`hold`): each file's in one request the server plans (``?buffers=no``);
+        None for a file of which only its tail came (a plain server) or nothing (a failure)."""
+        for path, size in items:
+            self._sizes[path] = size
+        pool = self._plans_pool()
+        futures = {path: pool.submit(self._fetch_heads, path, size) for path, size in items}
+        return {path: fut.result() for path, fut in futures.items()}
+
+    def hold(self, path: str, parts: list[tuple[int, memoryview]]) -> None:
+        """Bytes of ``path`` fetched already (``(start, data)``), read from here until ``release(path)``."""
+        self.scheduler.adopt(path, parts)
+
+    def _fetch_heads(self, path: str, size: int) -> list[tuple[int, memoryview]] | None:
+        try:
+            tail = max(0, size - TAIL)
+            r = self.endpoint.request("GET", f"{self._url(path)}?buffers=no",
+                                      headers={"range": f"bytes={tail}-{size - 1}"}, ok=(206,),
+                                      what=f"reading {path} on site {self.name}")
+            kind = r.headers.get("content-type", "")
+            if kind.startswith("multipart/byteranges"):
+                parts = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
+            else:
+                parts = {content_range(r.headers.get("content-range", ""))[0]: r.data}
+            if any(a < 0 or a + len(d) > size for a, d in parts.items()):
+                raise IntegrityError(f"{path} on site {self.name}: the server sent bytes beyond the file")
+            held = [(a, memoryview(d)) for a, d in parts.items()]
+            self.hold(path, held)
+            # a server that did not plan (an older level) answered the tail alone: the metadata would cost a
+            # round trip per file, so such files are read the ordinary way
+            return held if r.headers.get("x-giod-plan") == "metadata" else None
+        except GiodError:
+            return None  # the reader fetches on demand and reports the problem itself
+
+    def receive_into(self, path: str, start: int, stop: int, views: list[memoryview]) -> None:
+        """The bytes ``[start, stop)`` of ``path`` written into ``views``, in order (a scatter read)."""
+        if sum(len(v) for v in views) != stop - start:
+            raise StorageError(f"{path}: {sum(len(v) for v in views)} bytes of memory for a range of {stop - start}")
+        self.endpoint.receive_into(self._url(path), views, headers={"range": f"bytes={start}-{stop - 1}"},
+                                   what=f"reading {path} on site {self.name}")
 
     def _plans_pool(self) -> ThreadPoolExecutor:
         # apart from the ranges' pool: a planned read waiting for room never holds up a reader's own ranges

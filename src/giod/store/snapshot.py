@@ -10,6 +10,7 @@ which are a thin front over them: nothing here calls back up.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -18,6 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from giod.catalog.leases import IdleLeases
 from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, ContainerRecord, DatabaseRecord, DatasetRecord, SiteRecord
@@ -25,7 +28,7 @@ from giod.errors import ConfigError, GiodError, IntegrityError, StorageError
 from giod.replication.reads import ReadBalancer, read_replica
 from giod.schema import TAG_CONTAINER, Schema
 from giod.storage import validation
-from giod.storage.container import ContainerReader
+from giod.storage.container import ContainerReader, gather
 from giod.storage.site import Site, check_site_url, open_site
 from giod.storage.validation import check_schema
 from giod.store.lastread import ReadLog
@@ -37,6 +40,7 @@ SNAPSHOT_CACHE = 16  # dataset snapshots whose database lists are kept
 OPEN_READERS = 1024
 
 T = TypeVar("T")
+log = logging.getLogger("giod.store")
 
 
 #: schemas parsed from their text, kept per process (a freshly opened federation's first read parsed its
@@ -287,6 +291,50 @@ class Store:
                 plans.setdefault(nearest.name, []).append((container.path, container.size, columns))
         for name, plan in plans.items():
             self.site(name).prefetch(plan)
+
+
+    def _gathering(self, containers: Sequence[ContainerRecord]) -> Site | None:
+        """The site a dense read of ``containers`` (one container of many databases, in reading order) is
+        gathered from (:meth:`gather`), or None: they are read one by one."""
+        if len(containers) < 2 or len({(c.format, c.schema_id) for c in containers}) != 1:
+            return None
+        names = set()
+        for c in containers:
+            held = self._holders(c)
+            if not held:
+                return None
+            names.add(self.reads.order(held)[0].name)  # where read_container will read it
+            if len(names) > 1:
+                return None
+        site = self.site(names.pop())
+        return site if getattr(site, "gathers", False) else None
+
+    def gather(self, containers: Sequence[ContainerRecord], names: Sequence[str], schema: pa.Schema
+               ) -> pa.Table | None:
+        """Columns ``names`` of ``containers`` (one container of many databases, in reading order) in one
+        table, each buffer received where the joined column holds it (the format's ``gather``); None when the
+        format does not gather these files, or anything failed: the ordinary read then reads them, fails over
+        and reports."""
+        site = self._gathering(containers)
+        if site is None:
+            return None
+        try:
+            heads = site.read_heads([(c.path, c.size) for c in containers])  # type: ignore[attr-defined]
+            layouts = ([self.read_container(c, lambda reader: reader.layout()) for c in containers]
+                       if all(parts is not None for parts in heads.values()) else None)
+            planned = None if layouts is None else gather(containers[0].format, layouts, names, schema)
+            if planned is None:  # the ordinary read plans from the footers and metadata that came
+                for path, parts in heads.items():
+                    if parts is not None:
+                        site.hold(path, parts)  # type: ignore[attr-defined]
+                return None
+            return planned.run(site.endpoint.streams, site.max_request)  # type: ignore[attr-defined]
+        except GiodError as exc:
+            log.info("gathering %d containers from site %s failed, read one by one: %s", len(containers),
+                     site.name, exc)
+            for c in containers:
+                site.release(c.path)
+            return None
 
 
 class Snapshot:

@@ -16,6 +16,7 @@ from giod.storage.formats.base import (
     Described,
     FormatReader,
     FormatWriter,
+    Gathered,
     WrittenContainer,
     WrittenFile,
 )
@@ -30,4 +31,5 @@ from giod.storage.formats.registry import (
 )
 
 __all__ = ["ENTRY_POINT_GROUP", "FORMATS", "SUFFIX", "ContainerFormat", "Described", "FormatReader", "FormatWriter",
-           "WriteOptions", "WrittenContainer", "WrittenFile", "find_format", "format_names", "register_format"]
+           "Gathered", "WriteOptions", "WrittenContainer", "WrittenFile", "find_format", "format_names",
+           "register_format"]

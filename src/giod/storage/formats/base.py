@@ -30,7 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +40,8 @@ from giod.storage.formats.options import WriteOptions
 from giod.storage.kind import Site
 from giod.storage.pending import PendingFile
 
-__all__ = ["ContainerFormat", "Described", "FormatReader", "FormatWriter", "WrittenContainer", "WrittenFile"]
+__all__ = ["ContainerFormat", "Described", "FormatReader", "FormatWriter", "Gathered", "WrittenContainer",
+           "WrittenFile"]
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,21 @@ class FormatReader(ABC):
     def cluster_starts(self) -> np.ndarray:
         """The first entry of every cluster, and the file's entries last (a cumulative array)."""
 
+    def layout(self) -> Any:
+        """What :meth:`ContainerFormat.gather` needs of this file (read and checked now), or None: the file is
+        read on its own (the default)."""
+        return None
+
     @abstractmethod
     def close(self) -> None: ...
+
+
+class Gathered(Protocol):
+    """A planned read of columns of several files into one table (:meth:`ContainerFormat.gather`)."""
+
+    def run(self, streams: int, max_request: int) -> pa.Table:
+        """Receive (``streams`` requests in flight, each at most ``max_request`` bytes), check, join."""
+        ...
 
 
 class ContainerFormat(ABC):
@@ -146,6 +160,12 @@ class ContainerFormat(ABC):
                checksums: Sequence[int] | None) -> FormatReader:
         """A reader of ``path`` on ``site``; ``size``, ``clusters`` (events per cluster) and ``checksums``
         (per-cluster checksums) are the catalog's, when it has them, and are checked against the file."""
+
+    def gather(self, layouts: Sequence[Any], names: Sequence[str], schema: pa.Schema) -> Gathered | None:
+        """A read of columns ``names`` of several files (their readers' ``layout()``, in reading order) into
+        one table, each buffer received where the joined column holds it; None when the files are read one
+        by one (the default)."""
+        return None
 
     @abstractmethod
     def describe(self, data: bytes) -> Described:

@@ -10,15 +10,23 @@ of every batch's metadata and of the footer (docs/storage.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
 
 from giod.storage.formats.arrow.frame import CODECS, describe
+from giod.storage.formats.arrow.gather import FileLayout, plan
 from giod.storage.formats.arrow.reader import ArrowContainerReader
 from giod.storage.formats.arrow.writer import ArrowFileWriter
-from giod.storage.formats.base import ContainerFormat, Described, FormatReader, FormatWriter, WrittenFile
+from giod.storage.formats.base import (
+    ContainerFormat,
+    Described,
+    FormatReader,
+    FormatWriter,
+    Gathered,
+    WrittenFile,
+)
 from giod.storage.formats.options import WriteOptions
 from giod.storage.kind import Site
 from giod.storage.pending import PendingFile
@@ -89,6 +97,9 @@ class _Reader(FormatReader):
     def cluster_starts(self) -> np.ndarray:
         return self._reader.batch_rows()
 
+    def layout(self) -> Any:
+        return self._reader.layout()
+
     def close(self) -> None:
         self._reader.close()
 
@@ -108,6 +119,11 @@ class ArrowFormat(ContainerFormat):
                checksums: Sequence[int] | None) -> FormatReader:
         return _Reader(ArrowContainerReader(site, path, size=size if size is not None else site.size(path),
                                             clusters=clusters, checksums=checksums))
+
+    def gather(self, layouts: Sequence[Any], names: Sequence[str], schema: pa.Schema) -> Gathered | None:
+        if any(not isinstance(f, FileLayout) for f in layouts):
+            return None
+        return plan(layouts, names, schema)
 
     def describe(self, data: bytes) -> Described:
         clusters, checksums = describe(data)

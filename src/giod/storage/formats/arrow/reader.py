@@ -30,6 +30,7 @@ from giod.errors import IntegrityError, NotFound
 from giod.storage.formats.arrow.blocks import BLOCK, SCHEMA_KEY, check_batch, has_block_layout, parse_message
 from giod.storage.formats.arrow.columns import body_ranges, decode_columns, plan_columns, read_columns
 from giod.storage.formats.arrow.frame import MAGIC, crc32c, parse_footer, schema_of
+from giod.storage.formats.arrow.gather import BatchLayout, FileLayout
 from giod.storage.formats.arrow.projection import project, top_columns
 from giod.storage.formats.arrow.rows import read_rows as read_batch_rows
 from giod.storage.formats.arrow.structure import buffer_sizes, check_layout
@@ -91,7 +92,8 @@ class ArrowContainerReader:
         if self.size < len(MAGIC) * 2 + 4:
             raise IntegrityError(f"container {self.path} on site {self.site.name} is too short for an Arrow file")
         # one request for footer and tail from far away; a memory map just looks
-        tail = self._ranges([(max(0, self.size - (TAIL if self._map is None else 10)), self.size)])[0]
+        tail_at = max(0, self.size - (TAIL if self._map is None else 10))
+        tail = self._ranges([(tail_at, self.size)])[0]
         if bytes(tail[-6:]) != MAGIC:
             raise IntegrityError(f"container {self.path} on site {self.site.name} does not end as an Arrow file "
                                  "(truncated?)")
@@ -99,7 +101,9 @@ class ArrowContainerReader:
         if not 0 < n <= self.size - 18:
             raise IntegrityError(f"container {self.path} on site {self.site.name}: footer length {n} is impossible")
         if n + 10 > len(tail):
-            tail = self._ranges([(self.size - n - 10, self.size)])[0]
+            tail_at = self.size - n - 10
+            tail = self._ranges([(tail_at, self.size)])[0]
+        self._tail = (tail_at, tail)  # a gathered read takes the buffers it holds from here (``layout``)
         footer = memoryview(tail)[len(tail) - 10 - n:len(tail) - 10]
         # checksummed with its length and magic
         if crc is not None and crc32c(memoryview(tail)[len(tail) - 10 - n:]) != crc:
@@ -204,6 +208,27 @@ class ArrowContainerReader:
             raise IntegrityError(f"{where} has {batch.num_rows} events, the catalog recorded "
                                  f"{self.clusters[index]}")
         return batch
+
+    def layout(self) -> FileLayout | None:
+        """The file's batches as :mod:`.gather` needs them (metadata checked against the catalog), or None
+        when its site cannot receive into given memory or the file has no block checksums."""
+        receive = getattr(self.site, "receive_into", None)
+        if receive is None or self._map is not None or not self.block_checksums or self.checksums is None:
+            return None
+        which = range(len(self.blocks))
+        metas = self._ranges([(int(self.blocks[i, 0]), int(self.blocks[i, 0] + self.meta[i])) for i in which])
+        batches = []
+        for i, meta in zip(which, metas, strict=True):
+            msg = self._message(i, meta)
+            if self.clusters is not None and msg.length != self.clusters[i]:
+                raise IntegrityError(f"{self._where(i)} has {msg.length} events, the catalog recorded "
+                                     f"{self.clusters[i]}")
+            batches.append(BatchLayout(msg, int(self.blocks[i, 0] + self.meta[i]), self._where(i), self._key(i)))
+        path = self.path
+        tail_at, tail = self._tail
+        return FileLayout(self.schema, tuple(batches), lambda a, b, views: receive(path, a, b, views),
+                          f"container {path} on site {self.site.name}", tail_at,
+                          lambda a, b: memoryview(tail)[a - tail_at:b - tail_at])
 
     # ------------------------------------------------------------------ reads
 
