@@ -16,6 +16,7 @@ parsed once per listing (``Parsed``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
@@ -33,32 +34,49 @@ _CONTAINER_FIELDS = (
 _INF = math.inf
 
 
+#: a JSON list of non-negative integers as giod writes it (``json.dumps``): read without the decoder
+_PLAIN_LIST = re.compile(r"\[(?:0|[1-9][0-9]*)(?:, (?:0|[1-9][0-9]*))*\]")
+#: texts kept per listing at most: shared texts repeat within a chunk; a text each row has must not pile up
+_KEPT = 4_096
+
+
 class Parsed:
-    """The JSON texts and site lists of one listing, each parsed (and checked) once."""
+    """The JSON texts and site lists of one listing, each shared text parsed (and checked) once."""
 
     __slots__ = ("_lists", "_objects", "_sites")
 
     def __init__(self) -> None:
-        self._lists: dict[str, tuple[int, ...]] = {"[]": ()}
+        self._lists: dict[str, tuple[int, ...]] = {}
         self._objects: dict[str, dict[str, Any]] = {}
-        self._sites: dict[str | None, tuple[int, ...]] = {None: ()}
+        self._sites: dict[str | None, tuple[int, ...]] = {}
 
-    def int_list(self, text: str, what: str, row_id: Any) -> tuple[int, ...]:
-        """A JSON list of integers (immutable: shared by every row that has it)."""
+    def int_list(self, text: str, what: str, row_id: Any, *, shared: bool = True) -> tuple[int, ...]:
+        """A JSON list of integers (immutable: shared by every row that has it); ``shared`` False for a
+        text each row has its own of (cluster checksums), which is not kept."""
         found = self._lists.get(text)
         if found is None:
-            found = self._lists[text] = row_list(text, f"{what} of container {row_id}")
+            if type(text) is str and _PLAIN_LIST.fullmatch(text):
+                found = tuple(map(int, text[1:-1].split(",")))
+            elif text == "[]":
+                found = ()
+            else:
+                found = row_list(text, f"{what} of container {row_id}")
+            if shared:
+                _keep(self._lists, text, found)
         return found
 
     def object(self, text: str, what: str) -> dict[str, Any]:
         """A JSON object, a copy each: records share no mutable state."""
         found = self._objects.get(text)
         if found is None:
-            found = self._objects[text] = row_object(text, what)
+            found = row_object(text, what)
+            _keep(self._objects, text, found)
         return dict(found)
 
     def sites(self, text: str | None, row_id: Any) -> tuple[int, ...]:
         """The ids of the sites of a container's good copies, from their comma-separated list."""
+        if text is None:
+            return ()
         found = self._sites.get(text)
         if found is None:
             try:
@@ -66,8 +84,14 @@ class Parsed:
             except ValueError:
                 raise CatalogError(f"malformed catalog row: the sites of container {row_id} are not ids: "
                                    f"{str(text)[:80]!r}") from None
-            self._sites[text] = found
+            _keep(self._sites, text, found)
         return found
+
+
+def _keep(kept: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(kept) >= _KEPT:
+        kept.clear()
+    kept[key] = value
 
 
 def container_record(row: Sequence[Any], parsed: Parsed) -> ContainerRecord:
@@ -79,7 +103,7 @@ def container_record(row: Sequence[Any], parsed: Parsed) -> ContainerRecord:
     record.__dict__.update(zip(_CONTAINER_FIELDS, (
         rid, row[1], row[2], row[3], row[4], row[5], parsed.int_list(row[6], "cluster entries", rid), row[7],
         row[8], parsed.sites(row[9], rid), row[10], row[11], parsed.object(row[12], f"parameters of container {rid}"),
-        row[13], row[14], parsed.int_list(row[15], "cluster checksums", rid),
+        row[13], row[14], parsed.int_list(row[15], "cluster checksums", rid, shared=False),
     ), strict=True))  # fmt: skip
     return record
 
