@@ -30,6 +30,7 @@ from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, acquire_engine, parse_url
 from giod.catalog.exchanges import ExchangeMethods
 from giod.catalog.leases import LeaseMethods
+from giod.catalog.listed import Parsed
 from giod.catalog.prepared import Prepared, add_totals, execute
 from giod.catalog.protocol import MAX_KEYS
 from giod.catalog.queries import (
@@ -73,7 +74,7 @@ from giod.catalog.tables import (
 )
 from giod.catalog.tiers import TierMethods
 from giod.catalog.tokens import TokenMethods
-from giod.errors import ConflictError, NotFound
+from giod.errors import ConfigError, ConflictError, NotFound
 from giod.names import check_name
 from giod.storage.container import check_dataset_format
 
@@ -477,33 +478,36 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """The dataset's databases at ``version`` by first entry, streamed ``chunk`` at a time.
 
         The records ``databases`` gives, in one read transaction (one snapshot),
-        without holding them all: each chunk is the next ``chunk`` databases by
-        first entry (an index range, ``databases_by_dataset_entry``) and the
-        listing's three queries on their ids. Close the iterator (or exhaust it)
-        to end the transaction.
+        without holding them all: each chunk is the entry range up to the
+        ``chunk``-th next database's first entry (an index range,
+        ``databases_by_dataset_entry``) and the listing's three queries on it;
+        its records build their containers and statistics when first read
+        (``giod.catalog.listed``). Close the iterator (or exhaust it) to end the
+        transaction.
         """
+        if chunk < 1:
+            raise ConfigError(f"a listing's chunk must be at least 1 database, not {chunk}")
         d = databases
+        parsed = Parsed()  # texts many chunks share, parsed once
         with self._reader.connect() as conn, conn.begin():
             row = dataset_row(conn, dataset, version)
             if row is None:
                 raise missing_dataset(conn, dataset, version)
+            in_dataset = (d.c.dataset_id == row.id) & visible(d, version)
             after = -1
             while True:
-                page = conn.execute(
-                    select(d.c.id, d.c.first_entry)
-                    .where(d.c.dataset_id == row.id, d.c.first_entry > after, visible(d, version))
-                    .order_by(d.c.first_entry, d.c.id)
-                    .limit(chunk)
-                ).all()
-                if not page:
-                    return
                 # the chunk as an entry range (first entries are unique in a dataset: entries are never
-                # handed out twice), so each of the three queries walks the index from lo to hi
-                lo, after = page[0][1], page[-1][1]
-                yield from load_databases(
-                    conn, (d.c.dataset_id == row.id) & d.c.first_entry.between(lo, after), version)
-                if len(page) < chunk:
+                # handed out twice), so each of the three queries walks the index from after to last;
+                # its last first entry read by the index alone, no row of the chunk fetched twice
+                last = conn.execute(
+                    select(d.c.first_entry).where(in_dataset, d.c.first_entry > after)
+                    .order_by(d.c.first_entry).offset(chunk - 1).limit(1)
+                ).scalar()
+                span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
+                yield from load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
+                if last is None:
                     return
+                after = last
 
     def database_rows(self, dataset: str, version: int | None = None) -> Iterator[DatabaseRow]:
         """One line per database of the dataset at ``version``, by first entry, streamed.

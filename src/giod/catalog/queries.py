@@ -31,7 +31,8 @@ from sqlalchemy import (
 )
 from sqlalchemy import update as sql_update
 
-from giod.catalog.records import ContainerRecord, DatabaseRecord, DatasetRecord, row_list, row_object
+from giod.catalog.listed import Parsed, database_records
+from giod.catalog.records import DatabaseRecord, DatasetRecord
 from giod.catalog.tables import (
     containers,
     database_parents,
@@ -245,17 +246,19 @@ def outside_bounds(bounds: dict[str, tuple[float, float]], version: int | None) 
 
 
 def load_databases(
-    conn: Connection, where: ColumnElement[bool], version: int | None
+    conn: Connection, where: ColumnElement[bool], version: int | None, parsed: Parsed | None = None
 ) -> list[DatabaseRecord]:
     """The databases matching ``where`` at ``version``, with containers and tag stats.
 
-    Three queries whatever the number of databases. Rows are read as plain
-    tuples and JSON texts shared by many rows are parsed once: building the
-    records is the cost of listing a large dataset.
+    Three queries whatever the number of databases, read as the driver's
+    tuples (a SQLAlchemy row each cost more than the driver's fetch); the
+    records' containers and statistics are built from them when first read
+    (``giod.catalog.listed``). ``parsed``: the JSON texts already parsed by
+    earlier calls of the same listing.
     """
     d, p = databases, database_parents
     cond = where & visible(d, version)
-    rows = conn.execute(
+    heads = _tuples(conn,
         select(
             d.c.id,
             d.c.dataset_id,
@@ -273,60 +276,29 @@ def load_databases(
         .select_from(d.outerjoin(p, p.c.database_id == d.c.id))
         .where(cond)
         .order_by(d.c.first_entry, d.c.id, p.c.position)
-    ).all()
-    if not rows:
+    )
+    if not heads:
         return []
-    heads: dict[int, Any] = {}
-    parents: dict[int, list[int]] = {}
-    for row in rows:
-        if row[0] not in heads:
-            heads[row[0]] = row
-            parents[row[0]] = []
-        if row[11] is not None:
-            parents[row[0]].append(row[11])
-
-    parameters: dict[str, dict[str, Any]] = {}  # JSON text -> parsed, shared by many rows
-    held = _load_containers(conn, cond, version, heads, parameters)
-    stats = _load_tag_stats(conn, cond, version, heads)
-    out = []
-    for db_id, row in heads.items():
-        if row[9] not in parameters:
-            parameters[row[9]] = row_object(row[9], f"parameters of database {row[0]}")
-        out.append(
-            DatabaseRecord(
-                id=db_id,
-                dataset_id=row[1],
-                first_entry=row[2],
-                n_events=row[3],
-                bytes=sum(x.size for x in held[db_id]),
-                created=row[4],
-                created_version=row[5],
-                writer=row[6],
-                program=row[7],
-                program_version=row[8],
-                # a copy each: records share no mutable state
-                parameters=dict(parameters[row[9]]),
-                parents=tuple(parents[db_id]),
-                idempotency_key=row[10],
-                containers=tuple(held[db_id]),
-                tag_stats=stats[db_id],
-            )
-        )
-    return out
+    t = tag_stats
+    stats = _tuples(conn, select(t.c.database_id, t.c.field, t.c.min, t.c.max)
+                    .select_from(t.join(d, d.c.id == t.c.database_id))
+                    .where(cond, visible(t, version)))
+    return database_records(heads, _tuples(conn, _containers_query(cond, version)), stats, parsed or Parsed())
 
 
-def _load_containers(
-    conn: Connection,
-    cond: ColumnElement[bool],
-    version: int | None,
-    heads: dict[int, Any],
-    parameters: dict[str, dict[str, Any]],
-) -> dict[int, list[ContainerRecord]]:
-    """The containers of the databases in ``heads``, each with the sites holding a good copy."""
+def _tuples(conn: Connection, query: Any) -> list[Any]:
+    """The rows of ``query`` as the driver's tuples (its compiled form cached by the engine, as any)."""
+    result = conn.execute(query)
+    try:
+        return list(result.cursor.fetchall())
+    finally:
+        result.close()
+
+
+def _containers_query(cond: ColumnElement[bool], version: int | None) -> Any:
+    """The containers of the databases matching ``cond``, each with the sites holding a good copy,
+    in the columns ``listed.container_record`` reads."""
     c, d, r = containers, databases, replicas
-    held: dict[int, list[ContainerRecord]] = {db_id: [] for db_id in heads}
-    entries: dict[str, tuple[int, ...]] = {}
-    holders: dict[str | None, tuple[int, ...]] = {None: ()}
     # the sites of its good copies, per container: an index lookup each, whatever the statistics say
     # (grouped over an outer join, PostgreSQL without statistics scanned every replica: 48 ms for one database)
     holding = (
@@ -335,7 +307,7 @@ def _load_containers(
         .correlate(c)
         .scalar_subquery()
     )
-    query = (
+    return (
         select(
             c.c.id,
             c.c.database_id,
@@ -356,50 +328,4 @@ def _load_containers(
         )
         .select_from(c.join(d, d.c.id == c.c.database_id))
         .where(cond, visible(c, version))
-        .order_by(c.c.id)
     )
-    for row in conn.execute(query).all():
-        text, site_ids, params = row[6], row[9], row[12]
-        if text not in entries:
-            entries[text] = row_list(text, f"cluster entries of container {row[0]}")
-        if site_ids not in holders:
-            holders[site_ids] = tuple(sorted(int(x) for x in site_ids.split(",")))
-        if params not in parameters:
-            parameters[params] = row_object(params, f"parameters of container {row[0]}")
-        held[row[1]].append(
-            ContainerRecord(
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                row[4],
-                row[5],
-                entries[text],
-                row[7],
-                row[8],
-                holders[site_ids],
-                row[10],
-                row[11],
-                dict(parameters[params]),
-                row[13],
-                row[14],
-                row_list(row[15], f"cluster checksums of container {row[0]}") if row[15] != "[]" else (),
-            )
-        )
-    return held
-
-
-def _load_tag_stats(
-    conn: Connection, cond: ColumnElement[bool], version: int | None, heads: dict[int, Any]
-) -> dict[int, dict[str, tuple[float, float]]]:
-    """{database id: {field: (min, max)}}; unknown bounds (NULL) read as -inf/+inf."""
-    t, d = tag_stats, databases
-    stats: dict[int, dict[str, tuple[float, float]]] = {db_id: {} for db_id in heads}
-    inf = math.inf
-    for db_id, field, lo, hi in conn.execute(
-        select(t.c.database_id, t.c.field, t.c.min, t.c.max)
-        .select_from(t.join(d, d.c.id == t.c.database_id))
-        .where(cond, visible(t, version))
-    ).all():
-        stats[db_id][field] = (-inf if lo is None else lo, inf if hi is None else hi)
-    return stats

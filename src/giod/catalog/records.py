@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from giod.errors import CatalogError, ConfigError
@@ -140,6 +140,48 @@ class DatabaseRecord:
             if c.name == name:
                 return c
         return None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # every field built (see _Built): a pickled or copied record holds values, never rows
+        return {name: getattr(self, name) for name in _DATABASE_FIELDS}
+
+
+class _Built:
+    """A field of a listed ``DatabaseRecord`` made from the rows the listing fetched when first read.
+
+    The listing of a large dataset fetches every database's containers and
+    statistics but most callers read the fields of a few: building (and
+    checking) them record by record up front was most of its cost. A record
+    the listing makes holds, under ``_rows``, a callable that returns the
+    deferred fields; the first read of one calls it (raising ``CatalogError``
+    for a row that does not parse, then and at every read after) and keeps
+    the values in the instance, where later reads find them directly, as for
+    a record made by the constructor. A non-data descriptor, like
+    ``functools.cached_property``: an instance's own value always wins.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, record: Any, owner: type | None = None) -> Any:
+        if record is None:
+            raise AttributeError(self.name)
+        values = record.__dict__
+        make = values.get("_rows")
+        if make is not None:
+            values.update(make())
+            values.pop("_rows", None)
+        try:
+            return values[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+
+_DATABASE_FIELDS = tuple(f.name for f in fields(DatabaseRecord))
+#: the fields a listed record builds on first read (``giod.catalog.listed``)
+DEFERRED_FIELDS = ("bytes", "containers", "tag_stats")
+for _name in DEFERRED_FIELDS:
+    setattr(DatabaseRecord, _name, _Built(_name))
 
 
 class DatabaseRow(NamedTuple):
