@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from catalog_samples import DATASET
+from sqlalchemy import event
 
 from giod.catalog import Catalog, DatabaseCommit
 from giod.catalog.bulk import Refused
@@ -65,3 +68,48 @@ def test_a_refusal_goes_to_the_savepoint_path(ready: Catalog, make_commit: Calla
     assert ready.databases(DATASET) == []  # all or none
     good = ready.commit_databases([make_commit(1), make_commit(2)])
     assert [r.first_entry for r in good] == [0, 1]
+
+
+def test_a_postgresql_group_waits_for_one_round_trip(
+    ready: Catalog, make_commit: Callable[..., DatabaseCommit], tmp_path: Path
+) -> None:
+    """PostgreSQL: the BEGIN, the lock, the group's statement, the release of its leases and the COMMIT go
+    behind one Sync (psycopg, opening the transaction itself, waits for its BEGIN alone); the connection
+    goes back to the pool as it came, after a refusal too."""
+    if ready.dialect != "postgresql":
+        pytest.skip("PostgreSQL's pipeline")
+    leases = [ready.take_lease("local", f"qcd/{i}/", f"host:{i}", 600) for i in range(2)]
+    kept = ready.take_lease("local", "qcd/kept/", "host:9", 600)
+    group = [ready._commit_work(make_commit(3 + i), leases[i].id).prepared for i in range(2)]
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+
+        def checkout(conn: Any, _record: Any, _proxy: Any) -> None:
+            conn.pgconn.trace(out.fileno())
+
+        event.listen(ready._engine, "checkout", checkout)
+        try:
+            outcomes = ready._bulk_attempt(group)
+        finally:
+            event.remove(ready._engine, "checkout", checkout)
+            raw = ready._engine.raw_connection()
+            raw.driver_connection.pgconn.untrace()  # type: ignore[union-attr]
+            raw.close()
+    sent = [line.split("\t") for line in trace.read_text().splitlines()]
+    assert sum(1 for fields in sent if "F" in fields and "Sync" in fields) == 1
+    assert [value.first_entry for _, value in outcomes] == [0, 3]
+    assert [x.id for x in ready.leases()] == [kept.id]  # released by the group's own transaction
+
+    def pooled_as_before() -> None:
+        raw = ready._engine.raw_connection()
+        try:
+            conn = raw.driver_connection
+            assert conn is not None and not conn.autocommit and conn.info.transaction_status == 0
+        finally:
+            raw.close()
+
+    pooled_as_before()
+    with pytest.raises(Refused):
+        ready._bulk_attempt([ready._commit_work(c).prepared for c in (make_commit(1), make_commit(2, dataset="nope"))])
+    pooled_as_before()
+    assert [x.id for x in ready.leases()] == [kept.id] and len(ready.databases(DATASET)) == 2

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Connection
 
-from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, planning
+from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, migrations, planning
+from giod.catalog.engine import create_catalog_engine, parse_url
 from giod.catalog.migrations import v0011_tag_coverage
 from giod.catalog.records import Bounds, overlaps
 from giod.catalog.tables import databases, tag_coverage, tag_stats
@@ -188,6 +189,39 @@ def test_one_statement_of_statistics_in_any_order_is_counted_as_row_by_row(
         with catalog._engine.begin() as conn:
             conn.execute(tag_stats.insert().values(values))  # one statement, every row
     _recounted(catalog, catalog.dataset(name).id)
+
+
+def test_a_level_15_catalog_sums_its_coverage_along_the_versions(catalog_url: str) -> None:
+    """Level 16 replaces PostgreSQL's statement trigger of level 15 (every pair of a statement's versions)
+    by running sums along them: a catalog upgraded from level 15 keeps the coverage it had, and groups of
+    many versions written after, before and around the kept ones are counted as row by row."""
+    engine = create_catalog_engine(parse_url(catalog_url))
+    with engine.begin() as conn:
+        assert migrations.migrate(conn, target=15) == (None, 15)
+    engine.dispose()
+    with Catalog.open(catalog_url, create=False) as catalog:
+        postgres = catalog.dialect == "postgresql"
+        source = ("SELECT prosrc FROM pg_proc WHERE proname = 'tag_coverage_added' "
+                  "AND pronamespace = current_schema()::regnamespace")
+        with catalog._engine.connect() as conn:
+            assert migrations.read_level(conn) == migrations.latest_level() >= 16
+            if postgres:  # the function of level 16, not 15's pairs
+                assert " OVER w " in conn.exec_driver_sql(source).scalar_one()
+        catalog.add_site(SITE, "file:///srv/giod")
+        schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+        catalog.create_dataset("many", schema_id)
+        first = catalog.commit_databases([_commit("many", schema_id, k, {"ht": (k, k + 1.5), "njets": (0, k % 5)})
+                                          for k in range(40)])
+        catalog.commit_databases([_commit("many", schema_id, 40 + k, {"ht": (-k, 2.0 * k)} if k % 3 else {})
+                                  for k in range(40)])
+        dataset_id = catalog.dataset("many").id
+        _recounted(catalog, dataset_id)
+        rows = [{"database_id": first[k].database_id, "field": "mjj", "created_version": 1 + (37 * k) % 80,
+                 "deleted_version": None if k % 4 else 90, "min": float(k), "max": float(k) + k % 7}
+                for k in range(40)]  # one statement, at versions before, among and after the kept rows
+        with catalog._engine.begin() as conn:
+            conn.execute(tag_stats.insert().values(rows))
+        _recounted(catalog, dataset_id)
 
 
 def test_a_snapshot_keeps_its_coverage(catalog: Catalog) -> None:

@@ -80,6 +80,7 @@ class _CommitWork:
         return self.run(cur, version)
 
 
+_Outcomes = list[tuple[bool, Any]]  # per commit: (True, its result) or (False, its error)
 AddItems = Sequence[tuple[int, Sequence[ContainerSpec], Mapping[str, tuple[float, float]] | None]]
 
 def _dump_json(value: Any, what: str) -> str:
@@ -361,19 +362,33 @@ class CommitMethods(Transactions):
 
     def _bulk_attempt(self, commits: list[PreparedCommit]) -> list[tuple[bool, Any]]:
         raw = self._engine.raw_connection()
+        released = [{"id": p.release} for p in commits if p.release is not None]
         try:
             cursor: Any = raw.cursor()
             if self.dialect == "sqlite":
-                batch: Any = contextlib.nullcontext()
                 cursor.execute("BEGIN IMMEDIATE")
-            else:
-                batch = raw.driver_connection.pipeline()  # type: ignore[union-attr]
-            with batch:
-                outcomes = self._bulk_rows(cursor, commits)
-                released = [{"id": p.release} for p in commits if p.release is not None]
-                self._prepared().release_lease.executemany(cursor, released)
+                outcomes = self._bulk_rows(cursor, commits, released)
+                assert not callable(outcomes)  # only PostgreSQL's one statement reads after the sync
                 raw.commit()
-            return outcomes
+                return outcomes
+            # PostgreSQL: the BEGIN goes in the pipeline with the rest. psycopg, when it opens the
+            # transaction itself, waits for its BEGIN alone (a round trip and a wake of the server
+            # a group); on a connection in autocommit it sends none, so the group sends its own
+            conn: Any = raw.driver_connection
+            conn.autocommit = True
+            try:
+                with conn.pipeline():
+                    cursor.execute("BEGIN")
+                    pending = self._bulk_rows(cursor, commits, released)
+                    if not callable(pending):
+                        conn.cursor().execute("COMMIT")
+                # the pipeline's one Sync has sent it all and brought back every answer
+                return pending() if callable(pending) else pending
+            finally:
+                if conn.info.transaction_status != 0:  # not IDLE: the server refused after the BEGIN
+                    with contextlib.suppress(Exception):
+                        conn.rollback()
+                conn.autocommit = False  # the pool's other users open their transactions as before
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 raw.rollback()
@@ -384,8 +399,11 @@ class CommitMethods(Transactions):
         finally:
             raw.close()
 
-    def _bulk_rows(self, cur: Any, commits: list[PreparedCommit]) -> list[tuple[bool, Any]]:
-        """Register ``commits`` table by table; ``Refused`` when any would be refused."""
+    def _bulk_rows(self, cur: Any, commits: list[PreparedCommit], released: list[dict[str, int]]
+                   ) -> _Outcomes | Callable[[], _Outcomes]:
+        """Register ``commits`` table by table and release the leases ``released``; ``Refused`` when any
+        would be refused. PostgreSQL's one statement also sends the COMMIT and gives what reads its
+        answer once the pipeline has synced."""
         s, b, pg = self._prepared(), BulkStatements, self.dialect == "postgresql"
         outcomes: list[tuple[bool, Any]] = [(True, None)] * len(commits)
         landed: dict[tuple[str, str], CommitResult] = {}
@@ -408,9 +426,10 @@ class CommitMethods(Transactions):
                 first_of[k] = i
             fresh.append(i)
         if not fresh:
+            self._prepared().release_lease.executemany(cur, released)
             return outcomes
         if pg and self._one_statement:
-            return self._bulk_statement(cur, commits, fresh, first_of, outcomes)
+            return self._bulk_statement(cur, commits, fresh, first_of, outcomes, released)
         totals: dict[str, int] = {}
         for i in fresh:
             totals[commits[i].commit.dataset] = totals.get(commits[i].commit.dataset, 0) + commits[i].commit.n_events
@@ -500,6 +519,7 @@ class CommitMethods(Transactions):
             s.log.executemany(cur, log)
             s.insert_summary.executemany(cur, summaries)
             s.add_totals.executemany(cur, totals_rows)  # each sees the row before it: the increments chain
+        s.release_lease.executemany(cur, released)
         for i, p in enumerate(commits):
             key = p.commit.idempotency_key
             if key is not None and first_of.get((p.commit.dataset, key), i) != i:
@@ -507,11 +527,12 @@ class CommitMethods(Transactions):
         return outcomes
 
     def _bulk_statement(self, cur: Any, commits: list[PreparedCommit], fresh: list[int],
-                        first_of: dict[tuple[str, str], int], outcomes: list[tuple[bool, Any]]
-                        ) -> list[tuple[bool, Any]]:
+                        first_of: dict[tuple[str, str], int], outcomes: _Outcomes, released: list[dict[str, int]]
+                        ) -> Callable[[], _Outcomes]:
         """PostgreSQL: the group's rows in one statement (``bulk.group_statement``), sent with the lock
-        before it and the COMMIT after it: one round trip. The statement refuses itself (a missing
-        dataset or site), so nothing is read before the COMMIT."""
+        before it and the leases' release and the COMMIT after it: with the BEGIN, one round trip. The
+        statement refuses itself (a missing dataset or site), so nothing is read before the COMMIT;
+        what reads its answer is returned, to call once the pipeline has synced."""
         for i in fresh:
             if not commits[i].containers:  # no replica row would check its site: the savepoint path does
                 raise Refused("a commit without containers")
@@ -519,22 +540,28 @@ class CommitMethods(Transactions):
                 check_container_path(commits[i].commit.dataset, c.path)
         self._require_schemas(cur, set().union(*(commits[i].schemas for i in fresh)))
         sql, params = group_statement([commits[i] for i in fresh], time.time())
+        conn = cur.connection
         if not first_of and not any(p.commit.idempotency_key for p in commits):
             # the lock first, as a statement of its own: a statement reads the snapshot of its start,
             # and the group's totals must be read after the last writer before it committed
-            cur.execute(BulkStatements.lock)
+            conn.cursor().execute(BulkStatements.lock)
         cur.execute(sql, params)
-        cur.connection.commit()  # in the pipeline: lock, statement and COMMIT travel together
-        rows = cur.fetchall()
-        if len(rows) != len(fresh):  # cannot be: every commit has its row, or the statement failed
-            raise CatalogError(f"catalog {self._shown}: a group of {len(fresh)} commits wrote {len(rows)}")
-        for i, (db_id, first, version) in zip(fresh, rows, strict=True):
-            outcomes[i] = (True, CommitResult(int(db_id), int(first), int(version)))
-        for i, p in enumerate(commits):
-            key = p.commit.idempotency_key
-            if key is not None and first_of.get((p.commit.dataset, key), i) != i:
-                outcomes[i] = (True, duplicate(outcomes[first_of[(p.commit.dataset, key)]][1]))
-        return outcomes
+        self._prepared().release_lease.executemany(conn.cursor(), released)
+        conn.cursor().execute("COMMIT")
+
+        def answer() -> _Outcomes:
+            rows = cur.fetchall()
+            if len(rows) != len(fresh):  # cannot be: every commit has its row, or the statement failed
+                raise CatalogError(f"catalog {self._shown}: a group of {len(fresh)} commits wrote {len(rows)}")
+            for i, (db_id, first, version) in zip(fresh, rows, strict=True):
+                outcomes[i] = (True, CommitResult(int(db_id), int(first), int(version)))
+            for i, p in enumerate(commits):
+                key = p.commit.idempotency_key
+                if key is not None and first_of.get((p.commit.dataset, key), i) != i:
+                    outcomes[i] = (True, duplicate(outcomes[first_of[(p.commit.dataset, key)]][1]))
+            return outcomes
+
+        return answer
 
     def _landed(self, cur: Any, keyed: set[tuple[str, str]]) -> dict[tuple[str, str], CommitResult]:
         """The earlier results of the (dataset, idempotency key) pairs that already landed."""

@@ -39,6 +39,7 @@ from giod.catalog.migrations import (
     v0013_database_summaries,
     v0014_database_reads,
     v0015_coverage_per_statement,
+    v0016_coverage_running_sums,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -61,6 +62,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     13: v0013_database_summaries.upgrade,
     14: v0014_database_reads.upgrade,
     15: v0015_coverage_per_statement.upgrade,
+    16: v0016_coverage_running_sums.upgrade,
 }
 
 _KEY = "schema_version"
