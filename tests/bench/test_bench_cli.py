@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from giod.cli import main
+from giod.read import tagindex
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -92,7 +93,10 @@ def test_read(tmp_path: Path) -> None:
     assert "where the time goes" in output
 
 
-def test_select(tmp_path: Path) -> None:
+def test_select(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # databases of 1,000 events: blocks of 100 give each a tag index of ten blocks, as the full-size
+    # bench's databases of 100,000 events have one (a database of one block has none)
+    monkeypatch.setattr(tagindex, "BLOCK", 100)
     data, output = _bench(tmp_path, "select", "--quick", "--events", "3000", "--clusters", "100,default",
                           "--databases", "3")
     rows = data["results"]

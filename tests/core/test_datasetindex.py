@@ -70,6 +70,7 @@ def test_a_pinned_selection_sees_its_version_and_later_ones_merge_only_what_is_n
     """Commits after a pin do not show through the cached index; the next version merges only the new
     databases (the tag indexes of the old ones are not read again)."""
     monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)  # two blocks of 4,096: let the index answer
+    monkeypatch.setattr(tagindex, "BLOCK", 128)  # databases of 500 events: several blocks, an index each
     monkeypatch.setattr(selection, "MERGE_AT_ONCE", 1)  # merged from the first selection
     rng = np.random.default_rng(3)
     ds = local_fed.create_dataset("grow", giod.Schema.from_text(_SCHEMA))
@@ -108,6 +109,7 @@ def test_the_merged_index_is_built_by_the_second_selection_on_its_tags_or_at_onc
     scan of the tags); the next selection naming the same tags builds it; from MERGE_AT_ONCE candidates
     it is built at once. Every answer is the scan's."""
     monkeypatch.setattr(tagindex, "MAX_SHARE", 1.0)
+    monkeypatch.setattr(tagindex, "BLOCK", 128)  # databases of 400 events: several blocks, an index each
     rng = np.random.default_rng(5)
     ds = local_fed.create_dataset("policy", giod.Schema.from_text(_SCHEMA))
     values = rng.random(4_000)

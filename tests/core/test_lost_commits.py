@@ -18,15 +18,25 @@ from tests.conftest import giod_cli
 
 import giod
 from giod.federation import CATALOG_FILE
+from giod.read import tagindex
 from giod.read.tagindex import Directory
 from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 RAW = ["hits", "cells", "run", "event", "njets", "ntracks", "ht", "lead_pt"]
 
+@pytest.fixture(autouse=True)
+def _small_databases_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Databases of 20-30 events are less than a block of the tag index, which would leave them without one
+    (``tagindex.worth_writing``): blocks of 8 positions give each its index, a file these tests follow."""
+    monkeypatch.setattr(tagindex, "BLOCK", 8)
+
+
 LAST_COMMITS = textwrap.dedent("""
     import os, signal, sys
     import giod
+    from giod.read import tagindex
+    tagindex.BLOCK = 8  # databases of 20-30 events: an index each, whose files these tests follow
     from giod.testing import synthetic
 
     RAW = %r
@@ -110,6 +120,8 @@ def test_files_of_commits_lost_with_the_wal_are_reported_kept_and_registered_aga
 LOST_DATASET = textwrap.dedent("""
     import os, signal, sys
     import giod
+    from giod.read import tagindex
+    tagindex.BLOCK = 8  # databases of 20-30 events: an index each, whose files these tests follow
     from giod.testing import synthetic
 
     fed = giod.open(sys.argv[1], create=False)
@@ -138,6 +150,8 @@ def test_recover_says_why_it_cannot_register_a_dataset_the_catalog_lost_too(tmp_
 TWO_LOST = textwrap.dedent("""
     import os, signal, sys
     import giod
+    from giod.read import tagindex
+    tagindex.BLOCK = 8  # databases of 20-30 events: an index each, whose files these tests follow
     from giod.testing import synthetic
 
     fed = giod.open(sys.argv[1], create=False)

@@ -21,13 +21,24 @@ import awkward as ak
 import pytest
 
 import giod
+from giod.read import tagindex
 from giod.store.consistency import fsck, gc, recover
 from giod.testing import synthetic
 from giod_bench import crafted
 
+
+@pytest.fixture(autouse=True)
+def _small_databases_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Databases of 20-30 events are less than a block of the tag index, which would leave them without one
+    (``tagindex.worth_writing``): blocks of 8 positions give each its index, a file these tests follow."""
+    monkeypatch.setattr(tagindex, "BLOCK", 8)
+
+
 KILLED = textwrap.dedent("""
     import os, sys, threading
     import giod
+    from giod.read import tagindex
+    tagindex.BLOCK = 8  # databases of 20-30 events: an index each, whose files these tests follow
     from giod.write import writer
     from giod.storage.site import LocalPending
     from giod.testing import synthetic

@@ -94,6 +94,7 @@ def test_selections_of_a_federation_equal_the_full_scan(generated, columns):
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         mp.setattr(tagindex, "BLOCK", 8)
         mp.setattr(tagindex, "MAX_SHARE", 1.0)
+        mp.setattr(tagindex, "worth_writing", lambda events: True)  # an index however small the database
         fed = giod.open(Path(tmp) / "fed", create=True)
         try:
             ds = fed.create_dataset("d", schema)
@@ -219,3 +220,33 @@ def test_half_precision_and_unsigned_tags_are_indexed(monkeypatch):
                               lambda blocks, names: pa.concat_tables([index.slice(int(b) * 8, 8)
                                                                       for b in blocks]).select(names))
         np.testing.assert_array_equal(got, np.flatnonzero(expression.evaluate(columns)), err_msg=text)
+
+
+def test_a_database_of_one_block_gets_no_index(local_fed, monkeypatch):
+    """Its one block would answer no selection (it would be all of the index, past ``MAX_SHARE``; its
+    bounds are the catalog's tag statistics): such databases are one file fewer, and select the same."""
+    monkeypatch.setattr(tagindex, "BLOCK", 8)
+    rng = np.random.default_rng(7)
+    columns = {name: (rng.random(20) < 0.5 if dtype == "bool"
+                      else rng.integers(0, 9, 20).astype(pa.type_for_alias(dtype).to_pandas_dtype()))
+               for name, dtype in FIELDS.items()}
+    ds = local_fed.create_dataset("small", giod.Schema.from_text(_YAML))
+    with ds.writer(database_events=8) as w:  # 8, 8 and 4 events
+        w.append(ak.Array(columns))
+    with ds.writer(database_events=20) as w:  # 20 events: three blocks
+        w.append(ak.Array(columns))
+    dbs = ds.databases()
+    assert [db.n_events for db in dbs] == [8, 8, 4, 20]
+    assert [db.container(tagindex.TAG_INDEX) is not None for db in dbs] == [False, False, False, True]
+    assert len(list(Path(local_fed.store.site(None).root).rglob(f"{tagindex.TAG_INDEX}*"))) == 1
+    with monkeypatch.context() as mp:  # a pass's tags of one block: no index either, not even built
+        mp.setattr(tagindex, "build", lambda *a, **k: pytest.fail("an index of one block was built"))
+        with ds.add_containers(program="retag", replace=True) as p:
+            p.write(dbs[0], ak.Array({n: c[:8] for n, c in columns.items()}), containers=["tag"])
+    assert ds.databases()[0].container(tagindex.TAG_INDEX) is None
+    cut = {name: 4 for name in FIELDS}
+    for name, dtype in FIELDS.items():
+        if dtype == "bool":
+            continue
+        want = np.flatnonzero(np.concatenate([columns[name], columns[name]]) > cut[name])
+        np.testing.assert_array_equal(ds.select(f"{name} > {cut[name]}").entries(), want)

@@ -18,10 +18,19 @@ import pytest
 
 import giod
 from giod.exchange import open_feed
+from giod.read import tagindex
 from giod.testing import synthetic
 
 PER_DATABASE = 40
 DEADLINE = 60.0  # seconds a test waits for what it expects before it fails
+
+
+@pytest.fixture(autouse=True)
+def _small_databases_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The databases here hold 40 events, less than a block of the tag index, which would leave them
+    without one (``tagindex.worth_writing``): blocks of 8 positions give each its index, a file these tests
+    follow through copies and rules."""
+    monkeypatch.setattr(tagindex, "BLOCK", 8)
 
 
 def commit(fed: giod.Federation, databases: int, *, seed: int = 0, dataset: str = "raw") -> None:

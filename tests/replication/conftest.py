@@ -22,12 +22,21 @@ import awkward as ak
 import pytest
 
 import giod
+from giod.read import tagindex
 from giod.server.app import ServerThread, create_app
 from giod.storage.remote import site_token_env
 from giod.testing import synthetic
 
 EVENTS = 240
 PER_DATABASE = 60  # 4 databases x 4 containers = 16 files
+
+
+@pytest.fixture(autouse=True)
+def _small_databases_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The databases here hold 60 events, less than a block of the tag index, which would leave them
+    without one (``tagindex.worth_writing``): blocks of 8 positions give each its index, a file these tests
+    follow through replicas and rules."""
+    monkeypatch.setattr(tagindex, "BLOCK", 8)
 
 
 def expected_events() -> ak.Array:

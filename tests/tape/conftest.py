@@ -9,10 +9,19 @@ import awkward as ak
 import pytest
 
 import giod
+from giod.read import tagindex
 from giod.testing import synthetic
 
 EVENTS = 400
 PER_DATABASE = 25  # 16 databases
+
+
+@pytest.fixture(autouse=True)
+def _small_databases_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The databases here hold 25 events, less than a block of the tag index, which would leave them
+    without one (``tagindex.worth_writing``): blocks of 8 positions give each its index, a file these tests
+    follow to tape and back."""
+    monkeypatch.setattr(tagindex, "BLOCK", 8)
 
 
 def expected_events() -> ak.Array:

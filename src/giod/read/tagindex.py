@@ -117,11 +117,24 @@ def build(tags: pa.Table, tag_path: str, tag_checksum: str) -> tuple[pa.Table, d
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields)), {DIRECTORY_KEY: json.dumps(meta)}
 
 
+def worth_writing(events: int) -> bool:
+    """Whether a database of ``events`` gets an index: more than one block.
+
+    The index of one block answers no selection: if its block may match, that is all of the index, past
+    ``MAX_SHARE``, and the tag container is read; if not, its field's bounds are the database's, which
+    the catalog's tag statistics hold already and prune with. For a small commit (a DAQ writer's second)
+    it was one file in five, with its inode, fsync and catalog row (docs/decisions.md).
+    """
+    return events > BLOCK
+
+
 def write(site: Site, path: str, tags: pa.Table, tag_path: str, tag_checksum: str, options: WriteOptions,
           metadata: Mapping[str, str], folders: FolderSyncs | None = None) -> WrittenContainer | None:
     """Write the index of ``tags`` (stored in the tag container ``tag_path``) to ``path``; ``metadata``
-    joins the directory in the footer. None when no tag can be indexed. ``folders``: as
-    :meth:`ContainerWriter.close` takes it."""
+    joins the directory in the footer. None when no tag can be indexed, or when ``tags`` fit in one
+    block (:func:`worth_writing`). ``folders``: as :meth:`ContainerWriter.close` takes it."""
+    if not worth_writing(tags.num_rows):
+        return None
     built = build(tags, tag_path, tag_checksum)
     if built is None:
         return None

@@ -363,7 +363,7 @@ class Writer:
     def _tag_index(self, db: _OpenDatabase, tag: ContainerSpec, folders: FolderSyncs) -> ContainerSpec | None:
         """Write the tag index of ``db`` beside its tag container ``tag`` (``giod.read.tagindex``)."""
         tables, db.tags = db.tags, []
-        if not tables:
+        if not tables or not tagindex.worth_writing(db.n_events):
             return None
         out = tagindex.write(self.site, f"{db.directory}/{tagindex.TAG_INDEX}{SUFFIX['arrow']}",
                              pa.concat_tables(tables), tag.path, tag.checksum, self.options,
