@@ -197,28 +197,35 @@ class Gather:
         ``max_request`` bytes), check it, and build the joined columns."""
         for slot in self.slots.values():
             _allocate(slot)
-        requests = [r for file, parts in zip(self.files, self._parts, strict=True)
-                    for r in _requests(file, parts, max_request,
-                                       WHOLE_GAP if set(self.names) >= set(file.schema.names) else GAP)]
-        with ThreadPoolExecutor(max_workers=max(1, min(streams, len(requests)))) as pool:
-            futures = [pool.submit(file.receive, a, b, views) for file, a, b, views in requests]
+        per_file = [_requests(file, parts, max_request, WHOLE_GAP if set(self.names) >= set(file.schema.names) else GAP)
+                    for file, parts in zip(self.files, self._parts, strict=True)]
+        n = sum(len(r) for r in per_file)
+        batches = iter(self._batches)
+        with ThreadPoolExecutor(max_workers=max(1, min(streams, n))) as pool:
+            futures = [[pool.submit(file.receive, a, b, views) for file, a, b, views in reqs] for reqs in per_file]
             try:
-                for fut in futures:
-                    fut.result()
+                # each file checked as soon as its bytes are in, in reading order, while later ones arrive
+                for file, done in zip(self.files, futures, strict=True):
+                    for fut in done:
+                        fut.result()
+                    for _ in file.batches:
+                        self._check(*next(batches))
             except BaseException:
-                for fut in futures:
+                for fut in [f for done in futures for f in done]:
                     fut.cancel()
                 raise
         return self._build()
 
+    def _check(self, batch: BatchLayout, nodes: dict[str, Node], parts: list[_Part]) -> None:
+        """One batch's buffers against their checksums, its arrays in full, then its offsets rebased."""
+        _check_sums(batch, parts)
+        arrays = {name: _batch_array(node, self.slots[name], batch, parts) for name, node in nodes.items()}
+        check_columns(arrays.items(), batch.where, batch.key)
+        for part in parts:
+            if part.landing is not None:
+                _rebase(part, batch)
+
     def _build(self) -> pa.Table:
-        for batch, nodes, parts in self._batches:
-            _check_sums(batch, parts)
-            arrays = {name: _batch_array(node, self.slots[name], batch, parts) for name, node in nodes.items()}
-            check_columns(arrays.items(), batch.where, batch.key)
-            for part in parts:
-                if part.landing is not None:
-                    _rebase(part, batch)
         try:
             columns = [_joined(self.slots[n]) for n in self.names]
             for column in columns:

@@ -41,6 +41,8 @@ def served_ranges(read_at: Callable[[int, int], bytes], size: int, columns: Sequ
         if isinstance(footer, int):
             raise IntegrityError("unreadable footer")
         metas = footer.meta_ranges()
+        if max_bytes <= 0:  # footer and metadata alone: the reader plans the rest (and checks all of it)
+            return coalesce([(tail_at, size), *metas], GAP), False
         wanted = projected(footer, [read_at(a, b) for a, b in metas], columns)
     except (ValueError, pa.ArrowException) as exc:
         raise IntegrityError(f"unreadable footer or batch metadata: {exc}") from exc
