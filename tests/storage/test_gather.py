@@ -172,11 +172,17 @@ def test_a_dense_remote_read_is_gathered_and_equals_the_local_one(tmp_path: Path
         remote.close()
 
 
+def _raw(served, events: int):  # type: ignore[no-untyped-def]
+    """A dataset of databases of 300 uncompressed events, one cluster each, on the served federation."""
+    ds = served.local.create_dataset("raw", synthetic.schema())
+    with ds.writer(database_events=300, cluster_events=300, compression="none") as w:
+        w.append(synthetic.events(events, seed=4))
+    return ds
+
+
 def test_a_damaged_file_under_a_gathered_read_is_never_used(tmp_path: Path) -> None:
     for served in serve(tmp_path / "fed"):
-        ds = served.local.create_dataset("raw", synthetic.schema())
-        with ds.writer(database_events=300, cluster_events=300, compression="none") as w:
-            w.append(synthetic.events(900, seed=4))
+        ds = _raw(served, 900)
         rec = ds.databases()[1].container("raw.tracker")
         path = Path(served.local.site("local").local_path(rec.path))
         data = bytearray(path.read_bytes())
@@ -192,9 +198,7 @@ def test_a_far_site_is_not_gathered(tmp_path: Path) -> None:
     from giod.storage.remote import GATHER_RTT
 
     for served in serve(tmp_path / "fed"):
-        ds = served.local.create_dataset("raw", synthetic.schema())
-        with ds.writer(database_events=300, cluster_events=300, compression="none") as w:
-            w.append(synthetic.events(600, seed=4))
+        ds = _raw(served, 600)
         remote = served.remote()
         site = remote.site("local")
         remote.dataset("raw").databases()

@@ -272,22 +272,12 @@ class RemoteSite(Site):
 
     def _fetch_heads(self, path: str, size: int) -> list[tuple[int, memoryview]] | None:
         try:
-            tail = max(0, size - TAIL)
-            r = self.endpoint.request("GET", f"{self._url(path)}?buffers=no",
-                                      headers={"range": f"bytes={tail}-{size - 1}"}, ok=(206,),
-                                      what=f"reading {path} on site {self.name}")
-            kind = r.headers.get("content-type", "")
-            if kind.startswith("multipart/byteranges"):
-                parts = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
-            else:
-                parts = {content_range(r.headers.get("content-range", ""))[0]: r.data}
-            if any(a < 0 or a + len(d) > size for a, d in parts.items()):
-                raise IntegrityError(f"{path} on site {self.name}: the server sent bytes beyond the file")
+            parts, plan = self._served(path, size, "buffers=no")
             held = [(a, memoryview(d)) for a, d in parts.items()]
             self.hold(path, held)
             # a server that did not plan (an older level) answered the tail alone: the metadata would cost a
             # round trip per file, so such files are read the ordinary way
-            return held if r.headers.get("x-giod-plan") == "metadata" else None
+            return held if plan == "metadata" else None
         except GiodError:
             return None  # the reader fetches on demand and reports the problem itself
 
@@ -318,27 +308,32 @@ class RemoteSite(Site):
             self.scheduler.wait_room(lambda: path in self._urgent or path not in self._planning, PLAN_WAIT)
             if path not in self._planning:
                 return  # released meanwhile: its reader is gone
-            tail = max(0, size - TAIL)
-            r = self.endpoint.request("GET", f"{self._url(path)}?{urlencode({'columns': ','.join(columns)})}",
-                                      headers={"range": f"bytes={tail}-{size - 1}"}, ok=(206,),
-                                      what=f"reading {path} on site {self.name}")
-            kind = r.headers.get("content-type", "")
-            if kind.startswith("multipart/byteranges"):
-                parts = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
-            else:
-                parts = {content_range(r.headers.get("content-range", ""))[0]: r.data}
-            if any(a < 0 or a + len(d) > size for a, d in parts.items()):
-                raise IntegrityError(f"{path} on site {self.name}: the server sent bytes beyond the file")
+            parts, plan = self._served(path, size, urlencode({"columns": ",".join(columns)}))
             if path not in self._planning:
                 return
             self.scheduler.adopt(path, list(parts.items()))
-            if r.headers.get("x-giod-plan") != "whole":  # the buffers are planned here, from what came
+            if plan != "whole":  # the buffers are planned here, from what came
                 self._plan_columns([(path, size, columns)])
         except (GiodError, CancelledError):
             pass  # a failed fetch: the reader fetches on demand and reports the problem itself
         finally:
             self._urgent.discard(path)
             self._planned(path)
+
+    def _served(self, path: str, size: int, query: str) -> tuple[dict[int, Any], str | None]:
+        """A read the server plans (``query``), with ``Range`` the file's tail (what a plain server answers):
+        the ranges that came, by start, checked to lie in the file, and the server's ``X-Giod-Plan``."""
+        tail = max(0, size - TAIL)
+        r = self.endpoint.request("GET", f"{self._url(path)}?{query}", headers={"range": f"bytes={tail}-{size - 1}"},
+                                  ok=(206,), what=f"reading {path} on site {self.name}")
+        kind = r.headers.get("content-type", "")
+        if kind.startswith("multipart/byteranges"):
+            parts = parse_multipart(r.data, kind.split("boundary=", 1)[-1].strip().strip('"'), view=True)
+        else:
+            parts = {content_range(r.headers.get("content-range", ""))[0]: r.data}
+        if any(a < 0 or a + len(d) > size for a, d in parts.items()):
+            raise IntegrityError(f"{path} on site {self.name}: the server sent bytes beyond the file")
+        return parts, r.headers.get("x-giod-plan")
 
     def _waiting_for(self, path: str) -> threading.Event | None:
         """The plan a read of ``path`` waits for (None: none under way); its fetch goes first from now on."""
