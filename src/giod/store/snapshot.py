@@ -296,18 +296,23 @@ class Store:
     def _gathering(self, containers: Sequence[ContainerRecord]) -> Site | None:
         """The site a dense read of ``containers`` (one container of many databases, in reading order) is
         gathered from (:meth:`gather`), or None: they are read one by one."""
-        if len(containers) < 2 or len({(c.format, c.schema_id) for c in containers}) != 1:
+        if len(containers) < 2:
             return None
-        names = set()
-        for c in containers:
+        first = containers[0]
+
+        def nearest(c: ContainerRecord) -> str | None:
             held = self._holders(c)
-            if not held:
-                return None
-            names.add(self.reads.order(held)[0].name)  # where read_container will read it
-            if len(names) > 1:
-                return None
-        site = self.site(names.pop())
-        return site if getattr(site, "gathers", False) else None
+            return self.reads.order(held)[0].name if held else None  # where read_container will read it
+
+        name = nearest(first)
+        site = self.site(name) if name is not None else None
+        # the first file decides for a local read: no look at every database's replicas
+        if site is None or not getattr(site, "gathers", False):
+            return None
+        if any((c.format, c.schema_id) != (first.format, first.schema_id) or nearest(c) != name
+               for c in containers[1:]):
+            return None
+        return site
 
     def gather(self, containers: Sequence[ContainerRecord], names: Sequence[str], schema: pa.Schema
                ) -> pa.Table | None:
