@@ -220,3 +220,17 @@ def test_round_trips_are_timed_without_the_servers_own_time() -> None:
     for told in (None, "nan", "-1", "2", "soon"):
         assert _network_time(Answer(told), 0.3) is None
     assert np.isfinite(_network_time(Answer("0"), 0.3))
+
+
+def test_a_tail_shorter_than_its_buffers_is_an_integrity_error() -> None:
+    from dataclasses import replace
+
+    table = pa.table({"hits": pa.array([[{"x": 1.0, "n": 2, "layer": 3, "idx": [1]}]] * 50, type=PLAIN)})
+    readers, _, _ = _files([table, table], [[50], [50]])
+    layouts = [r.layout() for r in readers]
+    # a reader whose tail holds the last buffers, but hands over fewer bytes than asked
+    short = [replace(f, held=0, read_held=lambda a, b: b"\0" * (b - a - 1)) for f in layouts]
+    planned = gather("arrow", short, ["hits"], table.schema)
+    assert planned is not None
+    with pytest.raises(IntegrityError, match="past the end"):
+        planned.run(2, 1 << 20)

@@ -295,7 +295,10 @@ def _held(file: FileLayout, pieces: list[tuple[int, int, memoryview]]) -> list[t
     for a, b, view in pieces:
         cut = min(b, max(a, file.held))
         if cut < b:
-            np.frombuffer(view, dtype=np.uint8)[cut - a:] = np.frombuffer(file.read_held(cut, b), dtype=np.uint8)
+            held = file.read_held(cut, b)
+            if len(held) != b - cut:  # a buffer past the end of the file: the footer let it through
+                raise IntegrityError(f"{file.where}: bytes {cut}-{b - 1} lie past the end of the file")
+            np.frombuffer(view, dtype=np.uint8)[cut - a:] = np.frombuffer(held, dtype=np.uint8)
         if a < cut:
             out.append((a, cut, view[:cut - a]))
     return out
