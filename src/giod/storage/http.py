@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
@@ -25,6 +26,11 @@ __all__ = ["STAGING_HEADER", "TOKEN_ENV", "Endpoint", "Limits", "connect", "endp
            "site_token_env"]
 
 SMALL_ANSWER = 64 << 10  # an answer this short arrives in about a round trip (``round_trip``)
+#: landed(i, start, stop): bytes [start, stop) of the i-th view of a scatter read have landed (``receive_into``)
+Landed = Callable[[int, int, int], None]
+#: the least a scatter read tells ``landed`` at a time: small enough to be in the cache still, large enough
+#: that the calls cost nothing beside the bytes
+LANDED_BYTES = 256 << 10
 RETRIES = 3  # tries of an idempotent request that failed on the way (urllib3 retries it RETRIES - 1 times)
 #: A 503 with this header (and ``Retry-After``) says a file is being staged from tape: the seconds until it
 #: should be on disk. A GET or HEAD is sent again then, as long as the server answers so, for at most the
@@ -234,14 +240,19 @@ class Endpoint:
         return status, data if data is not None else got[0].toreadonly()
 
     def receive_into(self, path: str, views: list[memoryview], *, headers: dict[str, str] | None = None,
-                     what: str | None = None) -> None:
+                     what: str | None = None, landed: Landed | None = None) -> None:
         """A GET whose 206 answer is written, in order, into ``views`` (writable, as long together as the
         answer must be): a scatter read, the bytes landing where they are used. Any other answer is a
-        StorageError; a body cut short is asked for again, up to ``RETRIES`` tries."""
-        self._receive(path, sum(len(v) for v in views), lambda: views, headers, what, whole_ok=False)
+        StorageError; a body cut short is asked for again, up to ``RETRIES`` tries.
+
+        ``landed(i, start, stop)``, if given, is told in this thread, in order, each stretch of ``views[i]``
+        as it lands (at least :data:`LANDED_BYTES` at a time, or the view's end): what it reads there is
+        still in the processor's cache. A retry tells again from the first view's start."""
+        self._receive(path, sum(len(v) for v in views), lambda: views, headers, what, whole_ok=False,
+                      landed=landed)
 
     def _receive(self, path: str, size: int, into: Any, headers: dict[str, str] | None, what: str | None,
-                 *, whole_ok: bool) -> tuple[int, bytes | None]:
+                 *, whole_ok: bool, landed: Landed | None = None) -> tuple[int, bytes | None]:
         import http.client
 
         import urllib3
@@ -263,13 +274,16 @@ class Endpoint:
                     return r.status, data
                 got = 0
                 try:
-                    for view in into():  # the socket writes into each view in turn: no bytes object, no copy
-                        at = 0
+                    for i, view in enumerate(into()):  # the socket writes into each view in turn: no copy
+                        at = told = 0
                         while at < len(view):
                             n = r._fp.readinto(view[at:])
                             if not n:
                                 break
                             at += n
+                            if landed is not None and (at - told >= LANDED_BYTES or at == len(view)):
+                                landed(i, told, at)
+                                told = at
                         got += at
                         if at < len(view):
                             break

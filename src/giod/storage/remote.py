@@ -28,7 +28,7 @@ from giod.errors import AuthError, ConfigError, GiodError, IntegrityError, NotFo
 from giod.storage.checksum import Checksum
 from giod.storage.footers import TAIL, parquet_column_ranges, remote_footer
 from giod.storage.formats.arrow.plan import Footer, projected
-from giod.storage.http import TOKEN_ENV, Endpoint, Limits, connect, endpoint_for, error_from, site_token_env
+from giod.storage.http import TOKEN_ENV, Endpoint, Landed, Limits, connect, endpoint_for, error_from, site_token_env
 from giod.storage.kind import FileInfo, RangeFile, Site, SiteHealth, check_relpath
 from giod.storage.multipart import content_range, parse_multipart
 from giod.storage.pending import PendingFile
@@ -281,12 +281,14 @@ class RemoteSite(Site):
         except GiodError:
             return None  # the reader fetches on demand and reports the problem itself
 
-    def receive_into(self, path: str, start: int, stop: int, views: list[memoryview]) -> None:
-        """The bytes ``[start, stop)`` of ``path`` written into ``views``, in order (a scatter read)."""
+    def receive_into(self, path: str, start: int, stop: int, views: list[memoryview],
+                     landed: Landed | None = None) -> None:
+        """The bytes ``[start, stop)`` of ``path`` written into ``views``, in order (a scatter read);
+        ``landed`` as :meth:`Endpoint.receive_into` tells it."""
         if sum(len(v) for v in views) != stop - start:
             raise StorageError(f"{path}: {sum(len(v) for v in views)} bytes of memory for a range of {stop - start}")
         self.endpoint.receive_into(self._url(path), views, headers={"range": f"bytes={start}-{stop - 1}"},
-                                   what=f"reading {path} on site {self.name}")
+                                   what=f"reading {path} on site {self.name}", landed=landed)
 
     def _plans_pool(self) -> ThreadPoolExecutor:
         # apart from the ranges' pool: a planned read waiting for room never holds up a reader's own ranges

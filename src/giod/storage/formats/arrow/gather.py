@@ -44,8 +44,11 @@ GAP = 64
 #: ... and when every column of the file is read, where a gap holds only padding and the next batch's metadata
 WHOLE_GAP = 256 << 10
 
-#: receive(start, stop, views): the bytes [start, stop) of the file, written into ``views`` in order
-Receive = Callable[[int, int, list[memoryview]], None]
+#: landed(i, start, stop): bytes [start, stop) of the i-th view of a receive have landed, told in order
+Landed = Callable[[int, int, int], None]
+#: receive(start, stop, views, landed): the bytes [start, stop) of the file, written into ``views`` in order,
+#: ``landed`` told of them as they arrive (in the receiving thread, while they are in the processor's cache)
+Receive = Callable[[int, int, list[memoryview], Landed | None], None]
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ class _Part:
     values: int = 0  # lists: the values of the batch's child array (its offsets must run from 0 to them)
     landing: memoryview | None = None  # offsets: received apart, rebased once checked
     extra: bytearray | None = None  # buffer bytes beyond the values (their checksum covers them)
+    whole: bool = False  # all its bytes come in one request: their CRC-32C is taken as they land
+    sums: list[int] = field(default_factory=lambda: [0, 0])  # ... its CRC-32C to the end of each piece so far
 
 
 def _width(t: pa.DataType) -> int | None:
@@ -202,7 +207,8 @@ class Gather:
         n = sum(len(r) for r in per_file)
         batches = iter(self._batches)
         with ThreadPoolExecutor(max_workers=max(1, min(streams, n))) as pool:
-            futures = [[pool.submit(file.receive, a, b, views) for file, a, b, views in reqs] for reqs in per_file]
+            futures = [[pool.submit(file.receive, a, b, [v for v, _ in views], _landed_sums(views))
+                        for file, a, b, views in reqs] for reqs in per_file]
             try:
                 # each file checked as soon as its bytes are in, in reading order, while later ones arrive
                 for file, done in zip(self.files, futures, strict=True):
@@ -264,29 +270,57 @@ def _allocate(slot: _Slot) -> None:
         _allocate(c)
 
 
+#: a view of a request, and the part it brings bytes of (None: a gap), with which of the part's pieces it is
+_View = tuple[memoryview, "tuple[_Part, int] | None"]
+
+
 def _requests(file: FileLayout, parts: list[_Part], max_request: int, gap: int
-              ) -> list[tuple[FileLayout, int, int, list[memoryview]]]:
+              ) -> list[tuple[FileLayout, int, int, list[_View]]]:
     """The requests that bring ``parts`` of ``file``: those at most ``gap`` apart together, the gaps into
     scratch memory."""
-    out: list[tuple[FileLayout, int, int, list[memoryview]]] = []
+    out: list[tuple[FileLayout, int, int, list[_View]]] = []
     start = stop = -1
-    views: list[memoryview] = []
+    views: list[_View] = []
     for part in parts:
         if part.start < stop:
             raise IntegrityError(f"{file.where}: two buffers of a record batch overlap")
-        for a, b, view in _held(file, _pieces(part)):
+        pieces = _pieces(part)
+        received = _held(file, pieces)
+        # its checksum is taken as it lands only when every byte of it is received, in one request
+        part.whole = len(received) == len(pieces) and all(r[:2] == p[:2] and r[1] - r[0] <= max_request
+                                                           for r, p in zip(received, pieces, strict=True))
+        if not part.whole:  # a buffer larger than a request goes in several
+            received = [(c, min(b, c + max_request), view[c - a:min(b, c + max_request) - a])
+                        for a, b, view in received for c in range(a, b, max(1, max_request))]
+        for k, (a, b, view) in enumerate(received):
             if views and (a - stop > gap or b - start > max_request):
                 out.append((file, start, stop, views))
                 views = []
+                part.whole = part.whole and k == 0
             if not views:
                 start = stop = a
             if a > stop:
-                views.append(memoryview(bytearray(a - stop)))
-            views.append(view)
+                views.append((memoryview(bytearray(a - stop)), None))
+            views.append((view, (part, k)))
             stop = b
     if views:
         out.append((file, start, stop, views))
     return out
+
+
+def _landed_sums(views: list[_View]) -> Landed:
+    """What a request's receive tells as bytes land: each whole part's CRC-32C, extended while its bytes are
+    in the cache (its pieces land in order; a retry starts again from the first)."""
+    def landed(i: int, start: int, stop: int) -> None:
+        view, of = views[i]
+        if of is None or not of[0].whole:
+            return
+        part, k = of
+        # a piece's first bytes go on from the end of the one before (all in, in this request)
+        sums = part.sums
+        sums[k] = extend((sums[0] if k else 0) if start == 0 else sums[k], view[start:stop])
+
+    return landed
 
 
 def _held(file: FileLayout, pieces: list[tuple[int, int, memoryview]]) -> list[tuple[int, int, memoryview]]:
@@ -335,9 +369,12 @@ def _check_sums(batch: BatchLayout, parts: list[_Part]) -> None:
     for part in parts:
         if part.stop == part.start:
             continue  # as the ordinary read: an empty buffer has nothing to check
-        crc = extend(0, np.frombuffer(_landed(part), dtype=np.uint8))
-        if part.extra is not None:
-            crc = extend(crc, np.frombuffer(part.extra, dtype=np.uint8))
+        if part.whole:
+            crc = part.sums[1 if part.extra is not None else 0]  # taken as its bytes landed
+        else:
+            crc = extend(0, np.frombuffer(_landed(part), dtype=np.uint8))
+            if part.extra is not None:
+                crc = extend(crc, np.frombuffer(part.extra, dtype=np.uint8))
         if crc != batch.msg.table[bases[part.buffer]]:
             raise IntegrityError(f"{batch.where}: CRC-32C mismatch in buffer {part.buffer} (the bytes changed "
                                  "since they were written)")

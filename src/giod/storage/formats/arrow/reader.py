@@ -226,7 +226,7 @@ class ArrowContainerReader:
             batches.append(BatchLayout(msg, int(self.blocks[i, 0] + self.meta[i]), self._where(i), self._key(i)))
         path = self.path
         tail_at, tail = self._tail
-        return FileLayout(self.schema, tuple(batches), lambda a, b, views: receive(path, a, b, views),
+        return FileLayout(self.schema, tuple(batches), lambda a, b, views, landed: receive(path, a, b, views, landed),
                           f"container {path} on site {self.site.name}", tail_at,
                           lambda a, b: memoryview(tail)[a - tail_at:b - tail_at])
 
