@@ -114,15 +114,31 @@ def test_the_open_is_one_request_and_the_connections_opened_ahead_carry_the_read
     assert used and used <= ahead  # every read went on a connection opened before it was needed
 
 
-def test_near_a_whole_container_costs_its_layout_then_one_request_per_file(recorded: Recorded) -> None:
+def test_near_a_whole_container_costs_one_request_for_the_layouts_then_one_request_per_file(
+        recorded: Recorded) -> None:
     got, asked = _open_and_read(recorded, "hits")
     assert ak.to_list(got) == ak.to_list(recorded.local.dataset("d").read(["hits"]))
     files = _files(asked, "/raw.tracker.arrow")
-    # the footer and every batch's metadata first (all files at once), then the buffers, gathered
-    assert len(files) == DATABASES and set(files.values()) == {2}
+    # every file's footer and batches' metadata first, in one request, then the buffers, gathered
+    assert len(files) == DATABASES and set(files.values()) == {1}
+    assert [r for r in asked if r[0] == "POST"] == [("POST", "/files/local", "")]
+    assert len(asked) == 2 + DATABASES
+
+
+def test_near_and_an_older_server_the_layouts_cost_a_request_per_file(recorded: Recorded,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from giod.server.routes import files
+    from giod.storage import remote
+
+    def older(*args: Any, **kw: Any) -> Any:
+        raise giod.NotFound("no route")  # what a server without the route answers (404)
+
+    monkeypatch.setattr(remote.RemoteSite, "_fetch_many_heads", older)
+    got, asked = _open_and_read(recorded, "hits")
+    assert ak.to_list(got) == ak.to_list(recorded.local.dataset("d").read(["hits"]))
     assert Counter(q for m, p, q in asked if p.endswith("/raw.tracker.arrow")) == {"": DATABASES,
                                                                                    "buffers=no": DATABASES}
-    assert len(asked) == 1 + 2 * DATABASES
+    assert files.MAX_HEADS >= remote.HEADS_PER_REQUEST
 
 
 def test_a_partial_container_costs_one_request_per_file_planned_by_the_server(recorded: Recorded,

@@ -314,6 +314,8 @@ def routes(w: World) -> dict[tuple[str, str], Route]:
                                                       js({"paths": [f"/local/{w.file}"]})),
         ("POST", "/api/v1/tape/archiveinfo"): Route("read", "qcd", "/api/v1/tape/archiveinfo",
                                                     js({"paths": [f"/local/{w.file}"]})),
+        ("POST", "/files/{site}"): Route("read", "qcd", "/files/local", js({"paths": [w.file]}),
+                                         (("content-type", "application/json"),)),
         ("HEAD", "/files/{site}/{path}"): Route("read", "qcd", f"/files/local/{w.file}"),
         ("GET", "/files/{site}/{path}"): Route("read", "qcd", f"/files/local/{w.file}",
                                                headers=(("Range", "bytes=0-99"),)),

@@ -7,6 +7,7 @@ found here from each batch's metadata.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +69,10 @@ def _recorded(fed: Served, collections: list[str], dataset: str) -> tuple[ak.Arr
         def note(method: str, path: str, r):  # type: ignore[no-untyped-def]
             if method == "GET" and r.status == 206 and path.startswith("/files/local/"):
                 asked.setdefault(path.removeprefix("/files/local/").split("?")[0], []).extend(_answered(r))
+            if method == "POST" and r.status == 200 and path == "/files/local":  # many files' heads at once
+                n = int.from_bytes(r.data[:4], "big")
+                for file in json.loads(r.data[4:4 + n])["files"]:
+                    asked.setdefault(file["path"], []).extend((a, a + k) for a, k in file.get("parts", []))
             return r
 
         # answers read whole (request) and received into buffers (stream, under receive)

@@ -15,6 +15,7 @@ server's :class:`~giod.storage.http.Endpoint`, shared with the remote catalog.
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import threading
 from collections import OrderedDict
@@ -48,6 +49,12 @@ BUFFER_GAP = 64
 #: the longest round trip (seconds) at which dense reads are gathered: beyond it the link, not a copy, is what a
 #: read waits for, and the round trip the layout costs first would show (docs/decisions.md)
 GATHER_RTT = 0.020
+#: files one request for heads names (``POST /files/<site>``; the server takes up to 256): a few requests in
+#: flight for many files, each answer a few MB at most (a file's tail and metadata are ~64 KiB)
+HEADS_PER_REQUEST = 32
+HEADS_CONTENT_TYPE = "application/vnd.giod.heads"
+
+log = logging.getLogger("giod.remote")
 
 
 class RemoteSite(Site):
@@ -81,6 +88,7 @@ class RemoteSite(Site):
         self._urgent: set[str] = set()  # files a reader waits for: their planned read needs no room
         self._tails: OrderedDict[str, tuple[int, bytes]] = OrderedDict()  # footers read on demand, by file
         self._lock = threading.Lock()  # the kept footers, the planned reads' pool
+        self._many_heads = True  # the server answers heads of many files at once (an older one does not)
 
     def _url(self, path: str) -> str:
         return f"{self.prefix}/{quote(check_relpath(path))}"
@@ -263,8 +271,30 @@ class RemoteSite(Site):
         for path, size in items:
             self._sizes[path] = size
         pool = self._plans_pool()
+        if self._many_heads and len(items) > 1:
+            asked = [list(items[i:i + HEADS_PER_REQUEST]) for i in range(0, len(items), HEADS_PER_REQUEST)]
+            try:
+                return {path: held for got in pool.map(self._fetch_many_heads, asked) for path, held in got.items()}
+            except NotFound:
+                self._many_heads = False  # an older server: a request a file from now on
+            except GiodError as exc:
+                log.info("heads of %d files from site %s, asked together, failed: %s; asked one by one",
+                         len(items), self.name, exc)
         futures = {path: pool.submit(self._fetch_heads, path, size) for path, size in items}
         return {path: fut.result() for path, fut in futures.items()}
+
+    def _fetch_many_heads(self, items: list[tuple[str, int]]) -> dict[str, list[tuple[int, memoryview]] | None]:
+        """Heads of ``items`` in one request (``POST /files/<site>``), each checked to lie in its file and held;
+        None for a file the server named an error for, or whose size is not the one expected."""
+        r = self.endpoint.request("POST", self.prefix, body=json.dumps({"paths": [p for p, _ in items]}).encode(),
+                                  headers={"content-type": "application/json"}, idempotent=True,
+                                  what=f"reading the heads of {len(items)} files on site {self.name}")
+        out: dict[str, list[tuple[int, memoryview]] | None] = {}
+        for (path, _), held in zip(items, _heads_answer(r, items, self.name), strict=True):
+            if held is not None:
+                self.hold(path, held)
+            out[path] = held
+        return out
 
     def hold(self, path: str, parts: list[tuple[int, memoryview]]) -> None:
         """Bytes of ``path`` fetched already (``(start, data)``), read from here until ``release(path)``."""
@@ -489,6 +519,51 @@ class RemoteSite(Site):
         doc = self.endpoint.json("GET", f"/api/v1/sites/{quote(self.remote_name, safe='')}/files")
         for f in doc.get("files", []):
             yield FileInfo(str(f["path"]), int(f["size"]), float(f["mtime"]))
+
+
+def _heads_answer(r: Any, items: list[tuple[str, int]], site: str) -> list[list[tuple[int, memoryview]] | None]:
+    """The parts of each of ``items`` in an answer of ``POST /files/<site>``, in order (None: the server named an
+    error, or the file's size is not the one asked); IntegrityError for an answer not made as documented."""
+    def bad(why: str) -> IntegrityError:
+        return IntegrityError(f"site {site}: the server's answer to a request for heads {why}")
+
+    data = memoryview(r.data)
+    if r.headers.get("content-type", "") != HEADS_CONTENT_TYPE or len(data) < 4:
+        raise bad("is not of its type")
+    n = int.from_bytes(data[:4], "big")
+    try:
+        files = json.loads(bytes(data[4:4 + n]))["files"] if 4 + n <= len(data) else None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise bad("has no readable index") from exc
+    if not isinstance(files, list) or len(files) != len(items):
+        raise bad("lists other files than asked")
+    at = 4 + n
+    out: list[list[tuple[int, memoryview]] | None] = []
+    for (path, size), entry in zip(items, files, strict=True):
+        if not isinstance(entry, dict) or entry.get("path") != path:
+            raise bad("lists other files than asked")
+        if "error" in entry:
+            out.append(None)
+            continue
+        told, parts = entry.get("size"), entry.get("parts")
+        if not _count(told) or not isinstance(parts, list) or not all(
+                isinstance(p, list) and len(p) == 2 and _count(p[0]) and _count(p[1]) and p[0] + p[1] <= told
+                for p in parts):
+            raise bad(f"lists parts of {path} that are not ranges of it")
+        held = []
+        for a, length in parts:
+            if at + length > len(data):
+                raise bad("is shorter than its index")
+            held.append((a, data[at:at + length]))
+            at += length
+        out.append(held if told == size else None)
+    if at != len(data):
+        raise bad("is longer than its index")
+    return out
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 class RemoteFile(RangeFile):

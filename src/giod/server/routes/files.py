@@ -26,6 +26,7 @@ import anyio
 from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
 
 from giod.errors import ConflictError, DataError, GiodError, IntegrityError, NotFound, Staging, StorageError, TooLarge
 from giod.names import dataset_of_path
@@ -45,6 +46,8 @@ CONTENT_TYPE = "application/vnd.apache.parquet"
 UPLOAD_BUFFER = 1 << 20  # bytes of an upload gathered before each write (done in a worker thread)
 ARROW_CONTENT_TYPE = "application/vnd.apache.arrow.file"  # the IANA name of Arrow's file format
 MAX_COLUMNS_TEXT = 8 << 10  # characters of the columns a planned read names
+MAX_HEADS = 256  # files one request for heads (footers and batch metadata) names
+HEADS_CONTENT_TYPE = "application/vnd.giod.heads"
 
 
 def content_type(path: str) -> str:
@@ -296,6 +299,81 @@ def _planned(request: Request, fd: int, size: int, path: str, max_bytes: int
         return served_ranges(read_at, size, columns, max_bytes)
     except GiodError:
         return None  # not a file the server can plan: the reader plans it from the bytes it asked for
+
+
+class HeadsAsked(BaseModel):
+    paths: list[str] = Field(min_length=1, max_length=MAX_HEADS, description="Arrow files of the site")
+
+
+@router.post("/files/{site}", summary="The footers and batch metadata of many Arrow files, in one answer",
+             responses={200: {"content": {HEADS_CONTENT_TYPE: {}},
+                              "description": "a 4-byte big-endian length, a JSON index of that length, the "
+                                             "bytes it lists"}})
+def file_heads(request: Request, site: str, asked: HeadsAsked) -> Response:
+    """What ``GET /files/{site}/{path}?buffers=no`` answers, for each of many files at once: a reader placing
+    the buffers of many files itself (a gathered read) asks once, not once a file.
+
+    The index lists, for each file in the order asked, its ``size`` and its ``parts`` (``[start, length]``,
+    the bytes following in that order), or an ``error`` (``NotFound``, ``Staging``: the file not on disk
+    yet; ``Unplanned``: no Arrow file the server can plan; ``TooLarge``: past the request's bound). The
+    caller must be allowed to read every file's dataset; a file it may not see is ``NotFound``.
+    """
+    import json
+
+    st = state(request)
+    need(request, "read", any_dataset=True)  # before anything about the site is told
+    _root(st, site, "read")  # a site not served here is not found, whichever files are named
+    index: list[dict[str, Any]] = []
+    data: list[bytes] = []
+    held = 0
+    for path in asked.paths:
+        entry: dict[str, Any] = {"path": path}
+        index.append(entry)
+        # a dataset the caller may not see refuses the request, as a GET of its file would be (404)
+        need(request, "read", owner(st, _checked(path)))
+        try:
+            _, full = _authorised(request, "read", site, path)
+            fd, info = _open(full, path, site)
+        except (NotFound, Staging) as exc:
+            entry["error"] = type(exc).__name__
+            continue
+        try:
+            ranges = _heads_of(fd, info.st_size, path)
+            n = sum(b - a for a, b in ranges or [])
+            if ranges is None or held + n > st.limits.max_request_bytes:
+                entry["error"] = "Unplanned" if ranges is None else "TooLarge"
+                continue
+            parts = [os.pread(fd, b - a, a) for a, b in ranges]
+        finally:
+            os.close(fd)
+        if sum(len(p) for p in parts) != n:
+            entry["error"] = "NotFound"  # cut short meanwhile: never replaced, so removed
+            continue
+        st.federation.store.read_log.note_path(path)
+        held += n
+        data += parts
+        entry |= {"size": info.st_size, "parts": [[a, b - a] for a, b in ranges]}
+    text = json.dumps({"files": index}, separators=(",", ":")).encode()
+    body = b"".join([len(text).to_bytes(4, "big"), text, *data])
+    st.metrics.add("bytes_sent", len(body))
+    return Response(body, media_type=HEADS_CONTENT_TYPE, headers=_limit_headers(st))
+
+
+def _checked(path: str) -> str:
+    try:
+        return check_relpath(path)
+    except StorageError as exc:  # what the client asked for is malformed: 400
+        raise DataError(str(exc)) from exc
+
+
+def _heads_of(fd: int, size: int, path: str) -> list[tuple[int, int]] | None:
+    """The ranges of an Arrow file's tail and batches' metadata (None: not a file the server can plan)."""
+    if not path.endswith(".arrow"):
+        return None
+    try:
+        return served_ranges(lambda a, b: os.pread(fd, b - a, a), size, [], 0)[0]
+    except GiodError:
+        return None
 
 
 def _refusal(status: int, message: str, headers: dict[str, str]) -> Response:
