@@ -333,9 +333,17 @@ class Endpoint:
             finally:
                 pool._put_conn(conn)
 
-        self.warming = [threading.Thread(target=one, args=(c,), daemon=True, name="giod-warm") for c in taken]
-        for t in self.warming:
-            t.start()
+        def start(threads: list[threading.Thread]) -> None:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        # one thread started here, which starts the others: a thread's start waits until it runs (~1 ms each
+        # on a busy machine), a wait the open would pay once per connection
+        each = [threading.Thread(target=one, args=(c,), daemon=True, name="giod-warm") for c in taken]
+        self.warming = [threading.Thread(target=start, args=(each,), daemon=True, name="giod-warm")]
+        self.warming[0].start()
 
     def json(self, method: str, path: str, payload: Any = None, **kw: Any) -> Any:
         body = None if payload is None else json.dumps(payload).encode()
