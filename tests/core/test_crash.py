@@ -1,8 +1,10 @@
 """kill -9 of writers at random points: nothing partial is ever visible.
 
-Writers are forked from the test process (so each start costs milliseconds,
-not an interpreter start-up) and killed with SIGKILL at a random moment while
-they write containers and commit. Afterwards every committed database must
+Writers are forked by a fork server (so each start costs milliseconds, not an
+interpreter start-up; and from a process of one thread, never the test
+process, whose other threads may hold a lock at the fork that the child would
+wait for forever) and killed with SIGKILL at a random moment while they write
+containers and commit. Afterwards every committed database must
 read back bit-identical to what its writer meant to write, fsck must find no
 damage, and gc must clear the orphans the kills left behind once the killed
 writers' leases have expired.
@@ -10,9 +12,10 @@ writers' leases have expired.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
-import signal
+import sys
 import time
 
 import awkward as ak
@@ -23,23 +26,22 @@ from giod.store.consistency import fsck, gc
 from giod.testing import synthetic
 
 KILLS = 100
+PRELOAD = ("giod", "sqlalchemy", "pyarrow", "awkward", "numpy", "urllib3", "yaml")
 
 
-def _writer_child(target: str, ready_fd: int, child: int) -> None:
-    try:
-        fed = giod.open(target)
-        ds = fed.dataset("crash")
-        os.write(ready_fd, b"r")
-        k = 0
-        while True:
-            n = 20 + (k % 5) * 15
-            seed = child * 10_000 + k
-            with ds.writer(parameters={"seed": seed, "n": n}, cluster_events=16) as w:
-                w.append(synthetic.events(n, seed=seed))
-            os.write(ready_fd, b"c")  # committed: one byte per commit, read by the parent for some children
-            k += 1
-    finally:
-        os._exit(0)
+def _writer_child(target: str, ready, child: int) -> None:  # type: ignore[no-untyped-def]
+    os.environ["GIOD_LEASE_SECONDS"] = "1"  # the killed writers' leases end soon after the kills
+    fed = giod.open(target)
+    ds = fed.dataset("crash")
+    ready.send_bytes(b"r")
+    k = 0
+    while True:
+        n = 20 + (k % 5) * 15
+        seed = child * 10_000 + k
+        with ds.writer(parameters={"seed": seed, "n": n}, cluster_events=16) as w:
+            w.append(synthetic.events(n, seed=seed))
+        ready.send_bytes(b"c")  # committed: a message per commit, read by the parent for some children
+        k += 1
 
 
 def _expected(db) -> ak.Array:
@@ -54,20 +56,26 @@ def test_kill_minus_nine_during_writes(tmp_path, monkeypatch):
     fed.create_dataset("crash", synthetic.schema())
     fed.close()
     rng = random.Random(1234)
+    warm = giod.open(tmp_path / "warm", create=True)  # a write here imports what every writer will need
+    with warm.create_dataset("w", synthetic.schema()).writer(cluster_events=16) as w:
+        w.append(synthetic.events(20, seed=1))
+    warm.close()
+    forks = multiprocessing.get_context("forkserver")
+    # what this process has imported, imported once by the server: a writer's start costs a fork
+    forks.set_forkserver_preload(sorted(m for m in sys.modules if m.split(".")[0] in PRELOAD) + [__name__])
     for child in range(KILLS):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            os.close(r)
-            _writer_child(target, w, child)
-        os.close(w)
-        assert os.read(r, 1) == b"r"
+        r, w = forks.Pipe(duplex=False)
+        writer = forks.Process(target=_writer_child, args=(target, w, child), daemon=True)
+        writer.start()
+        w.close()
+        assert r.poll(120) and r.recv_bytes() == b"r", "the writer did not start"
         if child % 10 == 0:  # every tenth writer commits once first: databases land however loaded the machine
-            assert os.read(r, 1) == b"c", "the writer died before its first commit"
+            assert r.poll(120) and r.recv_bytes() == b"c", "the writer died before its first commit"
         time.sleep(rng.uniform(0.0, 0.25))  # the kill point, not a synchronisation
-        os.close(r)
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        writer.kill()  # SIGKILL
+        writer.join()
+        assert writer.exitcode == -9
+        r.close()
 
     fed = giod.open(target)
     deadline = time.monotonic() + 60
