@@ -220,7 +220,9 @@ def test_a_far_site_is_not_gathered(tmp_path: Path) -> None:
         remote = served.remote()
         site = remote.site("local")
         remote.dataset("raw").databases()
-        assert site.endpoint.round_trip is not None and site.gathers  # type: ignore[attr-defined]
+        assert site.endpoint.round_trip is not None  # type: ignore[attr-defined]  # timed by the open
+        site.endpoint.round_trip = GATHER_RTT / 2  # type: ignore[attr-defined]  # (a loaded machine's may be more)
+        assert site.gathers  # type: ignore[attr-defined]
         site.endpoint.round_trip = GATHER_RTT * 2  # type: ignore[attr-defined]
         assert not site.gathers  # type: ignore[attr-defined]
         assert ak.array_equal(remote.dataset("raw").read(["hits"]), ds.read(["hits"]))
