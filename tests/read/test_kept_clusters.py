@@ -125,13 +125,14 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def kept_anew(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Clusters decoded whole to be kept, counted; the kept clusters emptied before and after."""
+    """Clusters (whole, or a read's few rows of them) decoded to be kept, counted; the kept clusters emptied
+    before and after."""
     counts = [0]
     real = clusters._Cluster.of.__func__  # type: ignore[attr-defined]
 
-    def counting(cls: Any, table: Any) -> Any:
+    def counting(cls: Any, table: Any, rows: Any = None) -> Any:
         counts[0] += 1
-        return real(cls, table)
+        return real(cls, table, rows)
 
     monkeypatch.setattr(clusters._Cluster, "of", classmethod(counting))
     clusters.forget()

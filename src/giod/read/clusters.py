@@ -62,6 +62,10 @@ CACHE_BYTES = 2 << 30
 #: lookups decode, and what the protected segment let go) holds the rest, and all of it while the protected
 #: segment holds less
 PROTECTED = 0.9
+#: a read whose rows of a cluster (with those of it kept already) are at most this share of its events reads them
+#: block by block and keeps them alone, not the whole cluster (the share under which a container reader reads a
+#: batch's rows block by block: ``ArrowContainerReader``'s ``PARTIAL_SHARE``)
+PARTIAL_SHARE = 1 / 16
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -139,6 +143,13 @@ class Segmented(Generic[K, V]):
             self.held[1] -= moved[1]
             self.probation[old] = moved
             self.held[0] += moved[1]
+
+    def discard(self, key: K) -> None:
+        """Forget ``key`` (nothing if it is not kept)."""
+        for i, segment in enumerate((self.probation, self.protected)):
+            found = segment.pop(key, None)
+            if found is not None:
+                self.held[i] -= found[1]
 
     def clear(self) -> None:
         self.probation.clear()
@@ -240,19 +251,33 @@ class _Flat:
 
 @dataclass(frozen=True)
 class _Cluster:
-    """A cluster's columns as numpy copies (``_Flat``), checked when they were read."""
+    """A cluster's columns as numpy copies (``_Flat``), checked when they were read: all its events, or only
+    ``rows`` of them (a sparse read's, read block by block)."""
 
     schema: pa.Schema
     flats: tuple[_Flat, ...]
+    rows: np.ndarray | None = None  # the events held (sorted, unique, numbered in the cluster); None: every one
 
     @classmethod
-    def of(cls, table: pa.Table) -> _Cluster | None:
-        """``table``'s columns taken apart; None when one is not flat (nulls, strings, …)."""
+    def of(cls, table: pa.Table, rows: np.ndarray | None = None) -> _Cluster | None:
+        """``table``'s columns taken apart (``rows``: the cluster's events it holds, one a row; None: all);
+        None when one is not flat (nulls, strings, …)."""
         table = table.combine_chunks()
         flats = [_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns]
         if any(f is None for f in flats):
             return None
-        return cls(table.schema, tuple(flats))  # type: ignore[arg-type]
+        return cls(table.schema, tuple(flats), rows)  # type: ignore[arg-type]
+
+    def at(self, local: np.ndarray) -> np.ndarray | None:
+        """Where the cluster's events ``local`` (sorted) are held; None when one of them is not."""
+        if self.rows is None:
+            return local
+        if not len(local):
+            return local
+        if not len(self.rows):
+            return None
+        place = np.minimum(np.searchsorted(self.rows, local), len(self.rows) - 1)
+        return place if np.array_equal(self.rows[place], local) else None
 
     @property
     def nbytes(self) -> int:
@@ -260,7 +285,7 @@ class _Cluster:
             own = (0 if f.values is None else f.values.nbytes) + (0 if f.offsets is None else f.offsets.nbytes)
             return own + sum(size(c) for c in f.children)
 
-        return sum(size(f) for f in self.flats)
+        return sum(size(f) for f in self.flats) + (0 if self.rows is None else self.rows.nbytes)
 
 
 Piece = tuple[_Cluster, np.ndarray]  # a kept cluster and the rows of it a read wants
@@ -274,20 +299,34 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
-             lookup: bool = False) -> _Cluster | None:
+def _piece(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
+           local: np.ndarray, lookup: bool = False) -> Piece | None:
+    """The kept cluster ``batch`` holding its events ``local`` and where it holds them, read and kept first if
+    need be: a read's few rows of it (with those kept already) alone, block by block; else the cluster whole."""
     key = (container.path, container.checksum, batch, tuple(paths))
     with _LOCK:
         found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
         if found is not None:
-            return found
-        if key in _NOT_FLAT:
+            at = found.at(local)
+            if at is not None:
+                return found, at
+        elif key in _NOT_FLAT:
             return None
-    table = reader.read(list(paths), [batch])
-    if table.num_rows != container.cluster_entries[batch]:
-        raise IntegrityError(f"container {container.path}: cluster {batch} holds {table.num_rows} events, "
-                             f"the catalog recorded {container.cluster_entries[batch]}")
-    kept = _Cluster.of(table)
+    n = container.cluster_entries[batch]
+    want = local if found is None or found.rows is None else np.union1d(found.rows, local)
+    if not lookup and len(want) <= PARTIAL_SHARE * n:
+        first = int(np.sum(np.asarray(container.cluster_entries[:batch], dtype=np.int64)))
+        table = reader.read_rows(list(paths), want + first)
+        if table.num_rows != len(want):
+            raise IntegrityError(f"container {container.path}: cluster {batch} gave {table.num_rows} events, "
+                                 f"not the {len(want)} asked")
+        kept = _Cluster.of(table, np.array(want, dtype=np.int64))
+    else:
+        table = reader.read(list(paths), [batch])
+        if table.num_rows != n:
+            raise IntegrityError(f"container {container.path}: cluster {batch} holds {table.num_rows} events, "
+                                 f"the catalog recorded {n}")
+        kept = _Cluster.of(table)
     if kept is None:
         with _LOCK:
             _NOT_FLAT[key] = None
@@ -295,8 +334,12 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
                 _NOT_FLAT.popitem(last=False)
         return None
     with _LOCK:
+        _KEPT.discard(key)  # the rows kept before, now among these (or a cluster kept whole meanwhile: alike)
         _KEPT.put(key, kept, kept.nbytes, CACHE_BYTES, protect=not lookup)
-    return kept
+    at = kept.at(local)
+    if at is None:  # the rows read are the rows asked: only a reader that gave other events gets here
+        raise IntegrityError(f"container {container.path}: cluster {batch} did not give the events asked")
+    return kept, at
 
 
 def touched(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> bool:
@@ -378,9 +421,10 @@ def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, loo
         for b, local in _split(container, rows):
             key = (container.path, container.checksum, b, columns)
             found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
-            if found is None:
+            at = None if found is None else found.at(local)
+            if found is None or at is None:
                 return None
-            out.append((found, local))
+            out.append((found, at))
     return out
 
 
@@ -391,8 +435,8 @@ def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[
     None when a column is not flat (nulls, strings, …): such reads go block by block."""
     out = []
     for b, local in _split(container, rows):
-        cluster = _cluster(reader, container, paths, b, lookup)
-        if cluster is None:
+        piece = _piece(reader, container, paths, b, local, lookup)
+        if piece is None:
             return None
-        out.append((cluster, local))
+        out.append(piece)
     return out
