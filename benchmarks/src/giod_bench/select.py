@@ -215,9 +215,9 @@ def run(
         ordered = np.sort(tag)
         cuts = []
         for f in fractions:
-            keep = max(1, round(f * events))
-            # a cut at a stored value keeps exactly ``keep`` events when values do not tie
-            cuts.append((f, float(ordered[events - keep - 1]) if keep < events else float(ordered[0]) - 1.0))
+            passing = max(1, round(f * events))
+            # a cut at a stored value keeps exactly ``passing`` events when values do not tie
+            cuts.append((f, float(ordered[events - passing - 1]) if passing < events else float(ordered[0]) - 1.0))
         expected = [int(np.count_nonzero(tag > cut)) for _, cut in cuts]
         clocks: dict[tuple[int, str, int], Callable[[int], float]] = {}
         for k, ds in enumerate(datasets):
