@@ -158,8 +158,10 @@ class Segmented(Generic[K, V]):
 
 
 _Key = tuple[str, str, int, tuple[str, ...]]  # (path, checksum, batch, columns): the same bytes on any site
+# a cluster's rows kept by sparse reads: beside the cluster kept whole, so that a dense read of it leaves them
+_Rows = tuple[str, str, int, tuple[str, ...], bool]
 _LOCAL: weakref.WeakKeyDictionary[Site, bool] = weakref.WeakKeyDictionary()  # whether a site's files are local
-_KEPT: Segmented[_Key, _Cluster] = Segmented()
+_KEPT: Segmented[_Key | _Rows, _Cluster] = Segmented()
 #: clusters found not flat, whose rows are read block by block without decoding them whole again first
 _NOT_FLAT: OrderedDict[_Key, None] = OrderedDict()
 NOT_FLAT_KEYS = 4_096
@@ -299,21 +301,37 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def _rows_key(key: _Key) -> _Rows:
+    return (*key, True)
+
+
+def _find(key: _Key, local: np.ndarray, lookup: bool) -> tuple[Piece | None, _Cluster | None]:
+    """(the piece of ``local`` if a kept cluster or kept rows hold them all, the rows kept of the cluster);
+    the caller holds the lock. Rows kept are asked first: gathering from them touches a few megabytes, from
+    the whole cluster one cache line or more per event and buffer across all of it."""
+    rows = _KEPT.get(_rows_key(key), CACHE_BYTES, promote=not lookup)
+    if rows is not None:
+        at = rows.at(local)
+        if at is not None:
+            return (rows, at), rows
+    whole = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
+    return ((whole, local) if whole is not None else None), rows
+
+
 def _piece(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
            local: np.ndarray, lookup: bool = False) -> Piece | None:
-    """The kept cluster ``batch`` holding its events ``local`` and where it holds them, read and kept first if
-    need be: a read's few rows of it (with those kept already) alone, block by block; else the cluster whole."""
+    """The kept cluster ``batch`` (or its rows kept) holding its events ``local`` and where it holds them, read
+    and kept first if need be: a read's few rows of it (with those kept already) alone, block by block, beside
+    the cluster; else the cluster whole."""
     key = (container.path, container.checksum, batch, tuple(paths))
     with _LOCK:
-        found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
+        found, rows = _find(key, local, lookup)
         if found is not None:
-            at = found.at(local)
-            if at is not None:
-                return found, at
-        elif key in _NOT_FLAT:
+            return found
+        if key in _NOT_FLAT:
             return None
     n = container.cluster_entries[batch]
-    want = local if found is None or found.rows is None else np.union1d(found.rows, local)
+    want = local if rows is None or rows.rows is None else np.union1d(rows.rows, local)
     if not lookup and len(want) <= PARTIAL_SHARE * n:
         first = int(np.sum(np.asarray(container.cluster_entries[:batch], dtype=np.int64)))
         table = reader.read_rows(list(paths), want + first)
@@ -321,12 +339,14 @@ def _piece(reader: ContainerReader, container: ContainerRecord, paths: Sequence[
             raise IntegrityError(f"container {container.path}: cluster {batch} gave {table.num_rows} events, "
                                  f"not the {len(want)} asked")
         kept = _Cluster.of(table, np.array(want, dtype=np.int64))
+        where: _Key | _Rows = _rows_key(key)
     else:
         table = reader.read(list(paths), [batch])
         if table.num_rows != n:
             raise IntegrityError(f"container {container.path}: cluster {batch} holds {table.num_rows} events, "
                                  f"the catalog recorded {n}")
         kept = _Cluster.of(table)
+        where = key
     if kept is None:
         with _LOCK:
             _NOT_FLAT[key] = None
@@ -334,8 +354,8 @@ def _piece(reader: ContainerReader, container: ContainerRecord, paths: Sequence[
                 _NOT_FLAT.popitem(last=False)
         return None
     with _LOCK:
-        _KEPT.discard(key)  # the rows kept before, now among these (or a cluster kept whole meanwhile: alike)
-        _KEPT.put(key, kept, kept.nbytes, CACHE_BYTES, protect=not lookup)
+        _KEPT.discard(where)  # the rows kept before, now among these (or a cluster kept meanwhile: alike)
+        _KEPT.put(where, kept, kept.nbytes, CACHE_BYTES, protect=not lookup)
     at = kept.at(local)
     if at is None:  # the rows read are the rows asked: only a reader that gave other events gets here
         raise IntegrityError(f"container {container.path}: cluster {batch} did not give the events asked")
@@ -419,12 +439,10 @@ def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, loo
     columns = tuple(paths)
     with _LOCK:
         for b, local in _split(container, rows):
-            key = (container.path, container.checksum, b, columns)
-            found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
-            at = None if found is None else found.at(local)
-            if found is None or at is None:
+            found, _ = _find((container.path, container.checksum, b, columns), local, lookup)
+            if found is None:
                 return None
-            out.append((found, at))
+            out.append(found)
     return out
 
 
