@@ -231,14 +231,15 @@ class _Flat:
             values = [f.values[r] for f, r in parts]  # type: ignore[index]
             return numpy_array(np.concatenate(values) if len(values) > 1 else values[0], self.type)
         if self.offsets is not None:
-            lengths, inner = [], []
-            for f, r in parts:
-                starts, stops = f.offsets[r], f.offsets[r + 1]  # type: ignore[index]
-                lengths.append(stops - starts)
-                inner.append((f.children[0], _ranges(starts, stops)))
-            out = np.zeros(sum(len(x) for x in lengths) + 1, dtype=np.int64)
-            np.cumsum(np.concatenate(lengths), out=out[1:])
-            child = self.children[0].gather(inner)
+            # every part's items at once: one range expansion for all parts, then cut per part
+            starts = np.concatenate([f.offsets[r] for f, r in parts])  # type: ignore[index]
+            stops = np.concatenate([f.offsets[r + 1] for f, r in parts])  # type: ignore[index]
+            out = np.zeros(len(starts) + 1, dtype=np.int64)
+            np.cumsum(stops - starts, out=out[1:])
+            items = _ranges(starts, stops)
+            cuts = out[np.cumsum([len(r) for _, r in parts])[:-1]]
+            child = self.children[0].gather([(f.children[0], at)
+                                             for (f, _), at in zip(parts, np.split(items, cuts), strict=True)])
             large = pa.types.is_large_list(self.type)
             offsets = numpy_array(out) if large else numpy_array(out).cast(pa.int32())
             cls = pa.LargeListArray if large else pa.ListArray
@@ -278,8 +279,10 @@ class _Cluster:
             return local
         if not len(self.rows):
             return None
-        place = np.minimum(np.searchsorted(self.rows, local), len(self.rows) - 1)
-        return place if np.array_equal(self.rows[place], local) else None
+        place = self.rows.searchsorted(local)
+        if place[-1] >= len(self.rows):  # sorted: the last is the largest
+            return None
+        return place if (self.rows[place] == local).all() else None
 
     @property
     def nbytes(self) -> int:
@@ -416,8 +419,13 @@ def keep_derived(key: Hashable, value: object, cost: int) -> None:
 
 def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """``rows`` (sorted local entries) by the cluster holding them: (cluster, its rows in it)."""
-    starts = np.concatenate([[0], np.cumsum(np.asarray(container.cluster_entries, dtype=np.int64))])
     rows = np.asarray(rows, dtype=np.int64)
+    if len(container.cluster_entries) == 1:  # one cluster: nothing to split
+        if len(rows) and (rows[0] < 0 or rows[-1] >= container.cluster_entries[0]):
+            raise IntegrityError(f"container {container.path} holds {container.cluster_entries[0]} events, "
+                                 f"not entry {rows[-1]}")
+        return [(0, rows)] if len(rows) else []
+    starts = np.concatenate([[0], np.cumsum(np.asarray(container.cluster_entries, dtype=np.int64))])
     if len(rows) and (rows[0] < 0 or rows[-1] >= starts[-1]):
         raise IntegrityError(f"container {container.path} holds {starts[-1]} events, not entry {rows[-1]}")
     if len(starts) == 2:  # one cluster: nothing to split
