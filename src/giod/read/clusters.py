@@ -279,6 +279,8 @@ class _Cluster:
             return local
         if not len(self.rows):
             return None
+        if len(local) == len(self.rows):  # all of them, or not held
+            return np.arange(len(local)) if (self.rows == local).all() else None
         place = self.rows.searchsorted(local)
         if place[-1] >= len(self.rows):  # sorted: the last is the largest
             return None
