@@ -126,6 +126,30 @@ def test_select(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert source["count_rtts"] >= 0.9 and files["count_rtts"] >= 0.9 and _positive(source["speedup"])
 
 
+def test_select_keeps_its_datasets_and_reuses_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from giod_bench import select as module
+
+    kept = tmp_path / "kept"
+    args = ("select", "--quick", "--events", "600", "--clusters", "default", "--databases", "2", "--repeat", "2",
+            "--no-served", "--keep", str(kept))
+    first, _ = _bench(tmp_path, *args)
+    assert (kept / "fed").is_dir() and (kept / "tags.npy").is_file()
+
+    def refuse(*_: Any) -> Any:
+        raise AssertionError("a kept run wrote its datasets again")
+
+    monkeypatch.setattr(module, "_write", refuse)
+    again, _ = _bench(tmp_path, *args)
+    assert [r["selected"] for r in again["results"]] == [r["selected"] for r in first["results"]]
+    for r in again["results"]:
+        assert _positive(r["worst_speedup"]) and _positive(r["first_speedup"])
+        assert r["worst_speedup"] <= r["first_speedup"] + 1e-9  # the lowest of the rounds, the first among them
+    other = CliRunner().invoke(main, ["bench", "select", "--quick", "--events", "600", "--clusters", "default",
+                                      "--databases", "3", "--no-served", "--keep", str(kept),
+                                      "--output", str(tmp_path / "results")])
+    assert other.exit_code != 0 and "another folder" in other.output
+
+
 def test_granularity(tmp_path: Path) -> None:
     data, output = _bench(tmp_path, "granularity", "--quick", "--events", "2")
     rows = {r["layout"]: r for r in data["results"]}

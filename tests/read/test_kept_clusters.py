@@ -125,13 +125,14 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def kept_anew(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Clusters decoded whole to be kept, counted; the kept clusters emptied before and after."""
+    """Clusters (whole, or a read's few rows of them) decoded to be kept, counted; the kept clusters emptied
+    before and after."""
     counts = [0]
     real = clusters._Cluster.of.__func__  # type: ignore[attr-defined]
 
-    def counting(cls: Any, table: Any) -> Any:
+    def counting(cls: Any, table: Any, rows: Any = None) -> Any:
         counts[0] += 1
-        return real(cls, table)
+        return real(cls, table, rows)
 
     monkeypatch.setattr(clusters._Cluster, "of", classmethod(counting))
     clusters.forget()
@@ -192,6 +193,79 @@ def test_reads_are_the_same_whatever_was_kept(both: dict[str, Any], bytes_kept: 
                 assert ak.to_list(got.hits) == ak.to_list(EVENTS["look"]["hits"][entry])
                 assert got.njets == EVENTS["look"]["njets"][entry]
             assert clusters._KEPT.nbytes <= bytes_kept
+    finally:
+        clusters.CACHE_BYTES = was
+        clusters.forget()
+
+
+def _tracker_kept() -> list[Any]:
+    """The kept clusters of ``hits`` (both segments)."""
+    return [v for k, (v, _) in [*clusters._KEPT.probation.items(), *clusters._KEPT.protected.items()]
+            if k[0].endswith("raw.tracker.arrow")]
+
+
+def test_a_sparse_read_keeps_its_rows_of_a_cluster_not_the_whole_cluster(both: dict[str, Any],
+                                                                        kept_anew: list[int]) -> None:
+    sel = both["sel"]
+    ht = ak.to_numpy(EVENTS["sel"]["ht"])
+    hits = ak.to_list(EVENTS["sel"]["hits"])
+    clusters_of_hits = len(ht) // LAYOUTS["sel"][1]
+    few, a, b = np.sort(ht)[[-8, 600, 607]]  # the 7 highest; 8 in the middle: at most 3 in a cluster of 50
+    middle = f"ht between {float(a)!r} and {float(b)!r}"
+    assert np.count_nonzero((ht >= a) & (ht <= b)) == 8
+    assert max(np.bincount(np.flatnonzero(ht > few) // 50).max(),
+               np.bincount(np.flatnonzero((ht >= a) & (ht <= b)) // 50).max()) \
+        <= clusters.PARTIAL_SHARE * LAYOUTS["sel"][1]
+    high = ak.to_list(sel.select(f"ht > {float(few)!r}").read(["hits"]).hits)
+    assert high == [h for h, v in zip(hits, ht, strict=True) if v > few]
+    kept = _tracker_kept()
+    assert kept and all(c.rows is not None for c in kept)  # the rows alone
+    assert sum(len(c.rows) for c in kept) == 7
+    assert len(kept) < clusters_of_hits
+    decoded = kept_anew[0]
+    assert ak.to_list(sel.select(f"ht > {float(few)!r}").read(["hits"]).hits) == high
+    assert kept_anew[0] == decoded  # read again: gathered from what was kept
+    low = ak.to_list(sel.select(middle).read(["hits"]).hits)
+    assert low == [h for h, v in zip(hits, ht, strict=True) if a <= v <= b]
+    assert sum(len(c.rows) for c in _tracker_kept()) == 15  # a cluster holding both keeps both
+    decoded = kept_anew[0]
+    assert ak.to_list(sel.select(f"ht > {float(few)!r}").read(["hits"]).hits) == high
+    assert ak.to_list(sel.select(middle).read(["hits"]).hits) == low
+    assert kept_anew[0] == decoded
+    half = float(np.median(ht))  # many events of every cluster: kept whole, and the few rows read from it
+    assert ak.to_list(sel.select(f"ht > {half!r}").read(["hits"]).hits) == [h for h, v in zip(hits, ht, strict=True)
+                                                                            if v > half]
+    whole = [c for c in _tracker_kept() if c.rows is None]
+    assert len(whole) == clusters_of_hits
+    assert sum(len(c.rows) for c in _tracker_kept() if c.rows is not None) == 15  # the rows stay beside them
+    decoded = kept_anew[0]
+    assert ak.to_list(sel.select(f"ht > {float(few)!r}").read(["hits"]).hits) == high
+    assert kept_anew[0] == decoded
+
+
+@settings(max_examples=25, deadline=None)
+@given(windows=st.lists(st.tuples(st.integers(0, len(EVENTS["sel"]) - 1), st.integers(1, 60)), min_size=1,
+                        max_size=8),
+       bytes_kept=st.sampled_from([0, 20_000, 2 << 30]))
+def test_rows_kept_from_any_sequence_of_sparse_reads_give_the_events_written(
+        both: dict[str, Any], windows: list[tuple[int, int]], bytes_kept: int) -> None:
+    """Sparse selections in any order (rows kept, grown, then a cluster kept whole) read what was written."""
+    sel = both["sel"]
+    ht = ak.to_numpy(EVENTS["sel"]["ht"])
+    ordered = np.sort(ht)
+    clusters.forget()
+    was = clusters.CACHE_BYTES
+    clusters.CACHE_BYTES = bytes_kept
+    try:
+        for start, width in windows:
+            lo, hi = float(ordered[start]), float(ordered[min(start + width, len(ht) - 1)])
+            mask = (ht >= lo) & (ht <= hi)
+            got = sel.select(f"ht between {lo!r} and {hi!r}").read(["hits", "ht"])
+            assert ak.to_list(got) == ak.to_list(EVENTS["sel"][["hits", "ht"]][mask])
+            assert clusters._KEPT.nbytes <= bytes_kept
+            for c in _tracker_kept():
+                assert c.rows is None or (len(c.rows) <= clusters.PARTIAL_SHARE * LAYOUTS["sel"][1]
+                                          and np.all(np.diff(c.rows) > 0))
     finally:
         clusters.CACHE_BYTES = was
         clusters.forget()

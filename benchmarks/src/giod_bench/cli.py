@@ -124,6 +124,9 @@ def read(events: int | None, repeat: int | None, quick: bool, output: str, workd
     help="Round-trip time (ms) of the remote client that counts and reads the 0.1 % cut through giod serve.",
 )
 @click.option("--no-served", is_flag=True, help="Leave out the run through a server.")
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Keep the written datasets in this folder and reuse them on the next run with the same "
+                   "--events, --clusters and --databases (measurement rounds then skip the writing).")
 def select(
     events: int | None,
     repeat: int | None,
@@ -134,6 +137,7 @@ def select(
     databases: str,
     served_rtt: float,
     no_served: bool,
+    keep: str | None,
 ) -> None:
     """Tag selections of 0.1 %, 1 %, 10 % then one collection, beside a full scan.
 
@@ -156,7 +160,7 @@ def select(
         raise ConfigError(f"--databases wants comma-separated integers, got {databases!r}") from None
     with Bars() as bars:
         outcome = module.run(events=n, clusters=sizes, repeat=r, databases=spread, workdir=_workdir_path(workdir),
-                             bars=bars, served_rtt_ms=None if no_served else served_rtt)
+                             bars=bars, served_rtt_ms=None if no_served else served_rtt, keep=keep)
     _publish(outcome, output, module.plot)
 
 

@@ -27,6 +27,8 @@ path before, measured once: it takes a round trip per database).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import tempfile
 import time
@@ -119,6 +121,38 @@ def _write(fed: Any, events: int, layouts: Sequence[tuple[int | None, int]], adv
     return datasets, np.concatenate(tags), payload
 
 
+_MARK = "giod-bench-select.json"
+
+
+def _kept(folder: Path, events: int, layouts: Sequence[tuple[int | None, int]]) -> tuple[np.ndarray, int] | None:
+    """The tag values and scan payload of datasets kept in ``folder`` by an earlier run; None if empty."""
+    mark = folder / _MARK
+    if not mark.exists():
+        if any(folder.iterdir()):
+            raise ConfigError(f"--keep: {folder} holds other files; give an empty or a kept folder")
+        return None
+    try:
+        made = json.loads(mark.read_text())
+        same = made["events"] == events and [tuple(x) for x in made["layouts"]] == [tuple(x) for x in layouts]
+        tag = np.load(folder / "tags.npy") if same else None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--keep: {folder} does not hold a readable kept run ({exc})") from None
+    if tag is None:
+        raise ConfigError(f"--keep: {folder} holds {made['events']:,} events in layouts {made['layouts']}, "
+                          f"not {events:,} in {[list(x) for x in layouts]}; give another folder")
+    if len(tag) != events:
+        raise ConfigError(f"--keep: {folder}'s tags hold {len(tag):,} events, not {events:,}")
+    return tag, int(made["payload"])
+
+
+def _remember(folder: Path, events: int, layouts: Sequence[tuple[int | None, int]], tag: np.ndarray,
+              payload: int) -> None:
+    """Mark ``folder`` as holding these datasets (written last: a run cut short leaves no mark)."""
+    np.save(folder / "tags.npy", tag)
+    (folder / _MARK).write_text(json.dumps({"events": events, "layouts": [list(x) for x in layouts],
+                                            "payload": payload}))
+
+
 def _clusters_read(ds: Any, entries: np.ndarray) -> tuple[int, int]:
     """(clusters of ``hits`` holding a selected entry, all clusters of ``hits``)."""
     container = ds.schema.container_of(COLLECTION)
@@ -141,9 +175,15 @@ def run(
     workdir: str | os.PathLike[str] | None = None,
     bars: Bars | None = None,
     served_rtt_ms: float | None = 250.0,
+    keep: str | os.PathLike[str] | None = None,
 ) -> Outcome:
     """Measure tag selections and the full scan for each cluster size (and through a server at
-    ``served_rtt_ms``; None: not)."""
+    ``served_rtt_ms``; None: not).
+
+    ``keep``: a folder that holds the written datasets after the run; a later run with the same
+    events and layouts reuses them instead of writing them again (another run's folder, or a
+    folder holding anything else, is refused).
+    """
     if events < 1 or repeat < 1 or not fractions or not clusters:
         raise ConfigError("events, repeat, fractions and cluster sizes must be given and positive")
     if any(not 0 < f < 1 for f in fractions):
@@ -155,16 +195,29 @@ def run(
     layouts = [(c, d) for c in clusters for d in databases]
     bars = bars or Bars(enabled=False)
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="giod-bench-select-", dir=workdir) as tmp:
-        fed = giod.open(Path(tmp) / "fed", create=True)
-        with bars.task(f"writing {events:,} events × {len(layouts)} layouts", events) as advance:
-            datasets, tag, payload = _write(fed, events, layouts, advance)
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="giod-bench-select-", dir=workdir)))
+        else:
+            tmp = Path(keep)
+            tmp.mkdir(parents=True, exist_ok=True)
+        kept = _kept(tmp, events, layouts) if keep is not None else None
+        if kept is not None:
+            fed = giod.open(tmp / "fed")
+            datasets = [fed.dataset(f"select_{k}") for k in range(len(layouts))]
+            tag, payload = kept
+        else:
+            fed = giod.open(tmp / "fed", create=True)
+            with bars.task(f"writing {events:,} events × {len(layouts)} layouts", events) as advance:
+                datasets, tag, payload = _write(fed, events, layouts, advance)
+            if keep is not None:
+                _remember(tmp, events, layouts, tag, payload)
         ordered = np.sort(tag)
         cuts = []
         for f in fractions:
-            keep = max(1, round(f * events))
-            # a cut at a stored value keeps exactly ``keep`` events when values do not tie
-            cuts.append((f, float(ordered[events - keep - 1]) if keep < events else float(ordered[0]) - 1.0))
+            passing = max(1, round(f * events))
+            # a cut at a stored value keeps exactly ``passing`` events when values do not tie
+            cuts.append((f, float(ordered[events - passing - 1]) if passing < events else float(ordered[0]) - 1.0))
         expected = [int(np.count_nonzero(tag > cut)) for _, cut in cuts]
         clocks: dict[tuple[int, str, int], Callable[[int], float]] = {}
         for k, ds in enumerate(datasets):
@@ -187,7 +240,9 @@ def run(
         "selection time = tag query (through the tag index, or reading ht of every event past a tenth "
         "of the index: docs/selection.md) + reading the clusters of hits that hold a selected event; "
         "'clusters read' is that share; 'count s' is len(ds.select(expr)) alone, its speed-up the full "
-        "scan over it; '1st count s' is the process's first count (each database's own tag index), "
+        "scan over it; 'worst round' is the lowest of each round's scan over the same round's select+read, "
+        "'1st round' the first round's (the process's first read of those events: nothing kept yet); "
+        "'1st count s' is the process's first count (each database's own tag index), "
         "'2nd count s' the next, which builds the dataset's merged index the timed counts use; "
         f"'event ms' is ds.event(i) (every container) at {EVENT_LOOKUPS} random entries, "
         "'pinned ms' the same on the dataset pinned at its version (ds.at(v): no query for the current version); "
@@ -349,6 +404,10 @@ def _rows(
                 "select_s": read.median,
                 "scan_s": scan.median,
                 "speedup": ratio(scan.median, read.median),
+                # each round's scan over the same round's select+read: the worst round, and the cold first one
+                "worst_speedup": min(a / b for a, b in zip(scan.seconds, read.seconds, strict=True) if b > 0)
+                if any(b > 0 for b in read.seconds) else None,
+                "first_speedup": ratio(scan.seconds[0], read.seconds[0]),
                 "count_speedup": ratio(scan.median, query.median),
                 "first_count_s": FIRST_COUNT.get(k),
                 "build_count_s": BUILD_COUNT.get(k),
@@ -371,7 +430,8 @@ COLUMNS = [
     Column("query_s", "count s", "{:.4f}"), Column("count_speedup", "count speed-up", "{:.1f}×"),
     Column("first_count_s", "1st count s", "{:.3f}"), Column("build_count_s", "2nd count s", "{:.3f}"),
     Column("select_s", "select+read s", "{:.4f}"), Column("scan_s", "full scan s", "{:.3f}"),
-    Column("speedup", "speed-up", "{:.1f}×"), Column("event_ms", "event ms", "{:.2f}"),
+    Column("speedup", "speed-up", "{:.1f}×"), Column("worst_speedup", "worst round", "{:.1f}×"),
+    Column("first_speedup", "1st round", "{:.1f}×"), Column("event_ms", "event ms", "{:.2f}"),
     Column("pinned_event_ms", "pinned ms", "{:.2f}"), Column("event_goal", f"event ≤ {EVENT_GOAL_MS:g} ms"),
 ]  # fmt: skip
 

@@ -62,6 +62,10 @@ CACHE_BYTES = 2 << 30
 #: lookups decode, and what the protected segment let go) holds the rest, and all of it while the protected
 #: segment holds less
 PROTECTED = 0.9
+#: a read whose rows of a cluster (with those of it kept already) are at most this share of its events reads them
+#: block by block and keeps them alone, not the whole cluster (the share under which a container reader reads a
+#: batch's rows block by block: ``ArrowContainerReader``'s ``PARTIAL_SHARE``)
+PARTIAL_SHARE = 1 / 16
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -140,6 +144,13 @@ class Segmented(Generic[K, V]):
             self.probation[old] = moved
             self.held[0] += moved[1]
 
+    def discard(self, key: K) -> None:
+        """Forget ``key`` (nothing if it is not kept)."""
+        for i, segment in enumerate((self.probation, self.protected)):
+            found = segment.pop(key, None)
+            if found is not None:
+                self.held[i] -= found[1]
+
     def clear(self) -> None:
         self.probation.clear()
         self.protected.clear()
@@ -147,8 +158,10 @@ class Segmented(Generic[K, V]):
 
 
 _Key = tuple[str, str, int, tuple[str, ...]]  # (path, checksum, batch, columns): the same bytes on any site
+# a cluster's rows kept by sparse reads: beside the cluster kept whole, so that a dense read of it leaves them
+_Rows = tuple[str, str, int, tuple[str, ...], bool]
 _LOCAL: weakref.WeakKeyDictionary[Site, bool] = weakref.WeakKeyDictionary()  # whether a site's files are local
-_KEPT: Segmented[_Key, _Cluster] = Segmented()
+_KEPT: Segmented[_Key | _Rows, _Cluster] = Segmented()
 #: clusters found not flat, whose rows are read block by block without decoding them whole again first
 _NOT_FLAT: OrderedDict[_Key, None] = OrderedDict()
 NOT_FLAT_KEYS = 4_096
@@ -218,14 +231,15 @@ class _Flat:
             values = [f.values[r] for f, r in parts]  # type: ignore[index]
             return numpy_array(np.concatenate(values) if len(values) > 1 else values[0], self.type)
         if self.offsets is not None:
-            lengths, inner = [], []
-            for f, r in parts:
-                starts, stops = f.offsets[r], f.offsets[r + 1]  # type: ignore[index]
-                lengths.append(stops - starts)
-                inner.append((f.children[0], _ranges(starts, stops)))
-            out = np.zeros(sum(len(x) for x in lengths) + 1, dtype=np.int64)
-            np.cumsum(np.concatenate(lengths), out=out[1:])
-            child = self.children[0].gather(inner)
+            # every part's items at once: one range expansion for all parts, then cut per part
+            starts = np.concatenate([f.offsets[r] for f, r in parts])  # type: ignore[index]
+            stops = np.concatenate([f.offsets[r + 1] for f, r in parts])  # type: ignore[index]
+            out = np.zeros(len(starts) + 1, dtype=np.int64)
+            np.cumsum(stops - starts, out=out[1:])
+            items = _ranges(starts, stops)
+            cuts = out[np.cumsum([len(r) for _, r in parts])[:-1]]
+            child = self.children[0].gather([(f.children[0], at)
+                                             for (f, _), at in zip(parts, np.split(items, cuts), strict=True)])
             large = pa.types.is_large_list(self.type)
             offsets = numpy_array(out) if large else numpy_array(out).cast(pa.int32())
             cls = pa.LargeListArray if large else pa.ListArray
@@ -240,19 +254,37 @@ class _Flat:
 
 @dataclass(frozen=True)
 class _Cluster:
-    """A cluster's columns as numpy copies (``_Flat``), checked when they were read."""
+    """A cluster's columns as numpy copies (``_Flat``), checked when they were read: all its events, or only
+    ``rows`` of them (a sparse read's, read block by block)."""
 
     schema: pa.Schema
     flats: tuple[_Flat, ...]
+    rows: np.ndarray | None = None  # the events held (sorted, unique, numbered in the cluster); None: every one
 
     @classmethod
-    def of(cls, table: pa.Table) -> _Cluster | None:
-        """``table``'s columns taken apart; None when one is not flat (nulls, strings, …)."""
+    def of(cls, table: pa.Table, rows: np.ndarray | None = None) -> _Cluster | None:
+        """``table``'s columns taken apart (``rows``: the cluster's events it holds, one a row; None: all);
+        None when one is not flat (nulls, strings, …)."""
         table = table.combine_chunks()
         flats = [_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns]
         if any(f is None for f in flats):
             return None
-        return cls(table.schema, tuple(flats))  # type: ignore[arg-type]
+        return cls(table.schema, tuple(flats), rows)  # type: ignore[arg-type]
+
+    def at(self, local: np.ndarray) -> np.ndarray | None:
+        """Where the cluster's events ``local`` (sorted) are held; None when one of them is not."""
+        if self.rows is None:
+            return local
+        if not len(local):
+            return local
+        if not len(self.rows):
+            return None
+        if len(local) == len(self.rows):  # all of them, or not held
+            return np.arange(len(local)) if (self.rows == local).all() else None
+        place = self.rows.searchsorted(local)
+        if place[-1] >= len(self.rows):  # sorted: the last is the largest
+            return None
+        return place if (self.rows[place] == local).all() else None
 
     @property
     def nbytes(self) -> int:
@@ -260,7 +292,7 @@ class _Cluster:
             own = (0 if f.values is None else f.values.nbytes) + (0 if f.offsets is None else f.offsets.nbytes)
             return own + sum(size(c) for c in f.children)
 
-        return sum(size(f) for f in self.flats)
+        return sum(size(f) for f in self.flats) + (0 if self.rows is None else self.rows.nbytes)
 
 
 Piece = tuple[_Cluster, np.ndarray]  # a kept cluster and the rows of it a read wants
@@ -274,20 +306,52 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
-             lookup: bool = False) -> _Cluster | None:
+def _rows_key(key: _Key) -> _Rows:
+    return (*key, True)
+
+
+def _find(key: _Key, local: np.ndarray, lookup: bool) -> tuple[Piece | None, _Cluster | None]:
+    """(the piece of ``local`` if a kept cluster or kept rows hold them all, the rows kept of the cluster);
+    the caller holds the lock. Rows kept are asked first: gathering from them touches a few megabytes, from
+    the whole cluster one cache line or more per event and buffer across all of it."""
+    rows = _KEPT.get(_rows_key(key), CACHE_BYTES, promote=not lookup)
+    if rows is not None:
+        at = rows.at(local)
+        if at is not None:
+            return (rows, at), rows
+    whole = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
+    return ((whole, local) if whole is not None else None), rows
+
+
+def _piece(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
+           local: np.ndarray, lookup: bool = False) -> Piece | None:
+    """The kept cluster ``batch`` (or its rows kept) holding its events ``local`` and where it holds them, read
+    and kept first if need be: a read's few rows of it (with those kept already) alone, block by block, beside
+    the cluster; else the cluster whole."""
     key = (container.path, container.checksum, batch, tuple(paths))
     with _LOCK:
-        found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
+        found, rows = _find(key, local, lookup)
         if found is not None:
             return found
         if key in _NOT_FLAT:
             return None
-    table = reader.read(list(paths), [batch])
-    if table.num_rows != container.cluster_entries[batch]:
-        raise IntegrityError(f"container {container.path}: cluster {batch} holds {table.num_rows} events, "
-                             f"the catalog recorded {container.cluster_entries[batch]}")
-    kept = _Cluster.of(table)
+    n = container.cluster_entries[batch]
+    want = local if rows is None or rows.rows is None else np.union1d(rows.rows, local)
+    if not lookup and len(want) <= PARTIAL_SHARE * n:
+        first = int(np.sum(np.asarray(container.cluster_entries[:batch], dtype=np.int64)))
+        table = reader.read_rows(list(paths), want + first)
+        if table.num_rows != len(want):
+            raise IntegrityError(f"container {container.path}: cluster {batch} gave {table.num_rows} events, "
+                                 f"not the {len(want)} asked")
+        kept = _Cluster.of(table, np.array(want, dtype=np.int64))
+        where: _Key | _Rows = _rows_key(key)
+    else:
+        table = reader.read(list(paths), [batch])
+        if table.num_rows != n:
+            raise IntegrityError(f"container {container.path}: cluster {batch} holds {table.num_rows} events, "
+                                 f"the catalog recorded {n}")
+        kept = _Cluster.of(table)
+        where = key
     if kept is None:
         with _LOCK:
             _NOT_FLAT[key] = None
@@ -295,8 +359,12 @@ def _cluster(reader: ContainerReader, container: ContainerRecord, paths: Sequenc
                 _NOT_FLAT.popitem(last=False)
         return None
     with _LOCK:
-        _KEPT.put(key, kept, kept.nbytes, CACHE_BYTES, protect=not lookup)
-    return kept
+        _KEPT.discard(where)  # the rows kept before, now among these (or a cluster kept meanwhile: alike)
+        _KEPT.put(where, kept, kept.nbytes, CACHE_BYTES, protect=not lookup)
+    at = kept.at(local)
+    if at is None:  # the rows read are the rows asked: only a reader that gave other events gets here
+        raise IntegrityError(f"container {container.path}: cluster {batch} did not give the events asked")
+    return kept, at
 
 
 def touched(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> bool:
@@ -353,8 +421,13 @@ def keep_derived(key: Hashable, value: object, cost: int) -> None:
 
 def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """``rows`` (sorted local entries) by the cluster holding them: (cluster, its rows in it)."""
-    starts = np.concatenate([[0], np.cumsum(np.asarray(container.cluster_entries, dtype=np.int64))])
     rows = np.asarray(rows, dtype=np.int64)
+    if len(container.cluster_entries) == 1:  # one cluster: nothing to split
+        if len(rows) and (rows[0] < 0 or rows[-1] >= container.cluster_entries[0]):
+            raise IntegrityError(f"container {container.path} holds {container.cluster_entries[0]} events, "
+                                 f"not entry {rows[-1]}")
+        return [(0, rows)] if len(rows) else []
+    starts = np.concatenate([[0], np.cumsum(np.asarray(container.cluster_entries, dtype=np.int64))])
     if len(rows) and (rows[0] < 0 or rows[-1] >= starts[-1]):
         raise IntegrityError(f"container {container.path} holds {starts[-1]} events, not entry {rows[-1]}")
     if len(starts) == 2:  # one cluster: nothing to split
@@ -376,11 +449,10 @@ def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, loo
     columns = tuple(paths)
     with _LOCK:
         for b, local in _split(container, rows):
-            key = (container.path, container.checksum, b, columns)
-            found = _KEPT.get(key, CACHE_BYTES, promote=not lookup)
+            found, _ = _find((container.path, container.checksum, b, columns), local, lookup)
             if found is None:
                 return None
-            out.append((found, local))
+            out.append(found)
     return out
 
 
@@ -391,8 +463,8 @@ def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[
     None when a column is not flat (nulls, strings, …): such reads go block by block."""
     out = []
     for b, local in _split(container, rows):
-        cluster = _cluster(reader, container, paths, b, lookup)
-        if cluster is None:
+        piece = _piece(reader, container, paths, b, local, lookup)
+        if piece is None:
             return None
-        out.append((cluster, local))
+        out.append(piece)
     return out

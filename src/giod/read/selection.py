@@ -267,10 +267,11 @@ class Selection:
         if len(at) and int(at.min()) < 0:
             raise IntegrityError(f"the tag index of {self.dataset.name} names entries no database holds")
         plan: list[tuple[DatabaseRecord, np.ndarray | None]] = []
-        cuts = np.flatnonzero(np.diff(at)) + 1  # entries come sorted: one run per database
-        for part in np.split(np.arange(len(at)), cuts) if len(at) else []:
-            db = dbs[int(at[part[0]])]
-            local = found[part] - db.first_entry
+        cuts = (np.flatnonzero(np.diff(at)) + 1).tolist()  # entries come sorted: one run per database
+        bounds = [0, *cuts, len(at)] if len(at) else []
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
+            db = dbs[int(at[lo])]
+            local = found[lo:hi] - db.first_entry
             plan.append((db, None if len(local) == db.n_events else local))
         return plan
 

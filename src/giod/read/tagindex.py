@@ -233,18 +233,18 @@ def select(expression: Expression, directory: Directory,
     block_of = np.repeat(wanted, sizes)
     position = block_of * directory.block + (np.arange(table.num_rows) - np.repeat(np.cumsum(sizes) - sizes, sizes))
     candidates: np.ndarray | None = None
-    kept: dict[str, tuple[np.ndarray, pa.ChunkedArray]] = {}
+    kept: dict[str, tuple[np.ndarray, np.ndarray, pa.ChunkedArray]] = {}
     for n in names:
         rows = np.isin(block_of, matched[n]) & (position < int(directory.fields[n]["valid"]))
         mask = numpy_array(rows)
         entries = chunked_values(table.column(n + _ENTRY).filter(mask)).astype(np.int64)
-        kept[n] = (entries, table.column(n).filter(mask))
-        candidates = np.sort(entries) if candidates is None else np.intersect1d(candidates, entries,
-                                                                                assume_unique=True)
+        order = np.argsort(entries)  # a field's index names each entry once: any sort gives the one order
+        ordered = entries[order]
+        kept[n] = (order, ordered, table.column(n).filter(mask))
+        candidates = ordered if candidates is None else np.intersect1d(candidates, ordered, assume_unique=True)
     assert candidates is not None
     columns = {}
-    for n, (entries, values) in kept.items():
-        order = np.argsort(entries, kind="stable")
-        at = order[np.searchsorted(entries[order], candidates)]
+    for n, (order, ordered, values) in kept.items():
+        at = order if len(ordered) == len(candidates) else order[np.searchsorted(ordered, candidates)]
         columns[n] = values.take(numpy_array(at))
     return np.asarray(candidates[expression.evaluate(columns, size=len(candidates))])
