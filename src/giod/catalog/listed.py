@@ -21,10 +21,11 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
+from giod.catalog.kept import parse_record, sites_of
 from giod.catalog.records import ContainerRecord, DatabaseRecord, row_list, row_object
 from giod.errors import CatalogError
 
-__all__ = ["Parsed", "container_record", "database_records", "deferred_fields"]
+__all__ = ["Parsed", "container_record", "database_records", "deferred_fields", "kept_records"]
 
 _new = object.__new__
 _CONTAINER_FIELDS = (
@@ -146,6 +147,48 @@ def deferred_fields(held: Iterable[Sequence[Any]], stats: Iterable[Sequence[Any]
 
 def _first(row: Sequence[Any]) -> Any:
     return row[0]
+
+
+class _KeptChunk:
+    """The sites of the good copies of one call's containers (level 17), grouped at the first read."""
+
+    __slots__ = ("_rows", "_sites")
+
+    def __init__(self, rows: list[Any]):
+        self._rows = rows
+        self._sites: dict[int, tuple[int, ...]] | None = None
+
+    def fields(self, db_id: int, text: Any, ids: Any, version: int, created: float) -> dict[str, Any]:
+        """The deferred fields of database ``db_id`` from its summary's texts (``kept.parse_record``)."""
+        sites = self._sites
+        if sites is None:
+            sites = self._sites = sites_of(self._rows)
+        return parse_record(text, ids, db_id, version, created, sites)
+
+
+def kept_records(rows: Sequence[Sequence[Any]], replicas: list[Any], parsed: Parsed) -> list[DatabaseRecord]:
+    """The records of ``rows``: as ``database_records``' heads, each followed by its summary's ``record``
+    and ``container_ids`` (level 17); ``replicas``: (container id, site id) of the good copies of their
+    containers (and maybe others). Their containers and statistics are parsed on first read."""
+    out: list[DatabaseRecord] = []
+    chunk = _KeptChunk(replicas)
+    last: Any = None
+    for row in rows:
+        db_id = row[0]
+        if db_id == last:  # a further parent
+            out[-1].__dict__["parents"] += (row[11],)
+            continue
+        last = db_id
+        record = _new(DatabaseRecord)
+        record.__dict__.update(
+            id=db_id, dataset_id=row[1], first_entry=row[2], n_events=row[3], created=row[4],
+            created_version=row[5], writer=row[6], program=row[7], program_version=row[8],
+            parameters=parsed.object(row[9], f"parameters of database {db_id}"),
+            parents=() if row[11] is None else (row[11],), idempotency_key=row[10],
+            _rows=partial(chunk.fields, db_id, row[12], row[13], row[5], row[4]),
+        )
+        out.append(record)
+    return out
 
 
 def database_records(heads: Sequence[Sequence[Any]], held: list[Any], stats: list[Any], parsed: Parsed

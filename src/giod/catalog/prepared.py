@@ -39,7 +39,7 @@ from giod.catalog.tables import (
     visible,
 )
 
-__all__ = ["CommitStatements", "Prepared", "add_totals", "execute", "summary_names"]
+__all__ = ["KEPT_COLUMNS", "CommitStatements", "Prepared", "add_totals", "execute", "summary_names"]
 
 
 class Prepared:
@@ -104,7 +104,12 @@ _CONTAINER_COLUMNS = (
 
 _SUMMARY_COLUMNS = (
     "database_id", "created_version", "dataset_id", "first_entry", "n_events", "database_version", "program",
-    "bytes", "containers",
+    "bytes", "containers", "record", "container_ids",
+)  # fmt: skip
+#: a live container as a pass's new summary record keeps it (``kept.record_text``)
+KEPT_COLUMNS = (
+    "database_id", "id", "name", "path", "checksum", "size", "cluster_entries", "schema_id", "program",
+    "program_version", "parameters", "format", "cluster_checksums", "created_version", "created",
 )  # fmt: skip
 
 
@@ -234,8 +239,23 @@ class CommitStatements:
                     m.c.database_id, bindparam("version", type_=BigInteger), m.c.dataset_id, m.c.first_entry,
                     m.c.n_events, m.c.database_version, m.c.program, bindparam("bytes", type_=BigInteger),
                     bindparam("containers", type_=m.c.containers.type),
+                    bindparam("record", type_=m.c.record.type),
+                    bindparam("container_ids", type_=m.c.container_ids.type),
                 ).where(m.c.database_id == bindparam("database_id"), visible(m, None)),
             )
+        )
+        # level 17: the ids and names of a database's live containers (its summary's ``container_ids``), of the
+        # databases of a range (a group's new ones), and a live container's row and statistics as a pass keeps them
+        self.live_names = prepared(
+            select(c.c.database_id, c.c.id, c.c.name).where(
+                c.c.database_id.between(bindparam("lo", type_=BigInteger), bindparam("hi", type_=BigInteger)),
+                visible(c, None))
+        )
+        self.live_rows = prepared(
+            select(*(c.c[name] for name in KEPT_COLUMNS)).where(c.c.database_id == bindparam("id"), visible(c, None))
+        )
+        self.live_stats = prepared(
+            select(t.c.field, t.c.min, t.c.max).where(t.c.database_id == bindparam("id"), visible(t, None))
         )
         # the summary a pass (``extend_summary``) or a deletion ends
         self.retire_summary = prepared(

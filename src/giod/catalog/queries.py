@@ -31,11 +31,12 @@ from sqlalchemy import (
 )
 from sqlalchemy import update as sql_update
 
-from giod.catalog.listed import Parsed, database_records
+from giod.catalog.listed import Parsed, database_records, kept_records
 from giod.catalog.records import DatabaseRecord, DatasetRecord
 from giod.catalog.tables import (
     containers,
     database_parents,
+    database_summaries,
     databases,
     dataset_schemas,
     datasets,
@@ -57,6 +58,7 @@ __all__ = [
     "dataset_select",
     "delete_rows",
     "load_databases",
+    "load_kept",
     "log",
     "missing",
     "missing_dataset",
@@ -284,6 +286,73 @@ def load_databases(
                     .select_from(t.join(d, d.c.id == t.c.database_id))
                     .where(cond, visible(t, version)))
     return database_records(heads, _tuples(conn, _containers_query(cond, version)), stats, parsed or Parsed())
+
+
+def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None, parsed: Parsed
+              ) -> list[DatabaseRecord] | None:
+    """``load_databases`` from the records the summaries keep (level 17): one row a database (and a further
+    one a further parent), and the sites of the good copies of their containers by ranges of container
+    ids. ``where``: on ``database_summaries``. None when a summary has no record (it ended before the
+    migration that fills them): the caller reads the databases' rows instead.
+    """
+    m, d, p = database_summaries, databases, database_parents
+    rows = _tuples(conn,
+        select(
+            m.c.database_id, m.c.dataset_id, m.c.first_entry, m.c.n_events, d.c.created, m.c.database_version,
+            d.c.writer, d.c.program, d.c.program_version, d.c.parameters, d.c.idempotency_key, p.c.parent_id,
+            m.c.record, m.c.container_ids,
+        )
+        .select_from(m.join(d, d.c.id == m.c.database_id).outerjoin(p, p.c.database_id == m.c.database_id))
+        .where(where, visible(m, version), visible(d, version))
+        .order_by(m.c.first_entry, m.c.database_id, p.c.position)
+    )
+    if any(row[12] is None for row in rows):
+        return None
+    return kept_records(rows, _good_copies(conn, [row[13] for row in rows]), parsed)
+
+
+#: container ids further apart than this start another range of the replicas read for a chunk
+_GAP = 256
+
+
+def _good_copies(conn: Connection, ids: list[Any]) -> list[Any]:
+    """The good copies of the containers in ``ids`` (``container_ids`` texts), and of any other container
+    between them, as texts ``container:site,…`` (or None: none), one a range: the replicas' key read as
+    ranges, not looked up one by one."""
+    import numpy as np
+
+    joined = ",".join(filter(None, ids))
+    if not joined:
+        return []
+    try:
+        found = np.unique(np.array(joined.split(","), dtype=np.int64))
+    except (ValueError, OverflowError):  # a text that does not parse (its record says so when read): the others
+        found = np.unique(np.array([x for x in joined.split(",") if x.isdigit() and len(x) < 19], dtype=np.int64))
+        if not len(found):
+            return []
+    cuts = np.flatnonzero(np.diff(found) > _GAP)
+    lo = [int(found[0]), *(int(x) for x in found[cuts + 1])]
+    hi = [*(int(x) for x in found[cuts]), int(found[-1])]
+    # one text a range ("container:site,…"), split when a record is first read: a row a copy cost more
+    if conn.dialect.name == "postgresql":
+        return _driver_rows(conn,
+            "SELECT (SELECT string_agg(r.container_id || ':' || r.site_id, ',') FROM replicas r "
+            "WHERE r.container_id BETWEEN u.lo AND u.hi AND r.state = 'good') "
+            "FROM unnest(%(lo)s::bigint[], %(hi)s::bigint[]) AS u(lo, hi)", {"lo": lo, "hi": hi})
+    out: list[Any] = []
+    for a, b in zip(lo, hi, strict=True):
+        out += _driver_rows(conn, "SELECT group_concat(container_id || ':' || site_id, ',') FROM replicas "
+                                  "WHERE container_id BETWEEN ? AND ? AND state = 'good'", (a, b))
+    return out
+
+
+def _driver_rows(conn: Connection, sql: str, values: Any) -> list[Any]:
+    cursor: Any = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql, values)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
 
 
 def _tuples(conn: Connection, query: Any) -> list[Any]:
