@@ -47,6 +47,7 @@ from giod.catalog.queries import (
     missing_dataset,
     require_databases,
     require_schemas,
+    uncollected,
 )
 from giod.catalog.records import (
     Bounds,
@@ -510,7 +511,8 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
                 m = database_summaries  # the records the summaries keep (level 17), else the databases' rows
                 kept = m.c.first_entry > after if last is None else m.c.first_entry.between(after + 1, last)
-                found = load_kept(conn, (m.c.dataset_id == row.id) & kept, version, parsed)
+                with uncollected():
+                    found = load_kept(conn, (m.c.dataset_id == row.id) & kept, version, parsed)
                 if found is None:
                     found = load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
                 yield from found

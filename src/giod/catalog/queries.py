@@ -7,7 +7,9 @@ three queries whatever the number of databases.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import gc
 import math
 import time
 from collections.abc import Iterable, Iterator
@@ -59,6 +61,7 @@ __all__ = [
     "delete_rows",
     "load_databases",
     "load_kept",
+    "uncollected",
     "log",
     "missing",
     "missing_dataset",
@@ -296,19 +299,43 @@ def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None,
     migration that fills them): the caller reads the databases' rows instead.
     """
     m, d, p = database_summaries, databases, database_parents
-    rows = _tuples(conn,
+    query = (
         select(
             m.c.database_id, m.c.dataset_id, m.c.first_entry, m.c.n_events, d.c.created, m.c.database_version,
             d.c.writer, d.c.program, d.c.program_version, d.c.parameters, d.c.idempotency_key, p.c.parent_id,
-            m.c.record, m.c.container_ids,
+            m.c.record, m.c.container_ids, p.c.position,
         )
         .select_from(m.join(d, d.c.id == m.c.database_id).outerjoin(p, p.c.database_id == m.c.database_id))
         .where(where, visible(m, version), visible(d, version))
-        .order_by(m.c.first_entry, m.c.database_id, p.c.position)
     )
+    if conn.dialect.name == "postgresql":
+        # sorted here: PostgreSQL without statistics reads the chunk by a bitmap scan, out of order, and sorted
+        # its wide rows on disk (work_mem); SQLite walks the index in order
+        rows = _tuples(conn, query)
+        rows.sort(key=_listed_order)
+    else:
+        rows = _tuples(conn, query.order_by(m.c.first_entry, m.c.database_id, p.c.position))
     if any(row[12] is None for row in rows):
         return None
     return kept_records(rows, _good_copies(conn, [row[13] for row in rows]), parsed)
+
+
+@contextlib.contextmanager
+def uncollected() -> Iterator[None]:
+    """The cyclic garbage collector paused while a chunk's rows and records are made (and resumed as it
+    was): they are many new objects, none in a cycle, and the collections they set off walked every one
+    of them (and the caller's) again, ~40 % of a listing's CPU. The pause spans no yield to the caller."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _listed_order(row: Any) -> tuple[int, int, int]:
+    return row[2], row[0], -1 if row[14] is None else row[14]
 
 
 #: container ids further apart than this start another range of the replicas read for a chunk
