@@ -70,7 +70,7 @@ _VERSIONS = (("version", "bigint"), ("created", "float8"), ("description", "text
 _SUMMARIES = (
     ("database_id", "bigint"), ("created_version", "bigint"), ("dataset_id", "bigint"), ("first_entry", "bigint"),
     ("n_events", "bigint"), ("database_version", "bigint"), ("program", "text"), ("bytes", "bigint"),
-    ("containers", "text"), ("record", "text"), ("container_ids", "text"),
+    ("containers", "text"), ("record", "text"),
 )  # fmt: skip
 
 
@@ -122,7 +122,15 @@ class BulkStatements:
         "WHERE dataset_id = u.dataset_id ORDER BY version DESC LIMIT 1) AS t"
     )
     log = f"INSERT INTO versions {_unnest(_VERSIONS)}"
-    summaries = f"INSERT INTO database_summaries {_unnest(_SUMMARIES)}"
+    # with their containers' ids (level 17), in the order of their names, from the rows inserted before
+    summaries = (
+        "INSERT INTO database_summaries (database_id, created_version, dataset_id, first_entry, n_events, "  # noqa: S608
+        "database_version, program, bytes, containers, record, container_ids) "
+        "SELECT u.*, (SELECT coalesce(string_agg(c.id::text, ',' ORDER BY c.name COLLATE \"C\"), '') "
+        "FROM containers c WHERE c.database_id = u.database_id AND c.deleted_version IS NULL) "
+        f"FROM unnest({', '.join(f'%({name})b::{kind}[]' for name, kind in _SUMMARIES)}) "
+        f"AS u({', '.join(name for name, _ in _SUMMARIES)})"
+    )
 
     @staticmethod
     def container_params(rows: Sequence[dict[str, Any]], held_by: list[int], sites: list[int], now: float

@@ -45,6 +45,7 @@ from giod.catalog.queries import (
     log,
     missing,
     missing_dataset,
+    piped_kept,
     require_databases,
     require_schemas,
     uncollected,
@@ -487,8 +488,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         one read of the sites of the good copies by ranges of container ids
         (a chunk with a summary older than the records: the listing's three
         queries on the databases' rows); its records build their containers
-        and statistics when first read (``giod.catalog.listed``). Close the iterator (or exhaust it) to end the
-        transaction.
+        and statistics when first read (``giod.catalog.listed``). On PostgreSQL
+        the live listing sends the next chunk's statement before it makes and
+        hands out this chunk's records (``queries.piped_kept``). Close the
+        iterator (or exhaust it) to end the transaction.
         """
         if chunk < 1:
             raise ConfigError(f"a listing's chunk must be at least 1 database, not {chunk}")
@@ -500,6 +503,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 raise missing_dataset(conn, dataset, version)
             in_dataset = (d.c.dataset_id == row.id) & visible(d, version)
             after = -1
+            if version is None and self.dialect == "postgresql":
+                stopped = yield from piped_kept(conn, row.id, chunk, parsed)
+                if stopped is None:
+                    return
+                after = stopped
             while True:
                 # the chunk as an entry range (first entries are unique in a dataset: entries are never
                 # handed out twice), so each of the three queries walks the index from after to last;

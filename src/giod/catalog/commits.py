@@ -270,7 +270,7 @@ class CommitMethods(Transactions):
             s.insert_summary.execute(cur, {
                 "database_id": db_id, "created_version": v, "dataset_id": dataset_id, "first_entry": first,
                 "n_events": n, "database_version": v, "program": commit.program, "bytes": size, "containers": names,
-                "record": record, "container_ids": self._container_ids(cur, db_id, db_id).get(db_id, ""),
+                "record": record,
             })  # fmt: skip
             s.insert_tag_stats.executemany(
                 cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
@@ -511,7 +511,6 @@ class CommitMethods(Transactions):
             if stats:
                 cur.execute(b.tag_stats, b.tag_params(stats))
             cur.execute(b.log, b.log_params(log))
-            self._summary_ids(cur, summaries)
             cur.execute(b.summaries, b.summary_params(summaries))
             cur.execute(b.totals, b.totals_params(
                 [{**r, "dn": r["sums"][0], "de": r["sums"][1], "db": r["sums"][2]} for r in totals_rows]))
@@ -522,7 +521,6 @@ class CommitMethods(Transactions):
                  "version": version + j} for j, i in enumerate(fresh) if commits[i].containers))
             s.insert_tag_stats.executemany(cur, stats)
             s.log.executemany(cur, log)
-            self._summary_ids(cur, summaries)
             s.insert_summary.executemany(cur, summaries)
             s.add_totals.executemany(cur, totals_rows)  # each sees the row before it: the increments chain
         s.release_lease.executemany(cur, released)
@@ -702,22 +700,6 @@ class CommitMethods(Transactions):
                          "container_ids": container_ids((c["id"], c["name"]) for c in held)})
         s.extend_summary.executemany(cur, rows)  # reads the live summary before the next statement ends it
         s.retire_summary.executemany(cur, rows)
-
-    def _container_ids(self, cur: Any, lo: int, hi: int) -> dict[int, str]:
-        """The ``container_ids`` (level 17) of the databases with ids ``lo`` to ``hi``, from their live
-        containers (after this transaction's inserts)."""
-        held: dict[int, list[tuple[int, str]]] = {}
-        for db_id, cid, name in self._prepared().live_names.execute(cur, {"lo": lo, "hi": hi}).fetchall():
-            held.setdefault(int(db_id), []).append((int(cid), name))
-        return {db_id: container_ids(pairs) for db_id, pairs in held.items()}
-
-    def _summary_ids(self, cur: Any, summaries: list[dict[str, Any]]) -> None:
-        """Each of a group's new summaries given its ``container_ids``: one range of the group's databases."""
-        if summaries:
-            ids = [row["database_id"] for row in summaries]
-            found = self._container_ids(cur, min(ids), max(ids))
-            for row in summaries:
-                row["container_ids"] = found.get(row["database_id"], "")
 
     def _insert_containers(
         self,

@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Dialect, Double, bindparam, delete, func, insert, literal_column, select
+from sqlalchemy import BigInteger, Dialect, Double, Text, bindparam, delete, func, insert, literal_column, select
+from sqlalchemy import cast as sql_cast
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -116,6 +118,21 @@ KEPT_COLUMNS = (
 def summary_names(names: Iterable[str]) -> str:
     """The ``containers`` text of a database summary (level 13): its container names, sorted, comma-separated."""
     return ",".join(sorted(names))
+
+
+def live_ids(dialect: Dialect, database_id: Any) -> Any:
+    """A summary's ``container_ids`` (level 17) as SQL: the ids of the database's live containers in the order of
+    their names by code point (PostgreSQL's "C" collation, SQLite's BINARY; SQLite's ``group_concat`` takes an
+    ordered subquery's rows in order, as level 13's fill has it), comma-separated; '' for none."""
+    c = containers
+    live = (c.c.database_id == database_id) & visible(c, None)
+    if dialect.name == "postgresql":
+        ids = select(func.string_agg(sql_cast(c.c.id, Text), aggregate_order_by(literal_column("','"),
+                                                                            c.c.name.collate("C")))).where(live)
+    else:
+        ordered = select(c.c.id).where(live).order_by(c.c.name).subquery()
+        ids = select(func.group_concat(ordered.c.id, literal_column("','")))
+    return func.coalesce(ids.scalar_subquery(), literal_column("''"))
 
 
 def _insert(table: Any, columns: Sequence[str]) -> ClauseElement:
@@ -230,7 +247,11 @@ class CommitStatements:
         )
         self.insert_key = prepared(_insert(commit_keys, ("key", "version", "created")))
         m = database_summaries
-        self.insert_summary = prepared(_insert(m, _SUMMARY_COLUMNS))
+        # its containers' ids (level 17) made in the statement from the rows just inserted: nothing read back
+        self.insert_summary = prepared(insert(m).values({
+            **{name: bindparam(name, type_=m.c[name].type) for name in _SUMMARY_COLUMNS if name != "container_ids"},
+            "container_ids": live_ids(dialect, bindparam("database_id", type_=BigInteger)),
+        }))
         # a later pass's summary: the live one's database columns with new bytes and names
         self.extend_summary = prepared(
             insert(m).from_select(
@@ -244,13 +265,7 @@ class CommitStatements:
                 ).where(m.c.database_id == bindparam("database_id"), visible(m, None)),
             )
         )
-        # level 17: the ids and names of a database's live containers (its summary's ``container_ids``), of the
-        # databases of a range (a group's new ones), and a live container's row and statistics as a pass keeps them
-        self.live_names = prepared(
-            select(c.c.database_id, c.c.id, c.c.name).where(
-                c.c.database_id.between(bindparam("lo", type_=BigInteger), bindparam("hi", type_=BigInteger)),
-                visible(c, None))
-        )
+        # level 17: a live container's row and statistics as a pass's new summary keeps them
         self.live_rows = prepared(
             select(*(c.c[name] for name in KEPT_COLUMNS)).where(c.c.database_id == bindparam("id"), visible(c, None))
         )

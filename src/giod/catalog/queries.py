@@ -12,7 +12,7 @@ import difflib
 import gc
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -27,6 +27,7 @@ from sqlalchemy import (
     false,
     func,
     insert,
+    literal_column,
     or_,
     select,
     true,
@@ -34,6 +35,7 @@ from sqlalchemy import (
 from sqlalchemy import update as sql_update
 
 from giod.catalog.listed import Parsed, database_records, kept_records
+from giod.catalog.prepared import Prepared
 from giod.catalog.records import DatabaseRecord, DatasetRecord
 from giod.catalog.tables import (
     containers,
@@ -61,6 +63,7 @@ __all__ = [
     "delete_rows",
     "load_databases",
     "load_kept",
+    "piped_kept",
     "uncollected",
     "log",
     "missing",
@@ -299,15 +302,7 @@ def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None,
     migration that fills them): the caller reads the databases' rows instead.
     """
     m, d, p = database_summaries, databases, database_parents
-    query = (
-        select(
-            m.c.database_id, m.c.dataset_id, m.c.first_entry, m.c.n_events, d.c.created, m.c.database_version,
-            d.c.writer, d.c.program, d.c.program_version, d.c.parameters, d.c.idempotency_key, p.c.parent_id,
-            m.c.record, m.c.container_ids, p.c.position,
-        )
-        .select_from(m.join(d, d.c.id == m.c.database_id).outerjoin(p, p.c.database_id == m.c.database_id))
-        .where(where, visible(m, version), visible(d, version))
-    )
+    query = _kept_select().where(where, visible(m, version), visible(d, version))
     if conn.dialect.name == "postgresql":
         # sorted here: PostgreSQL without statistics reads the chunk by a bitmap scan, out of order, and sorted
         # its wide rows on disk (work_mem); SQLite walks the index in order
@@ -318,6 +313,76 @@ def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None,
     if any(row[12] is None for row in rows):
         return None
     return kept_records(rows, _good_copies(conn, [row[13] for row in rows]), parsed)
+
+
+def _kept_select() -> Any:
+    """The columns ``listed.kept_records`` reads (and the parent's position), from the summaries, the databases
+    and their parents."""
+    m, d, p = database_summaries, databases, database_parents
+    return select(
+        m.c.database_id, m.c.dataset_id, m.c.first_entry, m.c.n_events, d.c.created, m.c.database_version,
+        d.c.writer, d.c.program, d.c.program_version, d.c.parameters, d.c.idempotency_key, p.c.parent_id,
+        m.c.record, m.c.container_ids, p.c.position,
+    ).select_from(m.join(d, d.c.id == m.c.database_id).outerjoin(p, p.c.database_id == m.c.database_id))
+
+
+_PIPED: dict[str, Prepared] = {}
+_UPTO = databases.alias("upto")
+_INT64_MAX = 2**63 - 1
+
+
+def _piped_statement(dialect: Any) -> Prepared:
+    """A chunk of the live listing as one statement (compiled once per process): the summaries after entry
+    ``after`` up to the ``skip + 1``-th next live database's first entry, found in the statement."""
+    found = _PIPED.get(dialect.name)
+    if found is None:
+        m, d, u = database_summaries, databases, _UPTO
+        ds, after = bindparam("ds", type_=BigInteger), bindparam("after", type_=BigInteger)
+        upto = (select(u.c.first_entry)
+                .where(u.c.dataset_id == ds, u.c.deleted_version.is_(None), u.c.first_entry > after)
+                .order_by(u.c.first_entry).offset(bindparam("skip", type_=BigInteger))
+                .limit(literal_column("1")).scalar_subquery())
+        found = _PIPED[dialect.name] = Prepared(_kept_select().where(
+            m.c.dataset_id == ds, m.c.deleted_version.is_(None), d.c.deleted_version.is_(None), m.c.first_entry > after,
+            m.c.first_entry <= func.coalesce(upto, literal_column(str(_INT64_MAX)))), dialect)
+    return found
+
+
+def piped_kept(conn: Connection, dataset_id: int, chunk: int, parsed: Parsed
+               ) -> Generator[DatabaseRecord, None, int | None]:
+    """PostgreSQL: the live listing (``load_kept`` chunk after chunk) with the next chunk's statement sent
+    before this chunk's records are made and handed out, so that the server reads it meanwhile (psycopg's
+    pipeline mode; the sites of this chunk's copies are sent first and read before). Returns None at the
+    end, or the last first entry listed when a chunk has a summary without a record (the caller lists on
+    from there without the pipeline)."""
+    statement = _piped_statement(conn.dialect)
+    driver: Any = conn.connection.dbapi_connection
+    after = -1
+
+    def send(after: int) -> Any:
+        cursor = driver.cursor()
+        cursor.execute(statement.sql, statement.params({"ds": dataset_id, "after": after, "skip": chunk - 1}))
+        return cursor
+
+    with driver.pipeline():
+        cursor = send(after)
+        while True:
+            with uncollected():
+                rows = cursor.fetchall()
+                rows.sort(key=_listed_order)
+                if not rows:
+                    return None
+                if any(row[12] is None for row in rows):
+                    return after
+                more = len({row[0] for row in rows}) >= chunk  # fewer: the last chunk
+                copies = _good_copies_sent(driver, [row[13] for row in rows])
+                if more:
+                    after = rows[-1][2]
+                    cursor = send(after)
+                found = kept_records(rows, [] if copies is None else list(copies.fetchall()), parsed)
+            yield from found
+            if not more:
+                return None
 
 
 @contextlib.contextmanager
@@ -346,31 +411,51 @@ def _good_copies(conn: Connection, ids: list[Any]) -> list[Any]:
     """The good copies of the containers in ``ids`` (``container_ids`` texts), and of any other container
     between them, as texts ``container:site,…`` (or None: none), one a range: the replicas' key read as
     ranges, not looked up one by one."""
-    import numpy as np
-
-    joined = ",".join(filter(None, ids))
-    if not joined:
+    ranges = _id_ranges(ids)
+    if ranges is None:
         return []
-    try:
-        found = np.unique(np.array(joined.split(","), dtype=np.int64))
-    except (ValueError, OverflowError):  # a text that does not parse (its record says so when read): the others
-        found = np.unique(np.array([x for x in joined.split(",") if x.isdigit() and len(x) < 19], dtype=np.int64))
-        if not len(found):
-            return []
-    cuts = np.flatnonzero(np.diff(found) > _GAP)
-    lo = [int(found[0]), *(int(x) for x in found[cuts + 1])]
-    hi = [*(int(x) for x in found[cuts]), int(found[-1])]
+    lo, hi = ranges
     # one text a range ("container:site,…"), split when a record is first read: a row a copy cost more
     if conn.dialect.name == "postgresql":
-        return _driver_rows(conn,
-            "SELECT (SELECT string_agg(r.container_id || ':' || r.site_id, ',') FROM replicas r "
-            "WHERE r.container_id BETWEEN u.lo AND u.hi AND r.state = 'good') "
-            "FROM unnest(%(lo)s::bigint[], %(hi)s::bigint[]) AS u(lo, hi)", {"lo": lo, "hi": hi})
+        return _driver_rows(conn, _GOOD_COPIES, {"lo": lo, "hi": hi})
     out: list[Any] = []
     for a, b in zip(lo, hi, strict=True):
         out += _driver_rows(conn, "SELECT group_concat(container_id || ':' || site_id, ',') FROM replicas "
                                   "WHERE container_id BETWEEN ? AND ? AND state = 'good'", (a, b))
     return out
+
+
+_GOOD_COPIES = ("SELECT (SELECT string_agg(r.container_id || ':' || r.site_id, ',') FROM replicas r "
+                "WHERE r.container_id BETWEEN u.lo AND u.hi AND r.state = 'good') "
+                "FROM unnest(%(lo)s::bigint[], %(hi)s::bigint[]) AS u(lo, hi)")
+
+
+def _good_copies_sent(driver: Any, ids: list[Any]) -> Any:
+    """PostgreSQL, in a pipeline: ``_good_copies``' statement sent on a cursor of its own (None: nothing to read)."""
+    ranges = _id_ranges(ids)
+    if ranges is None:
+        return None
+    cursor = driver.cursor()
+    cursor.execute(_GOOD_COPIES, {"lo": ranges[0], "hi": ranges[1]})
+    return cursor
+
+
+def _id_ranges(ids: list[Any]) -> tuple[list[int], list[int]] | None:
+    """The ranges (first ids, last ids) the container ids in ``ids`` (``container_ids`` texts) fall in, split
+    where two are more than ``_GAP`` apart; None when there is none."""
+    import numpy as np
+
+    joined = ",".join(filter(None, ids))
+    if not joined:
+        return None
+    try:
+        found = np.unique(np.array(joined.split(","), dtype=np.int64))
+    except (ValueError, OverflowError):  # a text that does not parse (its record says so when read): the others
+        found = np.unique(np.array([x for x in joined.split(",") if x.isdigit() and len(x) < 19], dtype=np.int64))
+        if not len(found):
+            return None
+    cuts = np.flatnonzero(np.diff(found) > _GAP)
+    return [int(found[0]), *(int(x) for x in found[cuts + 1])], [*(int(x) for x in found[cuts]), int(found[-1])]
 
 
 def _driver_rows(conn: Connection, sql: str, values: Any) -> list[Any]:
