@@ -189,3 +189,23 @@ def test_a_level_16_catalog_with_data_is_migrated(catalog_url: str) -> None:
 def test_seeded_listing_reads_the_records(ready: Catalog) -> None:
     seed(ready, 30)
     assert list(ready.iter_databases(DATASET, chunk=7)) == ready.databases(DATASET)
+
+
+def test_the_live_listing_in_chunks_with_parents_and_a_summary_without_record(
+        ready: Catalog, make_commit: Callable[..., DatabaseCommit]) -> None:
+    """The live listing (on PostgreSQL sent a chunk ahead) across chunk ends, with parents; a live summary
+    without a record (as no write leaves one) makes its chunk and the rest read the databases' rows."""
+    first = ready.commit_database(make_commit(3)).database_id
+    ids = [ready.commit_database(make_commit(2 + i % 3, parents=(first, first + i) if i else (first,))).database_id
+           for i in range(8)]
+    for chunk in (1, 2, 3, 9, 10, 5_000):
+        assert list(ready.iter_databases(DATASET, chunk=chunk)) == ready.databases(DATASET), chunk
+    m = database_summaries
+    with ready._engine.begin() as conn:
+        conn.execute(update(m).where(m.c.database_id == ids[4]).values(record=None))
+    for chunk in (1, 2, 3, 9):
+        assert list(ready.iter_databases(DATASET, chunk=chunk)) == ready.databases(DATASET), chunk
+    listing = ready.iter_databases(DATASET, chunk=2)
+    assert next(listing).id == first
+    listing.close()  # closed mid-way: the transaction ends
+    assert [db.parents for db in ready.iter_databases(DATASET)][1:3] == [(first,), (first, first + 1)]

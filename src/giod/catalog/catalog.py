@@ -503,6 +503,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 raise missing_dataset(conn, dataset, version)
             in_dataset = (d.c.dataset_id == row.id) & visible(d, version)
             after = -1
+            if self.dialect == "postgresql":
+                # each chunk walks the entry index in order: without statistics (a catalog filled faster than
+                # autovacuum, or with it off) PostgreSQL read every later database by a bitmap scan and sorted
+                # them to find a chunk's end, each chunk again (for the rest of this transaction only)
+                conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
             if version is None and self.dialect == "postgresql":
                 stopped = yield from piped_kept(conn, row.id, chunk, parsed)
                 if stopped is None:
