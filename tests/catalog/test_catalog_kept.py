@@ -169,8 +169,9 @@ def test_a_level_16_catalog_with_data_is_migrated(catalog_url: str) -> None:
                 database_summaries.c.database_id == ids[2], database_summaries.c.created_version == end - 1))
             conn.execute(update(database_summaries).where(database_summaries.c.database_id == ids[2])
                          .values(deleted_version=None))  # a pass of statistics alone wrote no line then
-            conn.execute(text("ALTER TABLE database_summaries DROP COLUMN record"))
-            conn.execute(text("ALTER TABLE database_summaries DROP COLUMN container_ids"))
+            for column in ("record", "container_ids", "created", "writer", "program_version", "parameters",
+                           "idempotency_key"):
+                conn.execute(text(f"ALTER TABLE database_summaries DROP COLUMN {column}"))
             conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="16"))
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:

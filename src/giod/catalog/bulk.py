@@ -70,7 +70,8 @@ _VERSIONS = (("version", "bigint"), ("created", "float8"), ("description", "text
 _SUMMARIES = (
     ("database_id", "bigint"), ("created_version", "bigint"), ("dataset_id", "bigint"), ("first_entry", "bigint"),
     ("n_events", "bigint"), ("database_version", "bigint"), ("program", "text"), ("bytes", "bigint"),
-    ("containers", "text"), ("record", "text"),
+    ("containers", "text"), ("record", "text"), ("created", "float8"), ("writer", "text"),
+    ("program_version", "text"), ("parameters", "text"), ("idempotency_key", "text"),
 )  # fmt: skip
 
 
@@ -125,7 +126,8 @@ class BulkStatements:
     # with their containers' ids (level 17), in the order of their names, from the rows inserted before
     summaries = (
         "INSERT INTO database_summaries (database_id, created_version, dataset_id, first_entry, n_events, "  # noqa: S608
-        "database_version, program, bytes, containers, record, container_ids) "
+        "database_version, program, bytes, containers, record, created, writer, program_version, parameters, "
+        "idempotency_key, container_ids) "
         "SELECT u.*, (SELECT coalesce(string_agg(c.id::text, ',' ORDER BY c.name COLLATE \"C\"), '') "
         "FROM containers c WHERE c.database_id = u.database_id AND c.deleted_version IS NULL) "
         f"FROM unnest({', '.join(f'%({name})b::{kind}[]' for name, kind in _SUMMARIES)}) "
@@ -221,10 +223,12 @@ WITH u AS MATERIALIZED (
   FROM u CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
 ), sm AS (
   INSERT INTO database_summaries (database_id, created_version, dataset_id, first_entry, n_events, database_version,
-                                  program, bytes, containers, record, container_ids)
+                                  program, bytes, containers, record, created, writer, program_version, parameters,
+                                  idempotency_key, container_ids)
   SELECT d.id, d.created_version, d.dataset_id, d.first_entry, d.n_events, d.created_version, d.program, d.bytes,
-         u.containers, u.record, (SELECT coalesce(string_agg(c.id::text, ',' ORDER BY c.name COLLATE "C"), '')
-                                  FROM c WHERE c.created_version = d.created_version)
+         u.containers, u.record, %(now)s, u.writer, u.program_version, u.parameters, u.idempotency_key,
+         (SELECT coalesce(string_agg(c.id::text, ',' ORDER BY c.name COLLATE "C"), '')
+          FROM c WHERE c.created_version = d.created_version)
   FROM u CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
 ), tt AS (
   INSERT INTO dataset_totals (dataset_id, version, n_databases, n_events, bytes)

@@ -270,7 +270,8 @@ class CommitMethods(Transactions):
             s.insert_summary.execute(cur, {
                 "database_id": db_id, "created_version": v, "dataset_id": dataset_id, "first_entry": first,
                 "n_events": n, "database_version": v, "program": commit.program, "bytes": size, "containers": names,
-                "record": record,
+                "record": record, "created": now, "writer": commit.writer, "program_version": commit.program_version,
+                "parameters": parameters, "idempotency_key": commit.idempotency_key,
             })  # fmt: skip
             s.insert_tag_stats.executemany(
                 cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
@@ -502,7 +503,9 @@ class CommitMethods(Transactions):
             summaries.append({
                 "database_id": db_id, "created_version": v, "dataset_id": ds_id, "first_entry": placed[j][1],
                 "n_events": p.commit.n_events, "database_version": v, "program": p.commit.program, "bytes": p.size,
-                "containers": p.names, "record": p.record,
+                "containers": p.names, "record": p.record, "created": now, "writer": p.commit.writer,
+                "program_version": p.commit.program_version, "parameters": p.parameters,
+                "idempotency_key": p.commit.idempotency_key,
             })  # fmt: skip
             outcomes[i] = (True, CommitResult(db_id, placed[j][1], v))
         if pg:

@@ -106,7 +106,8 @@ _CONTAINER_COLUMNS = (
 
 _SUMMARY_COLUMNS = (
     "database_id", "created_version", "dataset_id", "first_entry", "n_events", "database_version", "program",
-    "bytes", "containers", "record", "container_ids",
+    "bytes", "containers", "record", "container_ids", "created", "writer", "program_version", "parameters",
+    "idempotency_key",
 )  # fmt: skip
 #: a live container as a pass's new summary record keeps it (``kept.record_text``)
 KEPT_COLUMNS = (
@@ -262,7 +263,9 @@ class CommitStatements:
                     bindparam("containers", type_=m.c.containers.type),
                     bindparam("record", type_=m.c.record.type),
                     bindparam("container_ids", type_=m.c.container_ids.type),
-                ).where(m.c.database_id == bindparam("database_id"), visible(m, None)),
+                    d.c.created, d.c.writer, d.c.program_version, d.c.parameters, d.c.idempotency_key,
+                ).select_from(m.join(d, d.c.id == m.c.database_id))
+                .where(m.c.database_id == bindparam("database_id"), visible(m, None)),
             )
         )
         # level 17: a live container's row and statistics as a pass's new summary keeps them

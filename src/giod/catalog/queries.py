@@ -296,13 +296,14 @@ def load_databases(
 
 def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None, parsed: Parsed
               ) -> list[DatabaseRecord] | None:
-    """``load_databases`` from the records the summaries keep (level 17): one row a database (and a further
-    one a further parent), and the sites of the good copies of their containers by ranges of container
-    ids. ``where``: on ``database_summaries``. None when a summary has no record (it ended before the
-    migration that fills them): the caller reads the databases' rows instead.
+    """``load_databases`` from the records the summaries keep (level 17): one summary row a database, with the
+    database's own columns (and a further one a further parent), and the sites of the good copies of their
+    containers by ranges of container ids. ``where``: on ``database_summaries``. None when a summary has
+    no record (it ended before the migration that fills them): the caller reads the databases' rows instead.
     """
-    m, d, p = database_summaries, databases, database_parents
-    query = _kept_select().where(where, visible(m, version), visible(d, version))
+    m, p = database_summaries, database_parents
+    # a summary is visible while its database is (a deletion ends both): no databases row is read
+    query = _kept_select().where(where, visible(m, version))
     if conn.dialect.name == "postgresql":
         # sorted here: PostgreSQL without statistics reads the chunk by a bitmap scan, out of order, and sorted
         # its wide rows on disk (work_mem); SQLite walks the index in order
@@ -318,12 +319,12 @@ def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None,
 def _kept_select() -> Any:
     """The columns ``listed.kept_records`` reads (and the parent's position), from the summaries, the databases
     and their parents."""
-    m, d, p = database_summaries, databases, database_parents
+    m, p = database_summaries, database_parents
     return select(
-        m.c.database_id, m.c.dataset_id, m.c.first_entry, m.c.n_events, d.c.created, m.c.database_version,
-        d.c.writer, d.c.program, d.c.program_version, d.c.parameters, d.c.idempotency_key, p.c.parent_id,
+        m.c.database_id, m.c.dataset_id, m.c.first_entry, m.c.n_events, m.c.created, m.c.database_version,
+        m.c.writer, m.c.program, m.c.program_version, m.c.parameters, m.c.idempotency_key, p.c.parent_id,
         m.c.record, m.c.container_ids, p.c.position,
-    ).select_from(m.join(d, d.c.id == m.c.database_id).outerjoin(p, p.c.database_id == m.c.database_id))
+    ).select_from(m.outerjoin(p, p.c.database_id == m.c.database_id))
 
 
 _PIPED: dict[str, Prepared] = {}
@@ -336,14 +337,14 @@ def _piped_statement(dialect: Any) -> Prepared:
     ``after`` up to the ``skip + 1``-th next live database's first entry, found in the statement."""
     found = _PIPED.get(dialect.name)
     if found is None:
-        m, d, u = database_summaries, databases, _UPTO
+        m, u = database_summaries, _UPTO
         ds, after = bindparam("ds", type_=BigInteger), bindparam("after", type_=BigInteger)
         upto = (select(u.c.first_entry)
                 .where(u.c.dataset_id == ds, u.c.deleted_version.is_(None), u.c.first_entry > after)
                 .order_by(u.c.first_entry).offset(bindparam("skip", type_=BigInteger))
                 .limit(literal_column("1")).scalar_subquery())
         found = _PIPED[dialect.name] = Prepared(_kept_select().where(
-            m.c.dataset_id == ds, m.c.deleted_version.is_(None), d.c.deleted_version.is_(None), m.c.first_entry > after,
+            m.c.dataset_id == ds, m.c.deleted_version.is_(None), m.c.first_entry > after,
             m.c.first_entry <= func.coalesce(upto, literal_column(str(_INT64_MAX)))), dialect)
     return found
 

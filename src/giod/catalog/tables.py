@@ -186,6 +186,12 @@ database_summaries = Table(
     # too. NULL on the rows that ended before the migration: the listing reads their databases' rows.
     Column("record", Text),
     Column("container_ids", Text),
+    # level 17: the rest of the database's own columns, so that the listing reads no databases row
+    Column("created", Double),
+    Column("writer", Text),
+    Column("program_version", Text),
+    Column("parameters", Text),
+    Column("idempotency_key", Text),
     Index("database_summaries_by_entry", "dataset_id", "first_entry", "database_id"),
 )
 

@@ -6,7 +6,11 @@ The listing fetched ~15 rows a database. ``database_summaries`` gains
 containers or statistics writes a new summary row (a pass that only restates
 statistics included), so a row's record is the one valid while it is.
 
-The fill gives every live row its record, from the live containers and
+The database's own columns the listing reads (``created``, ``writer``,
+``program_version``, ``parameters``, ``idempotency_key``) are copied beside the
+record, so that it reads no databases row: a database row never changes.
+
+The fill gives every live row its record (and those columns), from the live containers and
 statistics. A live row older than its database's newest statistics (a pass
 that only restated them, which did not write a row before this level) is
 ended at that version and continued by a row with the record; rows that
@@ -19,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, Double, bindparam, text
 
 from giod.catalog.kept import container_ids, record_text
 
@@ -35,14 +39,21 @@ _STATS = text(
     "SELECT database_id, field, min, max, created_version FROM tag_stats "
     "WHERE database_id IN :ids AND deleted_version IS NULL"
 ).bindparams(bindparam("ids", expanding=True))
-_SET = text("UPDATE database_summaries SET record = :record, container_ids = :ids "
-            "WHERE database_id = :db AND created_version = :v")
+_HEADS = text(
+    "SELECT id, created, writer, program_version, parameters, idempotency_key FROM databases WHERE id IN :ids"
+).bindparams(bindparam("ids", expanding=True))
+_HEAD = ("created", "writer", "program_version", "parameters", "idempotency_key")
+_SET = text("UPDATE database_summaries SET record = :record, container_ids = :ids, created = :created, "
+            "writer = :writer, program_version = :program_version, parameters = :parameters, "
+            "idempotency_key = :idempotency_key WHERE database_id = :db AND created_version = :v")
 _END = text("UPDATE database_summaries SET deleted_version = :at WHERE database_id = :db AND created_version = :v")
 _CONTINUE = text(
     "INSERT INTO database_summaries (database_id, created_version, deleted_version, dataset_id, first_entry, "
-    "n_events, database_version, program, bytes, containers, record, container_ids) "
+    "n_events, database_version, program, bytes, containers, record, container_ids, created, writer, "
+    "program_version, parameters, idempotency_key) "
     "SELECT database_id, :at, NULL, dataset_id, first_entry, n_events, database_version, program, bytes, "
-    "containers, :record, :ids FROM database_summaries WHERE database_id = :db AND created_version = :v"
+    "containers, :record, :ids, :created, :writer, :program_version, :parameters, :idempotency_key "
+    "FROM database_summaries WHERE database_id = :db AND created_version = :v"
 )
 
 
@@ -62,10 +73,12 @@ def fill(conn: Connection) -> None:
         stats: dict[int, list[dict[str, Any]]] = {}
         for row in conn.execute(_STATS, {"ids": ids}).mappings():
             stats.setdefault(int(row["database_id"]), []).append(dict(row))
+        heads = {int(row["id"]): {key: row[key] for key in _HEAD}
+                 for row in conn.execute(_HEADS, {"ids": ids}).mappings()}
         kept, ended, continued = [], [], []
         for db, v in batch:
             values = {"db": db, "v": v, "record": record_text(held.get(db, ()), stats.get(db, ())),
-                      "ids": container_ids((c["id"], c["name"]) for c in held.get(db, ()))}
+                      "ids": container_ids((c["id"], c["name"]) for c in held.get(db, ())), **heads[db]}
             newest = max((int(s["created_version"]) for s in stats.get(db, ())), default=v)
             if newest > v:
                 ended.append({"db": db, "v": v, "at": newest})
@@ -80,6 +93,8 @@ def fill(conn: Connection) -> None:
 
 
 def upgrade(conn: Connection) -> None:
-    conn.execute(text("ALTER TABLE database_summaries ADD COLUMN record TEXT"))
-    conn.execute(text("ALTER TABLE database_summaries ADD COLUMN container_ids TEXT"))
+    double = Double().compile(dialect=conn.dialect)  # as the table would be created
+    for column, kind in (("record", "TEXT"), ("container_ids", "TEXT"), ("created", double), ("writer", "TEXT"),
+                         ("program_version", "TEXT"), ("parameters", "TEXT"), ("idempotency_key", "TEXT")):
+        conn.execute(text(f"ALTER TABLE database_summaries ADD COLUMN {column} {kind}"))
     fill(conn)
