@@ -194,8 +194,8 @@ def test_seeded_listing_reads_the_records(ready: Catalog) -> None:
 
 def test_the_live_listing_in_chunks_with_parents_and_a_summary_without_record(
         ready: Catalog, make_commit: Callable[..., DatabaseCommit]) -> None:
-    """The live listing (on PostgreSQL sent a chunk ahead) across chunk ends, with parents; a live summary
-    without a record (as no write leaves one) makes its chunk and the rest read the databases' rows."""
+    """The live listing across chunk ends, with parents; a live summary without a record (as no write
+    leaves one) makes its chunk read the databases' rows."""
     first = ready.commit_database(make_commit(3)).database_id
     ids = [ready.commit_database(make_commit(2 + i % 3, parents=(first, first + i) if i else (first,))).database_id
            for i in range(8)]

@@ -45,7 +45,6 @@ from giod.catalog.queries import (
     log,
     missing,
     missing_dataset,
-    piped_kept,
     require_databases,
     require_schemas,
     uncollected,
@@ -488,9 +487,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         one read of the sites of the good copies by ranges of container ids
         (a chunk with a summary older than the records: the listing's three
         queries on the databases' rows); its records build their containers
-        and statistics when first read (``giod.catalog.listed``). On PostgreSQL
-        the live listing sends the next chunk's statement before it makes and
-        hands out this chunk's records (``queries.piped_kept``). Close the
+        and statistics when first read (``giod.catalog.listed``). Close the
         iterator (or exhaust it) to end the transaction.
         """
         if chunk < 1:
@@ -508,11 +505,6 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 # autovacuum, or with it off) PostgreSQL read every later database by a bitmap scan and sorted
                 # them to find a chunk's end, each chunk again (for the rest of this transaction only)
                 conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
-            if version is None and self.dialect == "postgresql":
-                stopped = yield from piped_kept(conn, row.id, chunk, parsed)
-                if stopped is None:
-                    return
-                after = stopped
             while True:
                 # the chunk as an entry range (first entries are unique in a dataset: entries are never
                 # handed out twice), so each of the three queries walks the index from after to last;

@@ -12,7 +12,7 @@ import difflib
 import gc
 import math
 import time
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -27,7 +27,6 @@ from sqlalchemy import (
     false,
     func,
     insert,
-    literal_column,
     or_,
     select,
     true,
@@ -35,7 +34,6 @@ from sqlalchemy import (
 from sqlalchemy import update as sql_update
 
 from giod.catalog.listed import Parsed, database_records, kept_records
-from giod.catalog.prepared import Prepared
 from giod.catalog.records import DatabaseRecord, DatasetRecord
 from giod.catalog.tables import (
     containers,
@@ -63,7 +61,6 @@ __all__ = [
     "delete_rows",
     "load_databases",
     "load_kept",
-    "piped_kept",
     "uncollected",
     "log",
     "missing",
@@ -327,65 +324,6 @@ def _kept_select() -> Any:
     ).select_from(m.outerjoin(p, p.c.database_id == m.c.database_id))
 
 
-_PIPED: dict[str, Prepared] = {}
-_UPTO = databases.alias("upto")
-_INT64_MAX = 2**63 - 1
-
-
-def _piped_statement(dialect: Any) -> Prepared:
-    """A chunk of the live listing as one statement (compiled once per process): the summaries after entry
-    ``after`` up to the ``skip + 1``-th next live database's first entry, found in the statement."""
-    found = _PIPED.get(dialect.name)
-    if found is None:
-        m, u = database_summaries, _UPTO
-        ds, after = bindparam("ds", type_=BigInteger), bindparam("after", type_=BigInteger)
-        upto = (select(u.c.first_entry)
-                .where(u.c.dataset_id == ds, u.c.deleted_version.is_(None), u.c.first_entry > after)
-                .order_by(u.c.first_entry).offset(bindparam("skip", type_=BigInteger))
-                .limit(literal_column("1")).scalar_subquery())
-        found = _PIPED[dialect.name] = Prepared(_kept_select().where(
-            m.c.dataset_id == ds, m.c.deleted_version.is_(None), m.c.first_entry > after,
-            m.c.first_entry <= func.coalesce(upto, literal_column(str(_INT64_MAX)))), dialect)
-    return found
-
-
-def piped_kept(conn: Connection, dataset_id: int, chunk: int, parsed: Parsed
-               ) -> Generator[DatabaseRecord, None, int | None]:
-    """PostgreSQL: the live listing (``load_kept`` chunk after chunk) with the next chunk's statement sent
-    before this chunk's records are made and handed out, so that the server reads it meanwhile (psycopg's
-    pipeline mode; the sites of this chunk's copies are sent first and read before). Returns None at the
-    end, or the last first entry listed when a chunk has a summary without a record (the caller lists on
-    from there without the pipeline)."""
-    statement = _piped_statement(conn.dialect)
-    driver: Any = conn.connection.dbapi_connection
-    after = -1
-
-    def send(after: int) -> Any:
-        cursor = driver.cursor()
-        cursor.execute(statement.sql, statement.params({"ds": dataset_id, "after": after, "skip": chunk - 1}))
-        return cursor
-
-    with driver.pipeline():
-        cursor = send(after)
-        while True:
-            with uncollected():
-                rows = cursor.fetchall()
-                rows.sort(key=_listed_order)
-                if not rows:
-                    return None
-                if any(row[12] is None for row in rows):
-                    return after
-                more = len({row[0] for row in rows}) >= chunk  # fewer: the last chunk
-                copies = _good_copies_sent(driver, [row[13] for row in rows])
-                if more:
-                    after = rows[-1][2]
-                    cursor = send(after)
-                found = kept_records(rows, [] if copies is None else list(copies.fetchall()), parsed)
-            yield from found
-            if not more:
-                return None
-
-
 @contextlib.contextmanager
 def uncollected() -> Iterator[None]:
     """The cyclic garbage collector paused while a chunk's rows and records are made (and resumed as it
@@ -429,16 +367,6 @@ def _good_copies(conn: Connection, ids: list[Any]) -> list[Any]:
 _GOOD_COPIES = ("SELECT (SELECT string_agg(r.container_id || ':' || r.site_id, ',') FROM replicas r "
                 "WHERE r.container_id BETWEEN u.lo AND u.hi AND r.state = 'good') "
                 "FROM unnest(%(lo)s::bigint[], %(hi)s::bigint[]) AS u(lo, hi)")
-
-
-def _good_copies_sent(driver: Any, ids: list[Any]) -> Any:
-    """PostgreSQL, in a pipeline: ``_good_copies``' statement sent on a cursor of its own (None: nothing to read)."""
-    ranges = _id_ranges(ids)
-    if ranges is None:
-        return None
-    cursor = driver.cursor()
-    cursor.execute(_GOOD_COPIES, {"lo": ranges[0], "hi": ranges[1]})
-    return cursor
 
 
 def _id_ranges(ids: list[Any]) -> tuple[list[int], list[int]] | None:
