@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert, update
 
 from giod.catalog import Catalog, ContainerSpec
+from giod.catalog.migrations import v0017_listing_records
 from giod.catalog.tables import (
     containers,
     database_summaries,
@@ -109,6 +110,7 @@ def seed(catalog: Catalog, n: int) -> int:
             (database_summaries, summaries),
         ):
             bulk_insert(conn, table, values)
+        v0017_listing_records.fill(conn)  # and the records the listing reads (level 17)
         conn.execute(update(federation).values(version=v))
         # the totals a commit keeps beside its rows (level 9), here for the n databases at once
         conn.execute(insert(dataset_totals).values(dataset_id=dataset.id, version=v, n_databases=n,

@@ -47,6 +47,7 @@ class PreparedCommit:
     schemas: set[int]
     size: int
     names: str  # of its containers, as its summary keeps them (level 13)
+    record: str  # its listing record, as its summary keeps it (level 17, ``kept.record_text``)
     release: int | None = None  # the lease its transaction releases
 
 
@@ -69,7 +70,8 @@ _VERSIONS = (("version", "bigint"), ("created", "float8"), ("description", "text
 _SUMMARIES = (
     ("database_id", "bigint"), ("created_version", "bigint"), ("dataset_id", "bigint"), ("first_entry", "bigint"),
     ("n_events", "bigint"), ("database_version", "bigint"), ("program", "text"), ("bytes", "bigint"),
-    ("containers", "text"),
+    ("containers", "text"), ("record", "text"), ("created", "float8"), ("writer", "text"),
+    ("program_version", "text"), ("parameters", "text"), ("idempotency_key", "text"),
 )  # fmt: skip
 
 
@@ -121,7 +123,16 @@ class BulkStatements:
         "WHERE dataset_id = u.dataset_id ORDER BY version DESC LIMIT 1) AS t"
     )
     log = f"INSERT INTO versions {_unnest(_VERSIONS)}"
-    summaries = f"INSERT INTO database_summaries {_unnest(_SUMMARIES)}"
+    # with their containers' ids (level 17), in the order of their names, from the rows inserted before
+    summaries = (
+        "INSERT INTO database_summaries (database_id, created_version, dataset_id, first_entry, n_events, "  # noqa: S608
+        "database_version, program, bytes, containers, record, created, writer, program_version, parameters, "
+        "idempotency_key, container_ids) "
+        "SELECT u.*, (SELECT coalesce(string_agg(c.id::text, ',' ORDER BY c.name COLLATE \"C\"), '') "
+        "FROM containers c WHERE c.database_id = u.database_id AND c.deleted_version IS NULL) "
+        f"FROM unnest({', '.join(f'%({name})b::{kind}[]' for name, kind in _SUMMARIES)}) "
+        f"AS u({', '.join(name for name, _ in _SUMMARIES)})"
+    )
 
     @staticmethod
     def container_params(rows: Sequence[dict[str, Any]], held_by: list[int], sites: list[int], now: float
@@ -172,7 +183,7 @@ WITH u AS MATERIALIZED (
   SELECT * FROM json_to_recordset(%(commits)s::json)
     AS u(ord bigint, dataset text, off bigint, n_events bigint, bytes bigint, writer text, program text,
          program_version text, parameters text, idempotency_key text, site text, containers text,
-         dn bigint, de bigint, db bigint)
+         record text, dn bigint, de bigint, db bigint)
 ), v AS (
   UPDATE federation SET version = version + %(k)s RETURNING version - %(k)s AS base
 ), e AS (
@@ -196,7 +207,7 @@ WITH u AS MATERIALIZED (
        AS x(ord bigint, name text, path text, checksum text, size bigint, cluster_entries text, schema_id bigint,
             program text, program_version text, parameters text, format text, cluster_checksums text)
   CROSS JOIN v JOIN d ON d.created_version = v.base + x.ord
-  RETURNING id, created_version
+  RETURNING id, created_version, name
 ), r AS (
   INSERT INTO replicas (container_id, site_id, state, checked)
   SELECT c.id, (SELECT id FROM sites WHERE name = u.site), 'good', %(now)s
@@ -212,9 +223,12 @@ WITH u AS MATERIALIZED (
   FROM u CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
 ), sm AS (
   INSERT INTO database_summaries (database_id, created_version, dataset_id, first_entry, n_events, database_version,
-                                  program, bytes, containers)
+                                  program, bytes, containers, record, created, writer, program_version, parameters,
+                                  idempotency_key, container_ids)
   SELECT d.id, d.created_version, d.dataset_id, d.first_entry, d.n_events, d.created_version, d.program, d.bytes,
-         u.containers
+         u.containers, u.record, %(now)s, u.writer, u.program_version, u.parameters, u.idempotency_key,
+         (SELECT coalesce(string_agg(c.id::text, ',' ORDER BY c.name COLLATE "C"), '')
+          FROM c WHERE c.created_version = d.created_version)
   FROM u CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
 ), tt AS (
   INSERT INTO dataset_totals (dataset_id, version, n_databases, n_events, bytes)
@@ -252,7 +266,7 @@ def group_statement(commits: Sequence[PreparedCommit], now: float) -> tuple[str,
             "ord": ord_, "dataset": c.dataset, "off": off, "n_events": c.n_events, "bytes": pc.size,
             "writer": c.writer, "program": c.program, "program_version": c.program_version,
             "parameters": pc.parameters, "idempotency_key": c.idempotency_key, "site": c.site,
-            "containers": pc.names, "dn": dn + 1, "de": de + c.n_events, "db": db + pc.size,
+            "containers": pc.names, "record": pc.record, "dn": dn + 1, "de": de + c.n_events, "db": db + pc.size,
         })  # fmt: skip
         held += [{"ord": ord_, **{key: row[key] for key in _CONTAINER_KEYS}} for row in pc.containers]
         stats += [{"ord": ord_, "field": st["field"], "min": st["min"], "max": st["max"]} for st in pc.stats]

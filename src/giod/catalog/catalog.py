@@ -41,11 +41,13 @@ from giod.catalog.queries import (
     dataset_select,
     delete_rows,
     load_databases,
+    load_kept,
     log,
     missing,
     missing_dataset,
     require_databases,
     require_schemas,
+    uncollected,
 )
 from giod.catalog.records import (
     Bounds,
@@ -480,10 +482,13 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         The records ``databases`` gives, in one read transaction (one snapshot),
         without holding them all: each chunk is the entry range up to the
         ``chunk``-th next database's first entry (an index range,
-        ``databases_by_dataset_entry``) and the listing's three queries on it;
-        its records build their containers and statistics when first read
-        (``giod.catalog.listed``). Close the iterator (or exhaust it) to end the
-        transaction.
+        ``databases_by_dataset_entry``), read as one row a database from the
+        summaries and their kept records (level 17, ``giod.catalog.kept``) and
+        one read of the sites of the good copies by ranges of container ids
+        (a chunk with a summary older than the records: the listing's three
+        queries on the databases' rows); its records build their containers
+        and statistics when first read (``giod.catalog.listed``). Close the
+        iterator (or exhaust it) to end the transaction.
         """
         if chunk < 1:
             raise ConfigError(f"a listing's chunk must be at least 1 database, not {chunk}")
@@ -495,6 +500,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 raise missing_dataset(conn, dataset, version)
             in_dataset = (d.c.dataset_id == row.id) & visible(d, version)
             after = -1
+            if self.dialect == "postgresql":
+                # each chunk walks the entry index in order: without statistics (a catalog filled faster than
+                # autovacuum, or with it off) PostgreSQL read every later database by a bitmap scan and sorted
+                # them to find a chunk's end, each chunk again (for the rest of this transaction only)
+                conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
             while True:
                 # the chunk as an entry range (first entries are unique in a dataset: entries are never
                 # handed out twice), so each of the three queries walks the index from after to last;
@@ -504,7 +514,13 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                     .order_by(d.c.first_entry).offset(chunk - 1).limit(1)
                 ).scalar()
                 span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
-                yield from load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
+                m = database_summaries  # the records the summaries keep (level 17), else the databases' rows
+                kept = m.c.first_entry > after if last is None else m.c.first_entry.between(after + 1, last)
+                with uncollected():
+                    found = load_kept(conn, (m.c.dataset_id == row.id) & kept, version, parsed)
+                if found is None:
+                    found = load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
+                yield from found
                 if last is None:
                     return
                 after = last

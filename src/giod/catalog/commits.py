@@ -29,7 +29,8 @@ from sqlalchemy import delete, select
 
 from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate, group_statement
 from giod.catalog.engine import Transactions, Unchanged
-from giod.catalog.prepared import CommitStatements, execute, summary_names
+from giod.catalog.kept import container_ids, record_text
+from giod.catalog.prepared import KEPT_COLUMNS, CommitStatements, execute, summary_names
 from giod.catalog.queries import bound, chunks, not_found
 from giod.catalog.records import CONTAINER_FORMATS, CommitResult, ContainerSpec, DatabaseCommit
 from giod.catalog.tables import (
@@ -222,6 +223,7 @@ class CommitMethods(Transactions):
         wanted_schemas = {c.schema_id for c in commit.containers}
         size = sum(c.size for c in commit.containers)
         names = summary_names(c.name for c in commit.containers)
+        record = record_text(held, stats)
         s = self._prepared()
 
         def work(cur: Any, v: int) -> CommitResult:
@@ -268,6 +270,8 @@ class CommitMethods(Transactions):
             s.insert_summary.execute(cur, {
                 "database_id": db_id, "created_version": v, "dataset_id": dataset_id, "first_entry": first,
                 "n_events": n, "database_version": v, "program": commit.program, "bytes": size, "containers": names,
+                "record": record, "created": now, "writer": commit.writer, "program_version": commit.program_version,
+                "parameters": parameters, "idempotency_key": commit.idempotency_key,
             })  # fmt: skip
             s.insert_tag_stats.executemany(
                 cur, ({**r, "database_id": db_id, "created_version": v} for r in stats)
@@ -278,7 +282,8 @@ class CommitMethods(Transactions):
                 s.release_lease.execute(cur, {"id": release})
             return CommitResult(db_id, first, v)
 
-        prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size, names, release)
+        prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size, names, record,
+                                  release)
         return _CommitWork(prepared, work)
 
     # -- group commit --------------------------------------------------------------------
@@ -498,7 +503,9 @@ class CommitMethods(Transactions):
             summaries.append({
                 "database_id": db_id, "created_version": v, "dataset_id": ds_id, "first_entry": placed[j][1],
                 "n_events": p.commit.n_events, "database_version": v, "program": p.commit.program, "bytes": p.size,
-                "containers": p.names,
+                "containers": p.names, "record": p.record, "created": now, "writer": p.commit.writer,
+                "program_version": p.commit.program_version, "parameters": p.parameters,
+                "idempotency_key": p.commit.idempotency_key,
             })  # fmt: skip
             outcomes[i] = (True, CommitResult(db_id, placed[j][1], v))
         if pg:
@@ -663,7 +670,7 @@ class CommitMethods(Transactions):
                 ({**r, "database_id": db_id, "created_version": v}
                  for db_id, rows in stats for r in rows),
             )  # fmt: skip
-            self._summarise(cur, v, items, live, {row[0] for row in clash})
+            self._summarise(cur, v, items)
             if idempotency_key is not None:
                 s.insert_key.execute(cur, {"key": idempotency_key, "version": v, "created": now})
             verb = "replace" if clash else "add"
@@ -678,20 +685,22 @@ class CommitMethods(Transactions):
 
     # -- helpers on the driver's cursor -----------------------------------------------
 
-    def _summarise(self, cur: Any, version: int, items: AddItems, live: list[tuple[int, int, str, int]],
-                   replaced: set[int]) -> None:
-        """The new summaries (level 13) of the databases a pass gave containers: what stays, and what it adds."""
-        kept: dict[int, list[tuple[str, int]]] = {}
-        for cid, db_id, name, size in live:
-            if cid not in replaced:
-                kept.setdefault(db_id, []).append((name, size))
-        rows = []
-        for db_id, specs, _ in items:
-            if specs:  # statistics alone leave the line as it was
-                held = kept.get(db_id, []) + [(c.name, c.size) for c in specs]
-                rows.append({"database_id": db_id, "version": version, "bytes": sum(size for _, size in held),
-                             "containers": summary_names(name for name, _ in held)})
+    def _summarise(self, cur: Any, version: int, items: AddItems) -> None:
+        """The new summaries (level 13) of the databases a pass changed, from their live containers and
+        statistics after it: what stays and what it adds; from level 17 a pass of statistics alone too, its
+        line as it was and its record new."""
         s = self._prepared()
+        rows = []
+        for db_id, specs, stats in items:
+            if not specs and not stats:
+                continue
+            held = [dict(zip(KEPT_COLUMNS, row, strict=True)) for row in s.live_rows.execute(cur, {"id": db_id})]
+            values = [dict(zip(("field", "min", "max"), row, strict=True))
+                      for row in s.live_stats.execute(cur, {"id": db_id})]
+            rows.append({"database_id": db_id, "version": version, "bytes": sum(int(c["size"]) for c in held),
+                         "containers": summary_names(c["name"] for c in held),
+                         "record": record_text(held, values),
+                         "container_ids": container_ids((c["id"], c["name"]) for c in held)})
         s.extend_summary.executemany(cur, rows)  # reads the live summary before the next statement ends it
         s.retire_summary.executemany(cur, rows)
 

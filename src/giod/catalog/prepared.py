@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Dialect, Double, bindparam, delete, func, insert, literal_column, select
+from sqlalchemy import BigInteger, Dialect, Double, Text, bindparam, delete, func, insert, literal_column, select
+from sqlalchemy import cast as sql_cast
 from sqlalchemy import update as sql_update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -39,7 +41,7 @@ from giod.catalog.tables import (
     visible,
 )
 
-__all__ = ["CommitStatements", "Prepared", "add_totals", "execute", "summary_names"]
+__all__ = ["KEPT_COLUMNS", "CommitStatements", "Prepared", "add_totals", "execute", "summary_names"]
 
 
 class Prepared:
@@ -104,13 +106,34 @@ _CONTAINER_COLUMNS = (
 
 _SUMMARY_COLUMNS = (
     "database_id", "created_version", "dataset_id", "first_entry", "n_events", "database_version", "program",
-    "bytes", "containers",
+    "bytes", "containers", "record", "container_ids", "created", "writer", "program_version", "parameters",
+    "idempotency_key",
+)  # fmt: skip
+#: a live container as a pass's new summary record keeps it (``kept.record_text``)
+KEPT_COLUMNS = (
+    "database_id", "id", "name", "path", "checksum", "size", "cluster_entries", "schema_id", "program",
+    "program_version", "parameters", "format", "cluster_checksums", "created_version", "created",
 )  # fmt: skip
 
 
 def summary_names(names: Iterable[str]) -> str:
     """The ``containers`` text of a database summary (level 13): its container names, sorted, comma-separated."""
     return ",".join(sorted(names))
+
+
+def live_ids(dialect: Dialect, database_id: Any) -> Any:
+    """A summary's ``container_ids`` (level 17) as SQL: the ids of the database's live containers in the order of
+    their names by code point (PostgreSQL's "C" collation, SQLite's BINARY; SQLite's ``group_concat`` takes an
+    ordered subquery's rows in order, as level 13's fill has it), comma-separated; '' for none."""
+    c = containers
+    live = (c.c.database_id == database_id) & visible(c, None)
+    if dialect.name == "postgresql":
+        ids = select(func.string_agg(sql_cast(c.c.id, Text), aggregate_order_by(literal_column("','"),
+                                                                            c.c.name.collate("C")))).where(live)
+    else:
+        ordered = select(c.c.id).where(live).order_by(c.c.name).subquery()
+        ids = select(func.group_concat(ordered.c.id, literal_column("','")))
+    return func.coalesce(ids.scalar_subquery(), literal_column("''"))
 
 
 def _insert(table: Any, columns: Sequence[str]) -> ClauseElement:
@@ -225,7 +248,11 @@ class CommitStatements:
         )
         self.insert_key = prepared(_insert(commit_keys, ("key", "version", "created")))
         m = database_summaries
-        self.insert_summary = prepared(_insert(m, _SUMMARY_COLUMNS))
+        # its containers' ids (level 17) made in the statement from the rows just inserted: nothing read back
+        self.insert_summary = prepared(insert(m).values({
+            **{name: bindparam(name, type_=m.c[name].type) for name in _SUMMARY_COLUMNS if name != "container_ids"},
+            "container_ids": live_ids(dialect, bindparam("database_id", type_=BigInteger)),
+        }))
         # a later pass's summary: the live one's database columns with new bytes and names
         self.extend_summary = prepared(
             insert(m).from_select(
@@ -234,8 +261,19 @@ class CommitStatements:
                     m.c.database_id, bindparam("version", type_=BigInteger), m.c.dataset_id, m.c.first_entry,
                     m.c.n_events, m.c.database_version, m.c.program, bindparam("bytes", type_=BigInteger),
                     bindparam("containers", type_=m.c.containers.type),
-                ).where(m.c.database_id == bindparam("database_id"), visible(m, None)),
+                    bindparam("record", type_=m.c.record.type),
+                    bindparam("container_ids", type_=m.c.container_ids.type),
+                    d.c.created, d.c.writer, d.c.program_version, d.c.parameters, d.c.idempotency_key,
+                ).select_from(m.join(d, d.c.id == m.c.database_id))
+                .where(m.c.database_id == bindparam("database_id"), visible(m, None)),
             )
+        )
+        # level 17: a live container's row and statistics as a pass's new summary keeps them
+        self.live_rows = prepared(
+            select(*(c.c[name] for name in KEPT_COLUMNS)).where(c.c.database_id == bindparam("id"), visible(c, None))
+        )
+        self.live_stats = prepared(
+            select(t.c.field, t.c.min, t.c.max).where(t.c.database_id == bindparam("id"), visible(t, None))
         )
         # the summary a pass (``extend_summary``) or a deletion ends
         self.retire_summary = prepared(

@@ -164,10 +164,10 @@ dataset_totals = Table(
 # One line of the listing per database and version that changed its containers (level 13):
 # what ``Catalog.database_rows`` prints, kept by every write that adds, replaces or deletes
 # containers, so that listing reads one row per database instead of grouping its containers.
-# Versioned like containers (visible while the database and that set of containers are); the
-# database's own columns are copied, since a database row never changes. ``containers``: the
-# names of its visible containers, sorted (by code point), comma-separated. No foreign key:
-# written with every commit, purged with the rows it sums.
+# Versioned like containers (visible while the database and that set of containers are, and from
+# level 17 that set of tag statistics); the database's own columns are copied, since a database row
+# never changes. ``containers``: the names of its visible containers, sorted (by code point),
+# comma-separated. No foreign key: written with every commit, purged with the rows it sums.
 database_summaries = Table(
     "database_summaries",
     metadata,
@@ -181,6 +181,17 @@ database_summaries = Table(
     Column("program", Text, nullable=False),
     Column("bytes", BigInteger, nullable=False),  # of its visible containers
     Column("containers", Text, nullable=False),
+    # level 17: the listing's whole record of the database while this row is visible (``giod.catalog.kept``):
+    # its containers and tag statistics as one text, and its containers' ids; a stats-only pass writes a row
+    # too. NULL on the rows that ended before the migration: the listing reads their databases' rows.
+    Column("record", Text),
+    Column("container_ids", Text),
+    # level 17: the rest of the database's own columns, so that the listing reads no databases row
+    Column("created", Double),
+    Column("writer", Text),
+    Column("program_version", Text),
+    Column("parameters", Text),
+    Column("idempotency_key", Text),
     Index("database_summaries_by_entry", "dataset_id", "first_entry", "database_id"),
 )
 

@@ -40,6 +40,7 @@ from giod.catalog.migrations import (
     v0014_database_reads,
     v0015_coverage_per_statement,
     v0016_coverage_running_sums,
+    v0017_listing_records,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -63,6 +64,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     14: v0014_database_reads.upgrade,
     15: v0015_coverage_per_statement.upgrade,
     16: v0016_coverage_running_sums.upgrade,
+    17: v0017_listing_records.upgrade,
 }
 
 _KEY = "schema_version"

@@ -1,0 +1,169 @@
+"""A database's whole listing record as one text, kept beside its summary line (level 17).
+
+The listing fetched ~15 rows a database (its own, its containers' with the
+sites of their good copies, its tag statistics): on SQLite the driver's fetch
+was ~60 % of a listing's CPU, on PostgreSQL the server's lookups bound it.
+Each summary row (``database_summaries``) now also keeps, in ``record``, the
+containers and tag statistics visible while it is, and in ``container_ids``
+the ids of those containers: the listing reads one row a database, and the
+sites of the good copies (not versioned) for a whole chunk by ranges of
+container ids.
+
+``record`` is a JSON list ``[containers, statistics]``: a container is
+``[name, path, checksum, size, cluster entries, schema id, program, program
+version, parameters, format, cluster checksums, created version, created]``
+(the two last ``null``: the database's own, as a commit writes them), a
+statistic ``[field, min, max]`` (``null``: unknown). Containers are in the
+order of their names by code point, and ``container_ids`` (comma-separated)
+in the same order. The text is parsed, and checked, when a record's
+containers, bytes or statistics are first read (``listed``): a catalog row is
+a trust boundary, and a text that does not parse is a ``CatalogError`` then.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from giod.catalog.records import ContainerRecord
+from giod.errors import CatalogError
+
+__all__ = ["container_ids", "parse_record", "record_text"]
+
+_new = object.__new__
+_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+_INF = math.inf
+
+
+def _float(value: Any) -> str:
+    return "null" if value is None else _dumps(float(value))
+
+
+def record_text(held: Iterable[Mapping[str, Any]], stats: Iterable[Mapping[str, Any]]) -> str:
+    """The ``record`` of a summary row: ``held``, the visible containers as rows (name, path, checksum, size,
+    cluster_entries, schema_id, program, program_version, parameters, format, cluster_checksums: the JSON
+    texts as the containers table keeps them; created_version and created, when absent or None the
+    database's own), ``stats`` the visible statistics (field, min, max)."""
+    parts = []
+    for c in sorted(held, key=_name):
+        version = c.get("created_version")
+        parts.append(
+            f"[{_dumps(c['name'])},{_dumps(c['path'])},{_dumps(c['checksum'])},{int(c['size'])},"
+            f"{c['cluster_entries']},{int(c['schema_id'])},{_dumps(c['program'])},{_dumps(c['program_version'])},"
+            f"{c['parameters']},{_dumps(c['format'])},{c['cluster_checksums']},"
+            f"{'null' if version is None else int(version)},{_float(c.get('created'))}]"
+        )
+    fields = ",".join(f"[{_dumps(s['field'])},{_float(s['min'])},{_float(s['max'])}]"
+                      for s in sorted(stats, key=_field))
+    return f"[[{','.join(parts)}],[{fields}]]"
+
+
+def container_ids(held: Iterable[tuple[int, str]]) -> str:
+    """The ``container_ids`` of a summary row from the (id, name) of its visible containers."""
+    return ",".join(str(int(i)) for i, _ in sorted(held, key=_second))
+
+
+def _name(c: Mapping[str, Any]) -> str:
+    return str(c["name"])
+
+
+def _field(s: Mapping[str, Any]) -> str:
+    return str(s["field"])
+
+
+def _second(pair: tuple[int, str]) -> str:
+    return pair[1]
+
+
+def _bad(db_id: Any, why: str, text: Any) -> CatalogError:
+    return CatalogError(f"malformed catalog row: the listing record of database {db_id} {why}: {str(text)[:80]!r}")
+
+
+def _int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _ints(value: Any) -> bool:
+    return type(value) is list and all(type(x) is int for x in value)
+
+
+def _number(value: Any) -> bool:
+    return type(value) is float or type(value) is int
+
+
+def _str(value: Any) -> bool:
+    return type(value) is str
+
+
+# a container's fields: the check of each, in the text's order
+_CHECKS = (_str, _str, _str, _int, _ints, _int, _str, _str, None, _str, _ints, None, None)
+
+
+def parse_record(text: Any, ids: Any, db_id: int, version: int, created: float,
+                 sites: Mapping[int, tuple[int, ...]]) -> dict[str, Any]:
+    """A database's ``containers``, ``bytes`` and ``tag_stats`` from its summary's ``record`` and
+    ``container_ids`` (``version``, ``created``: the database's own; ``sites``: the sites of the good
+    copies by container id); CatalogError when the texts are not as ``record_text`` writes them."""
+    try:
+        got = json.loads(text)
+    except (TypeError, ValueError):
+        raise _bad(db_id, "is not JSON", text) from None
+    if type(got) is not list or len(got) != 2 or type(got[0]) is not list or type(got[1]) is not list:
+        raise _bad(db_id, "is not a list of containers and statistics", text)
+    held, stats = got
+    try:
+        numbers = [int(x) for x in ids.split(",")] if ids else []
+    except (AttributeError, ValueError):
+        raise _bad(db_id, "has container ids that are not integers", ids) from None
+    if len(numbers) != len(held):
+        raise _bad(db_id, f"names {len(held)} containers and {len(numbers)} ids", ids)
+    built = []
+    last = None
+    for cid, c in zip(numbers, held, strict=True):
+        if type(c) is not list or len(c) != 13 or not all(
+                check is None or check(value) for check, value in zip(_CHECKS, c, strict=True)):
+            raise _bad(db_id, "has a container that is not as written", c)
+        name, path, checksum, size, entries, schema, program, program_version, params, fmt, crcs, at, when = c
+        if type(params) is not dict or size < 0 or (at is not None and type(at) is not int) or (
+                when is not None and not _number(when)) or (last is not None and name <= last):
+            raise _bad(db_id, "has a container that is not as written", c)
+        last = name
+        record = _new(ContainerRecord)
+        record.__dict__.update(
+            id=cid, database_id=db_id, name=name, path=path, checksum=checksum, size=size,
+            cluster_entries=tuple(entries), schema_id=schema, created_version=version if at is None else at,
+            site_ids=sites.get(cid, ()), program=program, program_version=program_version, parameters=params,
+            created=created if when is None else float(when), format=fmt, cluster_checksums=tuple(crcs),
+        )
+        built.append(record)
+    bounds = {}
+    for s in stats:
+        if type(s) is not list or len(s) != 3 or not _str(s[0]) or not all(
+                v is None or _number(v) for v in s[1:]) or s[0] in bounds:
+            raise _bad(db_id, "has a statistic that is not as written", s)
+        bounds[s[0]] = (-_INF if s[1] is None else float(s[1]), _INF if s[2] is None else float(s[2]))
+    built.sort(key=_id)
+    return {"containers": tuple(built), "bytes": sum(c.size for c in built), "tag_stats": bounds}
+
+
+def _id(c: ContainerRecord) -> int:
+    return c.id
+
+
+def sites_of(rows: Sequence[Sequence[Any]]) -> dict[int, tuple[int, ...]]:
+    """{container id: its sites, sorted} from rows of one text each, ``container:site,…`` (or None); CatalogError
+    when a text is not one."""
+    found: dict[int, list[int]] = {}
+    for (text,) in rows:
+        if text is None:
+            continue
+        try:
+            for pair in str(text).split(","):
+                cid, _, site = pair.partition(":")
+                found.setdefault(int(cid), []).append(int(site))
+        except ValueError:
+            raise CatalogError(f"malformed catalog row: the good copies of containers are not ids: "
+                               f"{str(text)[:80]!r}") from None
+    return {cid: tuple(sorted(s)) for cid, s in found.items()}
