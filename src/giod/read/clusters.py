@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from giod.storage.site import Site
 
 __all__ = ["CACHE_BYTES", "DERIVED_BYTES", "PROTECTED", "Piece", "Segmented", "derived", "forget",
-           "gather", "keep_derived", "kept", "pieces", "serves", "touched"]
+           "gather", "keep_derived", "keep_side_by_side", "kept", "pieces", "serves", "side_by_side", "touched"]
 
 #: bytes of kept clusters per process (probation dropped first, then the protected segment, each least
 #: recently used first)
@@ -265,11 +265,7 @@ class _Cluster:
     def of(cls, table: pa.Table, rows: np.ndarray | None = None) -> _Cluster | None:
         """``table``'s columns taken apart (``rows``: the cluster's events it holds, one a row; None: all);
         None when one is not flat (nulls, strings, …)."""
-        table = table.combine_chunks()
-        flats = [_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns]
-        if any(f is None for f in flats):
-            return None
-        return cls(table.schema, tuple(flats), rows)  # type: ignore[arg-type]
+        return _apart(table, rows)
 
     def at(self, local: np.ndarray) -> np.ndarray | None:
         """Where the cluster's events ``local`` (sorted) are held; None when one of them is not."""
@@ -295,6 +291,14 @@ class _Cluster:
         return sum(size(f) for f in self.flats) + (0 if self.rows is None else self.rows.nbytes)
 
 
+def _apart(table: pa.Table, rows: np.ndarray | None) -> _Cluster | None:
+    table = table.combine_chunks()
+    flats = [_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns]
+    if any(f is None for f in flats):
+        return None
+    return _Cluster(table.schema, tuple(flats), rows)  # type: ignore[arg-type]
+
+
 Piece = tuple[_Cluster, np.ndarray]  # a kept cluster and the rows of it a read wants
 
 
@@ -304,6 +308,104 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
     schema = pieces[0][0].schema
     columns = [flat.gather([(c.flats[i], r) for c, r in pieces]) for i, flat in enumerate(pieces[0][0].flats)]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+#: a file's number among those of rows kept side by side, shifted past any local entry: (number << SHIFT) | entry
+SHIFT = 32
+
+
+@dataclass(frozen=True)
+class _SideBySide:
+    """The rows a sparse read gathered from the kept rows of many files (one container of many databases),
+    side by side in one :class:`_Cluster`: its ``rows`` are ``(number << SHIFT) | local entry``, sorted, where
+    ``number`` is the file's place among ``files`` (the read's order). Built from kept rows, checked when they
+    were read; the files are immutable under their path and checksum, which ``files`` names."""
+
+    files: dict[tuple[str, str], int]
+    kept: _Cluster
+
+
+def _side_key(recs: Sequence[ContainerRecord], paths: Sequence[str]) -> Hashable:
+    """Rows kept side by side are found by their first and last files and how many: two selections
+    read in turn over other databases keep theirs apart."""
+    return ("side by side", recs[0].path, recs[0].checksum, recs[-1].path, recs[-1].checksum, len(recs),
+            tuple(paths))
+
+
+def _numbered(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], schema_id: int
+              ) -> list[tuple[str, str]] | None:
+    """The (path, checksum) of each container of a sparse read that rows kept side by side may serve: local
+    Arrow files of the reading schema, each read at some of its events (sorted local entries); else None."""
+    files = []
+    for rec, local in zip(recs, rows, strict=True):
+        if rec is None or local is None or rec.format != "arrow" or not rec.cluster_entries \
+                or rec.schema_id != schema_id:
+            return None
+        files.append((rec.path, rec.checksum))
+    return files
+
+
+def _keys(numbers: np.ndarray, rows: Sequence[np.ndarray]) -> np.ndarray:
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    return np.repeat(numbers << SHIFT, lengths) + np.concatenate(rows).astype(np.int64, copy=False)
+
+
+def side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
+                 schema_id: int) -> pa.Table | None:
+    """The columns ``paths`` of the sparse read of containers ``recs`` at their local entries ``rows`` (sorted,
+    each a part of its file's events), in order, when the rows a read kept side by side (:func:`keep_side_by_side`)
+    hold them all: one search and one gather per buffer for all the files, no step per file. None otherwise (the
+    read goes file by file, :func:`pieces`)."""
+    if len(recs) < 2:
+        return None
+    files = _numbered(recs, rows, schema_id)
+    if files is None:
+        return None
+    found = derived(_side_key(recs, paths))  # type: ignore[arg-type]
+    if not isinstance(found, _SideBySide):
+        return None
+    got = [found.files.get(f, -1) for f in files]
+    numbers = np.asarray(got, dtype=np.int64)
+    if numbers[0] < 0 or (np.diff(numbers) <= 0).any():  # a file not among them, or not in their order
+        return None
+    keys = _keys(numbers, rows)  # type: ignore[arg-type]
+    at = found.kept.at(keys)
+    if at is None:
+        return None
+    return gather([(found.kept, at)])
+
+
+def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
+                      schema_id: int, table: pa.Table) -> None:
+    """Keep ``table``, the rows ``rows`` of containers ``recs`` (columns ``paths``) gathered from kept rows, side by
+    side for :func:`side_by_side` (in the bound of :func:`keep_derived`), with the rows kept side by side of the
+    same files before (the union, as rows kept of one cluster grow): only a sparse read's, at most
+    :data:`PARTIAL_SHARE` of the files' events."""
+    if len(recs) < 2:
+        return
+    files = _numbered(recs, rows, schema_id)
+    if files is None or len(set(files)) != len(files):
+        return
+    events = sum(sum(rec.cluster_entries) for rec in recs)  # type: ignore[union-attr]
+    if any(sum(rec.cluster_entries) >> SHIFT for rec in recs):  # type: ignore[union-attr]
+        return
+    keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
+    if len(keys) != table.num_rows:
+        return
+    key = _side_key(recs, paths)  # type: ignore[arg-type]
+    before = derived(key)
+    if isinstance(before, _SideBySide) and before.kept.rows is not None and \
+            list(before.files) == files and len(before.kept.rows):
+        # the rows of another read of the same files: both kept, in order, each once
+        old = gather([(before.kept, np.arange(len(before.kept.rows)))])
+        keys, first = np.unique(np.concatenate([before.kept.rows, keys]), return_index=True)
+        table = pa.concat_tables([old, table.cast(old.schema)]).take(numpy_array(first))
+    if table.num_rows > PARTIAL_SHARE * events:
+        return
+    kept = _apart(table, keys)  # a copy of kept rows: nothing decoded
+    if kept is None:
+        return
+    keep_derived(key, _SideBySide(dict(zip(files, range(len(files)), strict=True)), kept), kept.nbytes)
 
 
 def _rows_key(key: _Key) -> _Rows:
