@@ -386,9 +386,10 @@ def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.
     files = _numbered(recs, rows, schema_id)
     if files is None or len(set(files)) != len(files):
         return
-    events = sum(sum(rec.cluster_entries) for rec in recs)  # type: ignore[union-attr]
-    if any(sum(rec.cluster_entries) >> SHIFT for rec in recs):  # type: ignore[union-attr]
+    sizes = [int(sum(rec.cluster_entries)) for rec in recs if rec is not None]
+    if max(sizes) >> SHIFT:  # a local entry past the shift: not numbered side by side
         return
+    events = sum(sizes)
     keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
     if len(keys) != table.num_rows:
         return
