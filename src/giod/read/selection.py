@@ -35,7 +35,7 @@ from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import DataError, GiodError, IntegrityError, TooLarge
 from giod.expression import Expression, match_all, parse
 from giod.read import datasetindex, output, tagindex
-from giod.read.locate import locate
+from giod.read.locate import locate, located
 from giod.read.projection import (
     Projection,
     RangeReader,
@@ -263,17 +263,19 @@ class Selection:
             return None  # the per-database path answers, or raises its own error
         if found is None:
             return None
-        dbs, at = locate(self.dataset, found)
+        dbs, at, bounds = located(self.dataset, found)
         if len(at) and int(at.min()) < 0:
             raise IntegrityError(f"the tag index of {self.dataset.name} names entries no database holds")
-        plan: list[tuple[DatabaseRecord, np.ndarray | None]] = []
-        cuts = (np.flatnonzero(np.diff(at)) + 1).tolist()  # entries come sorted: one run per database
-        bounds = [0, *cuts, len(at)] if len(at) else []
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
-            db = dbs[int(at[lo])]
-            local = found[lo:hi] - db.first_entry
-            plan.append((db, None if len(local) == db.n_events else local))
-        return plan
+        if not len(at):
+            return []
+        # entries come sorted: one run per database, numbered in it in one pass for all of them
+        cuts = np.flatnonzero(np.diff(at)) + 1
+        los, his = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(at)]])
+        which = at[los]
+        local = found - bounds[at, 0]
+        whole = (his - los == bounds[which, 1] - bounds[which, 0]).tolist()
+        return [(dbs[w], None if every else local[lo:hi])
+                for w, every, lo, hi in zip(which.tolist(), whole, los.tolist(), his.tolist(), strict=True)]
 
     def _at_source(self, columns: Sequence[str] | None = None, *, read: bool = False
                    ) -> tuple[list[tuple[DatabaseRecord, np.ndarray | None]], dict[str, pa.Table]] | None:
