@@ -23,6 +23,7 @@ processing of a selection is ``giod.distributed.map_selection``, a layer above.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -83,6 +84,10 @@ class once(Generic[T]):
         return value
 
 
+#: selections' texts parsed, kept (per schema) for the next selection of the same text
+PARSED = 1_024
+
+
 def parse_selection(schema: Schema, text: str | None) -> Expression:
     """``text`` parsed over the tags and the collections of ``schema`` (every event when None).
 
@@ -90,6 +95,13 @@ def parse_selection(schema: Schema, text: str | None) -> Expression:
     selection left unwritten, not a request for every event."""
     if text is None:
         return match_all()
+    return _parsed(schema, text)
+
+
+@functools.lru_cache(maxsize=PARSED)
+def _parsed(schema: Schema, text: str) -> Expression:
+    """``text`` parsed over ``schema``, kept for the next selection of the same text (an expression never
+    changes; equal schemas parse it alike)."""
     fields = {name: f.dtype for name, f in schema.tags.items()}
     collections = {name: {f: d.type_string for f, d in schema.collection_type(name).fields.items()}
                    for name in schema.collections}
