@@ -391,7 +391,7 @@ def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.
         return
     events = sum(sizes)
     keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
-    if len(keys) != table.num_rows:
+    if len(keys) != table.num_rows or len(keys) > PARTIAL_SHARE * events:
         return
     key = _side_key(recs, paths)  # type: ignore[arg-type]
     before = derived(key)
