@@ -61,7 +61,9 @@ def _want(expr: str, fields: list[str]) -> list[Any]:
 
 
 def _side_by_side() -> list[Any]:
-    return [v for k, (v, _) in clusters._DERIVED.items() if isinstance(k, tuple) and k[0] == "side by side"]
+    """Each read's rows kept side by side, in the order kept (the last read's first for each files)."""
+    return [h for k, (v, _) in clusters._DERIVED.items() if isinstance(k, tuple) and k[0] == "side by side"
+            for h in v]
 
 
 def test_a_sparse_read_of_many_databases_is_gathered_side_by_side_the_next_time(ds: Any, per_database: list[int]
@@ -79,7 +81,8 @@ def test_a_sparse_read_of_many_databases_is_gathered_side_by_side_the_next_time(
     assert per_database[0] == 2 * databases  # no step per database again
 
 
-def test_two_selections_over_the_same_databases_keep_both_side_by_side(ds: Any, per_database: list[int]) -> None:
+def test_two_selections_over_the_same_databases_keep_each_its_rows_side_by_side(ds: Any, per_database: list[int]
+                                                                                 ) -> None:
     ht = np.sort(ak.to_numpy(EVENTS["ht"]))
     high, middle = _top(30), f"ht between {float(ht[700])!r} and {float(ht[729])!r}"
     want_high = _want(high, ["hits"])
@@ -88,13 +91,34 @@ def test_two_selections_over_the_same_databases_keep_both_side_by_side(ds: Any, 
                                                      & (ak.to_numpy(EVENTS["ht"]) <= ht[729])])
     assert ak.to_list(ds.select(high).read(["hits"])) == want_high
     assert [db.id for db, _ in ds.select(high).plan()] == [db.id for db, _ in ds.select(middle).plan()]
-    (kept,) = _side_by_side()
-    assert len(kept.kept.rows) == 60  # the union
+    assert [len(k.kept.rows) for k in _side_by_side()] == [30, 30]  # each its own, the last read's first
     before = per_database[0]
     for _ in range(2):
         assert ak.to_list(ds.select(high).read(["hits"])) == want_high
         assert ak.to_list(ds.select(middle).read(["hits"])) == got_middle
     assert per_database[0] == before
+    narrow = _top(10)  # rows the wider high read holds: gathered from it, nothing kept anew
+    assert ak.to_list(ds.select(narrow).read(["hits"])) == _want(narrow, ["hits"])
+    assert per_database[0] == before
+    assert len(_side_by_side()) == 2
+
+
+def test_the_last_reads_of_the_same_databases_are_kept(ds: Any, per_database: list[int]) -> None:
+    ht = np.sort(ak.to_numpy(EVENTS["ht"]))
+    cuts = [f"ht between {float(ht[start])!r} and {float(ht[start + 59])!r}" for start in range(0, 1200, 100)]
+    cuts = [c for c in cuts if len(ds.select(c).plan()) == 4][: clusters.SIDE_BY_SIDE_READS + 2]
+    assert len(cuts) == clusters.SIDE_BY_SIDE_READS + 2
+    for c in cuts:
+        ds.select(c).read(["hits"])
+    assert len(_side_by_side()) == clusters.SIDE_BY_SIDE_READS
+    before = per_database[0]
+    for c in cuts[-clusters.SIDE_BY_SIDE_READS:]:  # the last ones, each from its own rows
+        assert ak.to_list(ds.select(c).read(["hits"]).hits) == \
+            [h for h, v in zip(ak.to_list(EVENTS["hits"]), ak.to_numpy(EVENTS["ht"]), strict=True)
+             if float(c.split()[2]) <= v <= float(c.split()[4])]
+    assert per_database[0] == before
+    ds.select(cuts[0]).read(["hits"])  # the first one's were let go
+    assert per_database[0] == before + 4
 
 
 def test_a_dense_read_keeps_nothing_side_by_side(ds: Any, per_database: list[int]) -> None:

@@ -312,6 +312,8 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
 
 #: a file's number among those of rows kept side by side, shifted past any local entry: (number << SHIFT) | entry
 SHIFT = 32
+#: reads of the same files whose rows are kept side by side, each apart (the last ones)
+SIDE_BY_SIDE_READS = 4
 
 
 @dataclass(frozen=True)
@@ -350,37 +352,40 @@ def _keys(numbers: np.ndarray, rows: Sequence[np.ndarray]) -> np.ndarray:
     return np.repeat(numbers << SHIFT, lengths) + np.concatenate(rows).astype(np.int64, copy=False)
 
 
+def _held(found: object) -> tuple[_SideBySide, ...]:
+    return found if isinstance(found, tuple) and all(isinstance(f, _SideBySide) for f in found) else ()
+
+
 def side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
                  schema_id: int) -> pa.Table | None:
     """The columns ``paths`` of the sparse read of containers ``recs`` at their local entries ``rows`` (sorted,
-    each a part of its file's events), in order, when the rows a read kept side by side (:func:`keep_side_by_side`)
-    hold them all: one search and one gather per buffer for all the files, no step per file. None otherwise (the
-    read goes file by file, :func:`pieces`)."""
+    each a part of its file's events), in order, when rows a read kept side by side (:func:`keep_side_by_side`)
+    hold them all: one search and one gather per buffer for all the files, no step per file; the rows kept by
+    a read of exactly these rows first, else the fewest that hold them. None otherwise (the read goes file by
+    file, :func:`pieces`)."""
     if len(recs) < 2:
         return None
     files = _numbered(recs, rows, schema_id)
     if files is None:
         return None
-    found = derived(_side_key(recs, paths))  # type: ignore[arg-type]
-    if not isinstance(found, _SideBySide):
+    held = _held(derived(_side_key(recs, paths)))  # type: ignore[arg-type]
+    if not held or any(list(h.files) != files for h in held):
         return None
-    got = [found.files.get(f, -1) for f in files]
-    numbers = np.asarray(got, dtype=np.int64)
-    if numbers[0] < 0 or (np.diff(numbers) <= 0).any():  # a file not among them, or not in their order
-        return None
-    keys = _keys(numbers, rows)  # type: ignore[arg-type]
-    at = found.kept.at(keys)
-    if at is None:
-        return None
-    return gather([(found.kept, at)])
+    keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
+    for h in sorted(held, key=lambda h: (len(h.kept.rows) != len(keys), len(h.kept.rows))):  # type: ignore[arg-type]
+        at = h.kept.at(keys)
+        if at is not None:
+            return gather([(h.kept, at)])
+    return None
 
 
 def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
                       schema_id: int, table: pa.Table) -> None:
     """Keep ``table``, the rows ``rows`` of containers ``recs`` (columns ``paths``) gathered from kept rows, side by
-    side for :func:`side_by_side` (in the bound of :func:`keep_derived`), with the rows kept side by side of the
-    same files before (the union, as rows kept of one cluster grow): only a sparse read's, at most
-    :data:`PARTIAL_SHARE` of the files' events."""
+    side for :func:`side_by_side` (in the bound of :func:`keep_derived`), beside what the last
+    :data:`SIDE_BY_SIDE_READS` other reads of the same files kept (each read's rows apart, so that a narrow read
+    gathers from its own rows, not from a wider one's): only a sparse read's, at most :data:`PARTIAL_SHARE` of the
+    files' events."""
     if len(recs) < 2:
         return
     files = _numbered(recs, rows, schema_id)
@@ -389,24 +394,18 @@ def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.
     sizes = [int(sum(rec.cluster_entries)) for rec in recs if rec is not None]
     if max(sizes) >> SHIFT:  # a local entry past the shift: not numbered side by side
         return
-    events = sum(sizes)
     keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
-    if len(keys) != table.num_rows or len(keys) > PARTIAL_SHARE * events:
-        return
-    key = _side_key(recs, paths)  # type: ignore[arg-type]
-    before = derived(key)
-    if isinstance(before, _SideBySide) and before.kept.rows is not None and \
-            list(before.files) == files and len(before.kept.rows):
-        # the rows of another read of the same files: both kept, in order, each once
-        old = gather([(before.kept, np.arange(len(before.kept.rows)))])
-        keys, first = np.unique(np.concatenate([before.kept.rows, keys]), return_index=True)
-        table = pa.concat_tables([old, table.cast(old.schema)]).take(numpy_array(first))
-    if table.num_rows > PARTIAL_SHARE * events:
+    if len(keys) != table.num_rows or len(keys) > PARTIAL_SHARE * sum(sizes):
         return
     kept = _apart(table, keys)  # a copy of kept rows: nothing decoded
     if kept is None:
         return
-    keep_derived(key, _SideBySide(dict(zip(files, range(len(files)), strict=True)), kept), kept.nbytes)
+    key = _side_key(recs, paths)  # type: ignore[arg-type]
+    numbered = dict(zip(files, range(len(files)), strict=True))
+    others = [h for h in _held(derived(key))
+              if h.files == numbered and not np.array_equal(h.kept.rows, keys)]  # type: ignore[arg-type]
+    held = (_SideBySide(numbered, kept), *others[: SIDE_BY_SIDE_READS - 1])
+    keep_derived(key, held, sum(h.kept.nbytes for h in held))
 
 
 def _rows_key(key: _Key) -> _Rows:
