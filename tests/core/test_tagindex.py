@@ -250,3 +250,36 @@ def test_a_database_of_one_block_gets_no_index(local_fed, monkeypatch):
             continue
         want = np.flatnonzero(np.concatenate([columns[name], columns[name]]) > cut[name])
         np.testing.assert_array_equal(ds.select(f"{name} > {cut[name]}").entries(), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=400),
+       st.floats(-1.1e3, 1.1e3, allow_nan=False), st.floats(0, 300, allow_nan=False), st.booleans())
+def test_the_blocks_of_a_cut_are_those_of_its_range_found_by_search(values, low, width, either):
+    """A cut's blocks are found by two searches of the range every selected value lies in, then the
+    expression's walk within them: every block holding a selected value, and (for a range) only those."""
+    block = 4
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    starts = np.arange(0, len(ordered), block)
+    ends = np.minimum(starts + block, len(ordered)) - 1
+    directory = tagindex.Directory(block, len(ordered), "", "", {"ht": {
+        "valid": len(ordered), "numeric": len(ordered), "lo": ordered[starts].tolist(), "hi": ordered[ends].tolist()}})
+    text = (f"ht < {low!r} or ht > {low + width!r}" if either else f"ht between {low!r} and {low + width!r}")
+    expression = parse(text, {"ht": "float64"})
+    calls = [0]
+
+    class Counting:
+        def necessary_box(self):
+            return expression.necessary_box()
+
+        def may_match(self, bounds):
+            calls[0] += 1
+            return expression.may_match(bounds)
+
+    found = set(directory.blocks(Counting(), "ht").tolist())
+    passing = ((ordered < low) | (ordered > low + width)) if either else ((ordered >= low) & (ordered <= low + width))
+    assert set((np.flatnonzero(passing) // block).tolist()) <= found
+    if not either:  # a range: the blocks overlapping it, no other
+        overlap = (ordered[ends] >= low) & (ordered[starts] <= low + width)
+        assert found == set(np.flatnonzero(overlap).tolist())
+        assert calls[0] <= max(0, 2 * len(found) - 1)  # the walk within them only: no step outside

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from giod.storage.site import Site
 
 __all__ = ["CACHE_BYTES", "DERIVED_BYTES", "PROTECTED", "Piece", "Segmented", "derived", "forget",
-           "gather", "keep_derived", "kept", "pieces", "serves", "touched"]
+           "gather", "keep_derived", "keep_side_by_side", "kept", "pieces", "serves", "side_by_side", "touched"]
 
 #: bytes of kept clusters per process (probation dropped first, then the protected segment, each least
 #: recently used first)
@@ -265,11 +265,7 @@ class _Cluster:
     def of(cls, table: pa.Table, rows: np.ndarray | None = None) -> _Cluster | None:
         """``table``'s columns taken apart (``rows``: the cluster's events it holds, one a row; None: all);
         None when one is not flat (nulls, strings, …)."""
-        table = table.combine_chunks()
-        flats = [_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns]
-        if any(f is None for f in flats):
-            return None
-        return cls(table.schema, tuple(flats), rows)  # type: ignore[arg-type]
+        return _apart(table, rows)
 
     def at(self, local: np.ndarray) -> np.ndarray | None:
         """Where the cluster's events ``local`` (sorted) are held; None when one of them is not."""
@@ -295,6 +291,14 @@ class _Cluster:
         return sum(size(f) for f in self.flats) + (0 if self.rows is None else self.rows.nbytes)
 
 
+def _apart(table: pa.Table, rows: np.ndarray | None) -> _Cluster | None:
+    table = table.combine_chunks()
+    flats = [_Flat.of(c.chunk(0)) if c.num_chunks == 1 else None for c in table.columns]
+    if any(f is None for f in flats):
+        return None
+    return _Cluster(table.schema, tuple(flats), rows)  # type: ignore[arg-type]
+
+
 Piece = tuple[_Cluster, np.ndarray]  # a kept cluster and the rows of it a read wants
 
 
@@ -304,6 +308,104 @@ def gather(pieces: Sequence[Piece]) -> pa.Table:
     schema = pieces[0][0].schema
     columns = [flat.gather([(c.flats[i], r) for c, r in pieces]) for i, flat in enumerate(pieces[0][0].flats)]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+#: a file's number among those of rows kept side by side, shifted past any local entry: (number << SHIFT) | entry
+SHIFT = 32
+#: reads of the same files whose rows are kept side by side, each apart (the last ones)
+SIDE_BY_SIDE_READS = 4
+
+
+@dataclass(frozen=True)
+class _SideBySide:
+    """The rows a sparse read gathered from the kept rows of many files (one container of many databases),
+    side by side in one :class:`_Cluster`: its ``rows`` are ``(number << SHIFT) | local entry``, sorted, where
+    ``number`` is the file's place among ``files`` (the read's order). Built from kept rows, checked when they
+    were read; the files are immutable under their path and checksum, which ``files`` names."""
+
+    files: dict[tuple[str, str], int]
+    kept: _Cluster
+
+
+def _side_key(recs: Sequence[ContainerRecord], paths: Sequence[str]) -> Hashable:
+    """Rows kept side by side are found by their first and last files and how many: two selections
+    read in turn over other databases keep theirs apart."""
+    return ("side by side", recs[0].path, recs[0].checksum, recs[-1].path, recs[-1].checksum, len(recs),
+            tuple(paths))
+
+
+def _numbered(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], schema_id: int
+              ) -> list[tuple[str, str]] | None:
+    """The (path, checksum) of each container of a sparse read that rows kept side by side may serve: local
+    Arrow files of the reading schema, each read at some of its events (sorted local entries); else None."""
+    files = []
+    for rec, local in zip(recs, rows, strict=True):
+        if rec is None or local is None or rec.format != "arrow" or not rec.cluster_entries \
+                or rec.schema_id != schema_id:
+            return None
+        files.append((rec.path, rec.checksum))
+    return files
+
+
+def _keys(numbers: np.ndarray, rows: Sequence[np.ndarray]) -> np.ndarray:
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    return np.repeat(numbers << SHIFT, lengths) + np.concatenate(rows).astype(np.int64, copy=False)
+
+
+def _held(found: object) -> tuple[_SideBySide, ...]:
+    return found if isinstance(found, tuple) and all(isinstance(f, _SideBySide) for f in found) else ()
+
+
+def side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
+                 schema_id: int) -> pa.Table | None:
+    """The columns ``paths`` of the sparse read of containers ``recs`` at their local entries ``rows`` (sorted,
+    each a part of its file's events), in order, when rows a read kept side by side (:func:`keep_side_by_side`)
+    hold them all: one search and one gather per buffer for all the files, no step per file; the rows kept by
+    a read of exactly these rows first, else the fewest that hold them. None otherwise (the read goes file by
+    file, :func:`pieces`)."""
+    if len(recs) < 2:
+        return None
+    files = _numbered(recs, rows, schema_id)
+    if files is None:
+        return None
+    held = _held(derived(_side_key(recs, paths)))  # type: ignore[arg-type]
+    if not held or any(list(h.files) != files for h in held):
+        return None
+    keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
+    for h in sorted(held, key=lambda h: (len(h.kept.rows) != len(keys), len(h.kept.rows))):  # type: ignore[arg-type]
+        at = h.kept.at(keys)
+        if at is not None:
+            return gather([(h.kept, at)])
+    return None
+
+
+def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
+                      schema_id: int, table: pa.Table) -> None:
+    """Keep ``table``, the rows ``rows`` of containers ``recs`` (columns ``paths``) gathered from kept rows, side by
+    side for :func:`side_by_side` (in the bound of :func:`keep_derived`), beside what the last
+    :data:`SIDE_BY_SIDE_READS` other reads of the same files kept (each read's rows apart, so that a narrow read
+    gathers from its own rows, not from a wider one's): only a sparse read's, at most :data:`PARTIAL_SHARE` of the
+    files' events."""
+    if len(recs) < 2:
+        return
+    files = _numbered(recs, rows, schema_id)
+    if files is None or len(set(files)) != len(files):
+        return
+    sizes = [int(sum(rec.cluster_entries)) for rec in recs if rec is not None]
+    if max(sizes) >> SHIFT:  # a local entry past the shift: not numbered side by side
+        return
+    keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
+    if len(keys) != table.num_rows or len(keys) > PARTIAL_SHARE * sum(sizes):
+        return
+    kept = _apart(table, keys)  # a copy of kept rows: nothing decoded
+    if kept is None:
+        return
+    key = _side_key(recs, paths)  # type: ignore[arg-type]
+    numbered = dict(zip(files, range(len(files)), strict=True))
+    others = [h for h in _held(derived(key))
+              if h.files == numbered and not np.array_equal(h.kept.rows, keys)]  # type: ignore[arg-type]
+    held = (_SideBySide(numbered, kept), *others[: SIDE_BY_SIDE_READS - 1])
+    keep_derived(key, held, sum(h.kept.nbytes for h in held))
 
 
 def _rows_key(key: _Key) -> _Rows:

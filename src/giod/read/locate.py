@@ -27,7 +27,7 @@ from giod.errors import NotFound
 if TYPE_CHECKING:
     from giod.store.snapshot import Snapshot, Store
 
-__all__ = ["FOUND_RECORDS", "MAPS", "database_of", "locate"]
+__all__ = ["FOUND_RECORDS", "MAPS", "database_of", "locate", "located"]
 
 #: entry maps (dataset, version) kept per store
 MAPS = 64
@@ -96,6 +96,13 @@ def _search(mapped: _Map, entries: np.ndarray) -> tuple[list[DatabaseRecord], np
 def locate(snapshot: Snapshot, entries: np.ndarray) -> tuple[list[DatabaseRecord], np.ndarray]:
     """The databases of a pinned ``snapshot`` in entry order, and for each of ``entries`` the position of the
     database holding it among them (-1 when none does)."""
+    dbs, at, _ = located(snapshot, entries)
+    return dbs, at
+
+
+def located(snapshot: Snapshot, entries: np.ndarray) -> tuple[list[DatabaseRecord], np.ndarray, np.ndarray]:
+    """:func:`locate`'s answer and the databases' entry ranges ``[first, stop)`` in the same order (shape
+    (databases, 2)), so that the caller needs no step per database to number entries within them."""
     assert snapshot.version is not None
     with _LOCK:
         cache = _MAPS.setdefault(snapshot.store, OrderedDict())
@@ -109,4 +116,5 @@ def locate(snapshot: Snapshot, entries: np.ndarray) -> tuple[list[DatabaseRecord
             cache[key] = found
             while len(cache) > MAPS:
                 cache.popitem(last=False)
-    return _search(found, entries)
+    dbs, at = _search(found, entries)
+    return dbs, at, found[1]

@@ -145,32 +145,39 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
     The few entries of a database in a local Arrow container are not read there and then: the
     clusters holding them (kept decoded, ``giod.read.clusters``) are noted, and the entries of all the
     databases in a row are gathered at once, one numpy pass per buffer instead of one Arrow take
-    per database."""
+    per database. What a sparse read gathered so from kept rows is kept side by side
+    (``clusters.keep_side_by_side``): a later read of those databases' rows, or of some of them, is one
+    search and one gather per buffer, with no step per database."""
     tables: dict[str, list[pa.Table]] = {c: [] for c in proj.columns}
-    pending: dict[str, list[clusters.Piece]] = {c: [] for c in proj.columns}
     for container, table in (gathered or {}).items():
         tables[container].append(table)
-
-    def flush(container: str) -> None:
-        if pending[container]:
-            tables[container].append(clusters.gather(pending[container]))
-            pending[container] = []
-
-    for db, local in plan:
-        for container, paths in proj.columns.items():
-            if gathered and container in gathered:
-                continue
-            rec = db.container(container)
-            found = None
+    rows = [local for _, local in plan]
+    for container, paths in proj.columns.items():
+        if gathered and container in gathered:
+            continue
+        recs = [db.container(container) for db, _ in plan]
+        # the rows a read of the same databases kept side by side: one gather for all of them
+        found = clusters.side_by_side(recs, rows, paths, dataset.schema_id)
+        if found is not None:
+            tables[container].append(found)
+            continue
+        out = tables[container]
+        pending: list[clusters.Piece] = []
+        for (db, local), rec in zip(plan, recs, strict=True):
+            pieces = None
             if local is not None and rec is not None and len(local) < _events_in(rec):
-                found = kept_pieces(dataset, rec, paths, local)
-            if found is not None:
-                pending[container].extend(found)
+                pieces = kept_pieces(dataset, rec, paths, local)
+            if pieces is not None:
+                pending.extend(pieces)
                 continue
-            flush(container)
-            tables[container].append(_read_container(dataset, db, container, paths, local))
-    for container in proj.columns:
-        flush(container)
+            if pending:
+                out.append(clusters.gather(pending))
+                pending = []
+            out.append(_read_container(dataset, db, container, paths, local))
+        if pending:
+            out.append(clusters.gather(pending))
+            if len(out) == 1:  # every database's rows from kept rows: kept side by side for the next read
+                clusters.keep_side_by_side(recs, rows, paths, dataset.schema_id, out[0])
     return tables
 
 

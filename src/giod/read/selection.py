@@ -23,6 +23,7 @@ processing of a selection is ``giod.distributed.map_selection``, a layer above.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
@@ -35,7 +36,7 @@ from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.errors import DataError, GiodError, IntegrityError, TooLarge
 from giod.expression import Expression, match_all, parse
 from giod.read import datasetindex, output, tagindex
-from giod.read.locate import locate
+from giod.read.locate import locate, located
 from giod.read.projection import (
     Projection,
     RangeReader,
@@ -83,6 +84,10 @@ class once(Generic[T]):
         return value
 
 
+#: selections' texts parsed, kept (per schema) for the next selection of the same text
+PARSED = 1_024
+
+
 def parse_selection(schema: Schema, text: str | None) -> Expression:
     """``text`` parsed over the tags and the collections of ``schema`` (every event when None).
 
@@ -90,6 +95,13 @@ def parse_selection(schema: Schema, text: str | None) -> Expression:
     selection left unwritten, not a request for every event."""
     if text is None:
         return match_all()
+    return _parsed(schema, text)
+
+
+@functools.lru_cache(maxsize=PARSED)
+def _parsed(schema: Schema, text: str) -> Expression:
+    """``text`` parsed over ``schema``, kept for the next selection of the same text (an expression never
+    changes; equal schemas parse it alike)."""
     fields = {name: f.dtype for name, f in schema.tags.items()}
     collections = {name: {f: d.type_string for f, d in schema.collection_type(name).fields.items()}
                    for name in schema.collections}
@@ -263,17 +275,19 @@ class Selection:
             return None  # the per-database path answers, or raises its own error
         if found is None:
             return None
-        dbs, at = locate(self.dataset, found)
+        dbs, at, bounds = located(self.dataset, found)
         if len(at) and int(at.min()) < 0:
             raise IntegrityError(f"the tag index of {self.dataset.name} names entries no database holds")
-        plan: list[tuple[DatabaseRecord, np.ndarray | None]] = []
-        cuts = (np.flatnonzero(np.diff(at)) + 1).tolist()  # entries come sorted: one run per database
-        bounds = [0, *cuts, len(at)] if len(at) else []
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=False):
-            db = dbs[int(at[lo])]
-            local = found[lo:hi] - db.first_entry
-            plan.append((db, None if len(local) == db.n_events else local))
-        return plan
+        if not len(at):
+            return []
+        # entries come sorted: one run per database, numbered in it in one pass for all of them
+        cuts = np.flatnonzero(np.diff(at)) + 1
+        los, his = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(at)]])
+        which = at[los]
+        local = found - bounds[at, 0]
+        whole = (his - los == bounds[which, 1] - bounds[which, 0]).tolist()
+        return [(dbs[w], None if every else local[lo:hi])
+                for w, every, lo, hi in zip(which.tolist(), whole, los.tolist(), his.tolist(), strict=True)]
 
     def _at_source(self, columns: Sequence[str] | None = None, *, read: bool = False
                    ) -> tuple[list[tuple[DatabaseRecord, np.ndarray | None]], dict[str, pa.Table]] | None:

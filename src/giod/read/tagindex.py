@@ -203,7 +203,15 @@ class Directory:
             visit(mid, j)
 
         if lo:
-            visit(0, len(lo))
+            # the blocks of the closed range every selected value lies in first (two searches), then the
+            # expression's own walk within them
+            first, stop = 0, len(lo)
+            box = expression.necessary_box().get(name)
+            if box is not None and not (math.isnan(box[0]) or math.isnan(box[1])):
+                first = int(np.searchsorted(np.asarray(hi, dtype=np.float64), box[0], side="left"))
+                stop = int(np.searchsorted(np.asarray(lo, dtype=np.float64), box[1], side="right"))
+            if first < stop:
+                visit(first, stop)
         # blocks past the numbers hold nan (a float's bounds always allow it), then nulls (never selected)
         nan_blocks = range(-(-int(info["numeric"]) // self.block), -(-int(info["valid"]) // self.block))
         if len(nan_blocks) and expression.may_match({name: (math.nan, math.nan)}):
@@ -232,6 +240,12 @@ def select(expression: Expression, directory: Directory,
     # for every row read: its block and its position in each field's sorted order
     block_of = np.repeat(wanted, sizes)
     position = block_of * directory.block + (np.arange(table.num_rows) - np.repeat(np.cumsum(sizes) - sizes, sizes))
+    if len(names) == 1:  # one field: its rows decide alone, and only those that pass are sorted
+        n = names[0]
+        mask = numpy_array(np.isin(block_of, matched[n]) & (position < int(directory.fields[n]["valid"])))
+        entries = chunked_values(table.column(n + _ENTRY).filter(mask)).astype(np.int64)
+        values = table.column(n).filter(mask)
+        return np.sort(entries[np.asarray(expression.evaluate({n: values}, size=len(entries)), dtype=bool)])
     candidates: np.ndarray | None = None
     kept: dict[str, tuple[np.ndarray, np.ndarray, pa.ChunkedArray]] = {}
     for n in names:
