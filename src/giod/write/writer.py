@@ -414,11 +414,12 @@ class Writer:
         # clusters are written side by side in the pool, and while the next events are appended; each container
         # waits only for its own previous cluster (ContainerBuffer), so that a slow one (the compressed reco)
         # holds back neither the others nor the caller
-        submit = _submit if sum(t.nbytes for t in tables.values()) >= PARALLEL_BYTES else None
+        nbytes = sum(t.nbytes for t in tables.values())  # each table's a sum over its buffers: asked once
+        submit = _submit if nbytes >= PARALLEL_BYTES else None
         for c, t in tables.items():
             db.buffers[c].add(t, submit)
+        db.nbytes += nbytes
         for c, t in tables.items():
-            db.nbytes += t.nbytes
             if c == TAG_CONTAINER:
                 merge_stats(db.stats, t)
                 db.tags.append(t)
