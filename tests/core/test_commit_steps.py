@@ -103,3 +103,47 @@ def test_numpy_arrays_wrap_as_pa_array(values: np.ndarray, typed: bool) -> None:
     assert got.type == expected.type
     assert got.equals(expected) or (values.dtype.kind == "f" and np.array_equal(
         got.to_numpy(zero_copy_only=False), values, equal_nan=True))
+
+
+def test_the_first_container_is_closed_by_the_caller_the_others_beside_it() -> None:
+    import threading
+
+    from giod.write.writer import _each
+
+    where: dict[str, str] = {}
+
+    def close(name: str) -> str:
+        where[name] = threading.current_thread().name
+        return name.upper()
+
+    assert _each(close, ["a", "b", "c"]) == ["A", "B", "C"]
+    assert where["a"] == threading.current_thread().name
+    assert {where["b"], where["c"]} <= {t.name for t in threading.enumerate()} - {where["a"]}
+    assert _each(close, ["a", "b"], parallel=False) == ["A", "B"]
+
+
+def test_a_failed_close_of_the_caller_is_raised_once_every_other_close_has_ended() -> None:
+    import threading
+
+    from giod.write.writer import _each
+
+    done = threading.Event()
+    ended: list[str] = []
+
+    def close(name: str) -> str:
+        if name == "a":
+            raise OSError("disk full")
+        assert done.wait(10)  # still running when the caller's close fails
+        ended.append(name)
+        if name == "c":
+            raise ValueError("later")
+        return name
+
+    threading.Timer(0.05, done.set).start()
+    with pytest.raises(OSError, match="disk full"):  # the first name's error, as before
+        _each(close, ["a", "b", "c"])
+    assert sorted(ended) == ["b", "c"]
+    done.clear()
+    threading.Timer(0.05, done.set).start()
+    with pytest.raises(ValueError, match="later"):
+        _each(lambda n: close(n) if n != "a" else n, ["a", "b", "c"])
