@@ -202,7 +202,10 @@ class Schema:
 
     def arrow_type(self, collection: str) -> pa.DataType:
         """The ``list<struct>`` column type of ``collection``."""
-        return arrow.collection_arrow_type(self.collection_type(collection))
+        cache = self.__dict__.setdefault("_arrow_types", {})  # asked for each collection of every write
+        if collection not in cache:
+            cache[collection] = arrow.collection_arrow_type(self.collection_type(collection))
+        return cache[collection]
 
     def check_evolution(self, old: Schema) -> list[str]:
         """List how this model differs from ``old``; SchemaError if old data would be unreadable."""

@@ -8,6 +8,8 @@ numbers) without it. Anything else (nulls, strings, nested types) still goes thr
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -52,14 +54,20 @@ def offsets(array: pa.Array) -> np.ndarray:
     return values(array.offsets)
 
 
+#: the Arrow type of each native number dtype met (a dozen at most): asked for every column a write makes
+_ARROW_OF: dict[np.dtype[Any], pa.DataType] = {}
+
+
 def numpy_array(values: np.ndarray, arrow_type: pa.DataType | None = None) -> pa.Array:
     """``pa.array(values, type=arrow_type)``, a flat numpy array of numbers or booleans wrapped as it is when
     its dtype is the type's: ``pa.array`` imports pandas on its first call (0.6 s, paid by a process's first
     write or read)."""
     if isinstance(values, np.ndarray) and values.ndim == 1:
         if values.dtype.kind in "iuf" and values.dtype.isnative:
-            own = pa.from_numpy_dtype(values.dtype)
-            if arrow_type is None or arrow_type == own:
+            own = _ARROW_OF.get(values.dtype)
+            if own is None:
+                own = _ARROW_OF.setdefault(values.dtype, pa.from_numpy_dtype(values.dtype))
+            if arrow_type is None or arrow_type is own or arrow_type == own:
                 return pa.Array.from_buffers(own, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
         elif values.dtype == np.bool_ and (arrow_type is None or arrow_type == pa.bool_()):
             bits = np.packbits(values, bitorder="little")

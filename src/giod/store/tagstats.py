@@ -6,6 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from giod.storage.numpyview import chunked_values
+
 __all__ = ["merge_stats"]
 
 
@@ -15,8 +17,12 @@ def merge_stats(stats: dict[str, tuple[float, float]], table: pa.Table) -> None:
         col = table.column(name)
         if len(col) == 0 or pa.types.is_string(col.type):  # text has no bounds that selections use
             continue
-        mm = pc.min_max(col)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        bounds = _plain_bounds(col)
+        if bounds is None:
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        else:
+            lo, hi = bounds
         if lo is None or (isinstance(lo, float) and (np.isnan(lo) or np.isnan(hi))):
             stats[name] = (float("nan"), float("nan"))  # unknown: never prunes
             continue
@@ -27,3 +33,17 @@ def merge_stats(stats: dict[str, tuple[float, float]], table: pa.Table) -> None:
                 continue
             lo, hi = min(lo, old[0]), max(hi, old[1])
         stats[name] = (lo, hi)
+
+
+def _plain_bounds(col: pa.ChunkedArray) -> tuple[float, float] | None:
+    """``pc.min_max`` of a column of integers, or of floats without NaN or zero, in numpy (a commit's tags:
+    a few µs, not 15 a tag); None where Arrow answers: nulls, booleans, half floats, and the floats whose
+    answer is Arrow's to give — NaN (ignored unless every value is) and ±0 (which sign it keeps)."""
+    t = col.type
+    if col.null_count or not (pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t)):
+        return None
+    values = chunked_values(col)
+    lo, hi = values.min(), values.max()
+    if values.dtype.kind == "f" and (np.isnan(lo) or lo == 0 or hi == 0):
+        return None
+    return lo.item(), hi.item()
