@@ -5,11 +5,12 @@ from __future__ import annotations
 import google_crc32c
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from giod.columns import containers_in, to_tables
-from giod.storage.formats.arrow.blocks import block_crcs, block_table, canonical, checksummed
+from giod.storage.formats.arrow.blocks import block_crcs, block_table, canonical, checksummed, crcs_at
 from giod.testing import synthetic
 from tests.schema.strategies import events_for, schemas
 
@@ -20,6 +21,31 @@ def test_block_crcs_are_the_crcs_of_each_slice(data: bytes, block: int) -> None:
     array = np.frombuffer(data, dtype=np.uint8)
     want = [int(google_crc32c.value(data[i:i + block])) for i in range(0, len(data), block)]
     assert block_crcs(array, block) == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.binary(max_size=5000), block=st.sampled_from([1, 7, 64, 1024]), picks=st.data())
+def test_crcs_at_are_the_crcs_of_the_blocks_asked(data: bytes, block: int, picks: st.DataObject) -> None:
+    count = -(-len(data) // block)
+    blocks = picks.draw(st.lists(st.integers(0, count - 1), max_size=40)) if count else []
+    want = [int(google_crc32c.value(data[b * block:(b + 1) * block])) for b in blocks]  # a call a block
+    got = crcs_at(np.frombuffer(data, dtype=np.uint8), np.array(blocks, dtype=np.int64), block)
+    assert got.dtype == np.uint32 and got.tolist() == want
+    if count:  # a block past the buffer is an error, not a CRC of other bytes
+        for past in (count, -1):
+            with pytest.raises(IndexError):
+                crcs_at(np.frombuffer(data, dtype=np.uint8), np.array([past]), block)
+
+
+def test_crcs_at_sees_a_changed_byte_in_each_block() -> None:
+    data = np.random.default_rng(1).integers(0, 256, 10 * 1024 + 100, dtype=np.uint8)
+    blocks = np.arange(11)
+    before = crcs_at(data, blocks)
+    for at in (0, 1023, 1024, 5 * 1024 + 7, 10 * 1024 + 99):  # first, last of one, next, middle, short last
+        changed = data.copy()
+        changed[at] ^= 0x01
+        differs = crcs_at(changed, blocks) != before
+        assert differs.tolist() == [b == at // 1024 for b in range(11)]
 
 
 def _same(batch: pa.RecordBatch) -> None:

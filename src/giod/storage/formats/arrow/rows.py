@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 
-import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from giod.errors import IntegrityError
-from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, table_bases
+from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, crcs_at, table_bases
 from giod.storage.formats.arrow.projection import project  # one projection rule for whole and partial reads
 from giod.storage.formats.arrow.structure import check_layout
 from giod.storage.numpyview import numpy_array
@@ -70,7 +69,7 @@ class _Body:
 
     def load(self, wanted: dict[int, list[np.ndarray]]) -> None:
         """Fetch and check the blocks covering the byte ranges ``wanted[buffer]`` (arrays of [a, b))."""
-        starts, lengths, expected = [], [], []
+        checks = []
         for b, parts in wanted.items():
             ranges = np.concatenate(parts) if len(parts) > 1 else parts[0]
             ranges = ranges[ranges[:, 1] > ranges[:, 0]]
@@ -85,13 +84,13 @@ class _Body:
             done = self._checked.setdefault(b, np.zeros(-(-length // BLOCK), dtype=bool))
             blocks = blocks[~done[blocks]]
             done[blocks] = True
-            starts.append(off + blocks * BLOCK)
-            lengths.append(np.minimum(BLOCK, length - blocks * BLOCK))
-            expected.append(self.msg.table[self.bases[b] + 1 + blocks])  # type: ignore[index]
-        if not starts:
+            if len(blocks):
+                checks.append((b, off, length, blocks))
+        if not checks:
             return
-        a, n, want = np.concatenate(starts), np.concatenate(lengths), np.concatenate(expected)
         if self.remote:
+            a = np.concatenate([off + blocks * BLOCK for _, off, _, blocks in checks])
+            n = np.concatenate([np.minimum(BLOCK, length - blocks * BLOCK) for _, _, length, blocks in checks])
             order = np.argsort(a, kind="stable")
             a_s, e_s = a[order], a[order] + n[order]
             cut = np.flatnonzero(a_s[1:] != e_s[:-1]) + 1  # neighbouring blocks travel together
@@ -101,17 +100,13 @@ class _Body:
                 if len(data) != y - x:
                     raise IntegrityError(f"{self.where}: short read")
                 self.data[x:y] = np.frombuffer(data, dtype=np.uint8)
-        data, extend = self.data, google_crc32c.extend
-        for x, k, w in zip(a.tolist(), n.tolist(), want.tolist(), strict=True):
-            if extend(0, data[x:x + k]) != w:
-                raise IntegrityError(f"{self.where}: CRC-32C mismatch in block {(x - self._start_of(x)) // BLOCK} "
-                                     f"of buffer {self._buffer_at(x)} (the bytes changed since they were written)")
-
-    def _buffer_at(self, x: int) -> int:
-        return int(np.searchsorted(self.msg.buffers[:, 0], x, side="right")) - 1
-
-    def _start_of(self, x: int) -> int:
-        return int(self.msg.buffers[self._buffer_at(x), 0])
+        table = self.msg.table
+        assert table is not None  # checked in __init__
+        for b, off, length, blocks in checks:  # a buffer's blocks in one pass, each against its own CRC
+            bad = crcs_at(self.data[off:off + length], blocks) != table[self.bases[b] + 1 + blocks]
+            if bad.any():
+                raise IntegrityError(f"{self.where}: CRC-32C mismatch in block {int(blocks[int(np.argmax(bad))])} "
+                                     f"of buffer {b} (the bytes changed since they were written)")
 
     def offsets(self, b: int, dtype: str, at: np.ndarray) -> np.ndarray:
         off, length = (int(x) for x in self.msg.buffers[b])
