@@ -149,9 +149,9 @@ def crcs_at(data: np.ndarray, blocks: np.ndarray, block: int = BLOCK) -> np.ndar
     """The CRC-32C of blocks ``blocks`` (numbers of ``block`` bytes, any order) of one buffer ``data``.
 
     The same values as a call a block (the last block may be short), made without a Python step a block:
-    the whole blocks are gathered as rows of the buffer's 2-D view in one copy, then handed to the C
-    function by ``map`` (a first read of a process touches ~600 blocks a database, each a call and a
-    slice before: docs/decisions.md). Only the blocks asked are read.
+    whole blocks are rows of the buffer's 2-D view, taken and handed to the C function by ``map`` (a
+    process's first narrow read checks ~600 blocks a database, each a slice and a call in a loop before:
+    docs/decisions.md). Only the blocks asked are read.
     """
     blocks = np.asarray(blocks, dtype=np.int64)
     out = np.empty(len(blocks), dtype=np.uint32)
@@ -163,7 +163,9 @@ def crcs_at(data: np.ndarray, blocks: np.ndarray, block: int = BLOCK) -> np.ndar
     full = blocks < whole
     n = int(np.count_nonzero(full))
     if n:
-        rows = data[:whole * block].reshape(whole, block)[blocks[full] if n < len(blocks) else blocks]
+        # each row a view of the buffer (a copy of the rows first would touch as many new pages again)
+        rows = map(data[:whole * block].reshape(whole, block).__getitem__,
+                   (blocks[full] if n < len(blocks) else blocks).tolist())
         crcs = np.fromiter(map(google_crc32c.value, rows), dtype=np.uint32, count=n)
         if n == len(blocks):
             return crcs
