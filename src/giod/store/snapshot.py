@@ -268,6 +268,7 @@ class Store:
                         kept.close()
                     raise
                 else:
+                    self.reads.up(name)  # the site answered, as the router counts it (a task's read sites)
                     if fresh:  # read through: kept for the next reads
                         with self._readers_lock:
                             self._readers[key] = kept
