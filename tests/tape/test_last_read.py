@@ -65,6 +65,9 @@ def test_a_level_13_catalog_gains_last_reads_and_keeps_its_rules(catalog_url, tm
         with catalog._engine.begin() as conn:  # as the catalog was at level 13, its rule and all
             conn.execute(text("DROP TABLE database_reads"))
             conn.execute(text("ALTER TABLE tier_rules DROP COLUMN unread_for"))
+            for column in ("record", "container_ids", "created", "writer", "program_version", "parameters",
+                           "idempotency_key"):  # what level 17 added to the summaries
+                conn.execute(text(f"ALTER TABLE database_summaries DROP COLUMN {column}"))
             if conn.dialect.name == "postgresql":  # level 15's statement trigger back to level 11's row trigger
                 conn.execute(text("DROP TRIGGER tag_coverage_added ON tag_stats"))
                 conn.execute(text("DROP FUNCTION tag_coverage_added()"))

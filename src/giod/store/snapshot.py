@@ -237,21 +237,14 @@ class Store:
         again by every read of every database. A local file is immutable under its path and checksum, so
         its reader is kept (least recently used dropped first) and used while its site is the one the
         router would choose (nearest, up, least loaded); a failure through it forgets it and goes to
-        the router, which fails over and marks damage as before. The first read of a local file opens
-        the reader it keeps and reads through it, as later reads do (the router opened its own and then
-        the kept one was opened again: two openings, footer and checksums checked twice); a file that
-        does not open or read so goes to the router. Remote files are not kept: their sites cache what
-        they fetched.
+        the router, which fails over and marks damage as before. Remote files are not kept: their
+        sites cache what they fetched.
         """
         key = (container.path, container.size, container.checksum)
         with self._readers_lock:
             kept = self._readers.get(key)
             if kept is not None:
                 self._readers.move_to_end(key)
-        fresh = False
-        if kept is None:
-            kept = self._local_reader(container)  # opened once, to be kept, not once by the router and again
-            fresh = kept is not None
         if kept is not None:
             name = kept.site.name
             chosen = self.reads.order(self._holders(container))
@@ -263,22 +256,11 @@ class Store:
                     with self._readers_lock:
                         self._readers.pop(key, None)
                     # the router reads it again, elsewhere if need be, and marks what is damaged
-                except BaseException:
-                    if fresh:  # a request the file cannot answer (a column it lacks): as the router, no retry
-                        kept.close()
-                    raise
                 else:
                     self.reads.up(name)  # the site answered, as the router counts it (a task's read sites)
-                    if fresh:  # read through: kept for the next reads
-                        with self._readers_lock:
-                            self._readers[key] = kept
-                            while len(self._readers) > OPEN_READERS:
-                                self._readers.popitem(last=False)
                     return result
                 finally:
                     self.reads.end(name)
-            if fresh:  # not read through (or not where the router reads now): nobody else holds it
-                kept.close()
         used: list[ContainerReader] = []
 
         def noted(reader: ContainerReader) -> T:
@@ -297,21 +279,6 @@ class Store:
                 while len(self._readers) > OPEN_READERS:
                     self._readers.popitem(last=False)
         return result
-
-    def _local_reader(self, container: ContainerRecord) -> ContainerReader | None:
-        """A reader of ``container`` on the site the router would read it from first, when that site holds it as a
-        local file; None otherwise, or when it does not open (the router then opens it, fails over and marks
-        what is damaged)."""
-        chosen = self.reads.order(self._holders(container))
-        if not chosen:
-            return None
-        try:
-            site = self.site(chosen[0].name)
-            if site.local_path(container.path) is None:
-                return None
-            return ContainerReader.of(site, container)
-        except GiodError:
-            return None
 
     def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
         """Announce container reads in reading order (``columns=None``: whole files).
