@@ -37,6 +37,7 @@ from giod.server.state import ServerState, need, state
 from giod.server.streams import FileBody, Part
 from giod.storage.checksum import Checksum
 from giod.storage.formats.arrow.served import served_ranges
+from giod.storage.remote import HEADS_CONTENT_TYPE
 from giod.storage.site import LocalSite, check_relpath
 from giod.storage.tape.site import NearlineSite
 
@@ -47,7 +48,6 @@ UPLOAD_BUFFER = 1 << 20  # bytes of an upload gathered before each write (done i
 ARROW_CONTENT_TYPE = "application/vnd.apache.arrow.file"  # the IANA name of Arrow's file format
 MAX_COLUMNS_TEXT = 8 << 10  # characters of the columns a planned read names
 MAX_HEADS = 256  # files one request for heads (footers and batch metadata) names
-HEADS_CONTENT_TYPE = "application/vnd.giod.heads"
 
 
 def content_type(path: str) -> str:
@@ -123,10 +123,7 @@ def _root(st: ServerState, site: str, scope: str = "write") -> Path:
 
 
 def _confined(st: ServerState, site: str, path: str, scope: str = "write") -> tuple[Path, Path]:
-    try:
-        check_relpath(path)
-    except StorageError as exc:  # what the client asked for is malformed: 400, not a server fault (503)
-        raise DataError(str(exc)) from exc
+    _checked(path)
     root = _root(st, site, scope)
     full = _resolved(root, path)
     if not full.is_relative_to(root):
@@ -362,7 +359,7 @@ def file_heads(request: Request, site: str, asked: HeadsAsked) -> Response:
 def _checked(path: str) -> str:
     try:
         return check_relpath(path)
-    except StorageError as exc:  # what the client asked for is malformed: 400
+    except StorageError as exc:  # what the client asked for is malformed: 400, not a server fault (503)
         raise DataError(str(exc)) from exc
 
 
