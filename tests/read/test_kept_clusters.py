@@ -8,6 +8,8 @@ selection and event read under a small bound is what it is with nothing kept.
 
 from __future__ import annotations
 
+import sqlite3
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
@@ -201,7 +203,7 @@ def test_reads_are_the_same_whatever_was_kept(both: dict[str, Any], bytes_kept: 
 def _tracker_kept() -> list[Any]:
     """The kept clusters of ``hits`` (both segments)."""
     return [v for k, (v, _) in [*clusters._KEPT.probation.items(), *clusters._KEPT.protected.items()]
-            if k[0].endswith("raw.tracker.arrow")]
+            if k[1].endswith("raw.tracker.arrow")]
 
 
 def test_a_sparse_read_keeps_its_rows_of_a_cluster_not_the_whole_cluster(both: dict[str, Any],
@@ -268,4 +270,50 @@ def test_rows_kept_from_any_sequence_of_sparse_reads_give_the_events_written(
                                           and np.all(np.diff(c.rows) > 0))
     finally:
         clusters.CACHE_BYTES = was
+        clusters.forget()
+
+
+def test_a_federation_never_answers_for_another_with_the_same_paths_and_checksums(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crafted federation whose catalog names the same files (paths and whole-file checksums, which the reads
+    never recompute) as a trusted one, with other bytes of its own, read first in the same process: the
+    trusted federation's reads give its own events, not the kept clusters of the other."""
+    same = uuid.UUID(int=7)
+    monkeypatch.setattr("giod.write.writer.uuid.uuid4", lambda: same)  # both writers name their files alike
+    written = {}
+    for name, seed in (("trusted", 11), ("crafted", 12)):
+        f = giod.open(tmp_path / name, create=True)
+        ds = f.create_dataset("sel", synthetic.schema())
+        written[name] = synthetic.events(400, seed=seed, hits=10, cells=0, tracks=0, jets=4)[FIELDS]
+        with ds.writer(database_events=100, cluster_events=50) as w:
+            w.append(written[name])
+        f.close()
+    monkeypatch.undo()
+    trusted = sqlite3.connect(tmp_path / "trusted" / "catalog.sqlite")
+    sums = dict(trusted.execute("SELECT path, checksum FROM containers").fetchall())
+    trusted.close()
+    crafted = sqlite3.connect(tmp_path / "crafted" / "catalog.sqlite")
+    with crafted:
+        for path, theirs in crafted.execute("SELECT path, checksum FROM containers").fetchall():
+            assert path in sums  # the same names
+            crafted.execute("UPDATE containers SET checksum = ? WHERE path = ?", (sums[path], path))
+            crafted.execute("UPDATE database_summaries SET record = replace(record, ?, ?)", (theirs, sums[path]))
+    crafted.close()
+    clusters.forget()
+    expr = _cut(0.05)
+    sel_mask = ak.to_numpy(written["trusted"]["ht"]) > float(expr.split(">")[1])
+    opened = {name: giod.open(tmp_path / name) for name in written}
+    try:
+        for name in ("crafted", "trusted"):  # the crafted federation's clusters kept first
+            ds = opened[name].dataset("sel")
+            mask = ak.to_numpy(written[name]["ht"]) > float(expr.split(">")[1])
+            for _ in range(2):  # a read that keeps, then one served from what is kept
+                assert ak.to_list(ds.select(expr).read(["hits"]).hits) == ak.to_list(written[name]["hits"][mask])
+                assert ak.to_list(ds.read(["hits"]).hits) == ak.to_list(written[name]["hits"])
+                for entry in (0, 1, 150):
+                    assert ak.to_list(ds.event(entry).hits) == ak.to_list(written[name]["hits"][entry])
+        assert sel_mask.any()
+    finally:
+        for f in opened.values():
+            f.close()
         clusters.forget()

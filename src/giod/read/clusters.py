@@ -22,8 +22,10 @@ every read.
 
 The price is the first read of a cluster: it checks and maps the whole
 cluster, not only the blocks that hold its rows. Files are immutable under
-their path and checksum, which key the cache with the batch and the columns
-read. Damage done to a file after its cluster was kept is found by the next
+their path and checksum in a federation, which key the cache with the batch and
+the columns read; every function takes the federation's name for it (``place``,
+its catalog's URL), so that two federations read in one process never answer
+for each other. Damage done to a file after its cluster was kept is found by the next
 read that goes to the file (another process, ``iterate``, a whole read,
 ``giod verify``), not by reads served from the kept copy. Remote and Parquet
 containers and columns with nulls or strings are read block by block as before
@@ -157,9 +159,12 @@ class Segmented(Generic[K, V]):
         self.held[:] = [0, 0]
 
 
-_Key = tuple[str, str, int, tuple[str, ...]]  # (path, checksum, batch, columns): the same bytes on any site
+# (federation, path, checksum, batch, columns): the same bytes on any of the federation's sites. The federation
+# (its catalog) is in the key because a checksum proves transport, not origin: a crafted file of another
+# federation opened in the same process, at the same path with the same CRC, must not answer for this one.
+_Key = tuple[str, str, str, int, tuple[str, ...]]
 # a cluster's rows kept by sparse reads: beside the cluster kept whole, so that a dense read of it leaves them
-_Rows = tuple[str, str, int, tuple[str, ...], bool]
+_Rows = tuple[str, str, str, int, tuple[str, ...], bool]
 _LOCAL: weakref.WeakKeyDictionary[Site, bool] = weakref.WeakKeyDictionary()  # whether a site's files are local
 _KEPT: Segmented[_Key | _Rows, _Cluster] = Segmented()
 #: clusters found not flat, whose rows are read block by block without decoding them whole again first
@@ -327,10 +332,10 @@ class _SideBySide:
     kept: _Cluster
 
 
-def _side_key(recs: Sequence[ContainerRecord], paths: Sequence[str]) -> Hashable:
-    """Rows kept side by side are found by their first and last files and how many: two selections
-    read in turn over other databases keep theirs apart."""
-    return ("side by side", recs[0].path, recs[0].checksum, recs[-1].path, recs[-1].checksum, len(recs),
+def _side_key(place: str, recs: Sequence[ContainerRecord], paths: Sequence[str]) -> Hashable:
+    """Rows kept side by side are found by their federation, their first and last files and how many: two
+    selections read in turn over other databases keep theirs apart."""
+    return ("side by side", place, recs[0].path, recs[0].checksum, recs[-1].path, recs[-1].checksum, len(recs),
             tuple(paths))
 
 
@@ -356,8 +361,8 @@ def _held(found: object) -> tuple[_SideBySide, ...]:
     return found if isinstance(found, tuple) and all(isinstance(f, _SideBySide) for f in found) else ()
 
 
-def side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
-                 schema_id: int) -> pa.Table | None:
+def side_by_side(place: str, recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None],
+                 paths: Sequence[str], schema_id: int) -> pa.Table | None:
     """The columns ``paths`` of the sparse read of containers ``recs`` at their local entries ``rows`` (sorted,
     each a part of its file's events), in order, when rows a read kept side by side (:func:`keep_side_by_side`)
     hold them all: one search and one gather per buffer for all the files, no step per file; the rows kept by
@@ -368,7 +373,7 @@ def side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarr
     files = _numbered(recs, rows, schema_id)
     if files is None:
         return None
-    held = _held(derived(_side_key(recs, paths)))  # type: ignore[arg-type]
+    held = _held(derived(_side_key(place, recs, paths)))  # type: ignore[arg-type]
     if not held or any(list(h.files) != files for h in held):
         return None
     keys = _keys(np.arange(len(files), dtype=np.int64), rows)  # type: ignore[arg-type]
@@ -379,8 +384,8 @@ def side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarr
     return None
 
 
-def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None], paths: Sequence[str],
-                      schema_id: int, table: pa.Table) -> None:
+def keep_side_by_side(place: str, recs: Sequence[ContainerRecord | None], rows: Sequence[np.ndarray | None],
+                      paths: Sequence[str], schema_id: int, table: pa.Table) -> None:
     """Keep ``table``, the rows ``rows`` of containers ``recs`` (columns ``paths``) gathered from kept rows, side by
     side for :func:`side_by_side` (in the bound of :func:`keep_derived`), beside what the last
     :data:`SIDE_BY_SIDE_READS` other reads of the same files kept (each read's rows apart, so that a narrow read
@@ -400,7 +405,7 @@ def keep_side_by_side(recs: Sequence[ContainerRecord | None], rows: Sequence[np.
     kept = _apart(table, keys)  # a copy of kept rows: nothing decoded
     if kept is None:
         return
-    key = _side_key(recs, paths)  # type: ignore[arg-type]
+    key = _side_key(place, recs, paths)  # type: ignore[arg-type]
     numbered = dict(zip(files, range(len(files)), strict=True))
     others = [h for h in _held(derived(key))
               if h.files == numbered and not np.array_equal(h.kept.rows, keys)]  # type: ignore[arg-type]
@@ -425,12 +430,12 @@ def _find(key: _Key, local: np.ndarray, lookup: bool) -> tuple[Piece | None, _Cl
     return ((whole, local) if whole is not None else None), rows
 
 
-def _piece(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
+def _piece(place: str, reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], batch: int,
            local: np.ndarray, lookup: bool = False) -> Piece | None:
     """The kept cluster ``batch`` (or its rows kept) holding its events ``local`` and where it holds them, read
     and kept first if need be: a read's few rows of it (with those kept already) alone, block by block, beside
     the cluster; else the cluster whole."""
-    key = (container.path, container.checksum, batch, tuple(paths))
+    key = (place, container.path, container.checksum, batch, tuple(paths))
     with _LOCK:
         found, rows = _find(key, local, lookup)
         if found is not None:
@@ -469,11 +474,11 @@ def _piece(reader: ContainerReader, container: ContainerRecord, paths: Sequence[
     return kept, at
 
 
-def touched(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> bool:
+def touched(place: str, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray) -> bool:
     """Whether a point lookup touched every cluster of ``container`` holding ``rows`` before (each now
     remembered as touched, the last :data:`TOUCHED_KEYS` of them)."""
     columns = tuple(paths)
-    keys = [(container.path, container.checksum, b, columns) for b, _ in _split(container, rows)]
+    keys = [(place, container.path, container.checksum, b, columns) for b, _ in _split(container, rows)]
     with _LOCK:
         before = all(k in _TOUCHED for k in keys)
         for k in keys:
@@ -540,7 +545,7 @@ def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.n
     return [(int(b), rows[lo:hi] - starts[b]) for b, lo, hi in zip(which, *bounds, strict=True)]
 
 
-def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, lookup: bool = False
+def kept(place: str, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, lookup: bool = False
          ) -> list[Piece] | None:
     """The pieces of ``rows`` when every cluster holding them is kept already (no reader, no router: the
     bytes were checked when they were kept); None otherwise. ``lookup``: a point lookup's use, which
@@ -551,21 +556,21 @@ def kept(container: ContainerRecord, paths: Sequence[str], rows: np.ndarray, loo
     columns = tuple(paths)
     with _LOCK:
         for b, local in _split(container, rows):
-            found, _ = _find((container.path, container.checksum, b, columns), local, lookup)
+            found, _ = _find((place, container.path, container.checksum, b, columns), local, lookup)
             if found is None:
                 return None
             out.append(found)
     return out
 
 
-def pieces(reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray,
+def pieces(place: str, reader: ContainerReader, container: ContainerRecord, paths: Sequence[str], rows: np.ndarray,
            lookup: bool = False) -> list[Piece] | None:
     """The kept clusters of ``container`` (columns ``paths``) holding ``rows`` (sorted local entries), each with
     its rows; read and kept first if need be (protected, or in probation for a ``lookup``: :func:`kept`).
     None when a column is not flat (nulls, strings, …): such reads go block by block."""
     out = []
     for b, local in _split(container, rows):
-        piece = _piece(reader, container, paths, b, local, lookup)
+        piece = _piece(place, reader, container, paths, b, local, lookup)
         if piece is None:
             return None
         out.append(piece)

@@ -110,7 +110,7 @@ def _plan(schema: Schema, snapshot: Snapshot, db: DatabaseRecord, columns: Seque
         parts.append((rec, paths, [0, *np.cumsum(rec.cluster_entries, dtype=np.int64).tolist()]))
     else:
         if parts:  # nothing to read (no column asked): the general path says what that is
-            files = (schema, key[1], tuple((rec.path, rec.checksum) for rec, _, _ in parts))
+            files = (schema, snapshot.store.catalog.url, key[1], tuple((rec.path, rec.checksum) for rec, _, _ in parts))
             plan = _Plan(schema, proj, tuple(parts), files)
     with _LOCK:
         _PLANS[key] = (weakref.ref(db), plan)
@@ -144,8 +144,8 @@ def _build(snapshot: Snapshot, db: DatabaseRecord, plan: _Plan, first: int, stop
     rows = np.arange(first, stop, dtype=np.int64)
     tables = {}
     for rec, paths, _ in plan.containers:
-        pieces = clusters.kept(rec, paths, rows, lookup=True)
-        if pieces is None and not clusters.touched(rec, paths, rows):
+        pieces = clusters.kept(snapshot.store.catalog.url, rec, paths, rows, lookup=True)
+        if pieces is None and not clusters.touched(snapshot.store.catalog.url, rec, paths, rows):
             # the first lookup into these clusters: only the block's rows (the blocks of the file holding
             # them), not the clusters whole; the next lookup into them decodes and keeps them
             try:

@@ -157,7 +157,7 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
             continue
         recs = [db.container(container) for db, _ in plan]
         # the rows a read of the same databases kept side by side: one gather for all of them
-        found = clusters.side_by_side(recs, rows, paths, dataset.schema_id)
+        found = clusters.side_by_side(dataset.store.catalog.url, recs, rows, paths, dataset.schema_id)
         if found is not None:
             tables[container].append(found)
             continue
@@ -177,7 +177,7 @@ def read_databases(dataset: Snapshot, plan: Sequence[tuple[DatabaseRecord, np.nd
         if pending:
             out.append(clusters.gather(pending))
             if len(out) == 1:  # every database's rows from kept rows: kept side by side for the next read
-                clusters.keep_side_by_side(recs, rows, paths, dataset.schema_id, out[0])
+                clusters.keep_side_by_side(dataset.store.catalog.url, recs, rows, paths, dataset.schema_id, out[0])
     return tables
 
 
@@ -267,10 +267,12 @@ def kept_pieces(dataset: Snapshot, rec: ContainerRecord, paths: list[str], local
     if rec.schema_id != dataset.schema_id:
         return None
 
-    def note(reader: ContainerReader) -> list[clusters.Piece] | None:
-        return clusters.pieces(reader, rec, paths, local, lookup) if clusters.serves(reader, rec) else None
+    place = dataset.store.catalog.url
 
-    found = clusters.kept(rec, paths, local, lookup)
+    def note(reader: ContainerReader) -> list[clusters.Piece] | None:
+        return clusters.pieces(place, reader, rec, paths, local, lookup) if clusters.serves(reader, rec) else None
+
+    found = clusters.kept(place, rec, paths, local, lookup)
     if found is None:
         try:
             found = dataset.store.read_container(rec, note)
