@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.counting import counted
 
 import giod
 from giod.read import clusters
@@ -129,14 +130,7 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 def kept_anew(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Clusters (whole, or a read's few rows of them) decoded to be kept, counted; the kept clusters emptied
     before and after."""
-    counts = [0]
-    real = clusters._Cluster.of.__func__  # type: ignore[attr-defined]
-
-    def counting(cls: Any, table: Any, rows: Any = None) -> Any:
-        counts[0] += 1
-        return real(cls, table, rows)
-
-    monkeypatch.setattr(clusters._Cluster, "of", classmethod(counting))
+    counts = counted(monkeypatch, clusters._Cluster, "of")
     clusters.forget()
     yield counts
     clusters.forget()

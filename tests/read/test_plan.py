@@ -8,6 +8,7 @@ from typing import Any
 import awkward as ak
 import numpy as np
 import pytest
+from tests.counting import counted
 
 import giod
 from giod.read import selection
@@ -40,14 +41,7 @@ def test_the_merged_plan_is_each_databases_own(ds: Any, share: float) -> None:
 
 
 def test_a_selections_text_is_parsed_once(ds: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = [0]
-    real = selection.parse
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(selection, "parse", counting)
+    calls = counted(monkeypatch, selection, "parse")
     selection._parsed.cache_clear()
     text = "ht > 123.5 and njets >= 2"
     first = ds.select(text)

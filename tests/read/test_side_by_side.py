@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.counting import counted
 
 import giod
 from giod.read import clusters, projection
@@ -36,14 +37,7 @@ def ds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def per_database(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Calls of the step per database and container (``projection.kept_pieces``), counted; nothing kept
     before and after."""
-    counts = [0]
-    real = projection.kept_pieces
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        counts[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(projection, "kept_pieces", counting)
+    counts = counted(monkeypatch, projection, "kept_pieces")
     clusters.forget()
     yield counts
     clusters.forget()
