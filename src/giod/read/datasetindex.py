@@ -15,7 +15,15 @@ selection builds it when these tags were selected on before in the process
 (a session that selects again repays it, a process that selects once never
 pays it) or when too many databases remain to ask each alone
 (``giod.read.selection``). It is kept in the process, per store, keyed by the version (a pinned
-version's databases never change). A later version whose databases include
+version's databases never change), and, for a federation with a directory of
+its own, in a file of it (``indexes/<dataset>/<field>.index``, :func:`saved_path`),
+so that the next process's first selection on these tags reads one file, not
+every database's index: written when an index is merged, read when a process
+has none in memory, used for the databases it names that the snapshot still
+holds with the same tags (the rest merged in as below). The file is the
+federation's own, beside its catalog, and trusted as much; it is still checked
+before it is used (its CRC-32C, its sizes, its order, its entries within the
+dataset), and one that fails is left aside, never an error. A later version whose databases include
 every database an index already covers (a writer committed more) merges only
 the new databases' sorted runs into it, as an LSM tree merges a run, instead
 of reading every database again. Each database contributes the sorted field
@@ -26,13 +34,18 @@ schema), its tag column read through ``giod.read.projection`` and sorted here.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import mmap
+import os
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -43,13 +56,14 @@ from giod.expression import Expression
 from giod.read import tagindex
 from giod.read.projection import Projection, read_database
 from giod.schema import TAG_CONTAINER
+from giod.storage import checksum
 from giod.storage.numpyview import numpy_array, values
 
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.store.snapshot import Snapshot, Store
 
-__all__ = ["CACHE_BYTES", "FieldIndex", "asked_before", "cached", "field_index", "select"]
+__all__ = ["CACHE_BYTES", "FieldIndex", "asked_before", "cached", "field_index", "saved_path", "select"]
 
 #: bytes of merged field indexes kept per store (least recently used dropped first)
 CACHE_BYTES = 1 << 30
@@ -229,6 +243,8 @@ def field_index(snapshot: Snapshot, name: str) -> FieldIndex:
     base = cache.newest(snapshot.name, name)
     if base is not None and not base.parts <= wanted:
         base = None  # a database went away or changed its tags: merge everything again
+    if base is None:
+        base = _load(snapshot, name, parts)
     if base is not None and base.parts == wanted:
         cache.put(key, base)
         return base
@@ -240,6 +256,7 @@ def field_index(snapshot: Snapshot, name: str) -> FieldIndex:
         runs.append(run if run is not None else _run_from_tags(snapshot, db, name))
     index = _merge(base, runs, wanted)
     cache.put(key, index)
+    _save(snapshot, name, index)
     return index
 
 
@@ -255,9 +272,130 @@ def asked_before(snapshot: Snapshot, names: Sequence[str]) -> bool:
 
 
 def cached(snapshot: Snapshot, names: Sequence[str]) -> bool:
-    """Whether the merged indexes of ``names`` at the pinned ``snapshot``'s version are in memory."""
+    """Whether the merged indexes of ``names`` at the pinned ``snapshot``'s version are in memory, or saved
+    by an earlier process for databases the snapshot holds (then read into memory here)."""
     cache = _cache(snapshot.store)
-    return all(cache.get((snapshot.name, snapshot.version or 0, n)) is not None for n in names)
+    missing = [n for n in names if cache.get((snapshot.name, snapshot.version or 0, n)) is None]
+    if not missing:
+        return True
+    if snapshot.store.root is None or not all(saved_path(snapshot.store.root, snapshot.name, n).exists()
+                                              for n in missing):
+        return False
+    parts = {p: db for db in snapshot.databases() if (p := _part(db)) is not None}
+    for n in missing:
+        if cache.newest(snapshot.name, n) is None:
+            loaded = _load(snapshot, n, parts)
+            if loaded is None:
+                return False
+            cache.put((snapshot.name, -1, n), loaded)  # the base field_index merges the rest into
+    return True
+
+
+#: the first bytes of a saved field index, a format of its own: this, the JSON header's length and the CRC-32C of
+#: all that follows (8 bytes each, little-endian), the header, the values, the entries
+MAGIC = b"GIODFIX1"
+_KINDS = "biuf"  # booleans and numbers: what a tag index holds
+_HEAD = len(MAGIC) + 16  # the magic, the header's length, the CRC-32C of the header and both arrays
+
+
+def saved_path(root: Path, dataset: str, name: str) -> Path:
+    """Where the merged index of tag ``name`` of ``dataset`` is saved in the federation at ``root`` (both names
+    quoted: a file name whatever they hold)."""
+    return root / "indexes" / quote(dataset, safe="") / f"{quote(name, safe='')}.index"
+
+
+def _save(snapshot: Snapshot, name: str, index: FieldIndex) -> None:
+    """Write ``index`` where :func:`saved_path` says, whole or not at all (a file beside it renamed over
+    it); nothing when the federation has no directory or it cannot be written (a read-only copy)."""
+    root = snapshot.store.root
+    if root is None:
+        return
+    path = saved_path(root, snapshot.name, name)
+    values_, entries = np.ascontiguousarray(index.values), np.ascontiguousarray(index.entries, dtype="<i8")
+    if values_.dtype.kind not in _KINDS:
+        return
+    values_ = values_.astype(values_.dtype.newbyteorder("<"), copy=False)
+    head = json.dumps({"dtype": values_.dtype.str, "n": len(values_), "numeric": index.numeric,
+                       "valid": index.valid, "parts": sorted(index.parts)}).encode()
+    crc = checksum.extend(checksum.extend(checksum.extend(0, head), values_.view(np.uint8)), entries.view(np.uint8))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + len(head).to_bytes(8, "little") + crc.to_bytes(8, "little") + head)
+            f.write(values_.view(np.uint8).data)
+            f.write(entries.view(np.uint8).data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def _load(snapshot: Snapshot, name: str, parts: dict[Part, DatabaseRecord]) -> FieldIndex | None:
+    """The saved index of ``name`` if it is sound and every database it names is one of ``parts`` (the
+    snapshot's, with the same tags); None otherwise."""
+    root = snapshot.store.root
+    if root is None:
+        return None
+    try:
+        with open(saved_path(root, snapshot.name, name), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size <= _HEAD:
+                return None
+            data: Any = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    return _parsed(memoryview(data), parts, name)
+
+
+def _parsed(data: memoryview, parts: dict[Part, DatabaseRecord], name: str) -> FieldIndex | None:
+    """The field index a saved file's bytes hold, every size, the checksum, the order and the entries
+    checked against the databases ``parts``; None when anything is off."""
+    if bytes(data[: len(MAGIC)]) != MAGIC:
+        return None
+    length = int.from_bytes(data[len(MAGIC): len(MAGIC) + 8], "little")
+    crc = int.from_bytes(data[len(MAGIC) + 8: _HEAD], "little")
+    if length > len(data) - _HEAD:
+        return None
+    text = bytes(data[_HEAD: _HEAD + length])
+    try:
+        head = json.loads(text)
+        dtype = np.dtype(head["dtype"])
+        n, numeric, valid = (int(head[k]) for k in ("n", "numeric", "valid"))
+        named = frozenset((int(a), int(b), str(c), str(d)) for a, b, c, d in head["parts"])
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if dtype.kind not in _KINDS or dtype.itemsize > 8 or dtype.byteorder not in "<|=" \
+            or not 0 <= numeric <= valid <= n or not named <= parts.keys():
+        return None
+    body = _HEAD + length
+    if len(data) != body + n * (dtype.itemsize + 8):
+        return None
+    vals = np.frombuffer(data, dtype=dtype, count=n, offset=body)
+    entries = np.frombuffer(data, dtype="<i8", count=n, offset=body + n * dtype.itemsize)
+    if checksum.extend(checksum.extend(checksum.extend(0, text), vals.view(np.uint8)), entries.view(np.uint8)) != crc:
+        return None
+    dbs = [parts[p] for p in named]
+    if n != sum(db.n_events for db in dbs):
+        return None
+    if n:
+        lo = min(db.first_entry for db in dbs)
+        hi = max(db.first_entry + db.n_events for db in dbs)
+        if int(entries.min()) < lo or int(entries.max()) >= hi:
+            return None
+        # as many entries as the databases hold, none twice, none outside them: exactly their events
+        counts = np.bincount(entries - lo, minlength=hi - lo)
+        outside = np.ones(hi - lo, dtype=bool)
+        for db in dbs:
+            outside[db.first_entry - lo: db.first_entry - lo + db.n_events] = False
+        if int(counts.max()) > 1 or counts[outside].any():
+            return None
+        head_values = vals[:numeric]
+        if numeric > 1 and not np.all(head_values[1:] >= head_values[:-1]):
+            return None  # not in order: a search over it would miss events
+        if dtype.kind == "f" and not np.all(np.isnan(vals[numeric:valid])):
+            return None
+    return FieldIndex(vals, entries, numeric, valid, named)
 
 
 def select(snapshot: Snapshot, expression: Expression) -> np.ndarray | None:
