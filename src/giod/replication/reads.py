@@ -123,8 +123,9 @@ def mark_damaged(catalog: Any, container: ContainerRecord, site: Site, exc: Giod
 
 def read_replica(catalog: Any, open_site: Callable[[str], Site], candidates: Sequence[SiteRecord],
                  container: ContainerRecord, read: Callable[[ContainerReader], T],
-                 balancer: ReadBalancer) -> T:
-    """``read(reader)`` on the best copy of ``container``, failing over to the next on any failure."""
+                 balancer: ReadBalancer, keep: Callable[[ContainerReader], bool] | None = None) -> T:
+    """``read(reader)`` on the best copy of ``container``, failing over to the next on any failure. The reader
+    is closed after the read, unless ``keep(reader)``, asked once it has read, takes it (the caller's now)."""
     if not candidates:
         raise NotFound(f"container {container.path} has no good replica on any site")
     failures: list[GiodError] = []
@@ -138,10 +139,13 @@ def read_replica(catalog: Any, open_site: Callable[[str], Site], candidates: Seq
             try:
                 reader = ContainerReader.of(site, container)
                 opened = True
+                taken = False
                 try:
                     result = read(reader)
+                    taken = keep is not None and keep(reader)
                 finally:
-                    reader.close()
+                    if not taken:
+                        reader.close()
             finally:
                 balancer.end(rec.name)
         except (NotFound, IntegrityError, StorageError) as exc:

@@ -310,5 +310,9 @@ class ContainerReader:
         if self._key is not None:
             _COUNTS.remember(self._key, int(self._reader.cluster_starts()[-1]), table, rows)
 
+    def refresh(self) -> bool:
+        """Ready this reader to be kept open after a read (:meth:`FormatReader.refresh`); False when it cannot."""
+        return self._reader.refresh()
+
     def close(self) -> None:
         self._reader.close()

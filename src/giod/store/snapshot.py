@@ -261,24 +261,20 @@ class Store:
                     return result
                 finally:
                     self.reads.end(name)
-        used: list[ContainerReader] = []
 
-        def noted(reader: ContainerReader) -> T:
-            used.append(reader)
-            return read(reader)
-
-        result = read_replica(self.catalog, self.site, self._holders(container), container, noted, self.reads)
-        site = used[-1].site
-        if site.local_path(container.path) is not None:
-            try:  # the router closes its reader: this one stays (closing would unmap under another thread)
-                reader = ContainerReader.of(site, container)
-            except GiodError:
-                return result
+        def kept_after(reader: ContainerReader) -> bool:
+            # the router's reader, kept once it has read a local file (its memory map mapped afresh, so that
+            # the pages this read touched are not held): not opened a second time to be kept
+            if reader.site.local_path(container.path) is None or not reader.refresh():
+                return False
             with self._readers_lock:
                 self._readers[key] = reader
                 while len(self._readers) > OPEN_READERS:
                     self._readers.popitem(last=False)
-        return result
+            return True
+
+        return read_replica(self.catalog, self.site, self._holders(container), container, read, self.reads,
+                            keep=kept_after)
 
     def prefetch(self, items: Sequence[tuple[ContainerRecord, Sequence[str] | None]]) -> None:
         """Announce container reads in reading order (``columns=None``: whole files).

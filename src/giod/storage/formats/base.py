@@ -128,6 +128,12 @@ class FormatReader(ABC):
         read on its own (the default)."""
         return None
 
+    def refresh(self) -> bool:
+        """Ready this reader, after a read, to be kept open for later reads without holding what that read
+        touched (a memory map mapped afresh: the pages it mapped count in the process's resident memory as long
+        as they are mapped); False when it cannot be (the default: a reader is opened anew to be kept)."""
+        return False
+
     @abstractmethod
     def close(self) -> None: ...
 

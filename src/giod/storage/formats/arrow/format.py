@@ -100,6 +100,9 @@ class _Reader(FormatReader):
     def layout(self) -> Any:
         return self._reader.layout()
 
+    def refresh(self) -> bool:
+        return self._reader.refresh()
+
     def close(self) -> None:
         self._reader.close()
 

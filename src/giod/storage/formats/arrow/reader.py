@@ -369,6 +369,22 @@ class ArrowContainerReader:
             return project(self.schema.empty_table(), columns)
         return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
+    def refresh(self) -> bool:
+        if self._map is None:
+            return False
+        local = self.site.local_path(self.path)
+        if local is None:
+            return False
+        try:
+            with pa.memory_map(str(local)) as mm:
+                if mm.size() != self.size:  # not the file this reader checked: opened anew, or not kept
+                    return False
+                self._map = mm.read_buffer()
+        except (OSError, pa.ArrowException):
+            return False
+        self._tail = (self._tail[0], self._map.slice(self._tail[0], self.size - self._tail[0]))
+        return True
+
     def close(self) -> None:
         self._map = None
         if self._file is not None and hasattr(self._file, "close"):
