@@ -104,6 +104,15 @@ def test_an_index_that_cannot_be_saved_is_not_an_error(tmp_path: Path) -> None:
             assert np.array_equal(_entries(ds, expr), want)
 
 
+@pytest.mark.parametrize("dataset", ["..", ".", "a/../..", "x/y", "%2E%2E"])
+def test_the_saved_index_of_any_name_lies_in_its_own_file_below_indexes(tmp_path: Path, dataset: str) -> None:
+    path = datasetindex.saved_path(tmp_path, dataset, "ht")
+    assert path.parent.parent == tmp_path / "indexes" and path.name == "ht.index"
+    assert path.parent.name not in {".", ".."} and "/" not in path.parent.name
+    others = {datasetindex.saved_path(tmp_path, d, "ht") for d in ["..", ".", "a/../..", "x/y", "%2E%2E"]}
+    assert len(others) == 5  # no two names share a file
+
+
 def _parts(data: bytes) -> tuple[dict[str, Any], int, np.dtype[Any]]:
     size = len(datasetindex.MAGIC)
     length = int.from_bytes(data[size:size + 8], "little")

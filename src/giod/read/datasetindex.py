@@ -300,8 +300,12 @@ _HEAD = len(MAGIC) + 16  # the magic, the header's length, the CRC-32C of the he
 
 def saved_path(root: Path, dataset: str, name: str) -> Path:
     """Where the merged index of tag ``name`` of ``dataset`` is saved in the federation at ``root`` (both names
-    quoted: a file name whatever they hold)."""
-    return root / "indexes" / quote(dataset, safe="") / f"{quote(name, safe='')}.index"
+    quoted, dots too: one file name below ``indexes`` whatever they hold, never ``..``)."""
+    return root / "indexes" / _quoted(dataset) / f"{_quoted(name)}.index"
+
+
+def _quoted(name: str) -> str:
+    return quote(name, safe="").replace(".", "%2E")
 
 
 def _save(snapshot: Snapshot, name: str, index: FieldIndex) -> None:
