@@ -7,8 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from catalog_samples import SITE
+from test_catalog_planning import _commit, _recounted
 
-from giod.catalog import Catalog, DatabaseCommit, commits
+from giod.catalog import Catalog, DatabaseCommit, commits, migrations
+from giod.catalog.engine import create_catalog_engine, parse_url
+from giod.catalog.tables import tag_stats
 
 
 def _estimated(catalog: Catalog) -> float:
@@ -79,3 +83,35 @@ def test_the_coverage_trigger_reads_databases_by_key_with_a_plan_made_when_it_wa
     assert trigger, plans
     assert "databases_pkey" in trigger[0]
     assert "Seq Scan on databases" not in trigger[0]
+
+
+def test_a_level_17_catalog_keeps_its_coverage_with_the_trigger_of_level_18(catalog_url: str) -> None:
+    """A catalog upgraded from level 17 holds level 18's function (PostgreSQL) and counts groups of
+    versions after, before and around the kept ones as row by row, on both catalogs."""
+    engine = create_catalog_engine(parse_url(catalog_url))
+    with engine.begin() as conn:
+        assert migrations.migrate(conn, target=17) == (None, 17)
+    engine.dispose()
+    with Catalog.open(catalog_url, create=False) as catalog:
+        with catalog._engine.connect() as conn:
+            assert migrations.read_level(conn) == migrations.latest_level() >= 18
+            if catalog.dialect == "postgresql":
+                settings = conn.exec_driver_sql(
+                    "SELECT proconfig FROM pg_proc WHERE proname = 'tag_coverage_added' "
+                    "AND pronamespace = current_schema()::regnamespace").scalar_one()
+                assert "enable_seqscan=off" in settings
+        catalog.add_site(SITE, "file:///srv/giod")
+        schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+        catalog.create_dataset("many", schema_id)
+        first = catalog.commit_databases([_commit("many", schema_id, k, {"ht": (k, k + 1.5), "njets": (0, k % 5)})
+                                          for k in range(30)])
+        catalog.commit_databases([_commit("many", schema_id, 30 + k, {"ht": (-k, 2.0 * k)} if k % 3 else {})
+                                  for k in range(30)])
+        dataset_id = catalog.dataset("many").id
+        _recounted(catalog, dataset_id)
+        rows = [{"database_id": first[k].database_id, "field": "mjj", "created_version": 1 + (37 * k) % 60,
+                 "deleted_version": None if k % 4 else 70, "min": float(k), "max": float(k) + k % 7}
+                for k in range(30)]  # one statement, at versions before, among and after the kept rows
+        with catalog._engine.begin() as conn:
+            conn.execute(tag_stats.insert().values(rows))
+        _recounted(catalog, dataset_id)
