@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from catalog_samples import SITE
+from catalog_samples import DATASET, SITE
 from test_catalog_planning import _commit, _recounted
 
 from giod.catalog import Catalog, DatabaseCommit, commits, migrations
@@ -115,3 +115,16 @@ def test_a_level_17_catalog_keeps_its_coverage_with_the_trigger_of_level_18(cata
         with catalog._engine.begin() as conn:
             conn.execute(tag_stats.insert().values(rows))
         _recounted(catalog, dataset_id)
+
+
+def test_a_bulk_commit_whose_analyse_fails_has_still_landed(
+        ready: Catalog, make_commit: Callable[..., DatabaseCommit], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``ANALYZE`` after a bulk runs once the commits are durable: its failure is not theirs."""
+    monkeypatch.setattr(commits, "ANALYZE_BULK", 5)
+    monkeypatch.setattr(commits, "ANALYZED", ("databases", "no_such_table"))
+    results = ready.commit_databases([make_commit(3) for _ in range(5)])
+    assert [r.duplicate for r in results] == [False] * 5
+    assert len(ready.databases(DATASET)) == 5
+    if ready.dialect == "postgresql":
+        with pytest.raises(Exception, match="no_such_table"):
+            ready._refresh_statistics(force=True)

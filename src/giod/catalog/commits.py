@@ -215,7 +215,9 @@ class CommitMethods(Transactions):
         works = [self._commit_work(c) for c in commits]
         results = [value for _, value in self._commit_group(works, atomic=True)]
         if self.dialect == "postgresql" and len(commits) >= ANALYZE_BULK:
-            self._refresh_statistics()
+            # the commits have landed: fresh statistics help the plans, and their failure refuses nothing
+            with contextlib.suppress(self._driver_error):
+                self._refresh_statistics()
         return results
 
     def _refresh_statistics(self, *, force: bool = False) -> bool:
