@@ -53,6 +53,13 @@ GROUP_MAX = 256  # commits per shared transaction: bounds how long one group hol
 # seconds a group's leader waits for the callers of the group before, who commit again at once in a
 # loop of commits; without it the callers split into two halves whose groups alternate, each half size
 GROUP_WAIT = 0.005
+# PostgreSQL: a commit_databases of at least ANALYZE_BULK commits analyses the tables it writes once they
+# hold over ANALYZE_GROWTH more rows than their statistics say (or have none): a bulk load is what a
+# planner's estimates fall behind, and a server without autovacuum never catches up by itself
+ANALYZE_BULK = 500
+ANALYZE_GROWTH = 0.2
+ANALYZED = ("databases", "containers", "replicas", "tag_stats", "tag_coverage", "database_summaries",
+            "dataset_totals", "versions")
 
 
 class _Pending:
@@ -206,7 +213,37 @@ class CommitMethods(Transactions):
         if not commits:
             return []
         works = [self._commit_work(c) for c in commits]
-        return [value for _, value in self._commit_group(works, atomic=True)]
+        results = [value for _, value in self._commit_group(works, atomic=True)]
+        if self.dialect == "postgresql" and len(commits) >= ANALYZE_BULK:
+            # the commits have landed: fresh statistics help the plans, and their failure refuses nothing
+            with contextlib.suppress(self._driver_error):
+                self._refresh_statistics()
+        return results
+
+    def _refresh_statistics(self, *, force: bool = False) -> bool:
+        """PostgreSQL: ``ANALYZE`` the tables a commit writes when ``databases`` holds over
+        ``ANALYZE_GROWTH`` more rows than its statistics say, or has none (always with ``force``); whether
+        it ran. The planner's estimates and the plans a server keeps per session follow; nothing else
+        changes. SQLite: nothing (False). ``commit_databases`` calls it after a bulk of commits."""
+        if self.dialect != "postgresql":
+            return False
+        raw = self._engine.raw_connection()
+        try:
+            conn: Any = raw.driver_connection
+            conn.autocommit = True  # ANALYZE in a transaction of its own, not held open after it
+            try:
+                cur = conn.cursor()
+                cur.execute("SELECT c.reltuples, (SELECT max(id) FROM databases) FROM pg_class c "
+                            "WHERE c.oid = 'databases'::regclass")
+                estimated, top = cur.fetchone()
+                if not force and estimated >= 0 and (top or 0) <= (1 + ANALYZE_GROWTH) * estimated + ANALYZE_BULK:
+                    return False
+                cur.execute(f"ANALYZE {', '.join(ANALYZED)}")
+                return True
+            finally:
+                conn.autocommit = False
+        finally:
+            raw.close()
 
     def _commit_work(self, commit: DatabaseCommit, release: int | None = None) -> _CommitWork:
         """Check ``commit`` and prepare its rows; the transaction's work, to run after the bump."""

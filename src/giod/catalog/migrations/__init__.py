@@ -41,6 +41,7 @@ from giod.catalog.migrations import (
     v0015_coverage_per_statement,
     v0016_coverage_running_sums,
     v0017_listing_records,
+    v0018_coverage_plans_kept_flat,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -65,6 +66,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     15: v0015_coverage_per_statement.upgrade,
     16: v0016_coverage_running_sums.upgrade,
     17: v0017_listing_records.upgrade,
+    18: v0018_coverage_plans_kept_flat.upgrade,
 }
 
 _KEY = "schema_version"
