@@ -7,7 +7,8 @@ Each summary row (``database_summaries``) now also keeps, in ``record``, the
 containers and tag statistics visible while it is, and in ``container_ids``
 the ids of those containers: the listing reads one row a database, and the
 sites of the good copies (not versioned) for a whole chunk by ranges of
-container ids.
+container ids (``GoodCopies``: a range where every container has one good
+copy, at one site, is that site alone; the others' copies one text a range).
 
 ``record`` is a JSON list ``[containers, statistics]``: a container is
 ``[name, path, checksum, size, cluster entries, schema id, program, program
@@ -24,13 +25,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from giod.catalog.records import ContainerRecord
 from giod.errors import CatalogError
 
-__all__ = ["container_ids", "parse_record", "record_text"]
+__all__ = ["GoodCopies", "container_ids", "parse_record", "record_text", "sites_of"]
 
 _new = object.__new__
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
@@ -167,3 +169,50 @@ def sites_of(rows: Sequence[Sequence[Any]]) -> dict[int, tuple[int, ...]]:
             raise CatalogError(f"malformed catalog row: the good copies of containers are not ids: "
                                f"{str(text)[:80]!r}") from None
     return {cid: tuple(sorted(s)) for cid, s in found.items()}
+
+
+class GoodCopies(Mapping[int, tuple[int, ...]]):
+    """{container id: the sites of its good copies, sorted} of one chunk of the listing, as read: ``texts``, rows
+    of one text each as ``sites_of`` reads them (split at the first ``resolve``), and ``uniform``, ranges of
+    container ids (first, last, site) in which every id has exactly one good copy, at that site (from the
+    copies' count and their sites' least and greatest, no text made or split). The ranges are disjoint from
+    the texts' and in order of their first ids."""
+
+    __slots__ = ("_texts", "_found", "_first", "_last", "_site")
+
+    def __init__(self, texts: Sequence[Sequence[Any]] = (), uniform: Sequence[tuple[int, int, int]] = ()):
+        self._texts = texts
+        self._found: dict[int, tuple[int, ...]] | None = None if texts else {}
+        self._first = [r[0] for r in uniform]
+        self._last = [r[1] for r in uniform]
+        self._site = [(r[2],) for r in uniform]
+
+    def resolve(self) -> dict[int, tuple[int, ...]]:
+        """The texts' copies by container id; CatalogError (at every call) when a text is not as written."""
+        found = self._found
+        if found is None:
+            found = self._found = sites_of(self._texts)
+        return found
+
+    def get(self, cid: int, default: Any = None) -> Any:  # type: ignore[override]
+        got = self.resolve().get(cid)
+        if got is not None:
+            return got
+        k = bisect_right(self._first, cid) - 1
+        if k >= 0 and cid <= self._last[k]:
+            return self._site[k]
+        return default
+
+    def __getitem__(self, cid: int) -> tuple[int, ...]:
+        got: tuple[int, ...] | None = self.get(cid)
+        if got is None:
+            raise KeyError(cid)
+        return got
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self.resolve()
+        for first, last in zip(self._first, self._last, strict=True):
+            yield from range(first, last + 1)
+
+    def __len__(self) -> int:
+        return len(self.resolve()) + sum(last - first + 1 for first, last in zip(self._first, self._last, strict=True))

@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import update as sql_update
 
+from giod.catalog.kept import GoodCopies
 from giod.catalog.listed import Parsed, database_records, kept_records
 from giod.catalog.records import DatabaseRecord, DatasetRecord
 from giod.catalog.tables import (
@@ -346,43 +347,71 @@ def _listed_order(row: Any) -> tuple[int, int, int]:
 _GAP = 256
 
 
-def _good_copies(conn: Connection, ids: list[Any]) -> list[Any]:
+def _good_copies(conn: Connection, ids: list[Any]) -> GoodCopies:
     """The good copies of the containers in ``ids`` (``container_ids`` texts), and of any other container
-    between them, as texts ``container:site,…`` (or None: none), one a range: the replicas' key read as
-    ranges, not looked up one by one."""
+    between them: the replicas' key read as ranges, not looked up one by one. Each range is counted first
+    (its good copies, their sites' least and greatest): one where every container has one good copy, at one
+    site, is kept as that site alone; the others' copies are read as texts ``container:site,…`` (or None:
+    none), one a range, split when a record is first read."""
     ranges = _id_ranges(ids)
     if ranges is None:
-        return []
+        return GoodCopies()
     lo, hi = ranges
-    # one text a range ("container:site,…"), split when a record is first read: a row a copy cost more
-    if conn.dialect.name == "postgresql":
-        return _driver_rows(conn, _GOOD_COPIES, {"lo": lo, "hi": hi})
-    out: list[Any] = []
-    for a, b in zip(lo, hi, strict=True):
-        out += _driver_rows(conn, "SELECT group_concat(container_id || ':' || site_id, ',') FROM replicas "
-                                  "WHERE container_id BETWEEN ? AND ? AND state = 'good'", (a, b))
-    return out
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        counts = _driver_rows(conn, _GOOD_COUNTS_PG, {"lo": lo, "hi": hi})
+    else:
+        counts = [one for a, b in zip(lo, hi, strict=True) for one in _driver_rows(conn, _GOOD_COUNTS, (a, b))]
+    uniform: list[tuple[int, int, int]] = []
+    rest_lo: list[int] = []
+    rest_hi: list[int] = []
+    for a, b, (n, least, greatest) in zip(lo, hi, counts, strict=True):
+        if n == 0:
+            continue
+        # (container, site) is the replicas' key: one site and as many copies as ids is one copy an id
+        if n == b - a + 1 and type(least) is int and least == greatest:
+            uniform.append((a, b, least))
+        else:  # the texts (a site that is not an id is an error when a record is read, as before)
+            rest_lo.append(a)
+            rest_hi.append(b)
+    texts: list[Any] = []
+    if rest_lo and postgres:
+        texts = _driver_rows(conn, _GOOD_COPIES_PG, {"lo": rest_lo, "hi": rest_hi})
+    else:
+        for a, b in zip(rest_lo, rest_hi, strict=True):
+            texts += _driver_rows(conn, _GOOD_COPIES, (a, b))
+    return GoodCopies(texts, uniform)
 
 
-_GOOD_COPIES = ("SELECT (SELECT string_agg(r.container_id || ':' || r.site_id, ',') FROM replicas r "
-                "WHERE r.container_id BETWEEN u.lo AND u.hi AND r.state = 'good') "
-                "FROM unnest(%(lo)s::bigint[], %(hi)s::bigint[]) AS u(lo, hi)")
+_GOOD_COUNTS = ("SELECT count(*), min(site_id), max(site_id) FROM replicas "
+                "WHERE container_id BETWEEN ? AND ? AND state = 'good'")
+_GOOD_COPIES = ("SELECT group_concat(container_id || ':' || site_id, ',') FROM replicas "
+                "WHERE container_id BETWEEN ? AND ? AND state = 'good'")
+_GOOD_COUNTS_PG = ("SELECT g.n, g.least, g.greatest FROM unnest(%(lo)s::bigint[], %(hi)s::bigint[]) "
+                   "WITH ORDINALITY AS u(lo, hi, k) CROSS JOIN LATERAL (SELECT count(*) AS n, "
+                   "min(r.site_id) AS least, max(r.site_id) AS greatest FROM replicas r "
+                   "WHERE r.container_id BETWEEN u.lo AND u.hi AND r.state = 'good') AS g ORDER BY u.k")
+_GOOD_COPIES_PG = ("SELECT (SELECT string_agg(r.container_id || ':' || r.site_id, ',') FROM replicas r "
+                   "WHERE r.container_id BETWEEN u.lo AND u.hi AND r.state = 'good') "
+                   "FROM unnest(%(lo)s::bigint[], %(hi)s::bigint[]) WITH ORDINALITY AS u(lo, hi, k) ORDER BY u.k")
 
 
 def _id_ranges(ids: list[Any]) -> tuple[list[int], list[int]] | None:
     """The ranges (first ids, last ids) the container ids in ``ids`` (``container_ids`` texts) fall in, split
-    where two are more than ``_GAP`` apart; None when there is none."""
+    where two are more than ``_GAP`` apart; None when there is none. The ids are parsed by numpy's text
+    reader in one call (~0.2 µs an id less than splitting them in Python)."""
     import numpy as np
 
     joined = ",".join(filter(None, ids))
     if not joined:
         return None
     try:
-        found = np.unique(np.array(joined.split(","), dtype=np.int64))
+        found = np.fromstring(joined, dtype=np.int64, sep=",")
     except (ValueError, OverflowError):  # a text that does not parse (its record says so when read): the others
-        found = np.unique(np.array([x for x in joined.split(",") if x.isdigit() and len(x) < 19], dtype=np.int64))
+        found = np.array([x for x in joined.split(",") if x.isdigit() and len(x) < 19], dtype=np.int64)
         if not len(found):
             return None
+    found.sort()
     cuts = np.flatnonzero(np.diff(found) > _GAP)
     return [int(found[0]), *(int(x) for x in found[cuts + 1])], [*(int(x) for x in found[cuts]), int(found[-1])]
 
