@@ -194,7 +194,7 @@ class GoodCopies(Mapping[int, tuple[int, ...]]):
             found = self._found = sites_of(self._texts)
         return found
 
-    def get(self, cid: int, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, cid: int, default: Any = None) -> Any:
         got = self.resolve().get(cid)
         if got is not None:
             return got
