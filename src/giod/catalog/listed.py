@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -163,26 +163,23 @@ class _KeptChunk:
         (``kept.parse_record``)."""
         copies = self._copies
         copies.resolve()  # a text not as written is an error of every record of the call, as it was read
-        return parse_record(row[12], row[13], row[0], row[5], row[4], copies)
+        return parse_record(row[11], row[12], row[0], row[5], row[4], copies)
 
 
-def kept_records(rows: Sequence[Sequence[Any]], copies: GoodCopies, parsed: Parsed) -> list[DatabaseRecord]:
-    """The records of ``rows``: as ``database_records``' heads, each followed by its summary's ``record``
-    and ``container_ids`` (level 17); ``copies``: the sites of the good copies of their containers (and
-    maybe others). Their containers and statistics are parsed on first
-    read. A record's fields are set as one new ``__dict__`` (~1.5 µs a record; ``update`` with keywords cost
-    4 µs), the parameters parsed once per text of the call and copied."""
+def kept_records(rows: Sequence[Sequence[Any]], parents: Mapping[Any, tuple[Any, ...]], copies: GoodCopies,
+                 parsed: Parsed) -> list[DatabaseRecord]:
+    """The records of ``rows``, one a database: as ``database_records``' heads without the parent, each
+    followed by its summary's ``record`` and ``container_ids`` (level 17); ``parents``: the parents, in
+    order, of those that have any; ``copies``: the sites of the good copies of their containers (and maybe
+    others). Their containers and statistics are parsed on first read. A record's fields are set as one
+    new ``__dict__`` (~1.5 µs a record; ``update`` with keywords cost 4 µs), the parameters parsed once per
+    text of the call and copied."""
     out: list[DatabaseRecord] = []
     fields = _KeptChunk(copies).fields
     objects: dict[str, dict[str, Any]] = {}
-    new, kind, assign = _new, DatabaseRecord, _set
-    last: Any = None
+    new, kind, assign, parents_of = _new, DatabaseRecord, _set, parents.get
     for row in rows:
         db_id = row[0]
-        if db_id == last:  # a further parent
-            out[-1].__dict__["parents"] += (row[11],)
-            continue
-        last = db_id
         text = row[9]
         params = objects.get(text)
         if params is None:
@@ -191,7 +188,7 @@ def kept_records(rows: Sequence[Sequence[Any]], copies: GoodCopies, parsed: Pars
         assign(record, "__dict__", {
             "id": db_id, "dataset_id": row[1], "first_entry": row[2], "n_events": row[3], "created": row[4],
             "created_version": row[5], "writer": row[6], "program": row[7], "program_version": row[8],
-            "parameters": dict(params) if params else {}, "parents": () if row[11] is None else (row[11],),
+            "parameters": dict(params) if params else {}, "parents": parents_of(db_id, ()),
             "idempotency_key": row[10], "_rows": partial(fields, row),
         })
         out.append(record)

@@ -13,6 +13,7 @@ import gc
 import math
 import time
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -295,11 +296,12 @@ def load_databases(
 def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None, parsed: Parsed
               ) -> list[DatabaseRecord] | None:
     """``load_databases`` from the records the summaries keep (level 17): one summary row a database, with the
-    database's own columns (and a further one a further parent), and the sites of the good copies of their
-    containers by ranges of container ids. ``where``: on ``database_summaries``. None when a summary has
-    no record (it ended before the migration that fills them): the caller reads the databases' rows instead.
+    database's own columns, the parents of those databases by the range of their ids, and the sites of the
+    good copies of their containers by ranges of container ids. ``where``: on ``database_summaries``. None
+    when a summary has no record (it ended before the migration that fills them): the caller reads the
+    databases' rows instead.
     """
-    m, p = database_summaries, database_parents
+    m = database_summaries
     # a summary is visible while its database is (a deletion ends both): no databases row is read
     query = _kept_select().where(where, visible(m, version))
     if conn.dialect.name == "postgresql":
@@ -308,21 +310,42 @@ def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None,
         rows = _tuples(conn, query)
         rows.sort(key=_listed_order)
     else:
-        rows = _tuples(conn, query.order_by(m.c.first_entry, m.c.database_id, p.c.position))
-    if any(row[12] is None for row in rows):
+        rows = _tuples(conn, query.order_by(m.c.first_entry, m.c.database_id))
+    if any(row[11] is None for row in rows):
         return None
-    return kept_records(rows, _good_copies(conn, [row[13] for row in rows]), parsed)
+    return kept_records(rows, _parents(conn, [row[0] for row in rows]),
+                        _good_copies(conn, [row[12] for row in rows]), parsed)
 
 
 def _kept_select() -> Any:
-    """The columns ``listed.kept_records`` reads (and the parent's position), from the summaries, the databases
-    and their parents."""
-    m, p = database_summaries, database_parents
+    """The columns ``listed.kept_records`` reads, from the summaries alone."""
+    m = database_summaries
     return select(
         m.c.database_id, m.c.dataset_id, m.c.first_entry, m.c.n_events, m.c.created, m.c.database_version,
-        m.c.writer, m.c.program, m.c.program_version, m.c.parameters, m.c.idempotency_key, p.c.parent_id,
-        m.c.record, m.c.container_ids, p.c.position,
-    ).select_from(m.outerjoin(p, p.c.database_id == m.c.database_id))
+        m.c.writer, m.c.program, m.c.program_version, m.c.parameters, m.c.idempotency_key, m.c.record,
+        m.c.container_ids,
+    )
+
+
+def _parents(conn: Connection, ids: list[Any]) -> dict[Any, tuple[Any, ...]]:
+    """{database id: its parents in order} of the databases in ``ids`` that have any: the parents' key read
+    as the range of those ids, one probe when none has a parent (joined to each summary, the probe a row was
+    ~30 % of SQLite's fetch); by the ids themselves when they are spread over a range more than four times
+    their number (another dataset's databases between them), so that a chunk never reads much more than its
+    own."""
+    if not ids:
+        return {}
+    p = database_parents
+    query = select(p.c.database_id, p.c.parent_id).order_by(p.c.database_id, p.c.position)
+    lo, hi = min(ids), max(ids)
+    if hi - lo < 4 * len(ids) + _GAP:
+        rows = _tuples(conn, query.where(p.c.database_id.between(lo, hi)))
+    else:
+        rows = [r for part in chunks(sorted(ids)) for r in _tuples(conn, query.where(p.c.database_id.in_(part)))]
+    found: dict[Any, list[Any]] = {}
+    for db_id, parent in rows:
+        found.setdefault(db_id, []).append(parent)
+    return {db_id: tuple(parents) for db_id, parents in found.items()}
 
 
 @contextlib.contextmanager
@@ -339,8 +362,7 @@ def uncollected() -> Iterator[None]:
             gc.enable()
 
 
-def _listed_order(row: Any) -> tuple[int, int, int]:
-    return row[2], row[0], -1 if row[14] is None else row[14]
+_listed_order = itemgetter(2, 0)  # first entry, database id
 
 
 #: container ids further apart than this start another range of the replicas read for a chunk
