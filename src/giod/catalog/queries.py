@@ -13,7 +13,6 @@ import gc
 import math
 import time
 from collections.abc import Iterable, Iterator
-from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -293,28 +292,31 @@ def load_databases(
     return database_records(heads, _tuples(conn, _containers_query(cond, version)), stats, parsed or Parsed())
 
 
-def load_kept(conn: Connection, where: ColumnElement[bool], version: int | None, parsed: Parsed
-              ) -> list[DatabaseRecord] | None:
-    """``load_databases`` from the records the summaries keep (level 17): one summary row a database, with the
-    database's own columns, the parents of those databases by the range of their ids, and the sites of the
-    good copies of their containers by ranges of container ids. ``where``: on ``database_summaries``. None
-    when a summary has no record (it ended before the migration that fills them): the caller reads the
-    databases' rows instead.
+def load_kept(conn: Connection, dataset_id: Any, after: int, chunk: int, version: int | None, parsed: Parsed
+              ) -> tuple[list[DatabaseRecord] | None, int | None]:
+    """The next ``chunk`` databases of a dataset after first entry ``after`` (and the last one's first entry,
+    None when fewer were left) from the records the summaries keep (level 17): one summary row a database,
+    with the database's own columns, read in entry order along the summaries' index (its end found by the
+    same statement), the parents of those databases by the range of their ids, and the sites of the good
+    copies of their containers by ranges of container ids. The records are None when a summary has no
+    record (it ended before the migration that fills them): the caller reads the databases' rows of that
+    entry range instead.
     """
     m = database_summaries
-    # a summary is visible while its database is (a deletion ends both): no databases row is read
-    query = _kept_select().where(where, visible(m, version))
-    if conn.dialect.name == "postgresql":
-        # sorted here: PostgreSQL without statistics reads the chunk by a bitmap scan, out of order, and sorted
-        # its wide rows on disk (work_mem); SQLite walks the index in order
-        rows = _tuples(conn, query)
-        rows.sort(key=_listed_order)
-    else:
-        rows = _tuples(conn, query.order_by(m.c.first_entry, m.c.database_id))
+    # a summary is visible while its database is (a deletion ends both): no databases row is read; a database
+    # has one summary visible at a version, and first entries are unique in a dataset: the chunk is an entry range
+    query = (
+        _kept_select()
+        .where(m.c.dataset_id == dataset_id, m.c.first_entry > after, visible(m, version))
+        .order_by(m.c.first_entry, m.c.database_id)
+        .limit(chunk)
+    )
+    rows = _tuples(conn, query)
+    last = rows[-1][2] if len(rows) == chunk else None
     if any(row[11] is None for row in rows):
-        return None
+        return None, last
     return kept_records(rows, _parents(conn, [row[0] for row in rows]),
-                        _good_copies(conn, [row[12] for row in rows]), parsed)
+                        _good_copies(conn, [row[12] for row in rows]), parsed), last
 
 
 def _kept_select() -> Any:
@@ -362,7 +364,6 @@ def uncollected() -> Iterator[None]:
             gc.enable()
 
 
-_listed_order = itemgetter(2, 0)  # first entry, database id
 
 
 #: container ids further apart than this start another range of the replicas read for a chunk
