@@ -340,7 +340,7 @@ def _parents(conn: Connection, ids: list[Any]) -> dict[Any, tuple[Any, ...]]:
     p = database_parents
     query = select(p.c.database_id, p.c.parent_id).order_by(p.c.database_id, p.c.position)
     lo, hi = min(ids), max(ids)
-    if hi - lo < 4 * len(ids) + _GAP:
+    if hi - lo < _SPREAD * len(ids) + _GAP:
         rows = _tuples(conn, query.where(p.c.database_id.between(lo, hi)))
     else:
         rows = [r for part in chunks(sorted(ids)) for r in _tuples(conn, query.where(p.c.database_id.in_(part)))]
@@ -368,6 +368,9 @@ def uncollected() -> Iterator[None]:
 
 #: container ids further apart than this start another range of the replicas read for a chunk
 _GAP = 256
+#: a chunk's parents are read by its databases' ids, not their range, when that range is wider than this many
+#: times their number (plus ``_GAP``)
+_SPREAD = 4
 
 
 def _good_copies(conn: Connection, ids: list[Any]) -> GoodCopies:
