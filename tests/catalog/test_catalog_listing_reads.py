@@ -166,3 +166,19 @@ def test_good_copies_map_as_a_dict(ranges: list[tuple[int, int, int]], texts: di
         if cid not in want:
             with pytest.raises(KeyError):
                 copies[cid]
+
+
+def test_a_record_handed_over_is_the_callers_alone(ready: Catalog, make_commit: Any) -> None:
+    """The listing lets a record go as it hands it over: dropped by the caller, it is freed at once (with what its
+    first read built), not held to the chunk's end."""
+    import weakref
+
+    for _ in range(3):
+        ready.commit_database(make_commit(3))
+    listing = ready.iter_databases("qcd")
+    first = next(listing)
+    assert first.containers  # built on first read
+    gone, held = weakref.ref(first), weakref.ref(first.containers[0])
+    del first
+    assert gone() is None and held() is None
+    assert [db.id for db in listing] == [db.id for db in ready.databases("qcd")][1:]

@@ -514,7 +514,13 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 if found is None:  # a summary without its record (level 17): the databases' rows of the range
                     span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
                     found = load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
-                yield from found
+                # handed over one by one and let go: a record (and what its first read builds) is the caller's
+                # alone and dies young when the caller drops it, instead of being held to the chunk's end and
+                # moved to the collector's older generations, whose full passes then walked the whole heap
+                found.reverse()
+                pop = found.pop
+                while found:
+                    yield pop()
                 if last is None:
                     return
                 after = last
