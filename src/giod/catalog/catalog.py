@@ -514,13 +514,15 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 if found is None:  # a summary without its record (level 17): the databases' rows of the range
                     span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
                     found = load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
-                # handed over one by one and let go: a record (and what its first read builds) is the caller's
-                # alone and dies young when the caller drops it, instead of being held to the chunk's end and
-                # moved to the collector's older generations, whose full passes then walked the whole heap
-                found.reverse()
-                pop = found.pop
-                while found:
-                    yield pop()
+                # a record whose containers the caller has read is let go (what its first read built dies
+                # young when the caller drops it, instead of being held to the chunk's end and moved to the
+                # collector's older generations, whose full passes then walked the whole heap); one not read
+                # is held to the chunk's end, so that it is freed while the next chunk is made, the collector
+                # paused (let go one by one, every chunk set off a pass over the next chunk's new objects)
+                for k, record in enumerate(found):
+                    yield record
+                    if "_rows" not in record.__dict__:
+                        found[k] = None  # type: ignore[call-overload]
                 if last is None:
                     return
                 after = last
