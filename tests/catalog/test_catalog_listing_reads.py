@@ -168,17 +168,25 @@ def test_good_copies_map_as_a_dict(ranges: list[tuple[int, int, int]], texts: di
                 copies[cid]
 
 
-def test_a_record_handed_over_is_the_callers_alone(ready: Catalog, make_commit: Any) -> None:
-    """The listing lets a record go as it hands it over: dropped by the caller, it is freed at once (with what its
-    first read built), not held to the chunk's end."""
+def test_a_record_read_is_let_go_and_one_not_read_is_held_to_its_chunks_end(ready: Catalog,
+                                                                            make_commit: Any) -> None:
+    """The listing lets a record whose containers the caller read go at the next one: dropped by the caller, it is
+    freed (with what its first read built), not held to the chunk's end; one not read is held to its chunk's end
+    (freed while the next chunk is made)."""
     import weakref
 
-    for _ in range(3):
+    for _ in range(4):
         ready.commit_database(make_commit(3))
-    listing = ready.iter_databases("qcd")
+    listing = ready.iter_databases("qcd", chunk=3)
     first = next(listing)
     assert first.containers  # built on first read
-    gone, held = weakref.ref(first), weakref.ref(first.containers[0])
+    gone, built = weakref.ref(first), weakref.ref(first.containers[0])
     del first
-    assert gone() is None and held() is None
-    assert [db.id for db in listing] == [db.id for db in ready.databases("qcd")][1:]
+    second = next(listing)
+    assert gone() is None and built() is None
+    held = weakref.ref(second)
+    del second
+    next(listing)
+    assert held() is not None  # not read: the chunk holds it
+    assert [db.id for db in listing] == [db.id for db in ready.databases("qcd")][3:]
+    assert held() is None  # the chunk ended
