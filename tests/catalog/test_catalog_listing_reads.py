@@ -15,6 +15,8 @@ listed record equals ``database`` of its id and the listing equals
 from __future__ import annotations
 
 import itertools
+import json
+import math
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, queries
 from giod.catalog.kept import GoodCopies, sites_of
+from giod.errors import CatalogError
 
 _datasets = itertools.count()
 SITES = (SITE, "far", "near")
@@ -190,3 +193,38 @@ def test_a_record_read_is_let_go_and_one_not_read_is_held_to_its_chunks_end(read
     assert held() is not None  # not read: the chunk holds it
     assert [db.id for db in listing] == [db.id for db in ready.databases("qcd")][3:]
     assert held() is None  # the chunk ended
+
+
+_CONTAINER = ["raw", "d/raw.arrow", "crc32c:0", 5, [3], 1, "p", "1", {}, "arrow", [1, 2], None, None]
+
+
+@pytest.mark.parametrize(("at", "value"), [
+    (0, 7), (1, None), (2, 1.0), (3, True), (3, -1), (3, 5.0), (4, [True]), (4, [1.0]), (4, ["3"]), (4, [None]),
+    (4, 3), (5, "1"), (6, None), (7, 1), (8, []), (9, None), (10, [False]), (10, [2, "x"]), (10, [0.5]),
+    (11, 2.0), (11, True), (12, "0"), (12, [1.0]),
+])
+def test_a_kept_container_with_a_field_of_another_type_is_a_catalog_error(at: int, value: Any) -> None:
+    """Each field of a kept container is checked for its type (a list of integers holds no bool, float or text)."""
+    from giod.catalog.kept import parse_record
+
+    sound = json.dumps([[_CONTAINER], [["ht", 1.0, 2.0]]])
+    assert parse_record(sound, "9", 1, 1, 0.0, {})["containers"][0].cluster_checksums == (1, 2)
+    changed = list(_CONTAINER)
+    changed[at] = value
+    with pytest.raises(CatalogError, match="has a container that is not as written"):
+        parse_record(json.dumps([[changed], []]), "9", 1, 1, 0.0, {})
+
+
+def test_kept_containers_out_of_name_order_or_statistics_of_another_type_are_a_catalog_error() -> None:
+    from giod.catalog.kept import parse_record
+
+    other = ["a", *_CONTAINER[1:]]
+    with pytest.raises(CatalogError, match="has a container that is not as written"):
+        parse_record(json.dumps([[_CONTAINER, other], []]), "9,10", 1, 1, 0.0, {})
+    for stat in (["ht", "1", 2.0], ["ht", 1.0, True], [1, 1.0, 2.0], ["ht", 1.0], ["ht", None, None, None]):
+        with pytest.raises(CatalogError, match="has a statistic that is not as written"):
+            parse_record(json.dumps([[], [stat]]), "", 1, 1, 0.0, {})
+    with pytest.raises(CatalogError, match="has a statistic that is not as written"):
+        parse_record(json.dumps([[], [["ht", 1.0, 2.0], ["ht", 3.0, 4.0]]]), "", 1, 1, 0.0, {})
+    assert parse_record(json.dumps([[], [["ht", None, 2]]]), "", 1, 1, 0.0, {})["tag_stats"] == {
+        "ht": (-math.inf, 2.0)}
