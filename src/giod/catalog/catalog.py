@@ -480,11 +480,11 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         """The dataset's databases at ``version`` by first entry, streamed ``chunk`` at a time.
 
         The records ``databases`` gives, in one read transaction (one snapshot),
-        without holding them all: each chunk is the entry range up to the
-        ``chunk``-th next database's first entry (an index range,
-        ``databases_by_dataset_entry``), read as one row a database from the
-        summaries and their kept records (level 17, ``giod.catalog.kept``) and
-        one read of the sites of the good copies by ranges of container ids
+        without holding them all: each chunk is the entry range of the ``chunk``
+        next databases, read as one row a database from the summaries and their
+        kept records (level 17, ``giod.catalog.kept``) along their entry index,
+        its end the last row read, then the parents of its databases by their
+        ids' range and the sites of the good copies by ranges of container ids
         (a chunk with a summary older than the records: the listing's three
         queries on the databases' rows); its records build their containers
         and statistics when first read (``giod.catalog.listed``). Close the
@@ -498,29 +498,31 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             row = dataset_row(conn, dataset, version)
             if row is None:
                 raise missing_dataset(conn, dataset, version)
-            in_dataset = (d.c.dataset_id == row.id) & visible(d, version)
             after = -1
             if self.dialect == "postgresql":
                 # each chunk walks the entry index in order: without statistics (a catalog filled faster than
                 # autovacuum, or with it off) PostgreSQL read every later database by a bitmap scan and sorted
-                # them to find a chunk's end, each chunk again (for the rest of this transaction only)
+                # them to find a chunk's end, each chunk again; its rows too, sorted on disk when wide (for the
+                # rest of this transaction only)
                 conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
             while True:
                 # the chunk as an entry range (first entries are unique in a dataset: entries are never
-                # handed out twice), so each of the three queries walks the index from after to last;
-                # its last first entry read by the index alone, no row of the chunk fetched twice
-                last = conn.execute(
-                    select(d.c.first_entry).where(in_dataset, d.c.first_entry > after)
-                    .order_by(d.c.first_entry).offset(chunk - 1).limit(1)
-                ).scalar()
-                span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
-                m = database_summaries  # the records the summaries keep (level 17), else the databases' rows
-                kept = m.c.first_entry > after if last is None else m.c.first_entry.between(after + 1, last)
+                # handed out twice), read along the summaries' entry index from after, its end the last
+                # first entry read (none: the dataset's end)
                 with uncollected():
-                    found = load_kept(conn, (m.c.dataset_id == row.id) & kept, version, parsed)
-                if found is None:
+                    found, last = load_kept(conn, row.id, after, chunk, version, parsed)
+                if found is None:  # a summary without its record (level 17): the databases' rows of the range
+                    span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
                     found = load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
-                yield from found
+                # a record whose containers the caller has read is let go (what its first read built dies
+                # young when the caller drops it, instead of being held to the chunk's end and moved to the
+                # collector's older generations, whose full passes then walked the whole heap); one not read
+                # is held to the chunk's end, so that it is freed while the next chunk is made, the collector
+                # paused (let go one by one, every chunk set off a pass over the next chunk's new objects)
+                for k, record in enumerate(found):
+                    yield record
+                    if "_rows" not in record.__dict__:
+                        found[k] = None  # type: ignore[call-overload]
                 if last is None:
                     return
                 after = last

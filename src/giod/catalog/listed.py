@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from giod.catalog.kept import parse_record, sites_of
+from giod.catalog.kept import GoodCopies, parse_record
 from giod.catalog.records import ContainerRecord, DatabaseRecord, row_list, row_object
 from giod.errors import CatalogError
 
@@ -151,40 +151,35 @@ def _first(row: Sequence[Any]) -> Any:
 
 
 class _KeptChunk:
-    """The sites of the good copies of one call's containers (level 17), grouped at the first read."""
+    """The sites of the good copies of one call's containers (level 17), their texts split at the first read."""
 
-    __slots__ = ("_rows", "_sites")
+    __slots__ = ("_copies",)
 
-    def __init__(self, rows: list[Any]):
-        self._rows = rows
-        self._sites: dict[int, tuple[int, ...]] | None = None
+    def __init__(self, copies: GoodCopies):
+        self._copies = copies
 
     def fields(self, row: Sequence[Any]) -> dict[str, Any]:
         """The deferred fields of the database of ``row`` (see ``kept_records``) from its summary's texts
         (``kept.parse_record``)."""
-        sites = self._sites
-        if sites is None:
-            sites = self._sites = sites_of(self._rows)
-        return parse_record(row[12], row[13], row[0], row[5], row[4], sites)
+        copies = self._copies
+        copies.resolve()  # a text not as written is an error of every record of the call, as it was read
+        return parse_record(row[11], row[12], row[0], row[5], row[4], copies)
 
 
-def kept_records(rows: Sequence[Sequence[Any]], replicas: list[Any], parsed: Parsed) -> list[DatabaseRecord]:
-    """The records of ``rows``: as ``database_records``' heads, each followed by its summary's ``record``
-    and ``container_ids`` (level 17); ``replicas``: texts of the good copies of their containers (and maybe
-    others), one a row, as ``kept.sites_of`` reads them. Their containers and statistics are parsed on first
-    read. A record's fields are set as one new ``__dict__`` (~1.5 µs a record; ``update`` with keywords cost
-    4 µs), the parameters parsed once per text of the call and copied."""
+def kept_records(rows: Sequence[Sequence[Any]], parents: Mapping[Any, tuple[Any, ...]], copies: GoodCopies,
+                 parsed: Parsed) -> list[DatabaseRecord]:
+    """The records of ``rows``, one a database: as ``database_records``' heads without the parent, each
+    followed by its summary's ``record`` and ``container_ids`` (level 17); ``parents``: the parents, in
+    order, of those that have any; ``copies``: the sites of the good copies of their containers (and maybe
+    others). Their containers and statistics are parsed on first read. A record's fields are set as one
+    new ``__dict__`` (~1.5 µs a record; ``update`` with keywords cost 4 µs), the parameters parsed once per
+    text of the call and copied."""
     out: list[DatabaseRecord] = []
-    fields = _KeptChunk(replicas).fields
+    fields = _KeptChunk(copies).fields
     objects: dict[str, dict[str, Any]] = {}
-    new, kind, assign = _new, DatabaseRecord, _set
-    last: Any = None
+    new, kind, assign, parents_of = _new, DatabaseRecord, _set, parents.get
     for row in rows:
         db_id = row[0]
-        if db_id == last:  # a further parent
-            out[-1].__dict__["parents"] += (row[11],)
-            continue
-        last = db_id
         text = row[9]
         params = objects.get(text)
         if params is None:
@@ -193,7 +188,7 @@ def kept_records(rows: Sequence[Sequence[Any]], replicas: list[Any], parsed: Par
         assign(record, "__dict__", {
             "id": db_id, "dataset_id": row[1], "first_entry": row[2], "n_events": row[3], "created": row[4],
             "created_version": row[5], "writer": row[6], "program": row[7], "program_version": row[8],
-            "parameters": dict(params) if params else {}, "parents": () if row[11] is None else (row[11],),
+            "parameters": dict(params) if params else {}, "parents": parents_of(db_id, ()),
             "idempotency_key": row[10], "_rows": partial(fields, row),
         })
         out.append(record)
