@@ -28,9 +28,11 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-# a row's max - min as step 11 computes it (frozen here): infinite where the difference would overflow,
-# which PostgreSQL refuses, and a sum rather than a product or quotient, which could underflow
-_SPAN = ("CASE WHEN n.max = n.min THEN 0 WHEN n.min < 0 AND n.max > 1.79e308 + n.min "
+# a row's max - min as step 11 computes it: infinite where the difference would overflow, which PostgreSQL
+# refuses, and a sum rather than a product or quotient, which could underflow; none for a row whose min lies
+# above its max (its coverage is unknown, ``bad``), whose difference overflowed the other way (-1e308 - 1e308:
+# a commit of such statistics was refused before this level)
+_SPAN = ("CASE WHEN n.max = n.min THEN 0 WHEN n.min > n.max THEN NULL WHEN n.min < 0 AND n.max > 1.79e308 + n.min "
          "THEN CAST('Infinity' AS DOUBLE PRECISION) ELSE n.max - n.min END")
 
 _POSTGRES = [
