@@ -207,21 +207,7 @@ def test_a_level_15_catalog_sums_its_coverage_along_the_versions(catalog_url: st
             assert migrations.read_level(conn) == migrations.latest_level() >= 16
             if postgres:  # the function of level 16, not 15's pairs
                 assert " OVER w " in conn.exec_driver_sql(source).scalar_one()
-        catalog.add_site(SITE, "file:///srv/giod")
-        schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
-        catalog.create_dataset("many", schema_id)
-        first = catalog.commit_databases([_commit("many", schema_id, k, {"ht": (k, k + 1.5), "njets": (0, k % 5)})
-                                          for k in range(40)])
-        catalog.commit_databases([_commit("many", schema_id, 40 + k, {"ht": (-k, 2.0 * k)} if k % 3 else {})
-                                  for k in range(40)])
-        dataset_id = catalog.dataset("many").id
-        _recounted(catalog, dataset_id)
-        rows = [{"database_id": first[k].database_id, "field": "mjj", "created_version": 1 + (37 * k) % 80,
-                 "deleted_version": None if k % 4 else 90, "min": float(k), "max": float(k) + k % 7}
-                for k in range(40)]  # one statement, at versions before, among and after the kept rows
-        with catalog._engine.begin() as conn:
-            conn.execute(tag_stats.insert().values(rows))
-        _recounted(catalog, dataset_id)
+        counted_as_row_by_row(catalog, 40)
 
 
 def test_a_snapshot_keeps_its_coverage(catalog: Catalog) -> None:
@@ -363,3 +349,23 @@ def test_a_pinned_read_keeps_its_version(catalog: Catalog) -> None:
              catalog.database(first, pinned), catalog.database(third, pinned))
     assert after == before
     assert [c.path for c in after[3].containers] == ["pinned/3/tag.arrow"]
+
+
+def counted_as_row_by_row(catalog: Catalog, n: int) -> None:
+    """Commit groups of ``n`` databases to a new dataset, then one statement of statistics rows at versions
+    before, among and after the kept ones: the kept coverage after each is the one counted row by row."""
+    catalog.add_site(SITE, "file:///srv/giod")
+    schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
+    catalog.create_dataset("many", schema_id)
+    first = catalog.commit_databases([_commit("many", schema_id, k, {"ht": (k, k + 1.5), "njets": (0, k % 5)})
+                                      for k in range(n)])
+    catalog.commit_databases([_commit("many", schema_id, n + k, {"ht": (-k, 2.0 * k)} if k % 3 else {})
+                              for k in range(n)])
+    dataset_id = catalog.dataset("many").id
+    _recounted(catalog, dataset_id)
+    rows = [{"database_id": first[k].database_id, "field": "mjj", "created_version": 1 + (37 * k) % (2 * n),
+             "deleted_version": None if k % 4 else 2 * n + 10, "min": float(k), "max": float(k) + k % 7}
+            for k in range(n)]  # one statement, at versions before, among and after the kept rows
+    with catalog._engine.begin() as conn:
+        conn.execute(tag_stats.insert().values(rows))
+    _recounted(catalog, dataset_id)

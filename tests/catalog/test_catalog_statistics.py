@@ -7,12 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from catalog_samples import DATASET, SITE
-from test_catalog_planning import _commit, _recounted
+from catalog_samples import DATASET
+from test_catalog_planning import counted_as_row_by_row
 
 from giod.catalog import Catalog, DatabaseCommit, commits, migrations
 from giod.catalog.engine import create_catalog_engine, parse_url
-from giod.catalog.tables import tag_stats
 
 
 def _estimated(catalog: Catalog) -> float:
@@ -100,21 +99,7 @@ def test_a_level_17_catalog_keeps_its_coverage_with_the_trigger_of_level_18(cata
                     "SELECT proconfig FROM pg_proc WHERE proname = 'tag_coverage_added' "
                     "AND pronamespace = current_schema()::regnamespace").scalar_one()
                 assert "enable_seqscan=off" in settings
-        catalog.add_site(SITE, "file:///srv/giod")
-        schema_id = catalog.add_schema("events", "collections: {}\n", "sha256:events-v1")
-        catalog.create_dataset("many", schema_id)
-        first = catalog.commit_databases([_commit("many", schema_id, k, {"ht": (k, k + 1.5), "njets": (0, k % 5)})
-                                          for k in range(30)])
-        catalog.commit_databases([_commit("many", schema_id, 30 + k, {"ht": (-k, 2.0 * k)} if k % 3 else {})
-                                  for k in range(30)])
-        dataset_id = catalog.dataset("many").id
-        _recounted(catalog, dataset_id)
-        rows = [{"database_id": first[k].database_id, "field": "mjj", "created_version": 1 + (37 * k) % 60,
-                 "deleted_version": None if k % 4 else 70, "min": float(k), "max": float(k) + k % 7}
-                for k in range(30)]  # one statement, at versions before, among and after the kept rows
-        with catalog._engine.begin() as conn:
-            conn.execute(tag_stats.insert().values(rows))
-        _recounted(catalog, dataset_id)
+        counted_as_row_by_row(catalog, 30)
 
 
 def test_a_bulk_commit_whose_analyse_fails_has_still_landed(
