@@ -370,7 +370,8 @@ def _parsed(data: memoryview, parts: dict[Part, DatabaseRecord], name: str) -> F
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
     if dtype.kind not in _KINDS or dtype.itemsize > 8 or dtype.byteorder not in "<|=" \
-            or not 0 <= numeric <= valid <= n or not named <= parts.keys():
+            or not 0 <= numeric <= valid <= n or (dtype.kind != "f" and numeric != valid) \
+            or not named <= parts.keys():
         return None
     body = _HEAD + length
     if len(data) != body + n * (dtype.itemsize + 8):
@@ -388,11 +389,12 @@ def _parsed(data: memoryview, parts: dict[Part, DatabaseRecord], name: str) -> F
         if int(entries.min()) < lo or int(entries.max()) >= hi:
             return None
         # as many entries as the databases hold, none twice, none outside them: exactly their events
-        counts = np.bincount(entries - lo, minlength=hi - lo)
+        seen = np.zeros(hi - lo, dtype=bool)
+        seen[entries - lo] = True
         outside = np.ones(hi - lo, dtype=bool)
         for db in dbs:
             outside[db.first_entry - lo: db.first_entry - lo + db.n_events] = False
-        if int(counts.max()) > 1 or counts[outside].any():
+        if int(np.count_nonzero(seen)) != n or seen[outside].any():
             return None
         head_values = vals[:numeric]
         if numeric > 1 and not np.all(head_values[1:] >= head_values[:-1]):
