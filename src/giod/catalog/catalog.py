@@ -57,6 +57,7 @@ from giod.catalog.records import (
     SchemaRecord,
     SiteRecord,
     VersionRecord,
+    built,
 )
 from giod.catalog.rows import BadRow, bad_rows, parse_rows, site_record
 from giod.catalog.rules import RuleMethods
@@ -521,7 +522,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 # paused (let go one by one, every chunk set off a pass over the next chunk's new objects)
                 for k, record in enumerate(found):
                     yield record
-                    if "_rows" not in record.__dict__:
+                    if built(record):
                         found[k] = None  # type: ignore[call-overload]
                 if last is None:
                     return

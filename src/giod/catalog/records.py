@@ -177,6 +177,11 @@ class _Built:
             raise AttributeError(self.name) from None
 
 
+def built(record: DatabaseRecord) -> bool:
+    """Whether ``record``'s deferred fields are built (read once, or made by the constructor)."""
+    return "_rows" not in record.__dict__
+
+
 _DATABASE_FIELDS = tuple(f.name for f in fields(DatabaseRecord))
 #: the fields a listed record builds on first read (``giod.catalog.listed``)
 DEFERRED_FIELDS = ("bytes", "containers", "tag_stats")
