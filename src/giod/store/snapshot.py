@@ -264,8 +264,9 @@ class Store:
 
         def kept_after(reader: ContainerReader) -> bool:
             # the router's reader, kept once it has read a local file (its memory map mapped afresh, so that
-            # the pages this read touched are not held): not opened a second time to be kept
-            if reader.site.local_path(container.path) is None or not reader.refresh():
+            # the pages this read touched are not held; a remote file's reader refuses): not opened a second
+            # time to be kept
+            if not reader.refresh():
                 return False
             with self._readers_lock:
                 self._readers[key] = reader
