@@ -113,6 +113,26 @@ def test_the_saved_index_of_any_name_lies_in_its_own_file_below_indexes(tmp_path
     assert len(others) == 5  # no two names share a file
 
 
+def test_an_interrupted_save_leaves_no_file_behind(copy: Path) -> None:
+    saved = datasetindex.saved_path(copy, "sel", "ht")
+    saved.unlink()
+
+    def interrupted(src: Any, dst: Any) -> None:
+        raise KeyboardInterrupt  # Ctrl-C as the written file is about to be renamed into place
+
+    expr, want = _cut(EVENTS, 0.01)
+    with giod.open(copy) as f:
+        ds = f.dataset("sel")
+        len(ds.select(expr))  # each database's own index
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(datasetindex.os, "replace", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                len(ds.select(expr))  # merges, and saves
+    assert list(saved.parent.iterdir()) == []
+    with giod.open(copy) as f:
+        assert np.array_equal(_entries(f.dataset("sel"), expr), want)
+
+
 def _parts(data: bytes) -> tuple[dict[str, Any], int, np.dtype[Any]]:
     size = len(datasetindex.MAGIC)
     length = int.from_bytes(data[size:size + 8], "little")

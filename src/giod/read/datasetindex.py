@@ -330,9 +330,11 @@ def _save(snapshot: Snapshot, name: str, index: FieldIndex) -> None:
             f.write(values_.view(np.uint8).data)
             f.write(entries.view(np.uint8).data)
         os.replace(tmp, path)
-    except OSError:
+    except BaseException as exc:  # nothing left half-written, Ctrl-C included; a write that fails is no error
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+        if not isinstance(exc, OSError):
+            raise
 
 
 def _load(snapshot: Snapshot, name: str, parts: dict[Part, DatabaseRecord]) -> FieldIndex | None:
