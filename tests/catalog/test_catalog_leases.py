@@ -11,7 +11,8 @@ from giod.catalog import Catalog
 
 def test_leases_live_renew_expire_and_release(catalog: Catalog) -> None:
     version = catalog.version()
-    short = catalog.take_lease("local", "qcd/a/", "host:1", 0.5)
+    # a long first term, so a slow machine cannot expire it before it is listed
+    short = catalog.take_lease("local", "qcd/a/", "host:1", 600)
     long = catalog.take_lease("local", "qcd/b/", "host:2", 600)
     other = catalog.take_lease("far", "qcd/c/", "host:3", 600)
     assert short.covers("qcd/a/raw.parquet") and not short.covers("qcd/ab/raw.parquet")
@@ -19,6 +20,7 @@ def test_leases_live_renew_expire_and_release(catalog: Catalog) -> None:
     assert [x.id for x in catalog.leases()] == [short.id, long.id, other.id]
     assert catalog.version() == version  # liveness is not federation content
 
+    assert catalog.renew_leases([short.id], 0.2) == {short.id}  # a renewal sets the term from now
     deadline = time.monotonic() + 30
     while short.id in {x.id for x in catalog.leases()} and time.monotonic() < deadline:
         time.sleep(0.1)
