@@ -11,7 +11,8 @@ the copy to a child
 process. The child, limited to :data:`LIMIT` bytes of address space, reads it
 through every path — read, iterate, tag and object selections, single
 events, relation navigation, the Phoenix export of an event, export to
-Parquet and ``giod copy`` to another federation — and answers one line per
+Parquet and ``giod copy`` to another federation; now and then, through a server
+on loopback, a query and the giod client's own reads — and answers one line per
 case: each path's outcome is ``ok`` (checked as valid data) or the name of a
 ``GiodError``; anything else, or a child that dies, is a crash. One child
 serves many cases. ``giod bench fuzz --cases N`` and the tests
@@ -86,6 +87,8 @@ def base(root: Path, compressed: bool = False, container_format: str = "arrow") 
     options = WriteOptions(compression="zstd", min_savings=0.0) if compressed else WriteOptions(compression="none")
     with ds.writer(database_events=EVENTS, cluster_events=CLUSTER, options=options) as w:
         w.append(synthetic.events(EVENTS, seed=5))
+        # a second database, untouched by the cases: a remote client gathers dense reads of two or more
+        w.append(synthetic.events(EVENTS, seed=6, first_event=EVENTS))
     fed.close()
     return root
 
@@ -286,6 +289,27 @@ def _query(root: Path) -> None:
     ipc.open_stream(data).read_all().validate(full=True)
 
 
+def _remote(root: Path, valid: Any) -> None:
+    """The giod client reading the dataset from a real server on loopback (in this child), as another site's
+    reader would: a dense read of every database (gathered: each buffer received where its joined column
+    holds it), a selection, single events. The server sends the stored bytes as they are: the client checks
+    them."""
+    import awkward as ak
+
+    import giod
+    from giod.server.app import ServerThread, create_app
+
+    with giod.open(root) as fed:
+        token = fed.catalog.create_token("read", "qcd", note="fuzz")[1]
+    with ServerThread(create_app(str(root))) as url, giod.open(url, token=token) as remote:
+        ds = remote.dataset("qcd")
+        for columns in (["hits"], ["jets", "tracks", "hits"]):
+            valid(ds.read(columns))
+        valid(ds.select("njets >= 2").read(["jets", "hits"]))
+        for k in (0, 5, 2 * EVENTS - 1):
+            ak.to_list(ds.event(k))
+
+
 def _paths(root: Path, query: bool = False) -> dict[str, str]:
     import tempfile
 
@@ -337,8 +361,9 @@ def _paths(root: Path, query: bool = False) -> dict[str, str]:
         "export": lambda: write_parquet(scratch / "x.parquet", ds.iterate(step_size=25), ds.schema),
         "copy": copy,
     }
-    if query:
+    if query:  # a server: slower to start, so not every case
         checks["query"] = lambda: _query(root)
+        checks["remote"] = lambda: _remote(root, valid)
     try:
         for name, check in checks.items():
             try:
