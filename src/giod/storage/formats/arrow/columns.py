@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-import google_crc32c
 import numpy as np
 import pyarrow as pa
 
 from giod.errors import IntegrityError
+from giod.storage.checksum import extend
 from giod.storage.formats.arrow.blocks import BLOCK, Message, Node, layout, table_bases
 from giod.storage.formats.arrow.structure import buffer_prefixes, check_layout
 from giod.storage.validation import check_columns
@@ -141,7 +141,7 @@ def decode_columns(plan: ColumnPlan, msg: Message, schema: pa.Schema, parts: Seq
                 plain = codec.decompress(got.slice(PREFIX), decompressed_size=int(sizes[b]))
             except (pa.ArrowException, ValueError, OSError) as exc:  # a garbled zstd frame is an OSError
                 raise IntegrityError(f"{where}: buffer {b} does not decompress: {exc}") from exc
-        if google_crc32c.extend(0, np.frombuffer(plain, dtype=np.uint8)) != msg.table[bases[b]]:
+        if extend(0, np.frombuffer(plain, dtype=np.uint8)) != msg.table[bases[b]]:
             raise IntegrityError(f"{where}: CRC-32C mismatch in buffer {b} (the bytes changed since they were "
                                  "written)")
         data[b] = plain
