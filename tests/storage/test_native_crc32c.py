@@ -141,3 +141,29 @@ def test_a_library_that_gives_another_value_is_not_used(monkeypatch) -> None:
 @pytest.mark.parametrize("n", [0, 1, NATIVE_BYTES - 1, NATIVE_BYTES, NATIVE_BYTES + 1])
 def test_lengths_at_the_threshold(path: str, n: int) -> None:
     assert extend(0, _DATA[:n]) == google_crc32c.value(_DATA[:n].tobytes())
+
+
+def test_without_the_crc32c_package_a_federation_is_written_and_read(tmp_path) -> None:
+    """The crc32c package is a speed-up: a Python without it writes, checks and reads with google_crc32c."""
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["crc32c"] = None  # as if not installed
+        import giod
+        from giod.storage import checksum
+        from giod.store.consistency import fsck
+        from giod.testing import synthetic
+        assert checksum._FASTEST is None
+        with giod.open(sys.argv[1], create=True) as fed:
+            ds = fed.create_dataset("qcd", synthetic.schema())
+            with ds.writer(database_events=50) as w:
+                w.append(synthetic.events(120, seed=3))
+            got = ds.read(["hits"])
+            print(len(got), len(fsck(fed.store, checksums=True).problems))
+    """)
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "fed")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["120", "0"]
