@@ -13,13 +13,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import google_crc32c
 import pytest
 from click.testing import CliRunner
 
 from giod.cli import main
 from giod.errors import GiodError
 from giod_bench import wan, xrootd
-from giod_bench.wanwire import loopback_server, read_loopback
+from giod_bench.wanwire import LOOPBACK_CHECKED, loopback_server, read_loopback
 
 pytestmark = pytest.mark.slow  # a minute of WAN emulation on two cores
 
@@ -87,6 +88,8 @@ def test_limits_aggregate_targets_and_plot(result):
     assert wire["vs_loopback"] == pytest.approx(1.0)
     assert limits[wan.DIRECT_GIOD]["vs_loopback"] == pytest.approx(
         limits[wan.DIRECT_GIOD]["mb_per_s"] / wire["mb_per_s"])
+    checked = limits[LOOPBACK_CHECKED]  # the same, each byte's CRC-32C taken: the least a checking reader does
+    assert checked["connections"] in (1, 2, 4) and all(checked[f"seconds_{n}_connections"] > 0 for n in (1, 2, 4))
     crowd = data["aggregate"]
     assert [c["clients"] for c in crowd] == list(wan.QUICK_CLIENTS)
     for c in crowd:
@@ -114,6 +117,10 @@ def test_the_loopback_server_moves_whole_files_and_nothing_outside_its_root(tmp_
         for n in (1, 2, 4):
             seconds, got = read_loopback(address, ["a.arrow", "b.arrow"], n)
             assert got == 256_003 and seconds > 0
+            sums: dict[str, int] = {}
+            seconds, got = read_loopback(address, ["a.arrow", "b.arrow"], n, checked=True, sums=sums)
+            assert got == 256_003 and sums == {p: google_crc32c.value((root / p).read_bytes())
+                                               for p in ("a.arrow", "b.arrow")}
         with pytest.raises(GiodError, match="loopback"):  # a name leaving the root gets nothing
             read_loopback(address, ["../secret"], 1)
 

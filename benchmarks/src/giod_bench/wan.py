@@ -161,7 +161,7 @@ def run(
                 if gx is not None:
                     gx.read(gx.address)
                 local = {label: [reader(data) for _ in range(repeat)] for label, reader in LOCAL_READERS.items()}
-                direct, direct_fsspec, wire = _straight(server, tokens, data, repeat)
+                direct, direct_fsspec, wire, checked = _straight(server, tokens, data, repeat)
                 direct_xrootd = [gx.read(gx.address) for _ in range(repeat)] if gx is not None else []
                 steps = len(rtts_ms) * repeat
                 with bars.task("reading at each round-trip time", steps) as advance:
@@ -210,32 +210,35 @@ def run(
         notes,
         direct_xrootd,
         wire,
+        checked,
     )
 
 
 def _straight(server: tuple[str, int], tokens: _Tokens, data: _Data, repeat: int
-              ) -> tuple[list[_Read], list[_Read], dict[int, list[float]]]:
+              ) -> tuple[list[_Read], list[_Read], dict[int, list[float]], dict[int, list[float]]]:
     """The direct path, round by round: the giod client, pyarrow + fsspec and the loopback itself (sendfile to
-    recv_into over 1, 2 and 4 connections) each read the collection once a round, so that their ratios come
-    from the same moments of a shared machine. One untimed round first: imports, the page cache, the
-    servers' first requests."""
+    recv_into over 1, 2 and 4 connections, without and with a CRC-32C of every byte as it lands) each read
+    the collection once a round, so that their ratios come from the same moments of a shared machine. One
+    untimed round first: imports, the page cache, the servers' first requests."""
     paths = [path for path, _ in data.files]
     direct: list[_Read] = []
     fsspec: list[_Read] = []
     wire: dict[int, list[float]] = {1: [], 2: [], 4: []}
+    checked: dict[int, list[float]] = {1: [], 2: [], 4: []}
     with loopback_server(data.site_root) as address:
         for i in range(repeat + 1):
             giod_read = read_giod(_base(server), tokens.new(), data)
             fsspec_read = read_fsspec(_base(server), tokens.new(), data)
-            moved = {n: read_loopback(address, paths, n) for n in wire}
+            moved = {(n, check): read_loopback(address, paths, n, checked=check)
+                     for n in wire for check in (False, True)}
             if any(got != data.nbytes for _, got in moved.values()):
                 raise GiodError(f"the loopback moved {sorted(g for _, g in moved.values())} bytes of {data.nbytes}")
             if i:
                 direct.append(giod_read)
                 fsspec.append(fsspec_read)
-                for n, (seconds, _) in moved.items():
-                    wire[n].append(seconds)
-    return direct, fsspec, wire
+                for (n, check), (seconds, _) in moved.items():
+                    (checked if check else wire)[n].append(seconds)
+    return direct, fsspec, wire, checked
 
 
 def _base(address: tuple[str, int]) -> str:

@@ -3,8 +3,10 @@ process into fresh memory of the reading process, and nothing else.
 
 No HTTP, no checksums, no decoding: a child process answers ``<path>\\n`` with the file's size and then the file
 through ``sendfile``; the reader takes each file into a new buffer (as any reader that hands its result to the
-caller must) with ``recv_into``, over a few connections. What giod's client reaches straight at the server
-is read beside this: on a small machine the kernel's own copy and page faults are most of what is left.
+caller must) with ``recv_into``, over a few connections; a second reading also takes each file's CRC-32C
+as its bytes land (the least a reader that checks what it received does). What giod's client reaches
+straight at the server is read beside both: on a small machine the kernel's own copy and page faults are
+most of what is left.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import numpy as np
 
 from giod.errors import GiodError
 
-__all__ = ["LOOPBACK", "loopback_server", "read_loopback"]
+__all__ = ["LOOPBACK", "LOOPBACK_CHECKED", "loopback_server", "read_loopback"]
 
 LOOPBACK = "the loopback itself (sendfile → recv_into, no checks)"
+LOOPBACK_CHECKED = "the loopback with a CRC-32C of every byte as it lands"
 
 # the server: one thread a connection, one request line a file; it serves only files under its root
 _SERVER = r"""
@@ -72,23 +75,33 @@ def loopback_server(root: Path) -> Iterator[tuple[str, int]]:
         child.wait()
 
 
-def _recv_exactly(sock: socket.socket, view: memoryview) -> None:
+def _recv_exactly(sock: socket.socket, view: memoryview, crc: list[int] | None = None) -> None:
+    """``view`` filled from ``sock``; with ``crc``, its CRC-32C extended as each stretch lands (at most
+    ``LANDED_BYTES`` at a time, as giod's client takes a buffer's while its bytes are in the cache)."""
+    from giod.storage.checksum import extend
+    from giod.storage.http import LANDED_BYTES
+
     got = 0
     while got < len(view):
-        n = sock.recv_into(view[got:])
+        n = sock.recv_into(view[got:got + LANDED_BYTES] if crc is not None else view[got:])
         if not n:
             raise GiodError("the loopback server closed the connection early")
+        if crc is not None:
+            crc[0] = extend(crc[0], view[got:got + n])
         got += n
 
 
-def read_loopback(address: tuple[str, int], paths: list[str], connections: int) -> tuple[float, int]:
+def read_loopback(address: tuple[str, int], paths: list[str], connections: int, *, checked: bool = False,
+                  sums: dict[str, int] | None = None) -> tuple[float, int]:
     """Seconds to receive every file of ``paths`` (relative to the server's root) over ``connections``, and
-    the bytes received."""
+    the bytes received; ``checked``: each file's CRC-32C taken as it lands, the least a reader that checks
+    what it received does (put in ``sums`` by path, if given)."""
     todo: queue.SimpleQueue[str] = queue.SimpleQueue()
     for p in paths:
         todo.put(p)
     errors: list[Exception] = []
     kept: list[np.ndarray] = []  # held until the end, as a reader holds its result
+    taken: dict[str, int] = {} if sums is None else sums
 
     def work() -> None:
         try:
@@ -102,8 +115,11 @@ def read_loopback(address: tuple[str, int], paths: list[str], connections: int) 
                     head = bytearray(8)
                     _recv_exactly(sock, memoryview(head))
                     buf = np.empty(int.from_bytes(head, "little"), dtype=np.uint8)
-                    _recv_exactly(sock, memoryview(buf.data))
+                    crc = [0] if checked else None
+                    _recv_exactly(sock, memoryview(buf.data), crc)
                     kept.append(buf)
+                    if crc is not None:
+                        taken[path] = crc[0]
         except (OSError, GiodError) as exc:  # reported by the caller
             errors.append(exc)
 
