@@ -1,20 +1,26 @@
-"""What the server does for each registration (levels 19 and 20, PostgreSQL): the coverage trigger looks up
-the kept coverage once per field when the statement appends after every kept row, and the rows a
-registration writes are checked by the commit path instead of by foreign keys."""
+"""What a registration costs: on PostgreSQL the coverage trigger looks up the kept coverage once per field when
+the statement appends after every kept row (level 19), the rows a registration writes are checked by the
+commit path instead of by foreign keys (level 20), and a commit's part of the group statement's text is made
+before it queues."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from catalog_samples import DATASET, SITE
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import func, inspect, select
 from test_catalog_planning import counted_as_row_by_row
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, migrations
-from giod.catalog.bulk import Refused
+from giod.catalog.bulk import Refused, group_statement
+from giod.catalog.commits import _int_list
 from giod.catalog.engine import create_catalog_engine, parse_url
 from giod.catalog.tables import containers, databases, datasets, replicas, tag_stats
 from giod.errors import NotFound
@@ -158,3 +164,27 @@ def test_what_the_dropped_keys_refused_is_refused_by_every_writer(ready: Catalog
     assert ready.version() == version
     assert _dangling(ready) == 0
     assert [d.id for d in ready.databases(DATASET)] == [first.database_id]
+
+
+@given(st.lists(st.one_of(st.integers(-(2**63), 2**63 - 1), st.booleans()), max_size=20))
+def test_a_containers_lists_of_numbers_are_the_text_json_makes(values: list[int]) -> None:
+    """The cluster entries and checksums of a container row: the text ``json.dumps`` made before."""
+    assert _int_list(values) == json.dumps([int(v) for v in values])
+    assert _int_list(np.array([abs(int(v)) % 2**32 for v in values], dtype=np.uint32)) == json.dumps(
+        [abs(int(v)) % 2**32 for v in values])
+
+
+def test_a_groups_text_is_its_commits_texts_made_beforehand(ready: Catalog, make_commit: MakeCommit) -> None:
+    """On PostgreSQL a prepared commit carries its element of the group statement's JSON, and the group's text
+    is those elements joined, whatever group it lands in; each element names its containers and statistics."""
+    prepared = [ready._commit_work(make_commit(3 + i)).prepared for i in range(3)]
+    if ready.dialect != "postgresql":
+        assert all(p.group_row == "" for p in prepared)
+        return
+    _, params = group_statement(prepared, 1.0)
+    assert json.loads(params["commits"]) == [json.loads(p.group_row) for p in prepared]
+    row = json.loads(prepared[1].group_row)
+    assert row["n_events"] == 4 and [h["name"] for h in row["held"]] == ["raw.tracker", "tag"]
+    assert {s["field"] for s in row["stats"]} == {"njets", "ht"} and row["record"] == prepared[1].record
+    _, alone = group_statement(prepared[1:2], 2.0)
+    assert alone["commits"] == f"[{prepared[1].group_row}]" and alone["k"] == 1
