@@ -33,7 +33,7 @@ CHECKED_BY_COMMITS = {("databases", "datasets"), ("containers", "databases"), ("
 
 def _explained(catalog: Catalog, run: Callable[[], Any]) -> list[str]:
     """The plans (``auto_explain``, nested statements, analysed) of what ``run`` makes the catalog's next
-    pooled session do; the pool holds one session, so that it is the one ``run`` uses."""
+    pooled connection do; the pool holds one connection, so that it is the one ``run`` uses."""
     raw: Any = catalog._engine.raw_connection()
     plans: list[str] = []
     try:
