@@ -49,6 +49,7 @@ class PreparedCommit:
     names: str  # of its containers, as its summary keeps them (level 13)
     record: str  # its listing record, as its summary keeps it (level 17, ``kept.record_text``)
     release: int | None = None  # the lease its transaction releases
+    group_row: str = ""  # PostgreSQL: its element of the group statement's JSON (``group_row``), made beforehand
 
 
 _DATABASES = (
@@ -167,23 +168,28 @@ def duplicate(result: CommitResult) -> CommitResult:
 
 # -- PostgreSQL: the whole group in ONE statement -----------------------------------------------
 #
-# The rows travel as three JSON texts (the commits, their containers, their tag statistics), made
-# before the transaction opens: one array parameter per column cost the driver 1–2 ms of Python a
-# group to send (every element adapted on its own), while the catalog's version was locked. ``ord``
-# (1..k) numbers the group's commits, and commit ``ord`` gets version ``base + ord``, which is
-# unique, so the rows of the later tables find their database by its version. Data-modifying CTEs
-# all run, referenced or not; foreign keys are checked at the end of the statement, when every row
-# is in. The statement refuses itself rather than write less: a missing dataset leaves
-# ``databases.dataset_id`` NULL and a missing site ``replicas.site_id`` (looked up here by name: no
-# foreign key checks it from level 12), each a NOT NULL violation, so the caller may send the
-# COMMIT with the statement, before its answer.
+# The rows travel as one JSON text, an array of the commits, each with its containers and tag statistics
+# as arrays of its own: one array parameter per column cost the driver 1–2 ms of Python a group to send
+# (every element adapted on its own), while the catalog's version was locked. Each commit's text is made
+# when the commit is prepared (``group_row``), before it queues for a group: the group's text is those
+# texts joined, and what depends on the group — a commit's place ``ord`` (1..k, WITH ORDINALITY), its
+# offset among the group's entries of its dataset and the dataset's running sums — is computed by the
+# statement. Commit ``ord`` gets version ``base + ord``, which is unique, so the rows of the later tables
+# find their database by its version. Data-modifying CTEs all run, referenced or not; foreign keys (none
+# on PostgreSQL from level 20) would be checked at the end of the statement, when every row is in. The
+# statement refuses itself rather than write less: a missing dataset leaves ``databases.dataset_id``
+# NULL and a missing site ``replicas.site_id`` (looked up here by name), each a NOT NULL violation, so
+# the caller may send the COMMIT with the statement, before its answer.
 
 _GROUP = """
 WITH u AS MATERIALIZED (
-  SELECT * FROM json_to_recordset(%(commits)s::json)
-    AS u(ord bigint, dataset text, off bigint, n_events bigint, bytes bigint, writer text, program text,
-         program_version text, parameters text, idempotency_key text, site text, containers text,
-         record text, dn bigint, de bigint, db bigint)
+  SELECT o.ord, r.*, (sum(r.n_events) OVER w - r.n_events)::bigint AS off, (count(*) OVER w)::bigint AS dn,
+         (sum(r.n_events) OVER w)::bigint AS de, (sum(r.bytes) OVER w)::bigint AS db
+  FROM json_array_elements(%(commits)s::json) WITH ORDINALITY AS o(c, ord)
+  CROSS JOIN LATERAL json_to_record(o.c)
+    AS r(dataset text, n_events bigint, bytes bigint, writer text, program text, program_version text,
+         parameters text, idempotency_key text, site text, containers text, record text, held json, stats json)
+  WINDOW w AS (PARTITION BY r.dataset ORDER BY o.ord)
 ), v AS (
   UPDATE federation SET version = version + %(k)s RETURNING version - %(k)s AS base
 ), e AS (
@@ -203,10 +209,10 @@ WITH u AS MATERIALIZED (
                           program, program_version, parameters, created, format, cluster_checksums)
   SELECT d.id, x.name, x.path, x.checksum, x.size, x.cluster_entries, x.schema_id, d.created_version,
          x.program, x.program_version, x.parameters, %(now)s, x.format, x.cluster_checksums
-  FROM json_to_recordset(%(containers)s::json)
-       AS x(ord bigint, name text, path text, checksum text, size bigint, cluster_entries text, schema_id bigint,
+  FROM u CROSS JOIN LATERAL json_to_recordset(u.held)
+       AS x(name text, path text, checksum text, size bigint, cluster_entries text, schema_id bigint,
             program text, program_version text, parameters text, format text, cluster_checksums text)
-  CROSS JOIN v JOIN d ON d.created_version = v.base + x.ord
+  CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
   RETURNING id, created_version, name
 ), r AS (
   INSERT INTO replicas (container_id, site_id, state, checked)
@@ -215,8 +221,8 @@ WITH u AS MATERIALIZED (
 ), t AS (
   INSERT INTO tag_stats (database_id, field, created_version, min, max)
   SELECT d.id, x.field, d.created_version, x.min, x.max
-  FROM json_to_recordset(%(stats)s::json) AS x(ord bigint, field text, min float8, max float8)
-  CROSS JOIN v JOIN d ON d.created_version = v.base + x.ord
+  FROM u CROSS JOIN LATERAL json_to_recordset(u.stats) AS x(field text, min float8, max float8)
+  CROSS JOIN v JOIN d ON d.created_version = v.base + u.ord
 ), l AS (
   INSERT INTO versions (version, created, description)
   SELECT d.created_version, %(now)s, 'commit ' || u.dataset || ' db ' || d.id
@@ -240,35 +246,25 @@ WITH u AS MATERIALIZED (
 SELECT id, first_entry, created_version FROM d ORDER BY created_version
 """
 
-_CONTAINER_KEYS = ("name", "path", "checksum", "size", "cluster_entries", "schema_id", "program", "program_version",
-                   "parameters", "format", "cluster_checksums")
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
-def _json(rows: list[dict[str, Any]]) -> str:
-    return json.dumps(rows, separators=(",", ":"), allow_nan=False)
+def group_row(commit: DatabaseCommit, parameters: str, containers: list[dict[str, Any]], stats: list[dict[str, Any]],
+              size: int, names: str, record: str) -> str:
+    """A commit's element of the group statement's JSON array: its own fields, its containers (rows of
+    ``commits._container_rows``) and its tag statistics (field, min, max); nothing that depends on its group."""
+    c = commit
+    return _json({
+        "dataset": c.dataset, "n_events": c.n_events, "bytes": size, "writer": c.writer, "program": c.program,
+        "program_version": c.program_version, "parameters": parameters, "idempotency_key": c.idempotency_key,
+        "site": c.site, "containers": names, "record": record, "held": containers, "stats": stats,
+    })  # fmt: skip
 
 
 def group_statement(commits: Sequence[PreparedCommit], now: float) -> tuple[str, dict[str, Any]]:
     """The one statement that registers ``commits`` (none a duplicate, each with containers) and its
     parameters."""
-    offsets: dict[str, int] = {}
-    sums: dict[str, tuple[int, int, int]] = {}
-    rows: list[dict[str, Any]] = []
-    held: list[dict[str, Any]] = []
-    stats: list[dict[str, Any]] = []
-    for ord_, pc in enumerate(commits, 1):
-        c = pc.commit
-        off = offsets.get(c.dataset, 0)
-        offsets[c.dataset] = off + c.n_events
-        dn, de, db = sums.get(c.dataset, (0, 0, 0))
-        sums[c.dataset] = (dn + 1, de + c.n_events, db + pc.size)
-        rows.append({
-            "ord": ord_, "dataset": c.dataset, "off": off, "n_events": c.n_events, "bytes": pc.size,
-            "writer": c.writer, "program": c.program, "program_version": c.program_version,
-            "parameters": pc.parameters, "idempotency_key": c.idempotency_key, "site": c.site,
-            "containers": pc.names, "record": pc.record, "dn": dn + 1, "de": de + c.n_events, "db": db + pc.size,
-        })  # fmt: skip
-        held += [{"ord": ord_, **{key: row[key] for key in _CONTAINER_KEYS}} for row in pc.containers]
-        stats += [{"ord": ord_, "field": st["field"], "min": st["min"], "max": st["max"]} for st in pc.stats]
-    params = {"k": len(commits), "now": now, "commits": _json(rows), "containers": _json(held), "stats": _json(stats)}
-    return _GROUP, params
+    rows = [pc.group_row or group_row(pc.commit, pc.parameters, pc.containers, pc.stats, pc.size, pc.names, pc.record)
+            for pc in commits]
+    return _GROUP, {"k": len(commits), "now": now, "commits": f"[{','.join(rows)}]"}

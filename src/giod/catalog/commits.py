@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy import delete, select
 
-from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate, group_statement
+from giod.catalog.bulk import BulkStatements, PreparedCommit, Refused, duplicate, group_row, group_statement
 from giod.catalog.engine import Transactions, Unchanged
 from giod.catalog.kept import container_ids, record_text
 from giod.catalog.prepared import KEPT_COLUMNS, CommitStatements, execute, summary_names
@@ -122,6 +122,12 @@ def _check_specs(specs: Sequence[ContainerSpec], n_events: int, where: str) -> N
             )
 
 
+def _int_list(values: Sequence[Any]) -> str:
+    """``json.dumps([int(v) for v in values])``, the same text, without the encoder's cost per call (~5 µs,
+    twice per container of every commit)."""
+    return f"[{', '.join([str(int(v)) for v in values])}]"
+
+
 def _container_rows(
     specs: Sequence[ContainerSpec], default: tuple[str, str, str] = ("", "", "{}")
 ) -> list[dict[str, Any]]:
@@ -134,9 +140,9 @@ def _container_rows(
             "path": c.path,
             "checksum": c.checksum,
             "size": c.size,
-            "cluster_entries": json.dumps([int(n) for n in c.cluster_entries]),
+            "cluster_entries": _int_list(c.cluster_entries),
             "format": c.format,
-            "cluster_checksums": json.dumps([int(x) for x in c.cluster_checksums]),
+            "cluster_checksums": _int_list(c.cluster_checksums),
             "schema_id": c.schema_id,
             "program": c.program or program,
             "program_version": c.program_version or program_version,
@@ -319,8 +325,9 @@ class CommitMethods(Transactions):
                 s.release_lease.execute(cur, {"id": release})
             return CommitResult(db_id, first, v)
 
+        row = group_row(commit, parameters, held, stats, size, names, record) if self.dialect == "postgresql" else ""
         prepared = PreparedCommit(commit, parameters, held, stats, parents, wanted_schemas, size, names, record,
-                                  release)
+                                  release, row)
         return _CommitWork(prepared, work)
 
     # -- group commit --------------------------------------------------------------------

@@ -42,6 +42,8 @@ from giod.catalog.migrations import (
     v0016_coverage_running_sums,
     v0017_listing_records,
     v0018_coverage_plans_kept_flat,
+    v0019_coverage_looked_up_once,
+    v0020_registration_keys_checked_by_commits,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -67,6 +69,8 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     16: v0016_coverage_running_sums.upgrade,
     17: v0017_listing_records.upgrade,
     18: v0018_coverage_plans_kept_flat.upgrade,
+    19: v0019_coverage_looked_up_once.upgrade,
+    20: v0020_registration_keys_checked_by_commits.upgrade,
 }
 
 _KEY = "schema_version"
