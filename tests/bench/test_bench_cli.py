@@ -116,6 +116,12 @@ def test_select(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(small[f] <= large[f] for f in small)
     assert "speed-up" in output
     assert any("<= 1 ms warm" in note for note in data["notes"])  # ds.event beside its goal
+    # three databases: no count merges them, so nothing is saved and a new process asks each database
+    assert [(r["cluster_events"], r["databases"]) for r in data["first_counts"]] == [(100, 3), (None, 3)]
+    for r in data["first_counts"]:
+        assert r["new_count_s"] is None and r["saved_read"] is None and r["counts"]["saved"] == []
+        assert r["counts"]["bare"] == [r["selected"]] and r["merged"]["bare"] == [False]  # --quick: one round
+        assert _positive(r["bare_count_s"]) and _positive(r["open_s"])
     # through a server at 250 ms: planned and read at the source in a few requests, the files in many
     source, files = data["served"]
     assert (source["how"], files["how"]) == ("at the source", "client reads the files")
@@ -148,6 +154,30 @@ def test_select_keeps_its_datasets_and_reuses_them(tmp_path: Path, monkeypatch: 
                                       "--databases", "3", "--no-served", "--keep", str(kept),
                                       "--output", str(tmp_path / "results")])
     assert other.exit_code != 0 and "another folder" in other.output
+
+
+def test_select_first_counts_in_new_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from giod.read.datasetindex import saved_path
+
+    # ten databases: the second count merges their tag indexes and saves the merged index
+    monkeypatch.setattr(tagindex, "BLOCK", 100)
+    kept = tmp_path / "kept"
+    data, output = _bench(tmp_path, "select", "--quick", "--events", "2000", "--clusters", "default",
+                          "--databases", "10", "--repeat", "2", "--no-served", "--keep", str(kept))
+    (r,) = data["first_counts"]
+    assert (r["databases"], r["fraction"], r["selected"]) == (10, 0.001, round(0.001 * 2000))
+    assert r["selected"] == next(x["selected"] for x in data["results"] if x["fraction"] == 0.001)
+    # both new processes found the events the bench process counted, the saved index answering the first
+    # and each database's own index the second (nothing merged: its file was away)
+    assert r["counts"] == {"saved": [r["selected"]] * 2, "bare": [r["selected"]] * 2}
+    assert r["merged"] == {"saved": [True, True], "bare": [False, False]} and r["saved_read"] == "yes"
+    assert _positive(r["new_count_s"]) and _positive(r["bare_count_s"]) and _positive(r["saved_gain"])
+    assert r["saved_gain"] == pytest.approx(r["bare_count_s"] / r["new_count_s"])
+    assert _positive(r["first_count_s"]) and _positive(r["build_count_s"])
+    # the saved index is back where it was, nothing left beside it
+    assert saved_path(kept / "fed", "select_0", "ht").is_file()
+    assert sorted(p.name for p in kept.iterdir()) == ["fed", "giod-bench-select.json", "tags.npy"]
+    assert "new process s" in output and "no saved index s" in output
 
 
 def test_granularity(tmp_path: Path) -> None:

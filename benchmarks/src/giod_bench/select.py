@@ -17,6 +17,13 @@ table shows what a selection costs as the events spread over more databases;
 beside it, ``len`` of the selection alone (the count) and ``ds.event(i)``
 (one event, every container; median over random entries, warm).
 
+A process's first count reads each database's own tag index; its second
+merges them into the dataset's index and saves it in the federation
+(``indexes/``, ``giod.read.datasetindex``). So that the saved index's gain
+shows, the 0.1 % cut is also counted by new Python processes (nothing kept
+in memory) that open the federation: with the saved index, and with the
+dataset's ``indexes/`` folder moved away for that process and put back after.
+
 Through a server (``served_rtt_ms``, default 250 ms): the dataset with the
 most databases is served by ``giod serve`` on loopback behind the latency
 proxy, and the 0.1 % cut is counted and read by a remote client: the time in
@@ -30,6 +37,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +51,8 @@ import numpy as np
 
 import giod
 from giod.errors import ConfigError, StorageError
+from giod.read import datasetindex
+from giod.read.selection import MERGE_FROM
 from giod.testing import synthetic
 from giod_bench.report import (
     MB,
@@ -50,6 +62,7 @@ from giod_bench.report import (
     Table,
     Timing,
     figure,
+    grouped_bars,
     ratio,
     round_robin,
     save,
@@ -76,6 +89,28 @@ _CHUNK = 250_000  # events generated and appended at a time
 FIRST_COUNT: dict[int, float] = {}  # dataset -> seconds of its first count (each database's own tag index)
 BUILD_COUNT: dict[int, float] = {}  # dataset -> seconds of its second count, which builds the merged index
 _FIELDS = [COLLECTION, "run", "event", "njets", "ntracks", "ht", "lead_pt"]
+
+# a new process's first count: ROOT DATASET EXPRESSION; prints the count, its seconds, the seconds of the imports,
+# the opening and the dataset's listing of databases before it, and whether the merged index answered it (in memory
+# after the count: read from the saved file, or built by the count itself)
+NEW_PROCESS_COUNT = """
+import json, sys, time
+start = time.perf_counter()
+import giod
+from giod.read import datasetindex
+from giod.read.selection import MERGE_FROM
+root, name, expr = sys.argv[1:4]
+fed = giod.open(root)
+ds = fed.dataset(name)
+len(ds.databases())  # the catalog's first listing, as the bench process's first count follows its own
+opened = time.perf_counter() - start
+start = time.perf_counter()
+n = len(ds.select(expr))
+seconds = time.perf_counter() - start
+merged = datasetindex._cache(fed.store).newest(name, expr.split()[0]) is not None
+fed.close()
+print(json.dumps({"count": n, "seconds": seconds, "open_s": opened, "merged": merged}))
+"""
 
 
 def _cluster_label(cluster: int | None) -> str:
@@ -226,6 +261,12 @@ def run(
             timings = round_robin(clocks, repeat, advance=advance)
         for k, (ds, layout) in enumerate(zip(datasets, layouts, strict=True)):
             rows += _rows(ds, k, layout, cuts, expected, timings)
+        firsts = []
+        with bars.task("first counts in new processes", len(datasets)) as advance:
+            for k, (ds, layout) in enumerate(zip(datasets, layouts, strict=True)):
+                firsts.append(_first_counts(tmp / "fed", tmp / "indexes-aside", ds, k, layout, cuts[0],
+                                            expected[0], repeat))
+                advance(1)
         served: list[dict[str, Any]] = []
         if served_rtt_ms is not None:
             k = max(range(len(layouts)), key=lambda i: (layouts[i][1], layouts[i][0] is None))
@@ -247,6 +288,13 @@ def run(
         f"'event ms' is ds.event(i) (every container) at {EVENT_LOOKUPS} random entries, "
         "'pinned ms' the same on the dataset pinned at its version (ds.at(v): no query for the current version); "
         f"the goal for both is <= {EVENT_GOAL_MS:g} ms warm, the last column says whether both meet it",
+        "first counts: 'new process s' is the first count of a new Python process that opens the federation "
+        "(its imports, the opening and a listing of the dataset's databases untimed: 'open s'), the merged "
+        "index saved under indexes/ "
+        "present; 'no saved index s' the same with the dataset's saved index moved away for that process "
+        "(and put back after); medians of "
+        f"{repeat} of each in turn, every count checked; 'saved read' whether the saved file answered "
+        f"(none is saved for fewer than {MERGE_FROM} databases: no count merges them)",
     ]
     return Outcome(
         name="select",
@@ -267,6 +315,8 @@ def run(
                 COLUMNS,
                 rows,
             ),
+            Table("first_counts", f"the {cuts[0][0]:.1%} cut: a process's first count, and a new process's "
+                  "with the saved merged index and without", FIRST_COLUMNS, firsts),
             *([Table("served", f"the {cuts[0][0]:.1%} cut through a server at {served_rtt_ms:g} ms RTT "
                      "(goal: at most 3 round trips plus the selected bytes)", SERVED_COLUMNS, served)]
               if served else []),
@@ -319,6 +369,62 @@ def _clocks(
         out[(k, "query", j)] = stopwatch(query)
         out[(k, "read", j)] = stopwatch(read)
     return out
+
+
+def _new_process_count(root: Path, name: str, expr: str, want: int) -> dict[str, Any]:
+    """The first count of ``expr`` in a new process that opens the federation at ``root``; checked to be ``want``."""
+    done = subprocess.run([sys.executable, "-c", NEW_PROCESS_COUNT, str(root), name, expr],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise StorageError(f"a new process could not count {expr!r} in {name}: {done.stderr.strip()[-2000:]}")
+    got: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if got["count"] != want:
+        raise StorageError(f"a new process counted {got['count']} events of {expr!r} in {name}, not {want}")
+    return got
+
+
+def _first_counts(root: Path, aside: Path, ds: Any, k: int, layout: tuple[int | None, int],
+                  cut: tuple[float, float], want: int, repeat: int) -> dict[str, Any]:
+    """A new process's first count of ``cut`` on ``ds`` with the merged index saved in the federation and
+    without it (``indexes/<dataset>`` moved to ``aside`` for that process, then put back), in turn
+    ``repeat`` times."""
+    expr = f"{TAG} > {cut[1]!r}"
+    folder = datasetindex.saved_path(root, ds.name, TAG).parent
+    saved = folder.is_dir()  # none when no count merged the databases (fewer than MERGE_FROM)
+    runs: dict[str, list[dict[str, Any]]] = {"saved": [], "bare": []}
+    for _ in range(repeat):
+        if saved:
+            runs["saved"].append(_new_process_count(root, ds.name, expr, want))
+        moved = False
+        if folder.is_dir():
+            folder.rename(aside)
+            moved = True
+        try:
+            runs["bare"].append(_new_process_count(root, ds.name, expr, want))
+        finally:
+            if folder.exists():  # saved by that count itself (it merges at once past MERGE_AT_ONCE databases)
+                shutil.rmtree(folder)
+            if moved:
+                aside.rename(folder)
+    if saved and not datasetindex.saved_path(root, ds.name, TAG).is_file():
+        raise StorageError(f"the saved index of {ds.name} was not put back")
+
+    def median(how: str, key: str = "seconds") -> float | None:
+        return float(np.median([r[key] for r in runs[how]])) if runs[how] else None
+
+    cluster, databases = layout
+    return {
+        "cluster": _cluster_label(cluster), "cluster_events": cluster, "databases": databases,
+        "fraction": cut[0], "selected": want,
+        "first_count_s": FIRST_COUNT.get(k), "build_count_s": BUILD_COUNT.get(k),
+        "new_count_s": median("saved"), "bare_count_s": median("bare"),
+        "saved_gain": ratio(median("bare"), median("saved")),
+        "open_s": float(np.median([r["open_s"] for how in runs.values() for r in how])),
+        "saved_read": ("yes" if all(r["merged"] for r in runs["saved"]) else "no") if saved else None,
+        "counts": {how: [r["count"] for r in rs] for how, rs in runs.items()},
+        "timing": {how: [r["seconds"] for r in rs] for how, rs in runs.items()},
+        "merged": {how: [r["merged"] for r in rs] for how, rs in runs.items()},
+    }  # fmt: skip
 
 
 def _served(fed: Any, name: str, databases: int, cut: tuple[float, float], want: int, repeat: int,
@@ -436,10 +542,27 @@ COLUMNS = [
 ]  # fmt: skip
 
 
+FIRST_COLUMNS = [
+    Column("cluster", "cluster"), Column("databases", "databases", "{:,}"),
+    Column("fraction", "selected", "{:.1%}"), Column("selected", "events", "{:,}"),
+    Column("first_count_s", "1st count s", "{:.3f}"), Column("build_count_s", "2nd count s", "{:.3f}"),
+    Column("new_count_s", "new process s", "{:.3f}"), Column("bare_count_s", "no saved index s", "{:.3f}"),
+    Column("saved_gain", "saved index gain", "{:.1f}×"), Column("saved_read", "saved read"),
+    Column("open_s", "open s", "{:.3f}"),
+]  # fmt: skip
+
+
 def plot(outcome: Outcome, path: Path) -> None:
-    """Speed-up over the full scan against the selected fraction, per cluster size."""
+    """Speed-up over the full scan against the selected fraction, per cluster size; beside it the first
+    counts."""
     rows = outcome.table("results").rows
-    fig, (ax,) = figure("giod tag selection: speed-up over a full scan")
+    fig, (ax, counts) = figure("giod tag selection: speed-up over a full scan; first counts", ncols=2)
+    firsts = outcome.table("first_counts").rows
+    grouped_bars(counts, [f"{r['cluster']}\n{r['databases']:,} databases" for r in firsts],
+                 {"this process, 1st count": [r["first_count_s"] for r in firsts],
+                  "new process, saved index": [r["new_count_s"] for r in firsts],
+                  "new process, no saved index": [r["bare_count_s"] for r in firsts]},
+                 f"first count of the {firsts[0]['fraction']:.1%} cut, s" if firsts else "first count, s", log=True)
     for label in dict.fromkeys((r["cluster"], r.get("databases")) for r in rows):
         pts = [(r["fraction"], r["speedup"]) for r in rows if (r["cluster"], r.get("databases")) == label]
         where = f", {label[1]:,} databases" if label[1] is not None else ""
