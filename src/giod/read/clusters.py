@@ -48,7 +48,7 @@ import pyarrow as pa
 from giod.catalog.records import ContainerRecord
 from giod.errors import IntegrityError
 from giod.storage import numpyview
-from giod.storage.numpyview import numpy_array
+from giod.storage.numpyview import numpy_array, unique
 
 if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
@@ -540,7 +540,7 @@ def _split(container: ContainerRecord, rows: np.ndarray) -> list[tuple[int, np.n
     if len(starts) == 2:  # one cluster: nothing to split
         return [(0, rows)] if len(rows) else []
     batch = np.searchsorted(starts, rows, side="right") - 1
-    which = np.unique(batch)
+    which = unique(batch)
     bounds = np.searchsorted(batch, which, side="left"), np.searchsorted(batch, which, side="right")
     return [(int(b), rows[lo:hi] - starts[b]) for b, lo, hi in zip(which, *bounds, strict=True)]
 

@@ -41,7 +41,7 @@ from giod.expression import Expression
 from giod.schema import TAG_INDEX as TAG_INDEX  # the index's container name, where the store can see it
 from giod.storage.container import ContainerWriter, WriteOptions, WrittenContainer
 from giod.storage.formats.arrow import CODECS
-from giod.storage.numpyview import chunked_values, numpy_array
+from giod.storage.numpyview import chunked_values, numpy_array, unique
 from giod.storage.numpyview import values as _values  # numbers and booleans from their buffer
 from giod.storage.pending import FolderSyncs
 from giod.storage.site import Site
@@ -228,7 +228,7 @@ def select(expression: Expression, directory: Directory,
     if not names or any(n not in directory.fields for n in names):
         return None
     matched = {n: directory.blocks(expression, n) for n in names}
-    wanted = np.unique(np.concatenate(list(matched.values())))
+    wanted = unique(np.concatenate(list(matched.values())))
     if len(wanted) > MAX_SHARE * directory.n_blocks:
         return None
     if not len(wanted):
