@@ -40,7 +40,9 @@ def open(target: str | os.PathLike[str] | None = None, *, create: bool = False, 
 
     A missing federation is a NotFound naming ``giod init``; ``create=True``
     creates it (a directory with a SQLite catalog and a local site, or the
-    tables in an empty catalog database), as ``giod init`` does.
+    tables in an empty catalog database), as ``giod init`` does. A path whose
+    first part is a URL's scheme (``postgresql:/host/db``: a URL made a ``Path``,
+    which drops a slash) is a ConfigError, not a new folder.
 
     For a server (``http(s)://host:port``), ``token`` is the bearer token
     (default: the ``GIOD_TOKEN`` environment variable) and ``verify`` the TLS

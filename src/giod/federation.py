@@ -40,6 +40,8 @@ from giod.write.writer import Writer
 CATALOG_FILE = "catalog.sqlite"
 LOCAL_SITE = "local"
 LOCAL_SITE_DIR = "data"
+#: the first part of a path that is a URL's scheme: ``giod.open(Path(url))`` drops one of its slashes
+_URL_SCHEMES = ("postgresql:", "postgres:", "postgresql+psycopg:", "sqlite:", "http:", "https:")
 MAX_QUERY_LIMIT = 1_000_000_000  # the largest ``limit`` of a query, here and on a server
 
 
@@ -77,6 +79,10 @@ class Federation:
                 raise NotFound(f"no giod federation at {exc.shown} (giod init {exc.shown} creates one)") from exc
         if text.startswith(("http://", "https://")):
             return cls(RemoteCatalog.open(text, token=token, verify=verify))
+        scheme = text.split("/", 1)[0].lower()
+        if scheme in _URL_SCHEMES:  # "postgresql:/host/db": a URL that lost a slash (a Path made of it)
+            raise ConfigError(f"{text!r} looks like a URL that lost a slash: write {scheme}//… (sqlite:/// and "
+                              f"a path for a catalog file), or ./{text} for a folder of that name")
         root = Path(text).expanduser().resolve()
         db = root / CATALOG_FILE
         if not db.exists():

@@ -59,3 +59,17 @@ def test_open_without_a_path_opens_what_the_command_opens_and_says_so(tmp_path, 
     giod.open(elsewhere, create=True).close()
     with giod.open() as fed:
         assert fed.root == elsewhere
+
+
+@pytest.mark.parametrize("url", ["postgresql://postgres@127.0.0.1:5432/cat", "http://127.0.0.1:8470",
+                                 "sqlite:///tmp/cat.sqlite", "https://host/x"])
+def test_a_url_that_lost_a_slash_is_refused_not_made_a_folder(tmp_path, monkeypatch, url):
+    # Path(url) turns "//" into "/": opened as a folder, it would be created in the working directory
+    monkeypatch.chdir(tmp_path)
+    lost = str(Path(url))
+    assert lost != url
+    with pytest.raises(giod.ConfigError, match="lost a slash"):
+        giod.open(Path(url), create=True)
+    assert list(tmp_path.iterdir()) == []
+    with giod.open(f"./{lost}", create=True) as fed:  # a folder of that name, said so, is a folder
+        assert fed.root == (tmp_path / lost).resolve()
