@@ -80,7 +80,7 @@ def numpy_array(values: np.ndarray, arrow_type: pa.DataType | None = None) -> pa
 def unique(values: np.ndarray) -> np.ndarray:
     """The sorted distinct values of a 1-D integer array, as ``np.unique`` gives them, without importing
     ``numpy.ma`` (which ``np.unique`` does on its first call)."""
-    ordered = np.sort(values, kind="stable")
+    ordered = np.sort(values)
     if len(ordered) < 2:
         return ordered
     keep = np.empty(len(ordered), dtype=bool)
