@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -379,6 +380,46 @@ def test_pruning_is_sound(generated, columns, dropped):
         return
     if not expression.may_match(stats_of(columns, dropped)):
         assert not expression.evaluate(columns).any(), text
+
+
+def _numbers_only(columns: dict[str, pa.Array], fields: Iterable[str]) -> dict[str, pa.Array]:
+    """The rows whose ``fields`` all hold numbers (no null, no nan)."""
+    keep = np.ones(len(next(iter(columns.values()))), dtype=bool)
+    for name in fields:
+        values = columns[name].to_numpy(zero_copy_only=False)
+        keep &= columns[name].is_valid().to_numpy(zero_copy_only=False)
+        if values.dtype.kind == "f":
+            keep &= ~np.isnan(values)
+    return {name: column.filter(pa.array(keep)) for name, column in columns.items()}
+
+
+@settings(SETTINGS, max_examples=200)
+@given(expressions(), databases(), st.lists(st.sampled_from(sorted(FIELDS)), max_size=2))
+def test_always_matching_and_pruning_over_numbers_are_sound(generated, columns, dropped):
+    """Over events whose fields hold numbers: a database said to match whole has no event that fails, one
+    said not to match has none that passes."""
+    _, text = generated
+    expression = parsed(generated)
+    if expression is None:
+        return
+    numbers = _numbers_only(columns, expression.fields)
+    if not len(next(iter(numbers.values()))):
+        return
+    stats = stats_of(numbers, dropped)
+    mask = np.asarray(expression.evaluate(numbers), dtype=bool)
+    if expression.always_matches(stats):
+        assert mask.all(), text
+    if not expression.may_match(stats, numbers=True):
+        assert not mask.any(), text
+
+
+def test_the_strategy_finds_databases_that_match_whole():
+    # Guard against a vacuous property: some databases match whole, floats included.
+    columns = {"i32": pa.array([1, 2], pa.int32()), "f64": pa.array([1.0, -1.0])}
+    assert parse("i32 > 0 and f64 < 5", FIELDS).always_matches(stats_of(columns, []))
+    assert not parse("i32 > 0 and f64 < 5", FIELDS).always_matches(stats_of(columns, ["f64"]))
+    assert not parse("not (f64 < 5)", FIELDS).may_match(stats_of(columns, []), numbers=True)
+    assert parse("not (f64 < 5)", FIELDS).may_match(stats_of(columns, []))  # a nan would pass
 
 
 @settings(SETTINGS, max_examples=60)

@@ -44,6 +44,10 @@ def test_merged_selections_equal_the_full_scan(generated, columns, per_database)
                 assert len(sel) == len(want)
                 if sel.databases():  # (none left by the catalog's statistics: nothing to merge)
                     assert datasetindex.cached(sel.dataset, sorted(expression.fields))  # merged, not per database
+                    again = ds.select(expression.text)
+                    assert len(again) == len(want), one[1]  # counted through the merged index
+                    # a cut on one tag is counted without a plan (its whole blocks unread)
+                    assert ("_plan" in again.__dict__) == (len(expression.fields) != 1)
         finally:
             fed.close()
 

@@ -272,9 +272,9 @@ def test_the_blocks_of_a_cut_are_those_of_its_range_found_by_search(values, low,
         def necessary_box(self):
             return expression.necessary_box()
 
-        def may_match(self, bounds):
+        def may_match(self, bounds, numbers=False):
             calls[0] += 1
-            return expression.may_match(bounds)
+            return expression.may_match(bounds, numbers)
 
     found = set(directory.blocks(Counting(), "ht").tolist())
     passing = ((ordered < low) | (ordered > low + width)) if either else ((ordered >= low) & (ordered <= low + width))
@@ -283,3 +283,78 @@ def test_the_blocks_of_a_cut_are_those_of_its_range_found_by_search(values, low,
         overlap = (ordered[ends] >= low) & (ordered[starts] <= low + width)
         assert found == set(np.flatnonzero(overlap).tolist())
         assert calls[0] <= max(0, 2 * len(found) - 1)  # the walk within them only: no step outside
+
+
+def _built(columns: dict[str, pa.Array]) -> tuple[pa.Table, tagindex.Directory]:
+    built = tagindex.build(pa.table(columns), "d/x/tag.arrow", "crc32c:0")
+    assert built is not None
+    index, meta = built
+    directory = tagindex.Directory.of(index.schema.with_metadata(meta))
+    assert directory is not None
+    return index, directory
+
+
+_OPS = ["<", "<=", ">", ">=", "==", "!="]
+_CONSTANTS = ["-1e300", "1e300", "0", "-0.0", "1", "2.5", "-3", "9", "-9.5", "12"]
+
+
+@st.composite
+def cuts(draw) -> str:
+    """A cut on one numeric tag: a comparison, a range, its negation."""
+    field = draw(st.sampled_from(["i32", "i64", "u8", "f32", "f64"]))
+    a, b = draw(st.sampled_from(_CONSTANTS)), draw(st.sampled_from(_CONSTANTS))
+    form = draw(st.sampled_from(["op", "range", "between", "not"]))
+    if form == "op":
+        return f"{field} {draw(st.sampled_from(_OPS))} {a}"
+    if form == "range":
+        return f"{a} < {field} <= {b}"
+    if form == "between":
+        return f"{field} between {a} and {b}"
+    return f"not ({field} {draw(st.sampled_from(_OPS))} {a})"
+
+
+@settings(SETTINGS, max_examples=300)
+@given(expressions() | cuts().map(lambda text: (None, text)), tag_columns(), st.sampled_from([0.25, 1.0]))
+def test_a_count_through_the_index_is_the_scans(generated, columns, share):
+    """Blocks a cut selects whole counted from the directory, the values of the others read: the count is
+    the full scan's, or it declines (more than its share to read)."""
+    expression = parse(generated[1], FIELDS) if generated[0] is None else parsed(generated)
+    if expression is None or len(expression.fields) != 1:
+        return
+    reads = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tagindex, "BLOCK", 8)
+        mp.setattr(tagindex, "MAX_SHARE", share)
+        index, directory = _built(columns)
+
+        def read(blocks, names):
+            reads.append(blocks)
+            return pa.concat_tables([index.slice(int(b) * 8, 8) for b in blocks]).select(names)
+
+        got = tagindex.count(expression, directory, read)
+    if got is None:
+        assert share < 1.0, "with no bound on its share the index always answers"
+        return
+    assert got == int(np.count_nonzero(expression.evaluate(columns))), generated[1]
+    for blocks in reads:
+        assert len(blocks) == len(set(blocks.tolist())) <= max(1, share * directory.n_blocks)
+
+
+@pytest.mark.parametrize("text, want", [("f64 > 100.5", 899), ("f64 <= 100.5", 101), ("12.5 < f64 < 987.5", 975),
+                                        ("not (f64 < 500)", 500), ("f64 != 3", 999)])
+def test_a_count_reads_only_the_blocks_at_the_cuts_edges(text, want):
+    """1,000 numbers in blocks of 8: a cut reads the block of each edge it has, every other block it selects
+    is counted unread."""
+    columns = {"f64": pa.array(np.arange(1000, dtype=np.float64))}
+    reads = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tagindex, "BLOCK", 8)
+        index, directory = _built(columns)
+
+        def read(blocks, names):
+            reads.append(blocks.tolist())
+            return pa.concat_tables([index.slice(int(b) * 8, 8) for b in blocks]).select(names)
+
+        assert tagindex.count(parse(text, {"f64": "float64"}), directory, read) == want
+    edges = 2 if "<" in text.replace("not", "") and text.count("<") == 2 else 1
+    assert sum(len(r) for r in reads) <= edges

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod.expression.arrow import to_arrow
-from giod.expression.bounds import may_match_tree, necessary_box
+from giod.expression.bounds import always_matches_tree, may_match_tree, necessary_box
 from giod.expression.evaluate import evaluate_tree
 from giod.expression.lexer import MAX_LENGTH
 from giod.expression.nodes import Constant, Kind, Logical, Node, fields_of, objects_of, render
@@ -95,13 +95,25 @@ class Expression:
             "bool", terms[0].start, terms[-1].end, 1 + max(t.depth for t in terms), "and", tuple(terms))
         return Expression(render(tree), tree, {name: self._kinds[name] for name in fields_of(tree)})
 
-    def may_match(self, stats: Mapping[str, tuple[float | None, float | None]]) -> bool:
+    def may_match(self, stats: Mapping[str, tuple[float | None, float | None]], numbers: bool = False) -> bool:
         """Whether any event of a database with these per-field (min, max) can match.
 
         False only when no event can match, so a database may be skipped; True
         means "maybe". A missing field or a None bound counts as unknown.
+        ``numbers``: the events' fields are known to hold numbers (no nan, no
+        null), as in a run of a sorted index before its nan.
         """
-        return may_match_tree(self._tree, self._kinds, stats)
+        return may_match_tree(self._tree, self._kinds, stats, numbers)
+
+    def always_matches(self, stats: Mapping[str, tuple[float | None, float | None]]) -> bool:
+        """Whether every event whose fields hold numbers (no nan, no null) within these per-field
+        (min, max) matches.
+
+        True only when none can fail, so such events may be counted without
+        being read; False means "maybe not". A missing field or a None bound
+        counts as unknown.
+        """
+        return always_matches_tree(self._tree, self._kinds, stats)
 
     def necessary_box(self) -> dict[str, tuple[float, float]]:
         """Closed ``{field: (lo, hi)}`` ranges that every matching event lies in.

@@ -66,21 +66,31 @@ UNKNOWN_INT = Interval(-INF, INF, False)
 MAYBE = Truth(True, True)
 
 
-def may_match_tree(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> bool:
-    """False only when no event described by ``stats`` can satisfy ``node``."""
-    result = _bounds(node, kinds, stats)
+def may_match_tree(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any], numbers: bool = False) -> bool:
+    """False only when no event described by ``stats`` can satisfy ``node`` (with ``numbers``: no event
+    whose fields hold numbers, no nan, no null)."""
+    result = _bounds(node, kinds, stats, numbers)
     assert isinstance(result, Truth)
     return result.can_true
 
 
-def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> Interval | Truth:
+def always_matches_tree(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> bool:
+    """True only when every event whose fields hold numbers (no nan, no null) within ``stats`` satisfies
+    ``node``: the condition cannot be false for any of them."""
+    result = _bounds(node, kinds, stats, numbers=True)
+    assert isinstance(result, Truth)
+    return not result.can_false
+
+
+def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any], numbers: bool = False
+            ) -> Interval | Truth:
     def number(child: Node) -> Interval:
-        result = _bounds(child, kinds, stats)
+        result = _bounds(child, kinds, stats, numbers)
         assert isinstance(result, Interval)
         return result
 
     def truth(child: Node) -> Truth:
-        result = _bounds(child, kinds, stats)
+        result = _bounds(child, kinds, stats, numbers)
         assert isinstance(result, Truth)
         return result
 
@@ -90,7 +100,7 @@ def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> 
         case Constant(value=value):
             return Interval(value, value, False)
         case Field(name=name, kind=kind):
-            return _field(name, kind, stats.get(name))
+            return _field(name, kind, stats.get(name), numbers)
         case Counter() | Reduce() | Index():
             # objects have no statistics: anything their kind allows (a missing value only
             # makes a comparison false, which "maybe" covers)
@@ -153,15 +163,15 @@ def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> 
 # -- fields --------------------------------------------------------------------
 
 
-def _field(name: str, kind: Kind, bounds: Any) -> Interval | Truth:
+def _field(name: str, kind: Kind, bounds: Any, numbers: bool = False) -> Interval | Truth:
     lo, hi = _pair(name, bounds)
     if kind == "bool":
         return Truth(hi is None or bool(hi), lo is None or not bool(lo))
     if lo is not None and hi is not None and lo > hi:
         lo = hi = None  # contradictory statistics tell nothing
     if kind == "float":
-        # Statistics ignore nan, and a float column may hold some.
-        return Interval(-INF if lo is None else float(lo), INF if hi is None else float(hi), True)
+        # Statistics ignore nan, and a float column may hold some (unless the values are known numbers).
+        return Interval(-INF if lo is None else float(lo), INF if hi is None else float(hi), not numbers)
     low = -INF if lo is None or lo == -INF else math.ceil(lo)
     high = INF if hi is None or hi == INF else math.floor(hi)
     if low < INT64_MIN or high > INT64_MAX:

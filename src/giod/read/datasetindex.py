@@ -41,7 +41,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -409,6 +409,23 @@ def _parsed(data: memoryview, parts: dict[Part, DatabaseRecord], name: str) -> F
 def select(snapshot: Snapshot, expression: Expression) -> np.ndarray | None:
     """Dataset entries of the pinned ``snapshot`` that pass ``expression`` (tags only), through the merged
     indexes; None when they do not serve (no tag named, or too much of the index would match)."""
+    over = _over(snapshot, expression)
+    return None if over is None else tagindex.select(expression, *over)
+
+
+def count(snapshot: Snapshot, expression: Expression) -> int | None:
+    """How many entries of the pinned ``snapshot`` pass ``expression`` (one tag), through its merged index:
+    the blocks it selects whole counted, only those at its edges read (``tagindex.count``); None when it does
+    not serve."""
+    if len(expression.fields) != 1:
+        return None
+    over = _over(snapshot, expression)
+    return None if over is None else tagindex.count(expression, *over)
+
+
+def _over(snapshot: Snapshot, expression: Expression
+          ) -> tuple[tagindex.Directory, Callable[[np.ndarray, list[str]], pa.Table]] | None:
+    """The merged indexes of ``expression``'s tags as a directory and a reader of its blocks."""
     names = sorted(expression.fields)
     if not names or expression.objects:
         return None
@@ -428,4 +445,4 @@ def select(snapshot: Snapshot, expression: Expression) -> np.ndarray | None:
             out[n + _ENTRY] = numpy_array(indexes[n].entries[positions])
         return pa.table({c: out[c] for c in columns})
 
-    return tagindex.select(expression, directory, read)
+    return directory, read

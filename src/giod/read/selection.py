@@ -381,7 +381,23 @@ class Selection:
         return dbs if self.staging is None else self.staging.arriving(dbs, lambda db: db, names)
 
     def __len__(self) -> int:
+        if "_plan" not in self.__dict__:  # no plan made yet: a count may need none
+            counted = self._counted()
+            if counted is not None:
+                return counted
         return sum(db.n_events if sel is None else len(sel) for db, sel in self._plan)
+
+    def _counted(self) -> int | None:
+        """The count of a cut on one tag through the dataset's merged index, already built or saved: the
+        events of its blocks the cut selects whole counted, not read (``datasetindex.count``); None when it
+        does not serve (the plan then counts)."""
+        names = sorted(self.expression.fields)
+        if len(names) != 1 or self.expression.objects or not datasetindex.cached(self.dataset, names):
+            return None
+        try:
+            return datasetindex.count(self.dataset, self.expression)
+        except GiodError:
+            return None  # the plan answers, or raises its own error
 
     def plan(self) -> list[tuple[DatabaseRecord, np.ndarray | None]]:
         """Per database holding selected events, in entry order: its selected local entries (None: all)."""

@@ -188,12 +188,28 @@ class Directory:
 
     def blocks(self, expression: Expression, name: str) -> np.ndarray:
         """The blocks of ``name``'s sorted order that may hold an event ``expression`` selects."""
+        return self._walk(expression, name, count=False)[0]
+
+    def counted(self, expression: Expression, name: str) -> tuple[np.ndarray, int]:
+        """The blocks of ``name``'s sorted order that may hold an event ``expression`` selects and one it
+        does not (to be read), and how many events lie in blocks of numbers every one of which it selects
+        (counted, not read)."""
+        return self._walk(expression, name, count=True)
+
+    def _walk(self, expression: Expression, name: str, count: bool) -> tuple[np.ndarray, int]:
         info = self.fields[name]
         lo, hi = info["lo"], info["hi"]
         found: list[int] = []
+        whole = int(info["numeric"]) // self.block  # blocks [0, whole) hold numbers alone
+        certain = 0
 
         def visit(i: int, j: int) -> None:  # blocks [i, j) of the numbers: sorted, so lo[i]..hi[j - 1]
-            if not expression.may_match({name: (lo[i], hi[j - 1])}):
+            nonlocal certain
+            bounds = {name: (lo[i], hi[j - 1])}
+            if not expression.may_match(bounds, numbers=j <= whole):
+                return
+            if count and j <= whole and expression.always_matches(bounds):
+                certain += (j - i) * self.block
                 return
             if j - i == 1:
                 found.append(i)
@@ -216,7 +232,32 @@ class Directory:
         nan_blocks = range(-(-int(info["numeric"]) // self.block), -(-int(info["valid"]) // self.block))
         if len(nan_blocks) and expression.may_match({name: (math.nan, math.nan)}):
             found += list(nan_blocks)
-        return np.asarray(found, dtype=np.int64)
+        return np.asarray(found, dtype=np.int64), certain
+
+
+def count(expression: Expression, directory: Directory,
+          read: Callable[[np.ndarray, list[str]], pa.Table]) -> int | None:
+    """How many entries ``expression`` (of one field) selects: the events of blocks it selects whole
+    counted from the directory, the values of the blocks at its edges read and evaluated; None when the
+    index does not cover the expression or would read more than ``MAX_SHARE`` of itself."""
+    names = sorted(expression.fields)
+    if len(names) != 1 or names[0] not in directory.fields:
+        return None
+    n = names[0]
+    blocks, certain = directory.counted(expression, n)
+    if not len(blocks):
+        return certain
+    if len(blocks) > MAX_SHARE * directory.n_blocks:
+        return None
+    table = read(blocks, [n])
+    sizes = np.minimum(directory.block, directory.events - blocks * directory.block)
+    if table.num_rows != int(sizes.sum()):
+        return None  # not what the directory describes: the tag container will answer
+    # the values only (no entries, no order): nulls, past ``valid``, are never selected
+    position = np.repeat(blocks * directory.block - (np.cumsum(sizes) - sizes), sizes) + np.arange(table.num_rows)
+    values = table.column(n).filter(numpy_array(position < int(directory.fields[n]["valid"])))
+    return certain + int(np.count_nonzero(np.asarray(expression.evaluate({n: values}, size=len(values)),
+                                                     dtype=bool)))
 
 
 def select(expression: Expression, directory: Directory,
