@@ -6,6 +6,7 @@ before it queues."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -229,3 +230,23 @@ def test_a_groups_text_is_its_commits_texts_made_beforehand(ready: Catalog, make
     assert {s["field"] for s in row["stats"]} == {"njets", "ht"} and row["record"] == prepared[1].record
     _, alone = group_statement(prepared[1:2], 2.0)
     assert alone["commits"] == f"[{prepared[1].group_row}]" and alone["k"] == 1
+
+
+@pytest.mark.parametrize("low", [-0.0, 0.0, 5e-324, -1.7976931348623157e308, 0.1, 1e300])
+def test_a_groups_statistics_keep_their_floats_exactly(ready: Catalog, make_commit: MakeCommit, low: float) -> None:
+    """A group's statistics are written as given to the last bit, on both catalogs, and on PostgreSQL with the
+    sign of zero (SQLite keeps -0.0 as 0): the group statement reads its text as ``jsonb``, whose numbers
+    (``numeric``) have no -0.0, so the bounds travel as the texts of their floats."""
+    done = ready.commit_databases([make_commit(3, tag_stats={"ht": (low, 2.5)}) for _ in range(3)])
+    if ready.dialect == "postgresql":
+        sql, _ = group_statement([ready._commit_work(make_commit(3)).prepared], 1.0)
+        assert "::jsonb" in sql and "::json)" not in sql
+    with ready._engine.connect() as conn:
+        rows = conn.execute(select(tag_stats.c.min, tag_stats.c.max).where(
+            tag_stats.c.database_id.in_([r.database_id for r in done]), tag_stats.c.field == "ht")).all()
+    assert len(rows) == 3
+    for lo, hi in rows:
+        assert (lo, hi) == (low, 2.5)
+        if ready.dialect == "postgresql":
+            assert math.copysign(1.0, lo) == math.copysign(1.0, low)
+    counted_as_row_by_row_after(ready)
