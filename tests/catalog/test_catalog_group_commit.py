@@ -251,3 +251,53 @@ def test_a_leader_waits_for_as_many_callers_as_the_group_before(
         assert sizes == [1, 3]  # whoever led waited for the other two
         assert sorted(r.version for r in results) == [alone.version + 1, alone.version + 2, alone.version + 3]
         assert catalog.dataset_summary(DATASET)["n_databases"] == 4
+
+
+class _Counted(threading.Condition):
+    """A condition that counts its ``notify`` calls: the wakes of a leader waiting for its group."""
+
+    def __init__(self, lock: Any):
+        super().__init__(lock)
+        self.notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notified += 1
+        super().notify(n)
+
+
+def test_a_waiting_leader_is_woken_once_its_group_has_queued(
+    catalog_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader waiting for the callers of the group before is woken when the last of them queues, not by
+    each (every wake a hand-off of the interpreter lock while the group's callers prepare their commits)."""
+    from giod.catalog import commits
+
+    monkeypatch.setattr(commits, "GROUP_WAIT", 60.0)  # long: only the callers' arrival ends the wait
+    with Catalog.open(catalog_url) as catalog:
+        schema_id = _prepare(catalog)
+        sizes: list[int] = []
+        run = catalog._run_group
+        monkeypatch.setattr(catalog, "_run_group", lambda batch: (sizes.append(len(batch)), run(batch)))
+        counted = _Counted(catalog._group_lock)
+        catalog._group_arrived = counted
+        catalog._group_callers = THREADS  # as after a group of eight
+        with ThreadPoolExecutor(THREADS) as pool:
+            results = list(pool.map(lambda i: catalog.commit_database(_commit(schema_id, f"t{i}")), range(THREADS)))
+        assert sizes == [THREADS]
+        assert counted.notified == 1  # one a caller before: eight
+        assert len({r.version for r in results}) == THREADS
+        assert catalog.dataset_summary(DATASET)["n_databases"] == THREADS
+
+
+def test_a_queued_commit_waits_on_a_lock_it_is_given_held() -> None:
+    """A follower waits by taking its lock again and is woken by one release (an event's waiter, woken, also
+    takes the event's own lock, which the waking thread still holds)."""
+    from giod.catalog.commits import _Pending
+
+    pending = _Pending(lambda cur, version: version)
+    assert not pending.wake.acquire(blocking=False)  # held from the start: its owner would wait
+    woken = threading.Thread(target=pending.wake.acquire)
+    woken.start()
+    pending.wake.release()  # from another thread, as the leader does
+    woken.join(timeout=10)
+    assert not woken.is_alive()

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, text, update
 
 from giod.catalog import Catalog, DatabaseCommit, migrations
-from giod.catalog.kept import container_ids, parse_record, record_text, sites_of
+from giod.catalog.kept import _dumps, _float, _text, container_ids, parse_record, record_text, sites_of
 from giod.catalog.tables import database_summaries, meta
 from giod.errors import CatalogError
 
@@ -210,3 +210,20 @@ def test_the_live_listing_in_chunks_with_parents_and_a_summary_without_record(
     assert next(listing).id == first
     listing.close()  # closed mid-way: the transaction ends
     assert [db.parents for db in ready.iter_databases(DATASET)][1:3] == [(first,), (first, first + 1)]
+
+
+@given(st.text() | st.none() | st.integers() | st.floats(allow_nan=False, allow_infinity=False))
+def test_a_records_values_are_the_text_the_encoder_makes(value: Any) -> None:
+    """``record_text`` writes a str and a float without the encoder's set-up per call: the same text."""
+    assert _text(value) == _dumps(value)
+    if isinstance(value, float) or (isinstance(value, int) and abs(value) < 2**1000):
+        assert _float(value) == _dumps(float(value))
+    assert _float(None) == "null"
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_a_record_refuses_a_value_that_is_not_finite_as_before(value: float) -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        _dumps(value)
+    with pytest.raises(ValueError, match="JSON compliant"):
+        _float(value)

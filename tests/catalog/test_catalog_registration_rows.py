@@ -6,6 +6,7 @@ before it queues."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -19,10 +20,10 @@ from sqlalchemy import func, inspect, select
 from test_catalog_planning import counted_as_row_by_row
 
 from giod.catalog import Catalog, ContainerSpec, DatabaseCommit, migrations
-from giod.catalog.bulk import Refused, group_statement
+from giod.catalog.bulk import BulkStatements, Refused, group_statement
 from giod.catalog.commits import _int_list
 from giod.catalog.engine import create_catalog_engine, parse_url
-from giod.catalog.tables import containers, databases, datasets, replicas, tag_stats
+from giod.catalog.tables import containers, databases, datasets, replicas, tag_coverage, tag_stats
 from giod.errors import NotFound
 
 MakeCommit = Callable[..., DatabaseCommit]
@@ -65,18 +66,59 @@ def _lookups(plan: str) -> list[int]:
 
 def test_a_group_looks_up_the_kept_coverage_once_per_field(ready: Catalog, make_commit: MakeCommit) -> None:
     """Eight registrations of two statistics each, after the kept rows: two lookups of the kept coverage
-    (one per field), not sixteen (one per version and field, level 18); the coverage is still exact."""
+    (one per field), not sixteen (one per version and field, level 18), made by the group statement, which
+    writes the coverage rows itself (level 21: the trigger's statement never runs); the coverage is still
+    exact."""
     if ready.dialect != "postgresql":
         pytest.skip("PostgreSQL's statement trigger (SQLite keeps row triggers)")
     ready.commit_databases([make_commit(3) for _ in range(3)])  # rows kept before the group
     engine = ready._engine
     engine.pool.dispose()
     plans = _explained(ready, lambda: ready.commit_databases([make_commit(3) for _ in range(8)]))
-    trigger = [p for p in plans if "INSERT INTO tag_coverage" in p]
-    assert len(trigger) == 1, plans
-    lookups = _lookups(trigger[0])
-    assert sorted(lookups) == [0, 2], trigger[0]  # per field once; per version never
+    assert not [p for p in plans if "WITH ev AS" in p], plans  # the trigger's statement
+    group = [p for p in plans if "INSERT INTO tag_coverage" in p and "WITH u AS MATERIALIZED" in p]
+    assert len(group) == 1, plans
+    assert _lookups(group[0]) == [2], group[0]  # per field once; per version never
     counted_as_row_by_row_after(ready)
+
+
+def test_the_trigger_counts_what_follows_a_group_in_its_transaction(ready: Catalog, make_commit: MakeCommit
+                                                                    ) -> None:
+    """The setting that makes the trigger leave a group's rows to the group is cleared by the trigger: a
+    statistic inserted after the group statement in the same transaction is counted."""
+    if ready.dialect != "postgresql":
+        pytest.skip("PostgreSQL's group statement")
+    ready.commit_databases([make_commit(3)])
+    sql, params = group_statement([ready._commit_work(make_commit(3)).prepared for _ in range(2)], 1.0)
+    raw: Any = ready._engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        cur.execute(BulkStatements.lock)
+        cur.execute(sql, params)
+        db_id, _, version = cur.fetchall()[-1]
+        cur.execute("INSERT INTO tag_stats (database_id, field, created_version, min, max) "
+                    "VALUES (%s, 'late', %s, 0, 1)", (db_id, version))
+        raw.commit()
+    finally:
+        raw.close()
+    with ready._engine.connect() as conn:
+        kept = conn.execute(select(tag_coverage.c.version, tag_coverage.c.n_databases, tag_coverage.c.width)
+                            .where(tag_coverage.c.field == "late")).all()
+    assert [tuple(row) for row in kept] == [(version, 1, 1.0)]
+    counted_as_row_by_row_after(ready)
+
+
+def test_a_level_20_catalog_keeps_its_coverage_with_groups_writing_their_own(catalog_url: str) -> None:
+    """Upgraded from level 20, groups after the kept rows and one statement of rows before, among and
+    after them count as row by row, on both catalogs."""
+    engine = create_catalog_engine(parse_url(catalog_url))
+    with engine.begin() as conn:
+        assert migrations.migrate(conn, target=20) == (None, 20)
+    engine.dispose()
+    with Catalog.open(catalog_url, create=False) as catalog:
+        with catalog._engine.connect() as conn:
+            assert migrations.read_level(conn) == migrations.latest_level() >= 21
+        counted_as_row_by_row(catalog, 30)
 
 
 def counted_as_row_by_row_after(catalog: Catalog) -> None:
@@ -188,3 +230,23 @@ def test_a_groups_text_is_its_commits_texts_made_beforehand(ready: Catalog, make
     assert {s["field"] for s in row["stats"]} == {"njets", "ht"} and row["record"] == prepared[1].record
     _, alone = group_statement(prepared[1:2], 2.0)
     assert alone["commits"] == f"[{prepared[1].group_row}]" and alone["k"] == 1
+
+
+@pytest.mark.parametrize("low", [-0.0, 0.0, 5e-324, -1.7976931348623157e308, 0.1, 1e300])
+def test_a_groups_statistics_keep_their_floats_exactly(ready: Catalog, make_commit: MakeCommit, low: float) -> None:
+    """A group's statistics are written as given to the last bit, on both catalogs, and on PostgreSQL with the
+    sign of zero (SQLite keeps -0.0 as 0): the group statement reads its text as ``jsonb``, whose numbers
+    (``numeric``) have no -0.0, so the bounds travel as the texts of their floats."""
+    done = ready.commit_databases([make_commit(3, tag_stats={"ht": (low, 2.5)}) for _ in range(3)])
+    if ready.dialect == "postgresql":
+        sql, _ = group_statement([ready._commit_work(make_commit(3)).prepared], 1.0)
+        assert "::jsonb" in sql and "::json)" not in sql
+    with ready._engine.connect() as conn:
+        rows = conn.execute(select(tag_stats.c.min, tag_stats.c.max).where(
+            tag_stats.c.database_id.in_([r.database_id for r in done]), tag_stats.c.field == "ht")).all()
+    assert len(rows) == 3
+    for lo, hi in rows:
+        assert (lo, hi) == (low, 2.5)
+        if ready.dialect == "postgresql":
+            assert math.copysign(1.0, lo) == math.copysign(1.0, low)
+    counted_as_row_by_row_after(ready)

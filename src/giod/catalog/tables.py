@@ -284,7 +284,8 @@ tag_stats = Table(
 # the dataset's databases have a visible statistics row for the field, and the widest
 # max - min any row had (NULL once one had min > max). Kept by triggers on tag_stats
 # (``migrations.v0011_tag_coverage``; on PostgreSQL, inserts once per statement from level 15,
-# ``migrations.v0015_coverage_per_statement``); read by ``giod.catalog.planning``.
+# ``migrations.v0015_coverage_per_statement``; a group of registrations writes its own rows from level 21,
+# ``migrations.v0021_coverage_written_by_groups``); read by ``giod.catalog.planning``.
 tag_coverage = Table(
     "tag_coverage",
     metadata,

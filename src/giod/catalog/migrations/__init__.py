@@ -44,6 +44,7 @@ from giod.catalog.migrations import (
     v0018_coverage_plans_kept_flat,
     v0019_coverage_looked_up_once,
     v0020_registration_keys_checked_by_commits,
+    v0021_coverage_written_by_groups,
 )
 from giod.catalog.tables import meta
 from giod.errors import CatalogError
@@ -71,6 +72,7 @@ STEPS: dict[int, Callable[[Connection], None]] = {
     18: v0018_coverage_plans_kept_flat.upgrade,
     19: v0019_coverage_looked_up_once.upgrade,
     20: v0020_registration_keys_checked_by_commits.upgrade,
+    21: v0021_coverage_written_by_groups.upgrade,
 }
 
 _KEY = "schema_version"
