@@ -212,3 +212,35 @@ def test_a_damaged_or_crafted_saved_index_is_left_aside(saved: Path, tmp_path_fa
         with giod.open(root) as f:
             assert np.array_equal(_entries(f.dataset("sel"), expr), want)
     assert found == [None] * len(found)  # read (if the file was whole enough to be read) and refused
+
+
+def test_gc_removes_the_saved_index_of_a_deleted_dataset_and_nothing_else(copy: Path, tmp_path: Path) -> None:
+    """`giod gc` removes `indexes/<dataset>` of a dataset the catalog no longer holds, once past the grace;
+    a live dataset's folder (a quoted name) and a link to elsewhere stay."""
+    from click.testing import CliRunner
+
+    from giod.cli import main
+
+    with giod.open(copy) as f:
+        f.create_dataset("kept.one", synthetic.schema())
+        f.catalog.delete_dataset("sel")
+    live = datasetindex.saved_path(copy, "kept.one", "ht")
+    live.parent.mkdir(parents=True)
+    live.write_bytes(b"not read here")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "ht.index").write_bytes(b"someone else's")
+    (copy / "indexes" / "gone").symlink_to(outside, target_is_directory=True)
+    folder = datasetindex.saved_path(copy, "sel", "ht").parent
+
+    def gc(*args: str) -> Any:
+        r = CliRunner().invoke(main, ["gc", *args, "-f", str(copy)], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    assert "saved tag index" not in gc("--grace", "3600") and folder.is_dir()  # written just now
+    assert "would remove the saved tag index of deleted dataset sel" in gc("--grace", "0", "--dry-run")
+    assert folder.is_dir()
+    assert "removed the saved tag index of deleted dataset sel" in gc("--grace", "0")
+    assert not folder.exists() and live.is_file() and (outside / "ht.index").is_file()
+    assert "saved tag index" not in gc("--grace", "0")

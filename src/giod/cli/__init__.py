@@ -407,10 +407,13 @@ def fsck(quick: bool, federation: str) -> None:
 def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None:
     """Remove orphan files left by interrupted writes, and the files of deleted datasets and databases.
 
-    Files under a live writer's lease are never removed, whatever --grace says.
+    The saved tag indexes of deleted datasets (indexes/ in the federation's
+    directory) go too. Files under a live writer's lease are never removed,
+    whatever --grace says.
     A site that does not answer is named and skipped; the others are cleaned,
     and the command exits 1.
     """
+    from giod.read.datasetindex import remove_unused
     from giod.store.consistency import gc as run
 
     fed = _open(federation)
@@ -424,6 +427,8 @@ def gc(grace: float, dry_run: bool, include_lost: bool, federation: str) -> None
                   on_unreachable=unreachable)
     for site, path in removed:
         click.echo(f"{'would remove' if dry_run else 'removed'} {site}:{path}")
+    for name in remove_unused(fed.store, grace_seconds=grace, dry_run=dry_run):
+        click.echo(f"{'would remove' if dry_run else 'removed'} the saved tag index of deleted dataset {name}")
     click.echo(f"{len(removed)} orphan files {'found' if dry_run else 'removed'}"
                + (f"; {len(away)} sites not reached" if away else ""))
     if removed.lost and not include_lost:

@@ -38,14 +38,16 @@ import contextlib
 import json
 import mmap
 import os
+import shutil
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import numpy as np
 import pyarrow as pa
@@ -63,7 +65,8 @@ if TYPE_CHECKING:
     from giod.storage.container import ContainerReader
     from giod.store.snapshot import Snapshot, Store
 
-__all__ = ["CACHE_BYTES", "FieldIndex", "asked_before", "cached", "field_index", "saved_path", "select"]
+__all__ = ["CACHE_BYTES", "FieldIndex", "asked_before", "cached", "count", "field_index", "remove_unused", "saved_path",
+           "select"]
 
 #: bytes of merged field indexes kept per store (least recently used dropped first)
 CACHE_BYTES = 1 << 30
@@ -306,6 +309,34 @@ def saved_path(root: Path, dataset: str, name: str) -> Path:
 
 def _quoted(name: str) -> str:
     return quote(name, safe="").replace(".", "%2E")
+
+
+def remove_unused(store: Store, *, grace_seconds: float, dry_run: bool = False) -> list[str]:
+    """Remove the saved merged indexes of datasets the catalog no longer holds (``indexes/<dataset>``,
+    untouched for ``grace_seconds``: a reader pinned before the deletion may still be merging); returns
+    those datasets' names. Always safe: an index is merged again when a selection needs it (``giod gc``)."""
+    if store.root is None:
+        return []
+    try:
+        found = sorted(p for p in (store.root / "indexes").iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []  # none saved, or a directory that cannot be read: nothing of ours to remove
+    live = {_quoted(d.name) for d in store.catalog.datasets()}
+    now = time.time()
+    out = []
+    for path in found:
+        if path.name in live:
+            continue
+        try:
+            touched = max([path.stat().st_mtime] + [f.lstat().st_mtime for f in path.iterdir()])
+        except OSError:
+            continue
+        if now - touched < grace_seconds:
+            continue
+        if not dry_run:
+            shutil.rmtree(path, ignore_errors=True)
+        out.append(unquote(path.name))
+    return out
 
 
 def _save(snapshot: Snapshot, name: str, index: FieldIndex) -> None:
