@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from giod.expression.arrow import to_arrow
-from giod.expression.bounds import always_matches_tree, may_match_tree, necessary_box
+from giod.expression.bounds import always_matches_tree, matches_tree, may_match_tree, necessary_box
 from giod.expression.evaluate import evaluate_tree
 from giod.expression.lexer import MAX_LENGTH
 from giod.expression.nodes import Constant, Kind, Logical, Node, fields_of, objects_of, render
@@ -114,6 +114,10 @@ class Expression:
         counts as unknown.
         """
         return always_matches_tree(self._tree, self._kinds, stats)
+
+    def matches(self, stats: Mapping[str, tuple[float | None, float | None]]) -> tuple[bool, bool]:
+        """``(may_match(stats, numbers=True), always_matches(stats))``, found together."""
+        return matches_tree(self._tree, self._kinds, stats)
 
     def necessary_box(self) -> dict[str, tuple[float, float]]:
         """Closed ``{field: (lo, hi)}`` ranges that every matching event lies in.

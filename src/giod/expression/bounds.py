@@ -77,9 +77,14 @@ def may_match_tree(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, An
 def always_matches_tree(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> bool:
     """True only when every event whose fields hold numbers (no nan, no null) within ``stats`` satisfies
     ``node``: the condition cannot be false for any of them."""
+    return matches_tree(node, kinds, stats)[1]
+
+
+def matches_tree(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any]) -> tuple[bool, bool]:
+    """``(may_match_tree(..., numbers=True), always_matches_tree(...))`` from one walk of ``node``."""
     result = _bounds(node, kinds, stats, numbers=True)
     assert isinstance(result, Truth)
-    return not result.can_false
+    return result.can_true, not result.can_false
 
 
 def _bounds(node: Node, kinds: Mapping[str, Kind], stats: Mapping[str, Any], numbers: bool = False

@@ -44,7 +44,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -84,18 +84,24 @@ class FieldIndex:
     numeric: int  # positions holding numbers
     valid: int  # positions holding numbers or nan
     parts: frozenset[Part]  # the databases merged in
+    # the directory entry per block size, made once: every count and selection through the index asks it
+    _directories: dict[int, dict[str, object]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def nbytes(self) -> int:
         return int(self.values.nbytes + self.entries.nbytes)
 
-    def directory(self, name: str) -> dict[str, object]:
-        """The directory entry ``tagindex.Directory`` describes a field with."""
-        starts = np.arange(0, self.numeric, tagindex.BLOCK)
-        ends = np.minimum(starts + tagindex.BLOCK, self.numeric) - 1
-        head = self.values[: self.numeric]
-        return {"valid": self.valid, "numeric": self.numeric, "lo": head[starts].tolist(),
-                "hi": head[ends].tolist()}
+    def directory(self) -> dict[str, object]:
+        """The directory entry ``tagindex.Directory`` describes a field with (shared: read it only)."""
+        found = self._directories.get(tagindex.BLOCK)
+        if found is None:
+            starts = np.arange(0, self.numeric, tagindex.BLOCK)
+            ends = np.minimum(starts + tagindex.BLOCK, self.numeric) - 1
+            head = self.values[: self.numeric]
+            found = {"valid": self.valid, "numeric": self.numeric, "lo": head[starts].tolist(),
+                     "hi": head[ends].tolist()}
+            self._directories[tagindex.BLOCK] = found
+        return found
 
 
 @dataclass
@@ -125,8 +131,8 @@ class _Cache:
     def newest(self, dataset: str, name: str) -> FieldIndex | None:
         """The most recently used index of ``name`` in ``dataset`` (the base of an incremental merge)."""
         with self.lock:
-            for (ds, _, field), index in reversed(self.by_version.items()):
-                if ds == dataset and field == name:
+            for (ds, _, named), index in reversed(self.by_version.items()):
+                if ds == dataset and named == name:
                     return index
         return None
 
@@ -464,7 +470,7 @@ def _over(snapshot: Snapshot, expression: Expression
     events = len(next(iter(indexes.values())).values)
     if any(len(i.values) != events for i in indexes.values()):
         return None
-    directory = tagindex.Directory(tagindex.BLOCK, events, "", "", {n: i.directory(n) for n, i in indexes.items()})
+    directory = tagindex.Directory(tagindex.BLOCK, events, "", "", {n: i.directory() for n, i in indexes.items()})
 
     def read(blocks: np.ndarray, columns: list[str]) -> pa.Table:
         sizes = np.minimum(tagindex.BLOCK, events - blocks * tagindex.BLOCK)

@@ -206,9 +206,11 @@ class Directory:
         def visit(i: int, j: int) -> None:  # blocks [i, j) of the numbers: sorted, so lo[i]..hi[j - 1]
             nonlocal certain
             bounds = {name: (lo[i], hi[j - 1])}
-            if not expression.may_match(bounds, numbers=j <= whole):
+            may, always = (expression.matches(bounds) if count and j <= whole
+                           else (expression.may_match(bounds, numbers=j <= whole), False))
+            if not may:
                 return
-            if count and j <= whole and expression.always_matches(bounds):
+            if always:
                 certain += (j - i) * self.block
                 return
             if j - i == 1:
