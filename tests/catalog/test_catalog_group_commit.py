@@ -231,6 +231,14 @@ def test_threads_racing_without_a_held_lock_all_land(catalog_url: str) -> None:
         assert catalog.dataset_summary(DATASET)["n_databases"] == THREADS * 10
 
 
+def _group_sizes(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each group ``catalog`` runs from now on, in order."""
+    sizes: list[int] = []
+    run = catalog._run_group
+    monkeypatch.setattr(catalog, "_run_group", lambda batch: (sizes.append(len(batch)), run(batch)))
+    return sizes
+
+
 def test_a_leader_waits_for_as_many_callers_as_the_group_before(
     catalog_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -240,9 +248,7 @@ def test_a_leader_waits_for_as_many_callers_as_the_group_before(
     monkeypatch.setattr(commits, "GROUP_WAIT", 60.0)  # long: only the callers' arrival ends the wait
     with Catalog.open(catalog_url) as catalog:
         schema_id = _prepare(catalog)
-        sizes: list[int] = []
-        run = catalog._run_group
-        monkeypatch.setattr(catalog, "_run_group", lambda batch: (sizes.append(len(batch)), run(batch)))
+        sizes = _group_sizes(catalog, monkeypatch)
         alone = catalog.commit_database(_commit(schema_id, "alone"))  # nobody before it: no wait
         assert sizes == [1] and catalog._group_callers == 1
         catalog._group_callers = 3  # as after a group of three
@@ -275,9 +281,7 @@ def test_a_waiting_leader_is_woken_once_its_group_has_queued(
     monkeypatch.setattr(commits, "GROUP_WAIT", 60.0)  # long: only the callers' arrival ends the wait
     with Catalog.open(catalog_url) as catalog:
         schema_id = _prepare(catalog)
-        sizes: list[int] = []
-        run = catalog._run_group
-        monkeypatch.setattr(catalog, "_run_group", lambda batch: (sizes.append(len(batch)), run(batch)))
+        sizes = _group_sizes(catalog, monkeypatch)
         counted = _Counted(catalog._group_lock)
         catalog._group_arrived = counted
         catalog._group_callers = THREADS  # as after a group of eight

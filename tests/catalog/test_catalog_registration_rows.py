@@ -108,16 +108,18 @@ def test_the_trigger_counts_what_follows_a_group_in_its_transaction(ready: Catal
     counted_as_row_by_row_after(ready)
 
 
-def test_a_level_20_catalog_keeps_its_coverage_with_groups_writing_their_own(catalog_url: str) -> None:
-    """Upgraded from level 20, groups after the kept rows and one statement of rows before, among and
-    after them count as row by row, on both catalogs."""
+@pytest.mark.parametrize("level", [18, 20], ids=["the trigger of level 19", "groups writing their own (21)"])
+def test_an_upgraded_catalog_keeps_its_coverage(catalog_url: str, level: int) -> None:
+    """Upgraded from level 18 (level 19's trigger: each version's own lookup) or 20 (level 21: groups write
+    their own rows), groups after the kept rows and one statement of rows before, among and after them count
+    as row by row, on both catalogs."""
     engine = create_catalog_engine(parse_url(catalog_url))
     with engine.begin() as conn:
-        assert migrations.migrate(conn, target=20) == (None, 20)
+        assert migrations.migrate(conn, target=level) == (None, level)
     engine.dispose()
     with Catalog.open(catalog_url, create=False) as catalog:
         with catalog._engine.connect() as conn:
-            assert migrations.read_level(conn) == migrations.latest_level() >= 21
+            assert migrations.read_level(conn) == migrations.latest_level() >= level + 1
         counted_as_row_by_row(catalog, 30)
 
 
@@ -126,19 +128,6 @@ def counted_as_row_by_row_after(catalog: Catalog) -> None:
     from test_catalog_planning import _recounted
 
     _recounted(catalog, catalog.dataset(DATASET).id)
-
-
-def test_a_level_18_catalog_keeps_its_coverage_with_the_trigger_of_level_19(catalog_url: str) -> None:
-    """Upgraded from level 18, groups after the kept rows and one statement of rows before, among and
-    after them (each version's own lookup) count as row by row, on both catalogs."""
-    engine = create_catalog_engine(parse_url(catalog_url))
-    with engine.begin() as conn:
-        assert migrations.migrate(conn, target=18) == (None, 18)
-    engine.dispose()
-    with Catalog.open(catalog_url, create=False) as catalog:
-        with catalog._engine.connect() as conn:
-            assert migrations.read_level(conn) == migrations.latest_level() >= 19
-        counted_as_row_by_row(catalog, 30)
 
 
 def _keys(catalog: Catalog) -> set[tuple[str, str]]:
