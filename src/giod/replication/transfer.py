@@ -86,7 +86,7 @@ def file_state(site: Site, path: str, size: int, checksum: str, advance: Advance
         return FileState(True, False, f"{actual} bytes, the catalog recorded {size}")
     # a site that computes the checksum where the file is (an XRootD server) spares reading it through here
     try:
-        theirs = site.server_checksum(path)
+        theirs = site.server_checksum(path, size)
     except NotFound:
         return FileState(False, False, "file is missing")
     if theirs is not None:

@@ -132,9 +132,10 @@ class Site(ABC):
     def forget(self, path: str) -> None:  # noqa: B027 - a no-op where a kind lacks the ability
         """Drop a size known for ``path``: the file may have changed since."""
 
-    def server_checksum(self, path: str) -> str | None:
+    def server_checksum(self, path: str, size: int = 0) -> str | None:
         """The file's checksum (``crc32c:xxxxxxxx``) computed where it is stored, so that no byte travels;
-        None where a kind cannot have one computed there. NotFound when the file is missing."""
+        None where a kind cannot have one computed there (or the site gave none in time: the caller reads
+        the bytes). ``size``, when known, lets a large file take longer. NotFound when the file is missing."""
         return None
 
     def pull(self, source: Site, path: str, size: int, checksum: str,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import posixpath
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -52,6 +53,10 @@ READ_PIECE = 8 << 20
 #: writes in flight while a file is uploaded
 WRITES_IN_FLIGHT = 8
 TIMEOUT = 300  # seconds one request may take
+#: a checksum query may take CHECKSUM_SECONDS, plus a second per CHECKSUM_RATE bytes of the file; past
+#: that the bytes are read instead (a server's checksum job can fail, or never answer, for one file)
+CHECKSUM_SECONDS = 30
+CHECKSUM_RATE = 20 << 20
 TPC_TRIES = 2  # tries of a third-party copy before it goes through this process (or fails, if that is refused)
 
 log = logging.getLogger("giod.storage")
@@ -59,6 +64,8 @@ log = logging.getLogger("giod.storage")
 TAIL = 64 << 10
 
 _NOT_FOUND = 3011  # kXR_NotFound
+_UNSUPPORTED = 3013  # kXR_Unsupported: the server has no checksum configured
+_HEX = re.compile(r"[0-9a-fA-F]{1,8}")
 _EXISTS = 3018  # kXR_ItExists
 
 
@@ -249,25 +256,54 @@ class XRootDSite(Site):
                 free, total = int(fields["oss.free"]), int(fields["oss.space"])
         return SiteHealth(True, "", free, total)
 
-    def server_checksum(self, path: str) -> str | None:
-        """The file's CRC-32C as the server computes it (``crc32c:xxxxxxxx``); None when it offers no CRC-32C.
+    def server_checksum(self, path: str, size: int = 0) -> str | None:
+        """The file's CRC-32C as the server computes it (``crc32c:xxxxxxxx``); None when it offers no CRC-32C,
+        or gave none for this file in time (said in the log): the caller reads the bytes instead.
 
         The bytes do not cross the network; NotFound when the file is missing.
         """
+        return self._checksum(path, size)[0]
+
+    def _checksum(self, path: str, size: int) -> tuple[str | None, str]:
+        """``(checksum, "")``, or ``(None, why)`` (see :meth:`server_checksum`)."""
+        none = f"site {self.name} computes no checksum to check a copy with"
         if self._algorithm is None:
-            return None
-        status, answer = self.fs.query(self._client.flags.QueryCode.CHECKSUM, self._full(path), timeout=TIMEOUT)
+            return None, none
+        timeout = CHECKSUM_SECONDS + max(0, size) // CHECKSUM_RATE
+        status, answer = self.fs.query(self._client.flags.QueryCode.CHECKSUM, self._full(path), timeout=timeout)
         if not status.ok:
             if status.errno == _NOT_FOUND:
                 raise NotFound(f"file {path} is missing on site {self.name}")
-            self._algorithm = None  # no checksum configured (kXR_Unsupported): read the bytes instead
-            return None
-        algorithm, _, value = answer.rstrip(b"\0").decode().partition(" ")
+            if status.errno == _UNSUPPORTED:  # no checksum configured: never ask again
+                self._algorithm = None
+                return None, none
+            return self._no_checksum(path, (status.message or "").strip() or f"error {status.errno}")
+        try:
+            if not isinstance(answer, bytes):
+                raise TypeError(type(answer).__name__)
+            algorithm, _, value = answer.rstrip(b"\0").decode("ascii").partition(" ")
+        except (TypeError, UnicodeDecodeError):
+            return self._no_checksum(path, f"an answer that is not text: {repr(answer)[:60]}")
         if algorithm.lower() != ALGORITHM:
             self._algorithm = None
-            return None
+            return None, none
+        if not _HEX.fullmatch(value):
+            return self._no_checksum(path, f"a {ALGORITHM} that is not 1 to 8 hex digits: {value[:40]!r}")
         self._algorithm = algorithm
-        return f"{ALGORITHM}:{int(value, 16):08x}"
+        return f"{ALGORITHM}:{int(value, 16):08x}", ""
+
+    def _no_checksum(self, path: str, reason: str) -> tuple[None, str]:
+        why = f"site {self.name} gave no checksum of {path}: {reason}"
+        log.warning("%s; its bytes are read instead", why)
+        return None, why
+
+    def read_checksum(self, path: str) -> str:
+        """The file's CRC-32C computed here, from its bytes read through this client."""
+        with self.open(path) as fh:
+            summer = Checksum()
+            while block := fh.read(READ_PIECE):
+                summer.update(block)
+        return summer.hexdigest()
 
     def pull(self, source: Site, path: str, size: int, checksum: str,
              advance: Callable[[int], None] | None = None) -> str | None:
@@ -286,11 +322,11 @@ class XRootDSite(Site):
         if not isinstance(source, XRootDSite):
             return None
         try:
-            found = self.server_checksum(path)
+            found, why = self._checksum(path, size)
         except NotFound:
-            found = ""
+            found, why = "", ""
         if found is None:
-            self._through_here(source, path, f"site {self.name} computes no checksum to check a copy with")
+            self._through_here(source, path, why)
             return None
         if found:
             if found == checksum and self.size(path) == size:
@@ -313,7 +349,7 @@ class XRootDSite(Site):
             self._through_here(source, path, f"the third-party copy failed ({TPC_TRIES} tries): {why}")
             return None
         try:
-            landed = self.server_checksum(tmp)
+            landed = self.server_checksum(tmp, size) or self.read_checksum(tmp)
             n = self.size(tmp)
             if landed != checksum or n != size:
                 raise IntegrityError(f"{path} copied from site {source.name} to site {self.name} arrived as {n} "
@@ -656,13 +692,8 @@ class _XRootDPending(PendingFile):
             if not status.ok:
                 raise StorageError(f"cannot write {self.path} on site {site.name}: {status.message.strip()}")
             expected = self._sum.hexdigest()
-            landed = site.server_checksum(self._tmp)
-            if landed is None:  # a server without CRC-32C: read the bytes back
-                with site.open(self._tmp) as fh:
-                    summer = Checksum()
-                    while block := fh.read(READ_PIECE):
-                        summer.update(block)
-                landed = summer.hexdigest()
+            # a server without CRC-32C (or none for this file): read the bytes back
+            landed = site.server_checksum(self._tmp, self._sum.size) or site.read_checksum(self._tmp)
             if landed != expected:
                 raise IntegrityError(f"{self.path} landed on site {site.name} with {landed}, written with {expected}: "
                                      "not published")
