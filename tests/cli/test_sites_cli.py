@@ -64,6 +64,11 @@ def _site_names(fed_dir: str) -> list[str]:
     ("1ftp://host/x", "does not start with a URL scheme"),
     ("ftp://user:secret@host/x", "holds a password"),
     ("ftp://host/a b", "holds spaces"),
+    ("root://host//data/../etc", "holds a '.' or '..' in its path"),
+    ("root://host//./data", "holds a '.' or '..' in its path"),
+    ("memory://a/../b", "holds a '.' or '..' in its path"),
+    ("root://host//data?authz=secret", "holds a token"),
+    ("root://host//data?x=1&AUTHZ=secret", "holds a token"),
     ("/data/x\n", "control characters"),
 ])
 def test_site_add_refuses_a_url_of_the_wrong_form_and_stores_nothing(fed_dir: str, url: str, says: str) -> None:

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("XRootD.client")
 
-from giod.errors import NotFound  # noqa: E402
-from giod.storage import xrootd  # noqa: E402
-from giod.storage.xrootd import XRootDSite  # noqa: E402
+from giod.errors import NotFound
+from giod.storage import xrootd
+from giod.storage.xrootd import XRootDSite
 
 
 @dataclass

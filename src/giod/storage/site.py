@@ -229,6 +229,8 @@ class FsspecSite(Site):
 
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*", re.ASCII)
 _HOSTLESS = ("memory", "file", "local")  # fsspec protocols whose URLs name no host
+#: a credential in a URL's query (XRootD's ``authz``, an OAuth ``access_token``)
+_TOKEN_PARAMETER = re.compile(r"(?:^|&)(?:authz|access_token|bearer_token)=", re.IGNORECASE)
 
 
 def check_site_url(name: str, url: str) -> str:
@@ -236,8 +238,9 @@ def check_site_url(name: str, url: str) -> str:
 
     A directory (any path without ``://``), ``file://``, ``http(s)://HOST…``
     (a giod server), or a protocol fsspec knows with its host or bucket
-    (``memory://`` names none). A URL may not carry a password: it would be
-    stored in the catalog. Nothing is contacted here.
+    (``memory://`` names none). A URL may not carry a password or a token: it
+    would be stored in the catalog; nor a ``.`` or ``..`` segment in its path.
+    Nothing is contacted here.
     """
     if not url or any(ord(c) < 32 or ord(c) == 127 for c in url):
         raise ConfigError(f"site {name}: {url!r} is empty or holds control characters")
@@ -263,9 +266,12 @@ def check_site_url(name: str, url: str) -> str:
         parts.port  # noqa: B018 - raises on a port that is not a number in range
     except ValueError as exc:
         raise ConfigError(f"site {name}: {url!r} has an invalid port") from exc
-    if parts.password is not None:
-        raise ConfigError(f"site {name}: {url!r} holds a password, which would be stored in the catalog; "
+    if parts.password is not None or _TOKEN_PARAMETER.search(parts.query):
+        what = "a password" if parts.password is not None else "a token"
+        raise ConfigError(f"site {name}: {url!r} holds {what}, which would be stored in the catalog; "
                           "give credentials through the environment or the file system's own configuration")
+    if any(segment in (".", "..") for segment in parts.path.split("/")):
+        raise ConfigError(f"site {name}: {url!r} holds a '.' or '..' in its path; give the path itself")
     if scheme in XROOTD_SCHEMES:
         from giod.storage.xrootd import available
 
