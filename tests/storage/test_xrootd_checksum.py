@@ -1,4 +1,4 @@
-"""How an XRootD site takes its server's answer to a checksum query.
+"""How an XRootD site takes its server's answers to a checksum query and a space query.
 
 A real server cannot be made to fail one file's checksum job on demand (the
 ``xrootd`` of Debian 12 does now and then: "Program failed", then no answer
@@ -41,6 +41,9 @@ class Answers:
     def query(self, code: Any, path: str, timeout: float) -> tuple[Status, Any]:
         self.timeouts.append(timeout)
         return self.answers.pop(0)
+
+    def stat(self, path: str, timeout: float) -> tuple[Status, Any]:
+        return Status(True), None
 
 
 def _site(*answers: tuple[Status, Any]) -> tuple[XRootDSite, Answers]:
@@ -94,3 +97,21 @@ def test_any_answer_is_a_checksum_of_eight_hex_digits_or_none(answer: Any) -> No
     site, _ = _site((Status(True), answer))
     value = site.server_checksum("a/b.arrow")
     assert value is None or (value.startswith("crc32c:") and len(value) == 15 and int(value[7:], 16) >= 0)
+
+
+def test_the_space_of_a_documented_answer() -> None:
+    site, _ = _site((Status(True), b"oss.cgroup=default&oss.space=1000&oss.free=400&oss.maxf=400\0"))
+    health = site.health()
+    assert health.reachable and (health.free_bytes, health.total_bytes) == (400, 1000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(answer=st.one_of(st.binary(max_size=60), st.none(),
+                        st.builds("oss.space={}&oss.free={}".format, st.integers(), st.integers()).map(str.encode),
+                        st.text(alphabet="os.freacp=&0123456789-_\xe9 ", max_size=60).map(str.encode)))
+def test_any_space_answer_is_reachable_with_a_space_that_makes_sense_or_none(answer: Any) -> None:
+    site, _ = _site((Status(True), answer))
+    health = site.health()
+    assert health.reachable
+    assert (health.free_bytes is None) == (health.total_bytes is None)
+    assert health.free_bytes is None or 0 <= health.free_bytes <= health.total_bytes

@@ -250,10 +250,13 @@ class XRootDSite(Site):
             return SiteHealth(False, status.message.strip())
         free = total = None
         status, answer = self.fs.query(self._client.flags.QueryCode.SPACE, self.root or "/", timeout=30)
-        if status.ok and answer:
-            fields = dict(p.split("=", 1) for p in answer.rstrip(b"\0").decode().split("&") if "=" in p)
-            with contextlib.suppress(KeyError, ValueError):
+        if status.ok and isinstance(answer, bytes):
+            with contextlib.suppress(KeyError, ValueError):  # an answer not as documented: space unknown
+                text = answer.rstrip(b"\0").decode("ascii")
+                fields = dict(p.split("=", 1) for p in text.split("&") if "=" in p)
                 free, total = int(fields["oss.free"]), int(fields["oss.space"])
+                if not 0 <= free <= total < 1 << 80:
+                    free = total = None
         return SiteHealth(True, "", free, total)
 
     def server_checksum(self, path: str, size: int = 0) -> str | None:
