@@ -172,3 +172,29 @@ def test_remove_site_from_the_api(fed_dir: str) -> None:
         assert [s.name for s in fed.sites()] == ["local"]
         with pytest.raises(ConflictError, match="only good copy"):
             fed.remove_site("local", force=True)
+
+
+def test_site_ls_asks_every_site_at_once(fed_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sites that do not answer cost their timeout once, not once each: every health check is under way
+    before any returns (each waits for all the others here; asked one after another, the first one's wait
+    would run out and the command would fail)."""
+    import threading
+
+    from giod.replication import sites
+    from giod.storage.kind import SiteHealth
+
+    for name in ("far", "farther"):
+        assert run("site", "add", name, str(tmp_path / name), "-f", fed_dir).exit_code == 0
+    everyone = threading.Barrier(3, timeout=30)
+    asked: list[str] = []
+
+    def probe(site: object) -> SiteHealth:
+        asked.append(getattr(site, "name", "?"))
+        everyone.wait()
+        return SiteHealth(True, "", 1 << 30, 1 << 31)
+
+    monkeypatch.setattr(sites, "probe", probe)
+    r = run("site", "ls", "-f", fed_dir)
+    assert r.exit_code == 0, r.output
+    assert sorted(asked) == ["far", "farther", "local"]
+    assert "unreachable" not in r.output

@@ -115,3 +115,13 @@ def test_any_space_answer_is_reachable_with_a_space_that_makes_sense_or_none(ans
     assert health.reachable
     assert (health.free_bytes is None) == (health.total_bytes is None)
     assert health.free_bytes is None or 0 <= health.free_bytes <= health.total_bytes
+
+
+def test_the_client_checks_its_timeouts_every_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client's default is every 15 s: a health check of HEALTH_TIMEOUT (10 s) would take 15."""
+    from XRootD import client
+
+    monkeypatch.delenv("XRD_TIMEOUTRESOLUTION", raising=False)
+    XRootDSite("far", "root://127.0.0.1:1//data")
+    assert client.EnvGetInt("TimeoutResolution") == 1
+    assert xrootd.HEALTH_TIMEOUT < 15

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import posixpath
 import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
 from giod import config
@@ -53,6 +54,7 @@ READ_PIECE = 8 << 20
 #: writes in flight while a file is uploaded
 WRITES_IN_FLIGHT = 8
 TIMEOUT = 300  # seconds one request may take
+HEALTH_TIMEOUT = 10  # seconds a health check waits (a server refusing connections is retried until then)
 #: a checksum query may take CHECKSUM_SECONDS, plus a second per CHECKSUM_RATE bytes of the file; past
 #: that the bytes are read instead (a server's checksum job can fail, or never answer, for one file)
 CHECKSUM_SECONDS = 30
@@ -84,7 +86,17 @@ def _client() -> Any:
     except ImportError as exc:
         raise MissingDependency(f"root:// sites need the XRootD client, which is not installed: "
                                 f"pip install xrootd ({exc})") from exc
+    global _tuned
+    if not _tuned:
+        _tuned = True
+        # the client checks its requests' timeouts every 15 s by default: a health check of 10 s took 15, and
+        # a checksum query of 30 s took 45 (XRD_TIMEOUTRESOLUTION, when set, is the user's and is kept)
+        if "XRD_TIMEOUTRESOLUTION" not in os.environ:
+            cast(Any, client).EnvPutInt("TimeoutResolution", 1)
     return client
+
+
+_tuned = False
 
 
 class _Waiter:
@@ -243,13 +255,13 @@ class XRootDSite(Site):
     # ------------------------------------------------------------- abilities
 
     def health(self) -> SiteHealth:
-        status, _ = self.fs.stat(self.root or "/", timeout=30)
+        status, _ = self.fs.stat(self.root or "/", timeout=HEALTH_TIMEOUT)
         if not status.ok:
             if status.errno == _NOT_FOUND:
                 return SiteHealth(True, "empty (directory not created yet)")
             return SiteHealth(False, status.message.strip())
         free = total = None
-        status, answer = self.fs.query(self._client.flags.QueryCode.SPACE, self.root or "/", timeout=30)
+        status, answer = self.fs.query(self._client.flags.QueryCode.SPACE, self.root or "/", timeout=HEALTH_TIMEOUT)
         if status.ok and isinstance(answer, bytes):
             with contextlib.suppress(KeyError, ValueError):  # an answer not as documented: space unknown
                 text = answer.rstrip(b"\0").decode("ascii")
