@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from giod.errors import IntegrityError
+
 __all__ = ["chunked_values", "numpy_array", "offsets", "unique", "values"]
 
 
@@ -29,6 +31,7 @@ def values(array: pa.Array) -> np.ndarray:
         bits = array.buffers()[1]
         if not n or bits is None:
             return np.zeros(0, dtype=bool)
+        _check_size(bits, (array.offset + n + 7) // 8, n)
         return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[array.offset:array.offset + n] \
             .astype(bool)
     kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
@@ -36,7 +39,15 @@ def values(array: pa.Array) -> np.ndarray:
     data = array.buffers()[1]
     if not n or data is None:
         return np.zeros(0, dtype=dtype)
-    return np.frombuffer(data, dtype=dtype)[array.offset:array.offset + n]
+    # a buffer may be longer than its values, by any number of bytes (Arrow allows it; a file may say so)
+    _check_size(data, (array.offset + n) * dtype.itemsize, n)
+    return np.frombuffer(data, dtype=dtype, count=array.offset + n)[array.offset:]
+
+
+def _check_size(buffer: pa.Buffer, need: int, n: int) -> None:
+    """IntegrityError when ``buffer`` is shorter than the ``need`` bytes its ``n`` values take."""
+    if buffer.size < need:
+        raise IntegrityError(f"an array of {n} values has a buffer of {buffer.size} bytes, {need} needed")
 
 
 def chunked_values(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
