@@ -79,7 +79,7 @@ class Server:
         return self.state.metrics.open_files
 
 
-def _serve(base: Path, zerocopy: bool) -> Iterator[Server]:
+def _serve(base: Path, zerocopy: bool, sndbuf: int | None = None) -> Iterator[Server]:
     local = giod.open(base, create=True)
     data = np.random.default_rng(7).integers(0, 256, SIZE, dtype=np.uint8).tobytes()
     root = Path(local.site("local").root)
@@ -87,7 +87,10 @@ def _serve(base: Path, zerocopy: bool) -> Iterator[Server]:
     (root / BIG).write_bytes(data)
     (root / "qcd/huge.bin").write_bytes(bytes(64 << 20))
     app = create_app(str(base), limits=LIMITS, settings={"send_timeout_seconds": SEND_TIMEOUT})
-    with ServerThread(app, zerocopy=zerocopy) as url:
+    thread = ServerThread(app, zerocopy=zerocopy)
+    if sndbuf is not None:  # the connections it accepts keep this send buffer (the kernel grows it no more)
+        thread._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+    with thread as url:
         yield Server(url, app.state.giod, local.catalog.create_token("admin", note="tests")[1], root, data)
     local.close()
 
@@ -257,10 +260,22 @@ def test_many_clients_at_once_get_their_own_bytes(server: Server, spans: list[in
 
 
 
-def test_bytes_the_connection_still_holds_go_before_the_file_s(server: Server, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def narrow(tmp_path: Path) -> Iterator[Server]:
+    """A server whose connections have a small, fixed send buffer: a few tens of kB fill the kernel's part
+    of a connection whose client reads nothing, whatever the kernel would have grown it to."""
+    yield from _serve(tmp_path / "fed", True, sndbuf=4096)
+
+
+def test_bytes_the_connection_still_holds_go_before_the_file_s(narrow: Server, monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
     """Pipelined requests: three answers written whole are still in the connection's buffer (the client reads
-    nothing yet) when the fourth, sent by sendfile, starts; its file bytes wait for them."""
+    nothing yet) when the fourth, sent by sendfile, starts; its file bytes wait for them.
+
+    The three answers (36 kB) fill the kernel's buffers (the server's is fixed at a few kB, the client's
+    4 kB) and leave the rest in the transport's, under the size at which the server would stop and wait
+    for the client: the fourth request is then answered at once, its head queued behind them."""
+    server = narrow
     held = threading.Event()
     original = sendfile._flushed
 
@@ -270,7 +285,7 @@ def test_bytes_the_connection_still_holds_go_before_the_file_s(server: Server, m
         await original(cycle, timeout)
 
     monkeypatch.setattr(sendfile, "_flushed", watched)
-    small = [(i * 1_000_003, i * 1_000_003 + 1_000_000) for i in range(3)]
+    small = [(i * 1_000_003, i * 1_000_003 + 12_000) for i in range(3)]
     asked = [*small, (17, SIZE - 17)]
     c = socket.socket()
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

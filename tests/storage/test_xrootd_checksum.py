@@ -10,6 +10,7 @@ checksums off.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,11 +118,19 @@ def test_any_space_answer_is_reachable_with_a_space_that_makes_sense_or_none(ans
     assert health.free_bytes is None or 0 <= health.free_bytes <= health.total_bytes
 
 
-def test_the_client_checks_its_timeouts_every_second(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_client_checks_its_timeouts_every_second() -> None:
     """The client's default is every 15 s: a health check of HEALTH_TIMEOUT (10 s) would take 15."""
+    import subprocess
+    import sys
+
     from XRootD import client
 
-    monkeypatch.delenv("XRD_TIMEOUTRESOLUTION", raising=False)
     XRootDSite("far", "root://127.0.0.1:1//data")
     assert client.EnvGetInt("TimeoutResolution") == 1
     assert xrootd.HEALTH_TIMEOUT < 15
+    # a user's own setting stays (the client keeps what it read from the environment)
+    probe = ("from XRootD import client; from giod.storage.xrootd import XRootDSite; "
+             "XRootDSite('far', 'root://127.0.0.1:1//data'); print(client.EnvGetInt('TimeoutResolution'))")
+    out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "XRD_TIMEOUTRESOLUTION": "7"},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["7"]

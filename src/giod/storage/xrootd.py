@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import posixpath
 import re
 import threading
@@ -86,17 +85,10 @@ def _client() -> Any:
     except ImportError as exc:
         raise MissingDependency(f"root:// sites need the XRootD client, which is not installed: "
                                 f"pip install xrootd ({exc})") from exc
-    global _tuned
-    if not _tuned:
-        _tuned = True
-        # the client checks its requests' timeouts every 15 s by default: a health check of 10 s took 15, and
-        # a checksum query of 30 s took 45 (XRD_TIMEOUTRESOLUTION, when set, is the user's and is kept)
-        if "XRD_TIMEOUTRESOLUTION" not in os.environ:
-            cast(Any, client).EnvPutInt("TimeoutResolution", 1)
+    # the client checks its requests' timeouts every 15 s by default: a health check of 10 s took 15, and a
+    # checksum query of 30 s took 45 (the client keeps XRD_TIMEOUTRESOLUTION, when set: the user's)
+    cast(Any, client).EnvPutInt("TimeoutResolution", 1)
     return client
-
-
-_tuned = False
 
 
 class _Waiter:
