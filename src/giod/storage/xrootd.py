@@ -269,10 +269,13 @@ class XRootDSite(Site):
 
         The bytes do not cross the network; NotFound when the file is missing.
         """
-        return self._checksum(path, size)[0]
+        value, why = self._checksum(path, size)
+        if value is None and self._algorithm is not None:  # this file's failure, not the site's lack
+            log.warning("%s; its bytes are read instead", why)
+        return value
 
     def _checksum(self, path: str, size: int) -> tuple[str | None, str]:
-        """``(checksum, "")``, or ``(None, why)`` (see :meth:`server_checksum`)."""
+        """``(checksum, "")``, or ``(None, why)`` (see :meth:`server_checksum`; the caller says why)."""
         none = f"site {self.name} computes no checksum to check a copy with"
         if self._algorithm is None:
             return None, none
@@ -300,9 +303,7 @@ class XRootDSite(Site):
         return f"{ALGORITHM}:{int(value, 16):08x}", ""
 
     def _no_checksum(self, path: str, reason: str) -> tuple[None, str]:
-        why = f"site {self.name} gave no checksum of {path}: {reason}"
-        log.warning("%s; its bytes are read instead", why)
-        return None, why
+        return None, f"site {self.name} gave no checksum of {path}: {reason}"
 
     def read_checksum(self, path: str) -> str:
         """The file's CRC-32C computed here, from its bytes read through this client."""
