@@ -31,9 +31,10 @@ def values(array: pa.Array) -> np.ndarray:
         bits = array.buffers()[1]
         if not n or bits is None:
             return np.zeros(0, dtype=bool)
-        _check_size(bits, (array.offset + n + 7) // 8, n)
-        return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[array.offset:array.offset + n] \
-            .astype(bool)
+        need = (array.offset + n + 7) // 8
+        _check_size(bits, need, n)  # and only those bytes unpacked: a buffer may be longer
+        return np.unpackbits(np.frombuffer(bits, np.uint8, count=need), bitorder="little")[array.offset:] \
+            [:n].astype(bool)
     kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
     dtype = np.dtype(f"={kind}{t.bit_width // 8}")
     data = array.buffers()[1]
