@@ -485,17 +485,31 @@ class Transactions:
             return unchanged.result  # type: ignore[no-any-return]
 
     def _read(self, work: Callable[[Connection], T]) -> T:
-        return self._run(work, write=False)
+        return self._run(self._rows_checked(work), write=False)
 
     def _read_statement(self, work: Callable[[Connection], T]) -> T:
         """A read whose ``work`` runs ONE statement (a second only to word an error): on PostgreSQL outside
         any transaction, one round trip instead of three (BEGIN, the statement, COMMIT)."""
+        checked = self._rows_checked(work)
 
         def attempt() -> T:
             with self._single.connect() as conn:
-                return work(conn)
+                return checked(conn)
 
         return self._retrying(attempt)
+
+    def _rows_checked(self, work: Callable[[Connection], T]) -> Callable[[Connection], T]:
+        """``work``, a read that turns rows into records, with a value no record can hold in a row (text in
+        a number column of a SQLite catalog edited outside giod, or a source federation's catalog) as a
+        CatalogError instead of the ``TypeError``/``ValueError`` of the conversion that met it."""
+
+        def checked(conn: Connection) -> T:
+            try:
+                return work(conn)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise CatalogError(f"catalog {self._shown}: malformed catalog row: {exc}") from exc
+
+        return checked
 
     def _kept(self, name: str, read: Callable[[], T], sql: str | None = None,
               parse: Callable[[list[Any]], T] | None = None) -> T:

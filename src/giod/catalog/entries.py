@@ -10,15 +10,23 @@ the record is the one ``queries.load_databases`` builds.
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
 from sqlalchemy import BigInteger, Dialect, String, bindparam, cast, func, literal_column, select
 
 from giod.catalog.prepared import Prepared
-from giod.catalog.records import ContainerRecord, DatabaseRecord, row_list, row_object
+from giod.catalog.records import (
+    ContainerRecord,
+    DatabaseRecord,
+    check_container,
+    check_head,
+    row_bounds,
+    row_list,
+    row_object,
+)
 from giod.catalog.tables import containers, database_parents, databases, datasets, replicas, tag_stats, visible
+from giod.errors import CatalogError
 
 __all__ = ["EntryStatements", "find", "find_pipelined", "statements"]
 
@@ -107,7 +115,12 @@ def statements(dialect: Dialect, pinned: bool) -> EntryStatements:
 
 
 def _container(row: Any) -> ContainerRecord:
-    sites = tuple(sorted(int(x) for x in row[9].split(","))) if row[9] else ()
+    check_container(row)
+    try:
+        sites = tuple(sorted(int(x) for x in str(row[9]).split(","))) if row[9] else ()
+    except ValueError:
+        raise CatalogError(f"malformed catalog row: the sites of container {row[0]} are not ids: "
+                           f"{str(row[9])[:80]!r}") from None
     what = f"container {row[0]}"
     checksums = row_list(row[15], f"cluster checksums of {what}") if row[15] != "[]" else ()
     entries = row_list(row[6], f"cluster entries of {what}")
@@ -122,6 +135,8 @@ def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int
     does). ``s`` must be the statements for ``version`` (pinned or not)."""
     at = {} if version is None else {"version": version}
     row = s.database.execute(cursor, {"name": dataset, "entry": entry, **at}).fetchone()
+    if row is not None:
+        check_head(row)
     if row is None or entry >= row[2] + row[3]:
         return s.dataset.execute(cursor, {"name": dataset, **at}).fetchone() is not None, None
     key = {"id": row[0], **at}
@@ -145,6 +160,8 @@ def find_pipelined(connection: Any, s: EntryStatements, dataset: str, entry: int
         connection.commit()  # in the pipeline too: the transaction ends with the answers, no round trip of its own
     row, known, parents, held, stats = (cursors[0].fetchone(), cursors[1].fetchone(), cursors[2].fetchall(),
                                         cursors[3].fetchall(), cursors[4].fetchall())
+    if row is not None:
+        check_head(row)
     if row is None or entry >= row[2] + row[3]:
         return known is not None, None
     return True, _record(row, parents, held, stats)
@@ -152,8 +169,7 @@ def find_pipelined(connection: Any, s: EntryStatements, dataset: str, entry: int
 
 def _record(row: Any, parents: Any, held_rows: Any, stats_rows: Any) -> DatabaseRecord:
     held = tuple(_container(c) for c in held_rows)
-    stats = {field: (-math.inf if lo is None else lo, math.inf if hi is None else hi)
-             for field, lo, hi in stats_rows}
+    stats = {field: row_bounds(field, lo, hi, f"database {row[0]}") for field, lo, hi in stats_rows}
     return DatabaseRecord(
         id=row[0], dataset_id=row[1], first_entry=row[2], n_events=row[3], bytes=sum(c.size for c in held),
         created=row[4], created_version=row[5], writer=row[6], program=row[7], program_version=row[8],

@@ -29,7 +29,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from giod.catalog.records import ContainerRecord
+from giod.catalog.records import INT64_MAX, ContainerRecord
 from giod.errors import CatalogError
 
 __all__ = ["GoodCopies", "container_ids", "parse_record", "record_text", "sites_of"]
@@ -98,6 +98,7 @@ def _bad(db_id: Any, why: str, text: Any) -> CatalogError:
 
 #: the types of a list of integers (``bool``, JSON's true and false, is not one)
 _INTS = frozenset({int})
+_MAX = INT64_MAX
 
 
 def parse_record(text: Any, ids: Any, db_id: int, version: int, created: float,
@@ -133,7 +134,9 @@ def parse_record(text: Any, ids: Any, db_id: int, version: int, created: float,
                 and type(crcs) is list and (at is None or type(at) is int)
                 and (when is None or type(when) is float or type(when) is int)
                 and (last is None or name > last)
-                and set(map(type, entries)) <= ints and set(map(type, crcs)) <= ints):
+                and set(map(type, entries)) <= ints and set(map(type, crcs)) <= ints
+                and size <= _MAX and (not entries or 0 <= min(entries) <= max(entries) <= _MAX)
+                and (not crcs or 0 <= min(crcs) <= max(crcs) <= _MAX)):
             raise _bad(db_id, "has a container that is not as written", c)
         last = name
         record = new(kind)

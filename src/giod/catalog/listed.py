@@ -15,14 +15,21 @@ parsed once per listing (``Parsed``).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 from giod.catalog.kept import GoodCopies, parse_record
-from giod.catalog.records import ContainerRecord, DatabaseRecord, row_list, row_object
+from giod.catalog.records import (
+    ContainerRecord,
+    DatabaseRecord,
+    check_container,
+    check_head,
+    row_bounds,
+    row_list,
+    row_object,
+)
 from giod.errors import CatalogError
 
 __all__ = ["Parsed", "container_record", "database_records", "deferred_fields", "kept_records"]
@@ -33,11 +40,11 @@ _CONTAINER_FIELDS = (
     "id", "database_id", "name", "path", "checksum", "size", "cluster_entries", "schema_id", "created_version",
     "site_ids", "program", "program_version", "parameters", "created", "format", "cluster_checksums",
 )  # fmt: skip
-_INF = math.inf
 
 
 #: a JSON list of non-negative integers as giod writes it (``json.dumps``): read without the decoder
-_PLAIN_LIST = re.compile(r"\[(?:0|[1-9][0-9]*)(?:, (?:0|[1-9][0-9]*))*\]")
+# at most 18 digits: below 2^63 (a longer number goes through ``row_list``, which checks its range)
+_PLAIN_LIST = re.compile(r"\[(?:0|[1-9][0-9]{0,17})(?:, (?:0|[1-9][0-9]{0,17}))*\]")
 #: texts kept per listing at most: shared texts repeat within a chunk; a text each row has must not pile up
 _KEPT = 4_096
 
@@ -101,6 +108,7 @@ def container_record(row: Sequence[Any], parsed: Parsed) -> ContainerRecord:
     cluster entries, schema id, version, sites of good copies, program, program version, parameters,
     created, format, cluster checksums); CatalogError when a JSON text does not parse."""
     rid = row[0]
+    check_container(row)
     record = _new(ContainerRecord)
     record.__dict__.update(zip(_CONTAINER_FIELDS, (
         rid, row[1], row[2], row[3], row[4], row[5], parsed.int_list(row[6], "cluster entries", rid), row[7],
@@ -142,7 +150,7 @@ def deferred_fields(held: Iterable[Sequence[Any]], stats: Iterable[Sequence[Any]
     return {
         "containers": built,
         "bytes": sum(c.size for c in built),
-        "tag_stats": {s[1]: (-_INF if s[2] is None else s[2], _INF if s[3] is None else s[3]) for s in stats},
+        "tag_stats": {s[1]: row_bounds(s[1], s[2], s[3], f"database {s[0]}") for s in stats},
     }
 
 
@@ -180,6 +188,7 @@ def kept_records(rows: Sequence[Sequence[Any]], parents: Mapping[Any, tuple[Any,
     new, kind, assign, parents_of = _new, DatabaseRecord, _set, parents.get
     for row in rows:
         db_id = row[0]
+        check_head(row)
         text = row[9]
         params = objects.get(text)
         if params is None:
@@ -218,6 +227,7 @@ def database_records(heads: Sequence[Sequence[Any]], held: list[Any], stats: lis
     out = []
     for row, parents in order:
         db_id = row[0]
+        check_head(row)
         record = _new(DatabaseRecord)
         record.__dict__.update(
             id=db_id, dataset_id=row[1], first_entry=row[2], n_events=row[3], created=row[4],

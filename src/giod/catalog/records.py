@@ -7,8 +7,9 @@ sees SQLAlchemy rows.
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
@@ -331,15 +332,53 @@ def keyed_ranges(databases: Iterable[DatabaseRecord], key: str) -> list[tuple[in
     return merged
 
 
+#: the largest value of a catalog's integer column (64 bits, signed): what numpy and the drivers take
+INT64_MAX = (1 << 63) - 1
+
+
+def check_head(row: Sequence[Any]) -> None:
+    """A database row's id, dataset id, first entry, events, created and version (its first six values) as a
+    record holds them: a SQLite column keeps whatever was put in it; CatalogError when they are not."""
+    first, n = row[2], row[3]
+    if not (type(row[0]) is int and type(row[1]) is int and type(first) is int and type(n) is int
+            and type(row[5]) is int and (type(row[4]) is float or type(row[4]) is int)
+            and 0 <= first <= INT64_MAX and 0 <= n <= INT64_MAX):
+        raise CatalogError(f"malformed catalog row: database {str(row[0])[:40]} is not as written: "
+                           f"{str(tuple(row[:6]))[:160]}")
+
+
+def check_container(row: Sequence[Any]) -> None:
+    """A container row's id, database id, name, path, checksum, size (its first six values), schema id and
+    version (its eighth and ninth) as a record holds them; CatalogError when they are not."""
+    size = row[5]
+    if not (type(row[0]) is int and type(row[1]) is int and type(row[2]) is str and type(row[3]) is str
+            and type(row[4]) is str and type(size) is int and 0 <= size <= INT64_MAX
+            and type(row[7]) is int and type(row[8]) is int):
+        raise CatalogError(f"malformed catalog row: container {str(row[0])[:40]} is not as written: "
+                           f"{str(tuple(row[:9]))[:160]}")
+
+
+def row_bounds(field: Any, lo: Any, hi: Any, what: str) -> tuple[float, float]:
+    """A statistics row's bounds (NULL: unknown, read as -inf/+inf); CatalogError when they are not numbers
+    or its field not a name."""
+    if type(field) is str and (lo is None or type(lo) is float or type(lo) is int) and (
+            hi is None or type(hi) is float or type(hi) is int):
+        return (-math.inf if lo is None else float(lo), math.inf if hi is None else float(hi))
+    raise CatalogError(f"malformed catalog row: a statistic of {what} is not as written: "
+                       f"{str((field, lo, hi))[:120]}")
+
+
 def row_list(text: str, what: str) -> tuple[int, ...]:
-    """A catalog row's JSON list of integers (cluster entries, checksums); CatalogError when it is none."""
+    """A catalog row's JSON list of integers from 0 to 2^63-1 (cluster entries, checksums); CatalogError when
+    it is none."""
     try:
         got = json.loads(text)
-        if isinstance(got, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in got):
+        if isinstance(got, list) and all(type(x) is int and 0 <= x <= INT64_MAX for x in got):
             return tuple(got)
     except (TypeError, ValueError):
         pass
-    raise CatalogError(f"malformed catalog row: {what} is not a JSON list of integers: {str(text)[:80]!r}")
+    raise CatalogError(f"malformed catalog row: {what} is not a JSON list of integers from 0 to 2^63-1: "
+                       f"{str(text)[:80]!r}")
 
 
 def row_object(text: str, what: str) -> dict[str, Any]:

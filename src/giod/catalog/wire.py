@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from giod.catalog.records import (
+    INT64_MAX,
     CommitResult,
     ContainerRecord,
     ContainerSpec,
@@ -75,6 +77,30 @@ def dump(record: Any) -> dict[str, Any]:
     return out
 
 
+def _anything(value: Any) -> bool:
+    return True
+
+
+#: fields that count or place events and bytes: never negative
+_COUNTS = frozenset({"first_entry", "n_events", "size", "bytes"})
+#: what a record's plain field may hold, by its annotation: a server's value is checked before any use
+_PLAIN: dict[str, Callable[[Any], bool]] = {
+    "int": lambda v: type(v) is int and -INT64_MAX - 1 <= v <= INT64_MAX,
+    "float": lambda v: type(v) is float or type(v) is int,
+    "str": lambda v: type(v) is str,
+    "str | None": lambda v: v is None or type(v) is str,
+    "bool": lambda v: type(v) is bool,
+    "dict[str, Any]": lambda v: type(v) is dict,
+}
+
+
+def _ints(value: Any, name: str) -> tuple[int, ...]:
+    """A list of integers from 0 to 2^63-1 (cluster entries, checksums, ids) as the server sent it."""
+    if type(value) is list and all(type(v) is int and 0 <= v <= INT64_MAX for v in value):
+        return tuple(value)
+    raise CatalogError(f"malformed {name}: not a list of integers from 0 to 2^63-1: {str(value)[:80]}")
+
+
 def load(cls: type[R], data: Any) -> R:
     """The record of type ``cls`` that ``dump`` turned into ``data``."""
     if not isinstance(data, dict):
@@ -91,7 +117,10 @@ def load(cls: type[R], data: Any) -> R:
             elif f.name in nested:
                 value = tuple(load(nested[f.name], c) for c in value)
             elif f.name in _TUPLES:
-                value = tuple(int(v) for v in value)
+                value = _ints(value, f.name)
+            elif not _PLAIN.get(str(f.type), _anything)(value) or (f.name in _COUNTS and value < 0):
+                raise CatalogError(f"malformed {cls.__name__}: {f.name} is not {f.type}"
+                                   f"{' from 0 on' if f.name in _COUNTS else ''}: {str(value)[:80]}")
             kwargs[f.name] = value
         return cls(**kwargs)
     except CatalogError:

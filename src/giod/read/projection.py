@@ -409,4 +409,8 @@ def read_entry_of(dataset: Snapshot, db: DatabaseRecord, entry: int, columns: Se
     """Event ``entry`` of database ``db`` (which holds it) built alone through the general path."""
     proj = resolve_columns(dataset.schema, columns, {c.name for c in db.containers})
     tables = read_databases(dataset, [(db, np.array([entry - db.first_entry]))], proj)
-    return assemble(dataset.schema, proj, {c: t[0] for c, t in tables.items()})[0]
+    events = assemble(dataset.schema, proj, {c: t[0] for c, t in tables.items()})
+    if len(events) != 1:  # a catalog whose database names none of the containers asked for
+        raise IntegrityError(f"database {db.id} of dataset {dataset.name} holds entry {entry} in the catalog, "
+                             f"but none of its containers ({', '.join(proj.columns) or 'none'}) does")
+    return events[0]
