@@ -10,6 +10,7 @@ tuples, nested containers stay ``ContainerRecord``). Non-finite tag bounds
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -101,27 +102,45 @@ def _ints(value: Any, name: str) -> tuple[int, ...]:
     raise CatalogError(f"malformed {name}: not a list of integers from 0 to 2^63-1: {str(value)[:80]}")
 
 
+@functools.cache
+def _layout(cls: type) -> tuple[tuple[str, str, Any], ...]:
+    """How each field of ``cls`` is read: (name, kind, its check or nested type), made once per type."""
+    nested = _NESTED_BY_TYPE.get(cls, _NESTED)
+    out: list[tuple[str, str, Any]] = []
+    for f in dataclasses.fields(cls):
+        if f.name == "tag_stats":
+            out.append((f.name, "stats", None))
+        elif f.name in nested:
+            out.append((f.name, "nested", nested[f.name]))
+        elif f.name in _TUPLES:
+            out.append((f.name, "ints", None))
+        else:
+            out.append((f.name, "count" if f.name in _COUNTS else "plain", _PLAIN.get(str(f.type), _anything)))
+    return tuple(out)
+
+
 def load(cls: type[R], data: Any) -> R:
-    """The record of type ``cls`` that ``dump`` turned into ``data``."""
+    """The record of type ``cls`` that ``dump`` turned into ``data``; CatalogError when a field does not hold
+    what its annotation says."""
     if not isinstance(data, dict):
         raise CatalogError(f"malformed {cls.__name__}: expected an object, got {type(data).__name__}")
-    nested = _NESTED_BY_TYPE.get(cls, _NESTED)
     kwargs: dict[str, Any] = {}
     try:
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name not in data:
+        for name, kind, how in _layout(cls):  # type: ignore[arg-type]
+            if name not in data:
                 continue  # a default applies (or the constructor says what is missing)
-            value = data[f.name]
-            if f.name == "tag_stats":
+            value = data[name]
+            if kind == "plain" or kind == "count":
+                if not how(value) or (kind == "count" and value < 0):
+                    raise CatalogError(f"malformed {cls.__name__}: {name} is not "
+                                       f"{'a count' if kind == 'count' else 'of its type'}: {str(value)[:80]}")
+            elif kind == "stats":
                 value = load_stats(value)
-            elif f.name in nested:
-                value = tuple(load(nested[f.name], c) for c in value)
-            elif f.name in _TUPLES:
-                value = _ints(value, f.name)
-            elif not _PLAIN.get(str(f.type), _anything)(value) or (f.name in _COUNTS and value < 0):
-                raise CatalogError(f"malformed {cls.__name__}: {f.name} is not {f.type}"
-                                   f"{' from 0 on' if f.name in _COUNTS else ''}: {str(value)[:80]}")
-            kwargs[f.name] = value
+            elif kind == "nested":
+                value = tuple(load(how, c) for c in value)
+            else:
+                value = _ints(value, name)
+            kwargs[name] = value
         return cls(**kwargs)
     except CatalogError:
         raise
