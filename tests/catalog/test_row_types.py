@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import giod
 from giod.catalog.records import ContainerRecord, DatabaseRecord
 from giod.catalog.wire import dump, load
+from giod.cli import main
 from giod.errors import CatalogError, GiodError
 from giod.exchange import copy_dataset
 from giod.store.consistency import fsck
@@ -232,3 +234,15 @@ def test_a_server_s_database_record_holds_what_its_fields_say(base: Path, tmp_pa
     assert load(DatabaseRecord, sent).n_events == 20
     with pytest.raises(CatalogError, match=f"malformed DatabaseRecord: {next(iter(change))}"):
         load(DatabaseRecord, {**sent, **change})
+
+
+@pytest.mark.parametrize("command", [["ls"], ["show", "d"], ["fsck"], ["verify"]])
+def test_the_command_line_names_the_row_in_one_line_and_exits_2(base: Path, tmp_path: Path,
+                                                              command: list[str]) -> None:
+    shutil.copytree(base, tmp_path / "fed")
+    with sqlite3.connect(tmp_path / "fed" / "catalog.sqlite") as con:
+        con.execute("UPDATE datasets SET created = 'x'")
+    result = CliRunner().invoke(main, ["-f", str(tmp_path / "fed"), *command])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        "error: malformed catalog row: dataset d is not as written: (1, 'd', 1, 3, 'x', None)"]

@@ -282,7 +282,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
     def datasets(self, version: int | None = None) -> list[DatasetRecord]:
         """Every dataset visible at ``version``, by name."""
         q = dataset_select(version).order_by(datasets.c.name)
-        return [dataset_record(r) for r in self._read_statement(lambda conn: conn.execute(q).all())]
+        return self._read_statement(lambda conn: [dataset_record(r) for r in conn.execute(q).all()])
 
     def set_dataset_schema(self, name: str, schema_id: int) -> int:
         """Make ``schema_id`` the dataset's schema from a new version on; returns it.

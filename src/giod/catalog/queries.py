@@ -50,7 +50,7 @@ from giod.catalog.tables import (
     versions,
     visible,
 )
-from giod.errors import NotFound
+from giod.errors import CatalogError, NotFound
 
 __all__ = [
     "IN_CHUNK",
@@ -141,10 +141,14 @@ def dataset_row(conn: Connection, name: str, version: int | None) -> Any:
 
 
 def dataset_record(row: Any) -> DatasetRecord:
-    return DatasetRecord(
-        int(row.id), row.name, int(row.schema_id), int(row.created_version), float(row.created),
-        row.container_format,
-    )
+    """The record of a dataset's row; CatalogError when a value is not of its column's type."""
+    if not (type(row.id) is int and type(row.name) is str and type(row.schema_id) is int
+            and type(row.created_version) is int and type(row.created) in (float, int)
+            and (row.container_format is None or type(row.container_format) is str)):
+        raise CatalogError(f"malformed catalog row: dataset {str(row.name)[:40]} is not as written: "
+                           f"{str(tuple(row))[:160]}")
+    return DatasetRecord(row.id, row.name, row.schema_id, row.created_version, float(row.created),
+                         row.container_format)
 
 
 def not_found(kind: str, name: str, candidates: list[str]) -> NotFound:

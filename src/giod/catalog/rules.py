@@ -120,7 +120,7 @@ class RuleMethods(Transactions):
         q = select(rules).order_by(rules.c.id)
         if dataset is not None:
             q = q.where(rules.c.dataset == dataset)
-        return [_rule(r) for r in self._read(lambda conn: conn.execute(q).all())]
+        return self._read(lambda conn: [_rule(r) for r in conn.execute(q).all()])
 
     def rule(self, rule_id: int) -> RuleRecord:
         """One rule; NotFound if there is none."""
@@ -225,10 +225,13 @@ class RuleMethods(Transactions):
             .where(r.c.container_id.in_(_live_containers(None)))
             .group_by(s.c.name, r.c.state)
         )
-        out: dict[str, dict[str, tuple[int, int]]] = {}
-        for name, state, n, size in self._read(lambda conn: conn.execute(q).all()):
-            out.setdefault(name, {})[state] = (int(n), int(size))
-        return out
+        def work(conn: Connection) -> dict[str, dict[str, tuple[int, int]]]:
+            out: dict[str, dict[str, tuple[int, int]]] = {}
+            for name, state, n, size in conn.execute(q).all():
+                out.setdefault(name, {})[state] = (int(n), int(size))
+            return out
+
+        return self._read(work)
 
     def set_replica_states(self, items: Sequence[tuple[int, str, str]]) -> int:
         """Record ``(container_id, site, state)`` for many replicas in one transaction; returns the version.

@@ -92,7 +92,7 @@ class TierMethods(Transactions):
         q = select(tier_rules).order_by(tier_rules.c.id)
         if dataset is not None:
             q = q.where(tier_rules.c.dataset == dataset)
-        return [_record(r) for r in self._read(lambda conn: conn.execute(q).all())]
+        return self._read(lambda conn: [_record(r) for r in conn.execute(q).all()])
 
     def remove_tier_rule(self, rule_id: int) -> None:
         """Remove a tier rule (its databases stay where they are); NotFound for an unknown id."""
@@ -140,7 +140,7 @@ class TierMethods(Transactions):
         q = (select(r.c.database_id, r.c.last_read).select_from(r.join(d, d.c.id == r.c.database_id))
              .join(datasets, datasets.c.id == d.c.dataset_id)
              .where(datasets.c.name == dataset, visible(datasets, None), visible(d, None)))
-        return {int(i): float(t) for i, t in self._read(lambda conn: conn.execute(q).all())}
+        return self._read(lambda conn: {int(i): float(t) for i, t in conn.execute(q).all()})
 
     def drop_replica_kept_at(self, container_id: int, site: str, kept: str) -> bool:
         """Drop the replica of ``container_id`` at ``site`` because ``kept`` holds a good one; False if none.
