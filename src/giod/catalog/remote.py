@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -61,6 +62,39 @@ def _q(version: int | None = None, **more: Any) -> str:
     return "?" + urlencode(params) if params else ""
 
 
+def _got(doc: Any, key: str) -> Any:
+    """``doc[key]`` of a server's JSON answer; CatalogError when the answer is no object or lacks it."""
+    if not isinstance(doc, dict) or key not in doc:
+        raise CatalogError(f"malformed answer from the server: no {key!r} in {str(doc)[:80]}")
+    return doc[key]
+
+
+def _int(value: Any, what: str) -> int:
+    """An integer of 64 bits a server sent; CatalogError when it is not one (text, a fraction, a list...)."""
+    if type(value) is int and -(1 << 63) <= value < (1 << 63):
+        return value
+    raise CatalogError(f"malformed answer from the server: {what} is not an integer: {str(value)[:80]}")
+
+
+def _number(value: Any, what: str) -> float:
+    """A finite number a server sent (a time); CatalogError when it is not one."""
+    if (type(value) is int or type(value) is float) and math.isfinite(value):
+        return float(value)
+    raise CatalogError(f"malformed answer from the server: {what} is not a number: {str(value)[:80]}")
+
+
+def _text(value: Any, what: str) -> str:
+    if type(value) is str:
+        return value
+    raise CatalogError(f"malformed answer from the server: {what} is not text: {str(value)[:80]}")
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if type(value) is list:
+        return value
+    raise CatalogError(f"malformed answer from the server: {what} is not a list: {str(value)[:80]}")
+
+
 class RemoteCatalog:
     """The catalog of a federation served by ``giod serve``."""
 
@@ -93,7 +127,7 @@ class RemoteCatalog:
                                 what=f"opening {cat.url}")
         if isinstance(doc, dict) and isinstance(doc.get("sites"), list):
             cat._keep_sites(doc["sites"])
-            v = cat._saw(int(doc.get("version", 0)))
+            v = cat._saw(_int(doc.get("version", 0), "the version"))
             snapshots = doc.get("snapshots")
             for name, snap in (snapshots.items() if isinstance(snapshots, dict) else ()):
                 cat._keep_snapshot(str(name), v, snap)
@@ -132,7 +166,7 @@ class RemoteCatalog:
         """
         if self._seen is not None and time.monotonic() - self._seen[0] < VERSION_SECONDS:
             return self._seen[1]
-        return self._saw(int(self._get("/federation")["version"]))
+        return self._saw(_int(_got(self._get("/federation"), "version"), "the version"))
 
     def _saw(self, version: int) -> int:
         self._seen = (time.monotonic(), version)
@@ -142,8 +176,8 @@ class RemoteCatalog:
         return wire.load_many(VersionRecord, self._get(f"/versions{_q(limit=limit)}"))
 
     def add_schema(self, name: str, text: str, fingerprint: str) -> int:
-        return int(self._post("/schemas", {"name": name, "text": text, "fingerprint": fingerprint},
-                              idempotent=True)["id"])
+        doc = self._post("/schemas", {"name": name, "text": text, "fingerprint": fingerprint}, idempotent=True)
+        return _int(_got(doc, "id"), "the schema's id")
 
     def schema(self, schema_id: int) -> SchemaRecord:
         if schema_id not in self._schemas:  # schemas never change once registered
@@ -182,7 +216,7 @@ class RemoteCatalog:
             # a name off the grammar ('a/b') matches no route of the server: say what a local catalog says
             raise NotFound(f"no dataset named {name!r}") from None
         try:
-            v = int(doc["version"])
+            v = _int(_got(doc, "version"), "the version")
             if version is None:
                 self._saw(v)
             self._keep_sites(doc["sites"])
@@ -211,14 +245,18 @@ class RemoteCatalog:
     def set_dataset_schema(self, name: str, schema_id: int) -> int:
         doc = self._write("PUT", f"/datasets/{quote(name, safe='')}/schema", {"schema_id": schema_id},
                           idempotent=True)
-        return int(doc["version"])
+        return _int(_got(doc, "version"), "the version")
 
     def delete_dataset(self, name: str) -> int:
-        return int(self._write("DELETE", f"/datasets/{quote(name, safe='')}", idempotent=True)["version"])
+        return _int(_got(self._write("DELETE", f"/datasets/{quote(name, safe='')}", idempotent=True), "version"),
+                    "the version")
 
     def dataset_summary(self, name: str, version: int | None = None) -> dict[str, int]:
         doc = self._get(f"/datasets/{quote(name, safe='')}/summary{_q(version)}")
-        return {k: int(doc[k]) for k in ("n_events", "n_databases", "bytes")}
+        counts = {k: _int(_got(doc, k), k) for k in ("n_events", "n_databases", "bytes")}
+        if min(counts.values()) < 0:
+            raise CatalogError(f"malformed answer from the server: a negative count in the summary of {name}")
+        return counts
 
     # -- sites -----------------------------------------------------------------
 
@@ -250,7 +288,8 @@ class RemoteCatalog:
 
     def replicas(self, container_id: int) -> list[tuple[SiteRecord, str]]:
         doc = self._get(f"/containers/{int(container_id)}/replicas")
-        return [(self._through_server(wire.load(SiteRecord, d["site"])), str(d["state"])) for d in doc]
+        return [(self._through_server(wire.load(SiteRecord, _got(d, "site"))), _text(_got(d, "state"), "a state"))
+                for d in _list(doc, "the replicas")]
 
     def set_replica_state(self, container_id: int, site: str, state: str) -> None:
         self._write("PUT", f"/containers/{int(container_id)}/replicas/{quote(site, safe='')}", {"state": state},
@@ -327,22 +366,23 @@ class RemoteCatalog:
         doc = self._post("/containers", {"items": [item], "site": site, "replace": replace,
                                          "idempotency_key": idempotency_key},
                          idempotent=idempotency_key is not None)
-        return int(doc["version"])
+        return _int(_got(doc, "version"), "the version")
 
     def add_containers_bulk(self, items: Sequence[tuple[int, Sequence[ContainerSpec],
                                                         Mapping[str, tuple[float, float]] | None]],
                             site: str, *, replace: bool = False) -> int:
         doc = self._post("/containers", {"items": [_add_item(*item) for item in items], "site": site,
                                          "replace": replace, "idempotency_key": None})
-        return int(doc["version"])
+        return _int(_got(doc, "version"), "the version")
 
     # -- writers' leases (not versioned: the cached version stays valid) --------------
 
     def take_lease(self, site: str, prefix: str, holder: str, seconds: float) -> LeaseRecord:
         doc = self.endpoint.json("POST", f"{API}/leases",
                                  {"site": site, "prefix": prefix, "holder": holder, "seconds": seconds})
-        return LeaseRecord(int(doc["id"]), str(doc["site"]), str(doc["prefix"]), str(doc["holder"]),
-                           float(doc["created"]), float(doc["expires"]))
+        return LeaseRecord(_int(_got(doc, "id"), "the lease's id"), _text(_got(doc, "site"), "the site"),
+                           _text(_got(doc, "prefix"), "the prefix"), _text(_got(doc, "holder"), "the holder"),
+                           _number(_got(doc, "created"), "created"), _number(_got(doc, "expires"), "expires"))
 
     def renew_leases(self, ids: Iterable[int], seconds: float) -> set[int]:
         wanted = sorted({int(i) for i in ids})
@@ -351,7 +391,7 @@ class RemoteCatalog:
         # renewing twice is harmless: the request may be retried
         doc = self.endpoint.json("POST", f"{API}/leases/renew", {"ids": wanted, "seconds": seconds},
                                  idempotent=True)
-        return {int(i) for i in doc["renewed"]}
+        return {_int(i, "a lease's id") for i in _list(_got(doc, "renewed"), "the leases renewed")}
 
     def release_lease(self, lease_id: int) -> None:
         self.endpoint.json("DELETE", f"{API}/leases/{int(lease_id)}", idempotent=True)
@@ -533,16 +573,17 @@ class RemoteCatalog:
     # -- exchange between federations: the destination's cursors (see giod.exchange) --
 
     def exchange_cursor(self, key: str, dataset: str) -> int | None:
-        found = self._get(f"/exchange-cursors/{key}?{urlencode({'dataset': dataset})}")["version"]
-        return None if found is None else int(found)
+        found = _got(self._get(f"/exchange-cursors/{key}?{urlencode({'dataset': dataset})}"), "version")
+        return None if found is None else _int(found, "the cursor's version")
 
     def forget_exchange_cursor(self, key: str, dataset: str) -> bool:
         target = f"{API}/exchange-cursors/{key}?{urlencode({'dataset': dataset})}"
-        return bool(self.endpoint.json("DELETE", target, None, idempotent=True)["forgotten"])
+        return _got(self.endpoint.json("DELETE", target, None, idempotent=True), "forgotten") is True
 
     def advance_exchange_cursor(self, key: str, source: str, dataset: str, version: int) -> int:
         body = {"source": source, "dataset": dataset, "version": version}
-        return int(self.endpoint.json("PUT", f"{API}/exchange-cursors/{key}", body, idempotent=True)["version"])
+        doc = self.endpoint.json("PUT", f"{API}/exchange-cursors/{key}", body, idempotent=True)
+        return _int(_got(doc, "version"), "the cursor's version")
 
     def __getattr__(self, name: str) -> Any:
         # anything else a SQL catalog has (migrations, ...) runs on the server's own catalog, not through it

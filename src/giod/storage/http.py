@@ -70,15 +70,24 @@ class Limits:
 
     @classmethod
     def from_headers(cls, headers: Any) -> Limits:
+        """The limits a server published (headers, or its federation answer's); each one that is not a
+        positive integer keeps its default."""
         d = cls()
-        try:
-            return cls(
-                int(headers.get("x-giod-max-ranges", d.max_ranges)),
-                int(headers.get("x-giod-max-request-bytes", d.max_request_bytes)),
-                int(headers.get("x-giod-max-upload-bytes", d.max_upload_bytes)),
-            )
-        except ValueError:
-            return d
+        return cls(
+            _limit(headers.get("x-giod-max-ranges"), d.max_ranges),
+            _limit(headers.get("x-giod-max-request-bytes"), d.max_request_bytes),
+            _limit(headers.get("x-giod-max-upload-bytes"), d.max_upload_bytes),
+        )
+
+
+def _limit(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):  # text, a list, infinity: a server's answer is untrusted
+        return default
+    return n if 1 <= n < 1 << 63 else default
 
 
 #: Said when a server asks for a token and none was sent.
