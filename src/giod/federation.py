@@ -24,7 +24,7 @@ from giod.catalog.engine import NoCatalog
 from giod.catalog.protocol import CatalogAPI
 from giod.catalog.records import Bounds, DatabaseRecord, DatasetRecord, SiteRecord
 from giod.catalog.remote import RemoteCatalog
-from giod.errors import ConfigError, DataError, NotFound, deprecated
+from giod.errors import CatalogError, ConfigError, DataError, NotFound, deprecated
 from giod.names import check_name
 from giod.read.event import read_event
 from giod.read.objects import OID
@@ -320,7 +320,11 @@ class Dataset:
         limit = _query_limit(limit)
         table = self.federation.catalog.query(self.name, expression, columns, limit, self.version)
         if table is not None:  # a server's catalog selected where the data are
-            return with_behaviour(ak.from_arrow(table), self.schema)
+            try:
+                arr = ak.from_arrow(table)
+            except (ValueError, TypeError, KeyError, IndexError) as exc:  # its metadata (awkward's JSON) is a server's
+                raise CatalogError(f"query on {self.name}: the server's answer does not make an array: {exc}") from exc
+            return with_behaviour(arr, self.schema)
         arr = self.select(expression).read(columns)
         return arr if limit is None else arr[:limit]
 

@@ -1,10 +1,11 @@
-"""A server is untrusted by its client: answers changed in any JSON value give data or a GiodError.
+"""A server is untrusted by its client: answers changed anywhere give data or a GiodError.
 
 A real giod server on loopback, and in front of it a proxy that changes one value of some of its JSON
 answers (a number made text, a count negative, a list emptied, an id beyond 64 bits, an object made a
 list...). The client is opened through the proxy and reads every way it can; each outcome must be valid
 data or a GiodError, never another exception. File bodies pass unchanged (their checksums are the
-containers' fuzzers' business, ``test_fuzz_containers``).
+containers' fuzzers' business, ``test_fuzz_containers``); the Arrow tables of a query's or a selection's
+answer have a few bytes overwritten.
 
 ``GIOD_SERVER_CASES`` sets the number of cases.
 """
@@ -22,18 +23,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import giod
-from giod.errors import GiodError
+from giod.catalog import framed
+from giod.errors import CatalogError, GiodError
 from giod.storage.http import Limits
 from giod.testing import synthetic
 from tests.server.conftest import Served, serve
 
 CASES = int(os.environ.get("GIOD_SERVER_CASES", "25"))
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
+#: answers made of Arrow tables: a query's stream, a selection's framed tables
+_TABLES = ("application/vnd.apache.arrow.stream", "application/vnd.giod.selection")
 _VALUES: list[Any] = [None, -1, 0, 1 << 64, 1.5, "", "x", "1", [], {}, [1 << 64], [-1], ["a"], True, float("inf")]
 
 
@@ -48,6 +54,17 @@ def _mutated(doc: Any, rng: random.Random) -> Any:
         doc[key] = _mutated(doc[key], rng)
         return doc
     return rng.choice(_VALUES)
+
+
+def _garbled(data: bytes, rng: random.Random) -> bytes:
+    """``data`` with a few bytes overwritten (an offset, a length, a flag…), or cut short."""
+    out = bytearray(data)
+    if rng.random() < 0.2:
+        return bytes(out[: rng.randrange(len(out))])
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(out))
+        out[at] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)])
+    return bytes(out)
 
 
 class Proxy:
@@ -80,9 +97,13 @@ class Proxy:
                     kind = answer.getheader("content-type") or ""
                     if kind.startswith("application/json") and data:
                         with proxy._lock:
-                            change = proxy.rng.random() < proxy.rate
-                            if change:
+                            if proxy.rng.random() < proxy.rate:
                                 data = json.dumps(_mutated(json.loads(data), proxy.rng)).encode()
+                                proxy.changed += 1
+                    elif kind.startswith(_TABLES) and data:
+                        with proxy._lock:
+                            if proxy.rng.random() < proxy.rate:
+                                data = _garbled(data, proxy.rng)
                                 proxy.changed += 1
                     self.send_response(answer.status)
                     for k, v in answer.getheaders():
@@ -141,6 +162,8 @@ def _outcomes(url: str, token: str) -> dict[str, str]:
             "event": lambda: dataset().event(3),
             "event in the second": lambda: dataset().event(25),
             "selection": lambda: dataset().select("ht > 0").read(["hits"]),
+            # sparse: the server selects and reads it (one framed answer), its tables checked here
+            "sparse selection": lambda: dataset().select("ht > 275").read(["hits", "ht"]),
             "count": lambda: len(dataset().select("ht > 0")),
             "records": lambda: [(d.containers, d.tag_stats) for d in dataset().databases()],
             "lines": lambda: list(fed.catalog.database_rows("d")),
@@ -200,3 +223,16 @@ def test_the_proxy_changes_answers(server: tuple[Served, Proxy], tmp_path: Path)
 def test_limits_a_server_publishes_that_are_not_positive_integers_keep_their_defaults(value: Any) -> None:
     assert Limits.from_headers({"x-giod-max-ranges": value, "x-giod-max-request-bytes": "4096"}) == Limits(
         max_request_bytes=4096)
+
+
+def test_a_selection_answer_whose_list_offsets_run_past_their_values_is_refused() -> None:
+    """The IPC reader checks buffer sizes, not offsets: without a full validation the second list below read
+    47 doubles of whatever memory followed its three values."""
+    table = pa.table({"x": pa.array([[1.0, 2.0], [3.0]], type=pa.list_(pa.float64()))})
+    body = bytearray(framed.encode([("c", table)], compression=None))
+    offsets = np.array([0, 2, 3], dtype=np.int32).tobytes()
+    at = body.find(offsets)
+    assert at > 0 and framed.decode(bytes(body), "answer")["c"].equals(table)
+    body[at:at + len(offsets)] = np.array([0, 2, 50], dtype=np.int32).tobytes()
+    with pytest.raises(CatalogError, match="table 'c' is malformed: .*offsets"):
+        framed.decode(bytes(body), "answer")

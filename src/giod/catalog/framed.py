@@ -65,9 +65,13 @@ def decode(body: bytes, what: str) -> dict[str, pa.Table]:
         if name in tables:
             raise CatalogError(f"{what}: table {name!r} sent twice")
         try:
-            tables[name] = pa.ipc.open_stream(pa.py_buffer(view[at : at + size])).read_all()
+            table = pa.ipc.open_stream(pa.py_buffer(view[at : at + size])).read_all()
+            # the IPC reader checks buffer sizes, not the values of offsets: a list's offsets past its values
+            # would read memory beyond them (the server is untrusted, its checksums prove transport only)
+            table.validate(full=True)
         except (pa.ArrowException, ValueError, OSError) as exc:
             raise CatalogError(f"{what}: table {name!r} is malformed: {exc}") from exc
+        tables[name] = table
         at += size
     return tables
 

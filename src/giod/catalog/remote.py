@@ -459,7 +459,9 @@ class RemoteCatalog:
             try:
                 reader = pa.ipc.open_stream(r)
                 yield reader.schema
-                yield from reader
+                for batch in reader:
+                    batch.validate(full=True)  # offsets within their values: the IPC reader checks only sizes
+                    yield batch
             except pa.ArrowException as exc:
                 raise CatalogError(f"{what}: malformed answer: {exc}") from exc
             except (urllib3.exceptions.HTTPError, OSError) as exc:  # the answer was cut short
