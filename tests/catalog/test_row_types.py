@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from tests.outcomes import failures, outcomes
 
 import giod
 from giod.catalog.records import ContainerRecord, DatabaseRecord
@@ -101,21 +102,10 @@ def _paths(root: Path) -> dict[str, str]:
         }
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for name, step in steps.items():
-                try:
-                    step()
-                    out[name] = "ok"
-                except GiodError:
-                    out[name] = "refused"
-                except Exception as exc:
-                    out[name] = f"{type(exc).__name__}: {exc}"
+            out.update(outcomes(steps))
     finally:
         fed.close()
     return out
-
-
-def _failures(outcome: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in outcome.items() if v not in ("ok", "refused")}
 
 
 # what a SQLite cell may be made to hold: numbers past 64 bits go in as text, as SQLite keeps them
@@ -171,7 +161,7 @@ def test_a_cell_of_any_type_or_size_is_data_or_a_giod_error(
         value = data.draw(_VALUES, label="value")
     if not _edited(base, into, table, column, row, value):
         return
-    assert _failures(_paths(into)) == {}
+    assert failures(_paths(into)) == {}
 
 
 EDITS = {
@@ -190,7 +180,7 @@ def test_each_edit_that_crashed_a_path_is_refused(base: Path, tmp_path: Path, ed
     with sqlite3.connect(tmp_path / "fed" / "catalog.sqlite") as con:
         con.execute(EDITS[edit])
     outcome = _paths(tmp_path / "fed")
-    assert _failures(outcome) == {}
+    assert failures(outcome) == {}
     assert "refused" in outcome.values()  # the value was met, and named
 
 

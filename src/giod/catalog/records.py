@@ -336,6 +336,12 @@ def keyed_ranges(databases: Iterable[DatabaseRecord], key: str) -> list[tuple[in
 INT64_MAX = (1 << 63) - 1
 
 
+def counts(values: list[Any]) -> bool:
+    """Whether ``values`` (a parsed JSON list) are integers from 0 to 2^63-1 (``bool`` is not one): cluster
+    entries, checksums, ids, as a catalog row or a server gives them."""
+    return all(type(x) is int and 0 <= x <= INT64_MAX for x in values)
+
+
 def check_head(row: Sequence[Any]) -> None:
     """A database row's id, dataset id, first entry, events, created and version (its first six values) as a
     record holds them: a SQLite column keeps whatever was put in it; CatalogError when they are not."""
@@ -373,7 +379,7 @@ def row_list(text: str, what: str) -> tuple[int, ...]:
     it is none."""
     try:
         got = json.loads(text)
-        if isinstance(got, list) and all(type(x) is int and 0 <= x <= INT64_MAX for x in got):
+        if isinstance(got, list) and counts(got):
             return tuple(got)
     except (TypeError, ValueError):
         pass

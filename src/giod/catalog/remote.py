@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -62,37 +61,19 @@ def _q(version: int | None = None, **more: Any) -> str:
     return "?" + urlencode(params) if params else ""
 
 
-def _got(doc: Any, key: str) -> Any:
-    """``doc[key]`` of a server's JSON answer; CatalogError when the answer is no object or lacks it."""
-    if not isinstance(doc, dict) or key not in doc:
-        raise CatalogError(f"malformed answer from the server: no {key!r} in {str(doc)[:80]}")
-    return doc[key]
+_got = wire.got
 
 
 def _int(value: Any, what: str) -> int:
-    """An integer of 64 bits a server sent; CatalogError when it is not one (text, a fraction, a list...)."""
-    if type(value) is int and -(1 << 63) <= value < (1 << 63):
-        return value
-    raise CatalogError(f"malformed answer from the server: {what} is not an integer: {str(value)[:80]}")
-
-
-def _number(value: Any, what: str) -> float:
-    """A finite number a server sent (a time); CatalogError when it is not one."""
-    if (type(value) is int or type(value) is float) and math.isfinite(value):
-        return float(value)
-    raise CatalogError(f"malformed answer from the server: {what} is not a number: {str(value)[:80]}")
+    return int(wire.checked(value, "int", what))
 
 
 def _text(value: Any, what: str) -> str:
-    if type(value) is str:
-        return value
-    raise CatalogError(f"malformed answer from the server: {what} is not text: {str(value)[:80]}")
+    return str(wire.checked(value, "str", what))
 
 
 def _list(value: Any, what: str) -> list[Any]:
-    if type(value) is list:
-        return value
-    raise CatalogError(f"malformed answer from the server: {what} is not a list: {str(value)[:80]}")
+    return list(wire.checked(value, "list", what))
 
 
 class RemoteCatalog:
@@ -382,7 +363,7 @@ class RemoteCatalog:
                                  {"site": site, "prefix": prefix, "holder": holder, "seconds": seconds})
         return LeaseRecord(_int(_got(doc, "id"), "the lease's id"), _text(_got(doc, "site"), "the site"),
                            _text(_got(doc, "prefix"), "the prefix"), _text(_got(doc, "holder"), "the holder"),
-                           _number(_got(doc, "created"), "created"), _number(_got(doc, "expires"), "expires"))
+                           wire.time_of(_got(doc, "created"), "created"), wire.time_of(_got(doc, "expires"), "expires"))
 
     def renew_leases(self, ids: Iterable[int], seconds: float) -> set[int]:
         wanted = sorted({int(i) for i in ids})

@@ -26,10 +26,11 @@ from giod.catalog.records import (
     SchemaRecord,
     SiteRecord,
     VersionRecord,
+    counts,
 )
 from giod.errors import CatalogError
 
-__all__ = ["dump", "dump_stats", "load", "load_many", "load_stats"]
+__all__ = ["checked", "dump", "dump_stats", "got", "load", "load_many", "load_stats", "time_of"]
 
 R = TypeVar("R")
 
@@ -82,24 +83,51 @@ def _anything(value: Any) -> bool:
     return True
 
 
+def _int64(value: Any) -> bool:
+    return type(value) is int and -INT64_MAX - 1 <= value <= INT64_MAX
+
+
 #: fields that count or place events and bytes: never negative
 _COUNTS = frozenset({"first_entry", "n_events", "size", "bytes"})
 #: what a record's plain field may hold, by its annotation: a server's value is checked before any use
 _PLAIN: dict[str, Callable[[Any], bool]] = {
-    "int": lambda v: type(v) is int and -INT64_MAX - 1 <= v <= INT64_MAX,
+    "int": _int64,
     "float": lambda v: type(v) is float or type(v) is int,
     "str": lambda v: type(v) is str,
     "str | None": lambda v: v is None or type(v) is str,
     "bool": lambda v: type(v) is bool,
     "dict[str, Any]": lambda v: type(v) is dict,
+    "list": lambda v: type(v) is list,
 }
 
 
 def _ints(value: Any, name: str) -> tuple[int, ...]:
     """A list of integers from 0 to 2^63-1 (cluster entries, checksums, ids) as the server sent it."""
-    if type(value) is list and all(type(v) is int and 0 <= v <= INT64_MAX for v in value):
+    if type(value) is list and counts(value):
         return tuple(value)
     raise CatalogError(f"malformed {name}: not a list of integers from 0 to 2^63-1: {str(value)[:80]}")
+
+
+def got(doc: Any, key: str) -> Any:
+    """``doc[key]`` of a server's JSON answer; CatalogError when the answer is no object or lacks it."""
+    if not isinstance(doc, dict) or key not in doc:
+        raise CatalogError(f"malformed answer from the server: no {key!r} in {str(doc)[:80]}")
+    return doc[key]
+
+
+def checked(value: Any, kind: str, what: str) -> Any:
+    """``value`` of a server's answer if it is of ``kind`` (an annotation of ``_PLAIN``: "int" within 64
+    bits, "str", "list"...); CatalogError naming ``what`` when it is not."""
+    if _PLAIN[kind](value):
+        return value
+    raise CatalogError(f"malformed answer from the server: {what} is not {kind}: {str(value)[:80]}")
+
+
+def time_of(value: Any, what: str) -> float:
+    """A finite number of a server's answer (a time); CatalogError when it is not one."""
+    if _PLAIN["float"](value) and math.isfinite(value):
+        return float(value)
+    raise CatalogError(f"malformed answer from the server: {what} is not a number: {str(value)[:80]}")
 
 
 @functools.cache
