@@ -98,6 +98,7 @@ def _paths(root: Path) -> dict[str, str]:
             "count": lambda: len(ds.select("ht > 0")),
             "records": lambda: [(d.containers, d.tag_stats, d.bytes) for d in ds.databases()],
             "lines": lambda: list(fed.catalog.database_rows("d")),
+            "streamed records": lambda: [(d.containers, d.tag_stats) for d in fed.catalog.iter_databases("d")],
             "fsck": lambda: fsck(fed.store, checksums=False),
         }
         with warnings.catch_warnings():
@@ -171,6 +172,9 @@ EDITS = {
     "a size as text": "UPDATE containers SET size = 'big' WHERE id = 1",
     "a site id beyond 64 bits": "UPDATE replicas SET site_id = '18446744073709551616' WHERE rowid = 5",
     "a statistic as text": "UPDATE tag_stats SET min = 'low' WHERE rowid = 1",
+    "a summary's database id as text": "UPDATE database_summaries SET database_id = '' WHERE rowid = 1",
+    "a site id as bytes": "UPDATE replicas SET site_id = X'80' WHERE rowid = 1",
+    "a text that is not UTF-8": "UPDATE database_summaries SET program = CAST(X'80' AS TEXT) WHERE rowid = 1",
 }
 
 
@@ -226,7 +230,7 @@ def test_a_server_s_database_record_holds_what_its_fields_say(base: Path, tmp_pa
         load(DatabaseRecord, {**sent, **change})
 
 
-@pytest.mark.parametrize("command", [["ls"], ["show", "d"], ["fsck"], ["verify"]])
+@pytest.mark.parametrize("command", [["ls"], ["show", "d"], ["verify"]])
 def test_the_command_line_names_the_row_in_one_line_and_exits_2(base: Path, tmp_path: Path,
                                                               command: list[str]) -> None:
     shutil.copytree(base, tmp_path / "fed")
@@ -236,3 +240,15 @@ def test_the_command_line_names_the_row_in_one_line_and_exits_2(base: Path, tmp_
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
         "error: malformed catalog row: dataset d is not as written: (1, 'd', 1, 3, 'x', None)"]
+
+
+def test_fsck_reports_the_dataset_row_among_its_problems_and_exits_1(base: Path, tmp_path: Path) -> None:
+    shutil.copytree(base, tmp_path / "fed")
+    with sqlite3.connect(tmp_path / "fed" / "catalog.sqlite") as con:
+        con.execute("UPDATE datasets SET created = 'x'")
+    result = CliRunner().invoke(main, ["-f", str(tmp_path / "fed"), "fsck"])
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[0] == (
+        "catalog: table datasets: malformed catalog row: dataset d is not as written: (1, 'd', 1, 3, 'x', None); "
+        "each dataset is checked by name")
+    assert "checked 8 files" in result.output  # the dataset's files all the same

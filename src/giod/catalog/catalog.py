@@ -71,6 +71,7 @@ from giod.catalog.tables import (
     federation,
     schemas,
     sites,
+    tag_coverage,
     tag_stats,
     versions,
     visible,
@@ -408,6 +409,27 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
         return list(self._kept("sites", read, every, lambda rows: tuple(
             parse_rows(self.url, (_SiteRow(*r) for r in rows), site_record))))
 
+    def tag_coverage(self, dataset: str, version: int | None = None) -> dict[str, tuple[int, float | None]]:
+        """What the writes keep per tag field of ``dataset`` at ``version`` for planning (level 11):
+        ``{field: (databases with a statistics row, widest max - min or None)}`` (``giod fsck`` compares it
+        with the rows; none for a version from before the level)."""
+        t = tag_coverage
+        ds_id = select(datasets.c.id).where(datasets.c.name == dataset, visible(datasets, version)).scalar_subquery()
+        newest = select(t.c.field, func.max(t.c.version)).where(t.c.dataset_id == ds_id).group_by(t.c.field)
+        if version is not None:
+            newest = newest.where(t.c.version <= version)
+        row = select(t.c.n_databases, t.c.width).where(
+            t.c.dataset_id == ds_id, t.c.field == bindparam("field"), t.c.version == bindparam("at"))
+
+        def work(conn: Connection) -> dict[str, tuple[int, float | None]]:
+            found = {}
+            for field, at in conn.execute(newest).all():  # one pass along the key; then a lookup a field
+                n, width = conn.execute(row, {"field": field, "at": at}).one()
+                found[field] = (int(n), None if width is None else float(width))
+            return found
+
+        return self._read(work)
+
     def bad_rows(self) -> list[BadRow]:
         """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""
         return self._read(bad_rows)
@@ -510,11 +532,12 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 # the chunk as an entry range (first entries are unique in a dataset: entries are never
                 # handed out twice), read along the summaries' entry index from after, its end the last
                 # first entry read (none: the dataset's end)
-                with uncollected():
-                    found, last = load_kept(conn, row.id, after, chunk, version, parsed)
-                if found is None:  # a summary without its record (level 17): the databases' rows of the range
-                    span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
-                    found = load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
+                with self._rows_converted():
+                    with uncollected():
+                        found, last = load_kept(conn, row.id, after, chunk, version, parsed)
+                    if found is None:  # a summary without its record (level 17): the databases' rows of the range
+                        span = d.c.first_entry > after if last is None else d.c.first_entry.between(after + 1, last)
+                        found = load_databases(conn, (d.c.dataset_id == row.id) & span, version, parsed)
                 # a record whose containers the caller has read is let go (what its first read built dies
                 # young when the caller drops it, instead of being held to the chunk's end and moved to the
                 # collector's older generations, whose full passes then walked the whole heap); one not read
@@ -553,8 +576,13 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             driver: Any = conn.connection.dbapi_connection
             cursor = driver.cursor(name="giod_database_rows") if self.dialect == "postgresql" else driver.cursor()
             try:
-                execute(cursor, self._engine.dialect, query)
-                while batch := cursor.fetchmany(10_000):
+                with self._rows_converted():  # a driver's error too: this read runs outside _retrying
+                    execute(cursor, self._engine.dialect, query)
+                while True:
+                    with self._rows_converted():
+                        batch = cursor.fetchmany(10_000)
+                    if not batch:
+                        break
                     yield from map(DatabaseRow._make, batch)
             finally:
                 cursor.close()

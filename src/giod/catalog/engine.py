@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -504,12 +504,26 @@ class Transactions:
         CatalogError instead of the ``TypeError``/``ValueError`` of the conversion that met it."""
 
         def checked(conn: Connection) -> T:
-            try:
+            with self._rows_converted():
                 return work(conn)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise CatalogError(f"catalog {self._shown}: malformed catalog row: {exc}") from exc
 
         return checked
+
+    @contextlib.contextmanager
+    def _rows_converted(self) -> Iterator[None]:
+        """The block's ``TypeError``/``ValueError``/``OverflowError`` as the CatalogError of a malformed row
+        (``_rows_checked``, for a read that is not one call: a streamed listing), and, as a streamed read
+        runs outside ``_retrying``, a driver's error as a CatalogError too (SQLite's text that is not UTF-8,
+        a blob a concatenation made text of, is one)."""
+        try:
+            yield
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CatalogError(f"catalog {self._shown}: malformed catalog row: {exc}") from exc
+        except DBAPIError as exc:
+            raise CatalogError(f"catalog {self._shown}: {_reason(exc.orig if exc.orig is not None else exc)}"
+                               ) from exc
+        except self._driver_error as exc:
+            raise CatalogError(f"catalog {self._shown}: {_reason(exc)}") from exc
 
     def _kept(self, name: str, read: Callable[[], T], sql: str | None = None,
               parse: Callable[[list[Any]], T] | None = None) -> T:

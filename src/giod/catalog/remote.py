@@ -550,6 +550,9 @@ class RemoteCatalog:
     def bad_rows(self) -> list[BadRow]:
         raise _unavailable("bad_rows")
 
+    def tag_coverage(self, dataset: str, version: int | None = None) -> dict[str, tuple[int, float | None]]:
+        raise _unavailable("tag_coverage")
+
     def verify_token(self, secret: str, *, now: float | None = None) -> TokenRecord:
         raise _unavailable("verify_token")
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import posixpath
 import time
 from collections.abc import Callable, Iterator
@@ -51,8 +52,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from giod.catalog.records import ContainerRecord, ContainerSpec, DatabaseCommit, SiteRecord, keyed_ranges
-from giod.errors import GiodError, IntegrityError, NotFound
+from giod.catalog.protocol import CatalogAPI
+from giod.catalog.records import (
+    ContainerRecord,
+    ContainerSpec,
+    DatabaseCommit,
+    DatabaseRecord,
+    DatabaseRow,
+    SiteRecord,
+    keyed_ranges,
+)
+from giod.errors import CatalogError, GiodError, IntegrityError, NotFound
 from giod.replication.sites import probe
 from giod.replication.transfer import file_checksum
 from giod.schema import TAG_CONTAINER, TAG_INDEX
@@ -125,8 +135,24 @@ def fsck(store: Store, *, checksums: bool = True,
     for bad in store.catalog.bad_rows():  # left out of every listing: said here, with the command that removes it
         report.problems.append(Problem("catalog", "", f"table {bad.table} {bad.key}",
                                        f"{bad.problem}; the row is left out ({bad.remedy} removes it)"))
-    for name in store.datasets():
-        dbs = store.catalog.databases(name)
+    try:
+        names = store.datasets()
+    except CatalogError as exc:  # one row that does not parse hides no other dataset from the check
+        report.problems.append(Problem("catalog", "", "table datasets", f"{exc}; each dataset is checked by name"))
+        names = sorted(store.catalog.dataset_names())
+    for name in names:
+        try:
+            version = store.catalog.version()  # the kept values and the rows are compared in one snapshot
+            dbs = store.catalog.databases(name, version)
+        except NotFound:
+            continue  # a deleted dataset's name (listed by name until purged)
+        except CatalogError as exc:
+            report.problems.append(Problem("catalog", "", f"dataset {name}", str(exc)))
+            continue
+        try:
+            report.problems += kept_problems(store.catalog, name, version, dbs)
+        except CatalogError as exc:  # a kept value that does not parse: the rows' files are checked all the same
+            report.problems.append(Problem("catalog", "", f"dataset {name}", str(exc)))
         report.problems += _incomplete_imports(name, dbs)
         states = _replica_sites(store, name, sites)
         expected = 0
@@ -163,6 +189,61 @@ def fsck(store: Store, *, checksums: bool = True,
                 report.deleted_files += 1
                 report.deleted_bytes += info.size
     return report
+
+
+def kept_problems(catalog: CatalogAPI, name: str, version: int, dbs: list[DatabaseRecord]) -> list[Problem]:
+    """A ``catalog`` problem for each value the writes keep beside the rows of dataset ``name`` at
+    ``version`` that disagrees with its databases' rows ``dbs`` (read at that version).
+
+    Reads look those values up instead of counting (the totals for ``len`` and ``giod ls``, a line per
+    database for ``giod show``, a record per database for the streamed listing, each tag field's coverage
+    for planning); one that disagrees, whether by a hand edit or a bug, gives wrong answers and no error.
+    """
+    where = f"dataset {name}"
+    out = []
+    kept = catalog.dataset_summary(name, version)
+    held = {"n_events": sum(db.n_events for db in dbs), "n_databases": len(dbs),
+            "bytes": sum(c.size for db in dbs for c in db.containers)}
+    if kept != held:
+        out.append(Problem("catalog", "", where, f"its kept totals ({_totals(kept)}) are not its databases' rows' "
+                                                 f"({_totals(held)}): len() and giod ls read the kept ones"))
+    rows = {db.id: db for db in dbs}
+    lines = {db.id: DatabaseRow(db.id, db.first_entry, db.n_events, db.bytes, db.created_version, db.program,
+                                ",".join(sorted(c.name for c in db.containers))) for db in dbs}
+    for what, listing, expected, reader in (
+            ("lines", catalog.database_rows, lines, "giod show prints"),
+            ("records", catalog.iter_databases, rows, "Catalog.iter_databases gives")):
+        unseen, differ = set(expected), []
+        for item in listing(name, version):
+            unseen.discard(item.id)
+            if expected.get(item.id) != item:
+                differ.append(item.id)
+        # a kept id may be anything a cell holds: ids first, in order, then the rest as written
+        differ = sorted(differ + list(unseen), key=lambda i: (0, i, "") if type(i) is int else (1, 0, repr(i)))
+        if differ:
+            shown = ", ".join(f"db{i}" if type(i) is int else f"db{i!r}" for i in differ[:5])
+            shown += ", …" if len(differ) > 5 else ""
+            out.append(Problem("catalog", "", where, f"the listing's kept {what} of {_databases(len(differ))} "
+                                                     f"({shown}) are not their rows: {reader} the kept ones"))
+    for tag, (n, width) in sorted(catalog.tag_coverage(name, version).items()):
+        bounds = [db.tag_stats[tag] for db in dbs if tag in db.tag_stats]
+        spans = [hi - lo for lo, hi in bounds if math.isfinite(lo) and math.isfinite(hi)]
+        wrong = n != len(bounds) or width is not None and (
+            any(lo > hi for lo, hi in bounds) or max(spans, default=0.0) > width)
+        if wrong:
+            out.append(Problem("catalog", "", where, f"the coverage kept for tag field {tag} ({n} databases, "
+                                                     f"widest span {width}) is not its rows' ({len(bounds)} "
+                                                     f"databases, widest span {max(spans, default=0.0)}): a "
+                                                     f"selection on {tag} may leave databases out"))
+    return out
+
+
+def _databases(n: int) -> str:
+    return f"{n:,} database" if n == 1 else f"{n:,} databases"
+
+
+def _totals(values: dict[str, int]) -> str:
+    return f"{values['n_events']:,} events in {values['n_databases']:,} databases, {values['bytes']:,} bytes"
 
 
 def _incomplete_imports(dataset: str, dbs: list[Any]) -> list[Problem]:
