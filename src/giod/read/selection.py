@@ -113,12 +113,14 @@ def select_local(dataset: Snapshot, db: DatabaseRecord, expression: Expression,
                  local: np.ndarray | None = None) -> np.ndarray | None:
     """The local entries of ``db`` (of ``local``; of all when None) that pass ``expression``;
     None when that is all of ``db``'s entries."""
-    everything = np.arange(db.n_events, dtype=np.int64) if local is None else local
     tags, objects = expression.split()
     if tags.fields:
         names = sorted(tags.fields)
         table = read_database(dataset, db, Projection({TAG_CONTAINER: names}, tuple(names)), local)[TAG_CONTAINER]
-        local = everything[tags.evaluate({name: table.column(name) for name in names})]
+        passed = tags.evaluate({name: table.column(name) for name in names})
+        # sized by what was read, never by the catalog's count before it is read (an edited count of 2^32
+        # asked for 32 GiB here)
+        local = np.flatnonzero(passed).astype(np.int64) if local is None else local[passed]
     elif not tags.evaluate({}, size=1)[0]:  # folded to false: the same answer for every event
         return np.zeros(0, dtype=np.int64)
     if objects.objects and (local is None or len(local)):
