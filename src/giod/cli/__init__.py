@@ -377,8 +377,10 @@ def fsck(quick: bool, federation: str) -> None:
     replica of them at (giod replicate adopts them). Files under a live
     writer's lease are shown as writing. Lost files are complete files of
     commits the catalog does not hold (giod recover registers them again).
-    Exits 1 when committed data is missing, corrupt or lost, or a site does
-    not answer.
+    Catalog rows that do not parse, and the totals, listing and tag coverage
+    the catalog keeps that disagree with its rows, are catalog problems.
+    Exits 1 when committed data is missing, corrupt or lost, the catalog is
+    damaged, or a site does not answer.
     """
     from giod.store.consistency import fsck as run
 
