@@ -147,6 +147,10 @@ class RemoteCatalog:
         """
         if self._seen is not None and time.monotonic() - self._seen[0] < VERSION_SECONDS:
             return self._seen[1]
+        return self.fresh_version()
+
+    def fresh_version(self) -> int:
+        """The current version as the server says now (a change feed's event is only a hint of it)."""
         return self._saw(_int(_got(self._get("/federation"), "version"), "the version"))
 
     def _saw(self, version: int) -> int:

@@ -20,6 +20,7 @@ between two waits: each feed starts listening before it first reads.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from giod.catalog.engine import parse_url
+from giod.catalog.wire import checked, got
 from giod.errors import CatalogError, GiodError, StorageError, needs_extra
 
 __all__ = ["CHANNEL", "Feed", "FileFeed", "PostgresFeed", "ServerFeed", "open_feed"]
@@ -36,6 +38,7 @@ log = logging.getLogger("giod.exchange")
 
 CHANNEL = "giod_versions"  # the NOTIFY channel of catalog migration 8
 FOREVER = 3600.0  # the longest single wait; callers loop
+MAX_EVENT = 65536  # bytes of one server-sent event: a version is a few dozen
 WAL_SUFFIXES = ("", "-wal")  # a commit writes the log, a checkpoint the file; readers touch only -shm
 
 
@@ -165,8 +168,17 @@ class ServerFeed:
                 self._changed.wait(min(left, 0.5))
             return self.latest
 
-    def _saw(self, version: int) -> None:
+    def _saw(self, version: Any) -> None:
+        """Take a version the server announced; it is a hint: no further than the server's catalog says
+        (an announcement past it, garbled or not, made a follower copy at that version again and again,
+        waiting on nothing, or would have pinned its reads past every later commit)."""
+        announced = checked(version, "int", "a change feed's version")
         with self._changed:
+            if announced <= self.latest:
+                return
+        current = self.fed.catalog.fresh_version()  # not the version a catalog reuses for a while
+        with self._changed:
+            version = min(announced, current)
             if version > self.latest:
                 self.latest = version
                 self._changed.notify_all()
@@ -200,7 +212,9 @@ class ServerFeed:
                     event, buffer = buffer.split(b"\n\n", 1)
                     for line in event.decode("utf-8", "replace").splitlines():
                         if line.startswith("data:"):
-                            self._saw(int(json.loads(line[5:])["version"]))
+                            self._saw(got(json.loads(line[5:]), "version"))
+                if len(buffer) > MAX_EVENT:  # an event never ended: not held whole, however long it grows
+                    raise StorageError(f"an event of the change feed runs past {MAX_EVENT} bytes")
         finally:
             self._response = None
             r.close()  # never back to the pool: the server would still be streaming on it
@@ -209,4 +223,7 @@ class ServerFeed:
         self._closed.set()
         response = self._response
         if response is not None:
-            response.shutdown()  # wakes the reading thread at once
+            # wakes the reading thread at once; one that is closing the stream meanwhile (the server ended
+            # it) may have closed its socket already: nothing is left to wake
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                response.shutdown()
