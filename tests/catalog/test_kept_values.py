@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 import giod
+from giod.catalog.records import ContainerSpec
 from giod.cli import main
 from giod.store.consistency import fsck
 from giod.testing import synthetic
@@ -73,6 +74,8 @@ def test_the_command_line_prints_it_and_exits_1(filled: str) -> None:
     result = CliRunner().invoke(main, ["fsck", "-f", filled], catch_exceptions=False)
     assert result.exit_code == 1, result.output
     assert "catalog: dataset d: the coverage kept for tag field ht (4 databases" in result.output
+    assert result.output.splitlines()[-1] == (
+        "the catalog keeps values its rows do not hold: run giod fsck --repair to write them again")
 
 
 def test_a_dataset_row_that_does_not_parse_hides_no_other_dataset(tmp_path: Path) -> None:
@@ -103,3 +106,66 @@ def test_a_pinned_check_sees_a_later_commit_as_sound(filled: str) -> None:
         assert kept_problems(fed.catalog, "d", version, dbs) == []
         later = kept_problems(fed.catalog, "d", fed.catalog.version(), dbs)  # the rows are older: all differ
         assert "its kept totals (65 events in 4 databases" in later[0].detail
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_repair_writes_each_kept_value_again_from_the_rows(filled: str, edit: str) -> None:
+    with giod.open(filled) as fed:
+        sound = fed.catalog.version()
+        listed = list(fed.catalog.iter_databases("d"))
+    _edit(filled, EDITS[edit][0])
+    with giod.open(filled) as fed:
+        edited = fed.catalog.version()
+        repaired = fsck(fed.store, repair=True)
+        assert repaired.problems and {p.kind for p in repaired.problems} == {"repaired"}
+        assert not repaired.damaged
+        assert f"written again from the rows at version {edited + 1}" in repaired.problems[0].detail
+        assert fsck(fed.store).problems == []  # nothing left to say
+        ds = fed.dataset("d")
+        assert len(ds) == 60 and list(fed.catalog.iter_databases("d")) == listed == fed.catalog.databases("d")
+        assert len(ds.select("ht > 0")) == len(fed.dataset("d").at(sound).select("ht > 0"))
+        assert [line.n_events for line in fed.catalog.database_rows("d")] == [20, 20, 20]
+
+
+def test_repair_after_a_pass_and_a_deletion_rewrites_summaries_as_they_read(filled: str) -> None:
+    """Summaries written by a commit, a later pass and a deletion, all written again: the same records."""
+    with giod.open(filled) as fed:
+        cat = fed.catalog
+        first, second, third = cat.databases("d")
+        tag = first.container("tag")
+        assert tag is not None
+        cat.add_containers(first.id, [ContainerSpec("extra", tag.path.replace("tag.", "extra."), tag.checksum,
+                                                    tag.size, tag.cluster_entries, tag.schema_id)],
+                           "local", tag_stats={"ht": (1.0, 2.0)})
+        cat.delete_database(second.id)
+        before = cat.databases("d")
+        totals = cat.dataset_summary("d")
+        coverage = cat.tag_coverage("d")
+        cat.rebuild_kept("d", [db.id for db in before])
+        assert list(cat.iter_databases("d")) == before == cat.databases("d")
+        assert cat.dataset_summary("d") == totals
+        rebuilt = cat.tag_coverage("d")
+        assert {f: n for f, (n, _) in rebuilt.items()} == {f: n for f, (n, _) in coverage.items()}
+        # the span a write keeps is the widest a row ever had; written again, the rows' own, never wider
+        assert all(rebuilt[f][1] <= coverage[f][1] for f in coverage)
+        assert rebuilt["ht"][1] == max(hi - lo for lo, hi in (db.tag_stats["ht"] for db in before))
+        assert fsck(fed.store).by_kind("catalog") == []  # (the extra container has no file: "missing")
+
+
+def test_repair_is_a_new_version_that_older_snapshots_do_not_see(filled: str) -> None:
+    _edit(filled, EDITS["totals"][0])
+    with giod.open(filled) as fed:
+        edited = fed.catalog.version()
+        fsck(fed.store, repair=True)
+        assert fed.catalog.versions(1)[0].description.startswith("rebuild kept values of dataset d")
+        assert fed.catalog.dataset_summary("d", edited)["n_events"] == 61  # as it was read then
+        assert fed.catalog.dataset_summary("d")["n_events"] == 60
+
+
+def test_the_command_line_repairs_and_exits_0(filled: str) -> None:
+    _edit(filled, EDITS["line"][0])
+    result = CliRunner().invoke(main, ["fsck", "--repair", "-f", filled], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "repaired: dataset d: the listing's kept lines of 1 database (db2)" in result.output
+    again = CliRunner().invoke(main, ["fsck", "-f", filled], catch_exceptions=False)
+    assert again.exit_code == 0 and "0 problems" in again.output, again.output

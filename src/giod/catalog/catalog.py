@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import BigInteger, ColumnElement, Connection, Dialect, bindparam, func, insert, select, update
 
-from giod.catalog import entries, migrations, planning
+from giod.catalog import entries, migrations, planning, rebuild
 from giod.catalog.bookkeeping import BookkeepingMethods
 from giod.catalog.commits import CommitMethods
 from giod.catalog.engine import NoCatalog, Unchanged, acquire_engine, parse_url
@@ -429,6 +429,23 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             return found
 
         return self._read(work)
+
+    def rebuild_kept(self, dataset: str, summaries: Sequence[int] = ()) -> int:
+        """Write the values kept beside the rows of ``dataset`` anew from its rows, at a new version; returns
+        it: the totals, every tag field's coverage, the summaries of the databases ``summaries``, and the end
+        of any summary of a database the dataset does not hold (``giod fsck --repair``; ``rebuild``)."""
+
+        def work(conn: Connection, v: int) -> int:
+            row = dataset_row(conn, dataset, None)
+            if row is None:
+                raise missing_dataset(conn, dataset, None)
+            with self._rows_converted():  # rows that do not parse are fsck's to report, not a traceback
+                done = rebuild.rebuild_kept(conn, row.id, v, summaries)
+            log(conn, v, f"rebuild kept values of dataset {dataset}: {done['summaries']} summaries, "
+                         f"{done['ended']} ended, {done['fields']} fields")
+            return v
+
+        return self._write(work)
 
     def bad_rows(self) -> list[BadRow]:
         """The rows of the sites and tokens tables that do not parse (``giod fsck`` reports them)."""

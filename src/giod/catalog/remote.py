@@ -557,6 +557,9 @@ class RemoteCatalog:
     def tag_coverage(self, dataset: str, version: int | None = None) -> dict[str, tuple[int, float | None]]:
         raise _unavailable("tag_coverage")
 
+    def rebuild_kept(self, dataset: str, summaries: Sequence[int] = ()) -> int:
+        raise _unavailable("rebuild_kept")
+
     def verify_token(self, secret: str, *, now: float | None = None) -> TokenRecord:
         raise _unavailable("verify_token")
 

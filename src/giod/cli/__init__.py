@@ -369,8 +369,10 @@ def select(dataset: str, expression: str | None, columns: str | None, limit: int
 
 @main.command()
 @click.option("--quick", is_flag=True, help="Check sizes only, not checksums.")
+@click.option("--repair", is_flag=True,
+              help="Write the catalog's kept totals, listing and tag coverage found wrong anew from its rows.")
 @federation_option
-def fsck(quick: bool, federation: str) -> None:
+def fsck(quick: bool, repair: bool, federation: str) -> None:
     """Check catalog and files: orphans, dark copies, deleted and lost files, missing files, checksums.
 
     Dark copies are files of known containers at a site the catalog lists no
@@ -378,14 +380,15 @@ def fsck(quick: bool, federation: str) -> None:
     writer's lease are shown as writing. Lost files are complete files of
     commits the catalog does not hold (giod recover registers them again).
     Catalog rows that do not parse, and the totals, listing and tag coverage
-    the catalog keeps that disagree with its rows, are catalog problems.
+    the catalog keeps that disagree with its rows, are catalog problems;
+    --repair writes those kept values again from the rows, at a new version.
     Exits 1 when committed data is missing, corrupt or lost, the catalog is
     damaged, or a site does not answer.
     """
     from giod.store.consistency import fsck as run
 
     fed = _open(federation)
-    report = run(fed.store, checksums=not quick)
+    report = run(fed.store, checksums=not quick, repair=repair)
     for p in report.problems:
         where = f"{p.site}:{p.path}" if p.site and p.path else p.site or p.path  # a catalog row has no site
         click.echo(f"{p.kind}: {where}: {p.detail}")
@@ -396,6 +399,8 @@ def fsck(quick: bool, federation: str) -> None:
                f"{len(report.by_kind('lost'))} files of lost commits")
     if report.lost_commits:
         click.echo("the catalog lost commits whose files are complete: run giod recover to register them again")
+    if report.kept_wrong:
+        click.echo("the catalog keeps values its rows do not hold: run giod fsck --repair to write them again")
     if report.damaged or report.lost_commits:
         sys.exit(1)
 

@@ -81,16 +81,19 @@ COPY_HOLDER = "giod copy"  # how a copy's leases name their holder (``giod.excha
 @dataclass
 class Problem:
     kind: str  # orphan | dark | writing | deleted | lost | incomplete | missing | size | checksum | catalog
-    #            | unreachable
+    #            | unreachable | repaired
     site: str
     path: str
     detail: str
+    kept: bool = False  # a value the catalog keeps beside its rows disagrees with them (fsck --repair)
+    databases: tuple[int, ...] = ()  # a kept value's problem: the databases whose summaries differ
 
 
 # files too many, not data missing; "lost" files are data the catalog is missing, not data missing from a site:
 # they are reported apart (FsckReport.lost_commits)
 # an "incomplete" import is data that never landed, not committed data lost: the same command finishes it
-NOT_DAMAGE = ("orphan", "dark", "writing", "deleted", "lost", "incomplete")
+# a "repaired" kept value was written again from the rows by fsck --repair
+NOT_DAMAGE = ("orphan", "dark", "writing", "deleted", "lost", "incomplete", "repaired")
 
 
 @dataclass
@@ -111,15 +114,23 @@ class FsckReport:
         return any(p.kind not in NOT_DAMAGE for p in self.problems)
 
     @property
+    def kept_wrong(self) -> bool:
+        """True when values the catalog keeps beside its rows disagree with them (``fsck(repair=True)``
+        writes them again)."""
+        return any(p.kind == "catalog" and p.kept for p in self.problems)
+
+    @property
     def lost_commits(self) -> bool:
         """True when complete files show commits the catalog lost (``giod recover`` registers them)."""
         return any(p.kind == "lost" for p in self.problems)
 
 
-def fsck(store: Store, *, checksums: bool = True,
+def fsck(store: Store, *, checksums: bool = True, repair: bool = False,
          progress: Callable[[int], None] | None = None) -> FsckReport:
     """Check every replica of every live container, and say what every other file at a site is: orphan,
-    dark copy, being written, deleted, or evidence of a lost commit."""
+    dark copy, being written, deleted, or evidence of a lost commit. ``repair``: write the kept values
+    found to disagree with the rows anew from the rows (``Catalog.rebuild_kept``); their problems are then
+    ``repaired``."""
     report = FsckReport()
     sites = {s.id: s for s in store.sites()}
     away: dict[str, str] = {}
@@ -150,9 +161,14 @@ def fsck(store: Store, *, checksums: bool = True,
             report.problems.append(Problem("catalog", "", f"dataset {name}", str(exc)))
             continue
         try:
-            report.problems += kept_problems(store.catalog, name, version, dbs)
+            kept = kept_problems(store.catalog, name, version, dbs)
         except CatalogError as exc:  # a kept value that does not parse: the rows' files are checked all the same
-            report.problems.append(Problem("catalog", "", f"dataset {name}", str(exc)))
+            kept = [Problem("catalog", "", f"dataset {name}", str(exc), True, tuple(db.id for db in dbs))]
+        if kept and repair:
+            written = store.catalog.rebuild_kept(name, sorted({i for p in kept for i in p.databases}))
+            kept = [dataclasses.replace(p, kind="repaired", detail=f"{p.detail}; written again from the rows at "
+                                                                    f"version {written}") for p in kept]
+        report.problems += kept
         report.problems += _incomplete_imports(name, dbs)
         states = _replica_sites(store, name, sites)
         expected = 0
@@ -206,7 +222,7 @@ def kept_problems(catalog: CatalogAPI, name: str, version: int, dbs: list[Databa
             "bytes": sum(c.size for db in dbs for c in db.containers)}
     if kept != held:
         out.append(Problem("catalog", "", where, f"its kept totals ({_totals(kept)}) are not its databases' rows' "
-                                                 f"({_totals(held)}): len() and giod ls read the kept ones"))
+                                                 f"({_totals(held)}): len() and giod ls read the kept ones", True))
     rows = {db.id: db for db in dbs}
     lines = {db.id: DatabaseRow(db.id, db.first_entry, db.n_events, db.bytes, db.created_version, db.program,
                                 ",".join(sorted(c.name for c in db.containers))) for db in dbs}
@@ -224,7 +240,8 @@ def kept_problems(catalog: CatalogAPI, name: str, version: int, dbs: list[Databa
             shown = ", ".join(f"db{i}" if type(i) is int else f"db{i!r}" for i in differ[:5])
             shown += ", …" if len(differ) > 5 else ""
             out.append(Problem("catalog", "", where, f"the listing's kept {what} of {_databases(len(differ))} "
-                                                     f"({shown}) are not their rows: {reader} the kept ones"))
+                                                     f"({shown}) are not their rows: {reader} the kept ones",
+                               True, tuple(i for i in differ if type(i) is int)))
     for tag, (n, width) in sorted(catalog.tag_coverage(name, version).items()):
         bounds = [db.tag_stats[tag] for db in dbs if tag in db.tag_stats]
         spans = [hi - lo for lo, hi in bounds if math.isfinite(lo) and math.isfinite(hi)]
@@ -234,7 +251,7 @@ def kept_problems(catalog: CatalogAPI, name: str, version: int, dbs: list[Databa
             out.append(Problem("catalog", "", where, f"the coverage kept for tag field {tag} ({n} databases, "
                                                      f"widest span {width}) is not its rows' ({len(bounds)} "
                                                      f"databases, widest span {max(spans, default=0.0)}): a "
-                                                     f"selection on {tag} may leave databases out"))
+                                                     f"selection on {tag} may leave databases out", True))
     return out
 
 
