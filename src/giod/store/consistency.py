@@ -260,7 +260,7 @@ def _databases(n: int) -> str:
 
 
 def _totals(values: dict[str, int]) -> str:
-    return f"{values['n_events']:,} events in {values['n_databases']:,} databases, {values['bytes']:,} bytes"
+    return f"{values['n_events']:,} events in {_databases(values['n_databases'])}, {values['bytes']:,} bytes"
 
 
 def _incomplete_imports(dataset: str, dbs: list[Any]) -> list[Problem]:
