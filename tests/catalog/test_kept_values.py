@@ -167,5 +167,6 @@ def test_the_command_line_repairs_and_exits_0(filled: str) -> None:
     result = CliRunner().invoke(main, ["fsck", "--repair", "-f", filled], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "repaired: dataset d: the listing's kept lines of 1 database (db2)" in result.output
+    assert "): 0 problems, 2 repaired, " in result.output  # the line and the record
     again = CliRunner().invoke(main, ["fsck", "-f", filled], catch_exceptions=False)
     assert again.exit_code == 0 and "0 problems" in again.output, again.output

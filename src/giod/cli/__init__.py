@@ -392,8 +392,11 @@ def fsck(quick: bool, repair: bool, federation: str) -> None:
     for p in report.problems:
         where = f"{p.site}:{p.path}" if p.site and p.path else p.site or p.path  # a catalog row has no site
         click.echo(f"{p.kind}: {where}: {p.detail}")
+    repaired = len(report.by_kind("repaired"))
+    found = len(report.problems) - repaired
     click.echo(f"checked {report.files_checked} files ({_size(report.bytes_checked)} read): "
-               f"{len(report.problems)} problems, {len(report.by_kind('orphan'))} orphans, "
+               f"{found} problem{'' if found == 1 else 's'}{f', {repaired} repaired' if repaired else ''}, "
+               f"{len(report.by_kind('orphan'))} orphans, "
                f"{len(report.by_kind('dark'))} dark copies, {len(report.by_kind('writing'))} files being written, "
                f"{report.deleted_files} files of deleted containers ({_size(report.deleted_bytes)}), "
                f"{len(report.by_kind('lost'))} files of lost commits")
