@@ -15,18 +15,10 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Dialect, String, bindparam, cast, func, literal_column, select
 
+from giod.catalog.listed import Parsed, container_record
 from giod.catalog.prepared import Prepared
-from giod.catalog.records import (
-    ContainerRecord,
-    DatabaseRecord,
-    check_container,
-    check_head,
-    row_bounds,
-    row_list,
-    row_object,
-)
+from giod.catalog.records import DatabaseRecord, check_head, row_bounds, row_object
 from giod.catalog.tables import containers, database_parents, databases, datasets, replicas, tag_stats, visible
-from giod.errors import CatalogError
 
 __all__ = ["EntryStatements", "find", "find_pipelined", "statements"]
 
@@ -114,21 +106,6 @@ def statements(dialect: Dialect, pinned: bool) -> EntryStatements:
     return found
 
 
-def _container(row: Any) -> ContainerRecord:
-    check_container(row)
-    try:
-        sites = tuple(sorted(int(x) for x in str(row[9]).split(","))) if row[9] else ()
-    except ValueError:
-        raise CatalogError(f"malformed catalog row: the sites of container {row[0]} are not ids: "
-                           f"{str(row[9])[:80]!r}") from None
-    what = f"container {row[0]}"
-    checksums = row_list(row[15], f"cluster checksums of {what}") if row[15] != "[]" else ()
-    entries = row_list(row[6], f"cluster entries of {what}")
-    parameters = row_object(row[12], f"parameters of {what}")
-    return ContainerRecord(row[0], row[1], row[2], row[3], row[4], row[5], entries, row[7], row[8], sites, row[10],
-                           row[11], parameters, row[13], row[14], checksums)
-
-
 def find(cursor: Any, s: EntryStatements, dataset: str, entry: int, version: int | None
          ) -> tuple[bool, DatabaseRecord | None]:
     """Whether ``dataset`` exists at ``version``, and its database holding ``entry`` then (None when none
@@ -168,7 +145,8 @@ def find_pipelined(connection: Any, s: EntryStatements, dataset: str, entry: int
 
 
 def _record(row: Any, parents: Any, held_rows: Any, stats_rows: Any) -> DatabaseRecord:
-    held = tuple(_container(c) for c in held_rows)
+    parsed = Parsed()  # the listing's reading of a container row: one way to read it
+    held = tuple(container_record(c, parsed) for c in held_rows)
     stats = {field: row_bounds(field, lo, hi, f"database {row[0]}") for field, lo, hi in stats_rows}
     return DatabaseRecord(
         id=row[0], dataset_id=row[1], first_entry=row[2], n_events=row[3], bytes=sum(c.size for c in held),

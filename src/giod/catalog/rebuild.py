@@ -92,17 +92,17 @@ def _coverage(conn: Connection, dataset_id: int, version: int, live: Any) -> int
     name: the databases with a row of it, and the widest ``max - min`` of those rows (NULL when one has
     ``min > max``; unknown bounds widen nothing), as the triggers keep them. Returns the number of fields."""
     t, c = tag_stats, tag_coverage
-    found: dict[str, list[int | float | None]] = {}  # field -> [databases, width]
+    counts: dict[str, int] = {}
+    widths: dict[str, float | None] = {}
     for name, lo, hi in conn.execute(select(t.c.field, t.c.min, t.c.max)
                                      .where(t.c.database_id.in_(live), visible(t, None))):
-        seen = found.setdefault(name, [0, 0.0])
-        seen[0] = int(seen[0] or 0) + 1
-        if lo is None or hi is None or seen[1] is None:
-            continue
-        seen[1] = None if lo > hi else max(float(seen[1]), float(hi) - float(lo))
+        counts[name] = counts.get(name, 0) + 1
+        width = widths.setdefault(name, 0.0)
+        if width is not None and lo is not None and hi is not None:
+            widths[name] = None if lo > hi else max(width, float(hi) - float(lo))
     for (name,) in conn.execute(select(c.c.field).where(c.c.dataset_id == dataset_id).distinct()):
-        found.setdefault(name, [0, 0.0])  # a field no database has a row of any more
-    if found:
+        counts.setdefault(name, 0)  # a field no database has a row of any more
+    if counts:
         conn.execute(insert(c), [{"dataset_id": dataset_id, "field": name, "version": version, "n_databases": n,
-                                  "width": width} for name, (n, width) in sorted(found.items())])
-    return len(found)
+                                  "width": widths.get(name, 0.0)} for name, n in sorted(counts.items())])
+    return len(counts)
