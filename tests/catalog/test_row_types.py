@@ -257,3 +257,23 @@ def test_fsck_reports_the_dataset_row_among_its_problems_and_exits_1(base: Path,
         "catalog: table datasets: malformed catalog row: dataset d is not as written: (1, 'd', 1, 3, 'x', None); "
         "each dataset is checked by name")
     assert "checked 8 files" in result.output  # the dataset's files all the same
+
+
+def test_a_locked_catalog_is_tried_again_inside_the_rows_boundary(tmp_path: Path) -> None:
+    """The boundary turns a row's conversion errors into CatalogErrors, not the driver's: a read that meets
+    a locked SQLite file is tried again, not refused."""
+    from giod.catalog import Catalog
+
+    catalog = Catalog.open(f"sqlite:///{tmp_path / 'catalog.db'}")
+    calls: list[int] = []
+
+    def work(conn: Any) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        return 7
+
+    try:
+        assert catalog._read(work) == 7 and len(calls) == 2
+    finally:
+        catalog.close()

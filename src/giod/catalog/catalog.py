@@ -549,7 +549,7 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
                 # the chunk as an entry range (first entries are unique in a dataset: entries are never
                 # handed out twice), read along the summaries' entry index from after, its end the last
                 # first entry read (none: the dataset's end)
-                with self._rows_converted():
+                with self._rows_converted(streamed=True):
                     with uncollected():
                         found, last = load_kept(conn, row.id, after, chunk, version, parsed)
                     if found is None:  # a summary without its record (level 17): the databases' rows of the range
@@ -593,10 +593,10 @@ class Catalog(CommitMethods, TokenMethods, RuleMethods, BookkeepingMethods, Leas
             driver: Any = conn.connection.dbapi_connection
             cursor = driver.cursor(name="giod_database_rows") if self.dialect == "postgresql" else driver.cursor()
             try:
-                with self._rows_converted():  # a driver's error too: this read runs outside _retrying
+                with self._rows_converted(streamed=True):  # this read runs outside _retrying
                     execute(cursor, self._engine.dialect, query)
                 while True:
-                    with self._rows_converted():
+                    with self._rows_converted(streamed=True):
                         batch = cursor.fetchmany(10_000)
                     if not batch:
                         break

@@ -504,25 +504,29 @@ class Transactions:
         CatalogError instead of the ``TypeError``/``ValueError`` of the conversion that met it."""
 
         def checked(conn: Connection) -> T:
-            with self._rows_converted():
+            with self._rows_converted():  # a driver's error is _retrying's: a locked catalog is tried again
                 return work(conn)
 
         return checked
 
     @contextlib.contextmanager
-    def _rows_converted(self) -> Iterator[None]:
+    def _rows_converted(self, *, streamed: bool = False) -> Iterator[None]:
         """The block's ``TypeError``/``ValueError``/``OverflowError`` as the CatalogError of a malformed row
-        (``_rows_checked``, for a read that is not one call: a streamed listing), and, as a streamed read
-        runs outside ``_retrying``, a driver's error as a CatalogError too (SQLite's text that is not UTF-8,
-        a blob a concatenation made text of, is one)."""
+        (``_rows_checked``, for a read that is not one call); ``streamed``: a read that runs outside
+        ``_retrying`` (a streamed listing), whose driver's errors are CatalogErrors too (SQLite's text that
+        is not UTF-8, a blob a concatenation made text of, is one)."""
         try:
             yield
         except (TypeError, ValueError, OverflowError) as exc:
             raise CatalogError(f"catalog {self._shown}: malformed catalog row: {exc}") from exc
         except DBAPIError as exc:
+            if not streamed:
+                raise
             raise CatalogError(f"catalog {self._shown}: {_reason(exc.orig if exc.orig is not None else exc)}"
                                ) from exc
         except self._driver_error as exc:
+            if not streamed:
+                raise
             raise CatalogError(f"catalog {self._shown}: {_reason(exc)}") from exc
 
     def _kept(self, name: str, read: Callable[[], T], sql: str | None = None,
